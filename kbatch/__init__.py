@@ -1,0 +1,187 @@
+"""kbatch: Kafka record batches straight into NumPy columns.
+
+>>> import kbatch
+>>> data = kbatch.encode([b"v0", None], keys=[b"k0", b"k1"], timestamps=[1000, 1005])
+>>> table = kbatch.decode(data)
+>>> table.records["offset"].tolist(), table.records["timestamp"].tolist()
+([0, 1], [1000, 1005])
+>>> table.key(1), table.value(0), table.value(1)
+(b'k1', b'v0', None)
+>>> kbatch.decode(data[:-1] + b"x")
+Traceback (most recent call last):
+  ...
+kbatch.errors.CRCError: crc32c mismatch: stored 0x..., computed 0x... (byte 17, batch 0, field crc)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbatch import _core
+from kbatch._core import BATCH_DTYPE, HEADER_DTYPE, RECORD_DTYPE, BatchBuilder, encode_control
+from kbatch._table import HeaderColumns, Record, RecordTable
+from kbatch._version import __version__
+from kbatch.errors import CorruptRecordError, CRCError, KBatchError, UnsupportedError
+
+__all__ = [
+    "BATCH_DTYPE",
+    "HEADER_DTYPE",
+    "RECORD_DTYPE",
+    "BatchBuilder",
+    "CRCError",
+    "CorruptRecordError",
+    "HeaderColumns",
+    "KBatchError",
+    "Record",
+    "RecordTable",
+    "UnsupportedError",
+    "__version__",
+    "decode",
+    "encode",
+    "encode_control",
+]
+
+COMPRESSION_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+TIMESTAMP_TYPES = {"create": 0, "log_append": 1}
+
+
+def decode(data: Any, *, verify_crc: bool = True, max_decompressed_size: int | None = None) -> RecordTable:
+    """Decode a buffer of Kafka record batches into NumPy columns.
+
+    Parameters
+    ----------
+    data : buffer
+        Any C-contiguous buffer (bytes, bytearray, memoryview, mmap, NumPy
+        uint8 array): a Fetch response's ``records`` field or a log segment.
+        It is not copied: for uncompressed batches the result points into it.
+    verify_crc : bool, default True
+        Check every batch's CRC-32C, as Kafka's consumer does with
+        ``check.crcs=true``; a mismatch raises :class:`CRCError`.
+    max_decompressed_size : int, optional
+        Upper bound on the decompressed bytes of one call (compressed input
+        only); past it decoding stops with :class:`CorruptRecordError`.
+
+    Returns
+    -------
+    RecordTable
+        ``records``, ``batches`` and ``headers`` columns, ``data`` they point
+        into, ``consumed_bytes``, ``truncated`` and ``next_offset``. An
+        incomplete batch at the end is not an error: decoding stops before it
+        and ``truncated`` is True.
+
+    Raises
+    ------
+    CorruptRecordError
+        The bytes break the format. ``.position``, ``.batch_index`` and
+        ``.field`` say where; ``.partial`` holds everything before that batch.
+    CRCError
+        A batch's checksum does not match (subclass of CorruptRecordError).
+    UnsupportedError
+        A legacy (magic 0/1) message set.
+
+    Examples
+    --------
+    >>> t = kbatch.decode(kbatch.encode([b"hello"], headers=[[("trace", b"1")]]))
+    >>> len(t), t.value(0), t.headers(0)
+    (1, b'hello', [('trace', b'1')])
+    >>> t.batches["record_count"].tolist(), t.next_offset, t.truncated
+    ([1], 1, False)
+    """
+    if max_decompressed_size is not None and int(max_decompressed_size) < 0:
+        raise ValueError("max_decompressed_size must be >= 0")
+    return _core.decode(data, verify_crc=bool(verify_crc), max_decompressed_size=max_decompressed_size)
+
+
+def _code(name: str, value: str | int | None, table: dict[str, int]) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int) and value in table.values():
+        return value
+    if isinstance(value, str) and value.lower() in table:
+        return table[value.lower()]
+    raise ValueError(f"{name} must be one of {sorted(table)}, got {value!r}")
+
+
+def encode(
+    values: Any,
+    keys: Any = None,
+    *,
+    timestamps: Any = None,
+    headers: Any = None,
+    base_offset: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    partition_leader_epoch: int = -1,
+    timestamp_type: str = "create",
+    max_batch_records: int | None = None,
+    max_batch_bytes: int | None = None,
+    compression: str | None = None,
+    compression_level: int | None = None,
+) -> bytes:
+    """Encode records as one or more RecordBatch (magic 2) batches.
+
+    Parameters
+    ----------
+    values : sequence of bytes-like or None
+        One value per record (None is a null value).
+    keys : sequence of bytes-like or None, optional
+        One key per record; None means every key is null.
+    timestamps : sequence of int or None, or int64 array, optional
+        Milliseconds since the epoch per record; None (or a None item) means
+        now, as a producer stamps records.
+    headers : sequence of sequences of (str or bytes, bytes or None), optional
+        Each record's headers.
+    base_offset : int
+        Offset of the first record; later records and batches follow on.
+    producer_id, producer_epoch, base_sequence : int
+        Idempotent producer fields (-1 = none); the sequence continues across
+        batches and wraps past 2**31-1 to 0, as in Kafka.
+    transactional : bool
+        Set the transactional attribute.
+    partition_leader_epoch : int
+        Written into every batch.
+    timestamp_type : {"create", "log_append"}
+        LogAppendTime batches carry the largest timestamp as maxTimestamp.
+    max_batch_records, max_batch_bytes : int, optional
+        Start a new batch before one would pass either limit (a single record
+        larger than ``max_batch_bytes`` still gets a batch of its own).
+    compression : {"none", "gzip", "snappy", "lz4", "zstd"}, optional
+        Codec for the records of each batch.
+    compression_level : int, optional
+        Codec level (the codec's Kafka default when None).
+
+    Returns
+    -------
+    bytes
+        The batches, back to back, each with its CRC-32C.
+
+    Examples
+    --------
+    >>> raw = kbatch.encode([b"a", b"b", b"c"], base_offset=100, max_batch_records=2)
+    >>> kbatch.decode(raw).batches[["base_offset", "record_count"]].tolist()
+    [(100, 2), (102, 1)]
+    """
+    ts_type = _code("timestamp_type", timestamp_type, TIMESTAMP_TYPES)
+    codec = _code("compression", compression, COMPRESSION_CODECS)
+    for name, limit in (("max_batch_records", max_batch_records), ("max_batch_bytes", max_batch_bytes)):
+        if limit is not None and int(limit) < 1:
+            raise ValueError(f"{name} must be >= 1, got {limit}")
+    return _core.encode(
+        values,
+        keys,
+        timestamps,
+        headers,
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        transactional=bool(transactional),
+        partition_leader_epoch=partition_leader_epoch,
+        timestamp_type=ts_type,
+        max_batch_records=0 if max_batch_records is None else int(max_batch_records),
+        max_batch_bytes=0 if max_batch_bytes is None else int(max_batch_bytes),
+        compression=codec,
+        compression_level=compression_level,
+    )

@@ -1,0 +1,98 @@
+# Declarations for kbatch/_core.pyx.
+#
+# The three row structs below are the C views of RECORD_DTYPE, BATCH_DTYPE and
+# HEADER_DTYPE. Their field order and types must match the NumPy dtypes built in
+# _core.pyx field for field; _core.pyx checks offsets and sizes at import time
+# and refuses to load if they ever drift apart.
+
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
+
+
+cdef struct record_t:
+    int64_t offset
+    int64_t timestamp
+    int64_t key_start
+    int64_t value_start
+    int64_t headers_start
+    int32_t key_length
+    int32_t value_length
+    int32_t headers_count
+    int32_t batch
+    int32_t sequence
+    int8_t attributes
+
+
+cdef struct batch_t:
+    int64_t position
+    int64_t base_offset
+    int64_t base_timestamp
+    int64_t max_timestamp
+    int64_t producer_id
+    int64_t first_record
+    int32_t batch_length
+    int32_t partition_leader_epoch
+    uint32_t crc
+    int32_t last_offset_delta
+    int32_t base_sequence
+    int32_t record_count
+    int32_t coordinator_epoch
+    int16_t attributes
+    int16_t producer_epoch
+    int16_t control_type
+    int8_t magic
+    int8_t compression
+    int8_t timestamp_type
+    uint8_t is_transactional
+    uint8_t is_control
+    uint8_t has_delete_horizon
+
+
+cdef struct header_t:
+    int64_t key_start
+    int64_t value_start
+    int32_t key_length
+    int32_t value_length
+
+
+# Where and why parsing stopped. Filled inside nogil code, turned into a
+# kbatch exception once the GIL is held again.
+cdef struct error_t:
+    int code
+    int64_t position
+    int64_t batch_index
+    int64_t batch_position
+    int64_t record_index
+    const char* field
+    int64_t a
+    int64_t b
+
+
+# A growable array of header rows, owned by C until handed to NumPy.
+cdef struct header_buf_t:
+    header_t* rows
+    int64_t size
+    int64_t capacity
+
+
+cdef enum ErrorCode:
+    E_OK = 0
+    E_TRUNCATED_FIELD       # a field runs past the end of its record / batch
+    E_VARINT_TOO_LONG       # varint > 5 bytes or varlong > 10 bytes
+    E_ENTRY_TOO_SMALL       # outer length below the 14-byte legacy minimum
+    E_BATCH_TOO_SMALL       # v2 batch below its 61-byte header
+    E_UNKNOWN_MAGIC
+    E_LEGACY_MAGIC          # magic 0/1: UnsupportedError until the legacy reader lands
+    E_UNKNOWN_COMPRESSION
+    E_NEGATIVE_COUNT
+    E_COUNT_TOO_LARGE
+    E_NEGATIVE_LENGTH
+    E_RECORD_PAST_BATCH     # a record's length runs past the end of the batch
+    E_RECORD_SIZE_MISMATCH  # fields end before the record's declared length
+    E_FEWER_RECORDS         # batch bytes end before recordCount records
+    E_MORE_RECORDS          # bytes left after recordCount records
+    E_NEGATIVE_HEADER_COUNT
+    E_HEADER_COUNT_TOO_LARGE
+    E_NEGATIVE_HEADER_KEY
+    E_CONTROL_KEY
+    E_CRC
+    E_NO_MEMORY

@@ -1,0 +1,1440 @@
+# cython: language_level=3
+"""kbatch's hot loops: Kafka RecordBatch (magic 2) parsing and building.
+
+The wire grammar this file reads and writes (all integers big-endian; varint
+and varlong are zigzag, protobuf-style, at most 5 and 10 bytes)::
+
+    RecordBatch =>                      byte offset
+        baseOffset           int64        0
+        batchLength          int32        8   bytes after this field
+        partitionLeaderEpoch int32       12
+        magic                int8        16   2 (0/1 are the legacy message sets)
+        crc                  uint32      17   CRC-32C of bytes 21 .. end
+        attributes           int16       21   bits 0-2 codec, 3 LogAppendTime,
+                                              4 transactional, 5 control,
+                                              6 delete horizon in baseTimestamp
+        lastOffsetDelta      int32       23
+        baseTimestamp        int64       27
+        maxTimestamp         int64       35
+        producerId           int64       43
+        producerEpoch        int16       51
+        baseSequence         int32       53
+        recordCount          int32       57
+        records              [Record]    61   compressed as one block if codec != 0
+
+    Record =>
+        length               varint       bytes from attributes to the end of headers
+        attributes           int8         unused
+        timestampDelta       varlong      timestamp = baseTimestamp + delta
+        offsetDelta          varint       offset = baseOffset + delta
+        keyLength            varint       -1 (any negative) = null key
+        key                  bytes
+        valueLength          varint       -1 (any negative) = null value
+        value                bytes
+        headersCount         varint
+        Header =>
+            headerKeyLength  varint       must be >= 0
+            headerKey        bytes        UTF-8
+            headerValueLength varint      -1 (any negative) = null value
+            headerValue      bytes
+
+    Control record (in a batch with attribute bit 5; one per batch):
+        key   => version int16, type int16 (0 ABORT, 1 COMMIT, ...)
+        value => version int16, coordinatorEpoch int32  (ABORT/COMMIT markers)
+
+Reading follows Apache Kafka's Java client (DefaultRecordBatch, DefaultRecord,
+ByteUtils, ByteBufferLogInputStream): an incomplete trailing batch ends the
+buffer without an error; everything else that does not parse is corrupt.
+"""
+
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_Check
+from cython.view cimport array as cvarray
+from libc.stdint cimport INT32_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy, memset
+
+import time
+
+import numpy as np
+from crc32c import crc32c as _crc32c
+
+from kbatch._table import RecordTable
+from kbatch.errors import CorruptRecordError, CRCError, UnsupportedError
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
+
+
+# ---------------------------------------------------------------------------
+# Row dtypes (the C structs are in _core.pxd; checked against each other below)
+
+RECORD_DTYPE = np.dtype(
+    [
+        ("offset", "i8"),
+        ("timestamp", "i8"),
+        ("key_start", "i8"),
+        ("value_start", "i8"),
+        ("headers_start", "i8"),
+        ("key_length", "i4"),
+        ("value_length", "i4"),
+        ("headers_count", "i4"),
+        ("batch", "i4"),
+        ("sequence", "i4"),
+        ("attributes", "i1"),
+    ],
+    align=True,
+)
+
+BATCH_DTYPE = np.dtype(
+    [
+        ("position", "i8"),
+        ("base_offset", "i8"),
+        ("base_timestamp", "i8"),
+        ("max_timestamp", "i8"),
+        ("producer_id", "i8"),
+        ("first_record", "i8"),
+        ("batch_length", "i4"),
+        ("partition_leader_epoch", "i4"),
+        ("crc", "u4"),
+        ("last_offset_delta", "i4"),
+        ("base_sequence", "i4"),
+        ("record_count", "i4"),
+        ("coordinator_epoch", "i4"),
+        ("attributes", "i2"),
+        ("producer_epoch", "i2"),
+        ("control_type", "i2"),
+        ("magic", "i1"),
+        ("compression", "i1"),
+        ("timestamp_type", "i1"),
+        ("is_transactional", "?"),
+        ("is_control", "?"),
+        ("has_delete_horizon", "?"),
+    ],
+    align=True,
+)
+
+HEADER_DTYPE = np.dtype(
+    [
+        ("key_start", "i8"),
+        ("value_start", "i8"),
+        ("key_length", "i4"),
+        ("value_length", "i4"),
+    ],
+    align=True,
+)
+
+
+cdef dict _c_layout(str name):
+    cdef record_t r
+    cdef batch_t b
+    cdef header_t h
+    cdef char* base
+    if name == "record":
+        base = <char*>&r
+        return {
+            "offset": <char*>&r.offset - base, "timestamp": <char*>&r.timestamp - base,
+            "key_start": <char*>&r.key_start - base, "value_start": <char*>&r.value_start - base,
+            "headers_start": <char*>&r.headers_start - base, "key_length": <char*>&r.key_length - base,
+            "value_length": <char*>&r.value_length - base, "headers_count": <char*>&r.headers_count - base,
+            "batch": <char*>&r.batch - base, "sequence": <char*>&r.sequence - base,
+            "attributes": <char*>&r.attributes - base, "@size": sizeof(record_t),
+        }
+    if name == "batch":
+        base = <char*>&b
+        return {
+            "position": <char*>&b.position - base, "base_offset": <char*>&b.base_offset - base,
+            "base_timestamp": <char*>&b.base_timestamp - base, "max_timestamp": <char*>&b.max_timestamp - base,
+            "producer_id": <char*>&b.producer_id - base, "first_record": <char*>&b.first_record - base,
+            "batch_length": <char*>&b.batch_length - base,
+            "partition_leader_epoch": <char*>&b.partition_leader_epoch - base,
+            "crc": <char*>&b.crc - base, "last_offset_delta": <char*>&b.last_offset_delta - base,
+            "base_sequence": <char*>&b.base_sequence - base, "record_count": <char*>&b.record_count - base,
+            "coordinator_epoch": <char*>&b.coordinator_epoch - base, "attributes": <char*>&b.attributes - base,
+            "producer_epoch": <char*>&b.producer_epoch - base, "control_type": <char*>&b.control_type - base,
+            "magic": <char*>&b.magic - base, "compression": <char*>&b.compression - base,
+            "timestamp_type": <char*>&b.timestamp_type - base,
+            "is_transactional": <char*>&b.is_transactional - base, "is_control": <char*>&b.is_control - base,
+            "has_delete_horizon": <char*>&b.has_delete_horizon - base, "@size": sizeof(batch_t),
+        }
+    base = <char*>&h
+    return {
+        "key_start": <char*>&h.key_start - base, "value_start": <char*>&h.value_start - base,
+        "key_length": <char*>&h.key_length - base, "value_length": <char*>&h.value_length - base,
+        "@size": sizeof(header_t),
+    }
+
+
+def _check_layouts():
+    for name, dtype in (("record", RECORD_DTYPE), ("batch", BATCH_DTYPE), ("header", HEADER_DTYPE)):
+        layout = _c_layout(name)
+        numpy_layout = {f: dtype.fields[f][1] for f in dtype.names}
+        numpy_layout["@size"] = dtype.itemsize
+        if layout != numpy_layout:
+            raise ImportError(f"kbatch._core: C struct {name}_t does not match its NumPy dtype")
+
+
+_check_layouts()
+
+
+# ---------------------------------------------------------------------------
+# Byte-level readers and writers
+
+cdef inline uint16_t _be16(const uint8_t* p) noexcept nogil:
+    return <uint16_t>((<uint16_t>p[0] << 8) | p[1])
+
+
+cdef inline uint32_t _be32(const uint8_t* p) noexcept nogil:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
+
+
+cdef inline uint64_t _be64(const uint8_t* p) noexcept nogil:
+    return (<uint64_t>_be32(p) << 32) | <uint64_t>_be32(p + 4)
+
+
+cdef inline void _put16(uint8_t* p, uint16_t v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 8)
+    p[1] = <uint8_t>v
+
+
+cdef inline void _put32(uint8_t* p, uint32_t v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 24)
+    p[1] = <uint8_t>(v >> 16)
+    p[2] = <uint8_t>(v >> 8)
+    p[3] = <uint8_t>v
+
+
+cdef inline void _put64(uint8_t* p, uint64_t v) noexcept nogil:
+    _put32(p, <uint32_t>(v >> 32))
+    _put32(p + 4, <uint32_t>v)
+
+
+cdef inline int _read_varint(const uint8_t** pp, const uint8_t* end, int32_t* out) noexcept nogil:
+    """Zigzag varint as Java's ByteUtils.readVarint: at most 5 bytes."""
+    cdef const uint8_t* p = pp[0]
+    cdef uint32_t b, v
+    cdef int shift = 7
+    if p >= end:
+        return E_TRUNCATED_FIELD
+    b = p[0]
+    if b < 0x80:  # one byte: the common case
+        pp[0] = p + 1
+        out[0] = <int32_t>((b >> 1) ^ (0u - (b & 1)))
+        return E_OK
+    v = b & 0x7F
+    p += 1
+    while True:
+        if p >= end:
+            return E_TRUNCATED_FIELD
+        b = p[0]
+        p += 1
+        if b < 0x80:
+            v |= b << shift
+            break
+        if shift == 28:
+            return E_VARINT_TOO_LONG
+        v |= (b & 0x7F) << shift
+        shift += 7
+    pp[0] = p
+    out[0] = <int32_t>((v >> 1) ^ (0u - (v & 1)))
+    return E_OK
+
+
+cdef inline int _read_varlong(const uint8_t** pp, const uint8_t* end, int64_t* out) noexcept nogil:
+    """Zigzag varlong as Java's ByteUtils.readVarlong: at most 10 bytes."""
+    cdef const uint8_t* p = pp[0]
+    cdef uint64_t b, v
+    cdef int shift = 7
+    if p >= end:
+        return E_TRUNCATED_FIELD
+    b = p[0]
+    if b < 0x80:
+        pp[0] = p + 1
+        out[0] = <int64_t>((b >> 1) ^ (0ull - (b & 1)))
+        return E_OK
+    v = b & 0x7F
+    p += 1
+    while True:
+        if p >= end:
+            return E_TRUNCATED_FIELD
+        b = p[0]
+        p += 1
+        if b < 0x80:
+            v |= b << shift
+            break
+        if shift == 63:
+            return E_VARINT_TOO_LONG
+        v |= (b & 0x7F) << shift
+        shift += 7
+    pp[0] = p
+    out[0] = <int64_t>((v >> 1) ^ (0ull - (v & 1)))
+    return E_OK
+
+
+cdef inline int _varint_size(int32_t value) noexcept nogil:
+    cdef uint32_t v = (<uint32_t>value << 1) ^ <uint32_t>(value >> 31)
+    cdef int n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+
+cdef inline int _varlong_size(int64_t value) noexcept nogil:
+    cdef uint64_t v = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    cdef int n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+
+cdef inline uint8_t* _write_varint(uint8_t* p, int32_t value) noexcept nogil:
+    cdef uint32_t v = (<uint32_t>value << 1) ^ <uint32_t>(value >> 31)
+    while v >= 0x80:
+        p[0] = <uint8_t>(v | 0x80)
+        p += 1
+        v >>= 7
+    p[0] = <uint8_t>v
+    return p + 1
+
+
+cdef inline uint8_t* _write_varlong(uint8_t* p, int64_t value) noexcept nogil:
+    cdef uint64_t v = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    while v >= 0x80:
+        p[0] = <uint8_t>(v | 0x80)
+        p += 1
+        v >>= 7
+    p[0] = <uint8_t>v
+    return p + 1
+
+
+def _decode_varint(data, Py_ssize_t pos=0):
+    """Read one zigzag varint; return ``(value, next_pos)``. For tests and tools."""
+    cdef const uint8_t[::1] mv = _byte_view(data)
+    cdef int32_t out = 0
+    cdef const uint8_t* start
+    cdef const uint8_t* p
+    cdef int rc
+    if pos < 0 or pos > mv.shape[0]:
+        raise IndexError("pos out of range")
+    if mv.shape[0] == 0:
+        raise CorruptRecordError("varint runs past the end of the buffer", 0, field="varint")
+    start = &mv[0]
+    p = start + pos
+    rc = _read_varint(&p, start + mv.shape[0], &out)
+    if rc == E_VARINT_TOO_LONG:
+        raise CorruptRecordError("varint is longer than 5 bytes", pos, field="varint")
+    if rc:
+        raise CorruptRecordError("varint runs past the end of the buffer", pos, field="varint")
+    return out, p - start
+
+
+def _decode_varlong(data, Py_ssize_t pos=0):
+    """Read one zigzag varlong; return ``(value, next_pos)``. For tests and tools."""
+    cdef const uint8_t[::1] mv = _byte_view(data)
+    cdef int64_t out = 0
+    cdef const uint8_t* start
+    cdef const uint8_t* p
+    cdef int rc
+    if pos < 0 or pos > mv.shape[0]:
+        raise IndexError("pos out of range")
+    if mv.shape[0] == 0:
+        raise CorruptRecordError("varlong runs past the end of the buffer", 0, field="varlong")
+    start = &mv[0]
+    p = start + pos
+    rc = _read_varlong(&p, start + mv.shape[0], &out)
+    if rc == E_VARINT_TOO_LONG:
+        raise CorruptRecordError("varlong is longer than 10 bytes", pos, field="varlong")
+    if rc:
+        raise CorruptRecordError("varlong runs past the end of the buffer", pos, field="varlong")
+    return out, p - start
+
+
+def _encode_varint(int32_t value):
+    """Zigzag varint bytes of ``value``. For tests and tools."""
+    cdef uint8_t buf[5]
+    cdef uint8_t* end = _write_varint(buf, value)
+    return PyBytes_FromStringAndSize(<char*>buf, end - buf)
+
+
+def _encode_varlong(int64_t value):
+    """Zigzag varlong bytes of ``value``. For tests and tools."""
+    cdef uint8_t buf[10]
+    cdef uint8_t* end = _write_varlong(buf, value)
+    return PyBytes_FromStringAndSize(<char*>buf, end - buf)
+
+
+cdef object _byte_view(object data):
+    """A 1-D unsigned-byte memoryview of any C-contiguous buffer, without copying."""
+    cdef object mv
+    try:
+        mv = memoryview(data)
+    except TypeError:
+        raise TypeError(
+            f"expected a bytes-like object (any C-contiguous buffer), got {type(data).__name__}"
+        ) from None
+    if mv.format != "B" or mv.ndim != 1:
+        if not mv.c_contiguous:
+            raise ValueError("data must be a C-contiguous buffer")
+        mv = mv.cast("B")
+    return mv
+
+
+# ---------------------------------------------------------------------------
+# Errors: filled without the GIL, raised with it
+
+cdef inline int _fail(error_t* err, int code, int64_t position, const char* field,
+                      int64_t record_index, int64_t a, int64_t b) noexcept nogil:
+    err.code = code
+    err.position = position
+    err.field = field
+    err.record_index = record_index
+    err.a = a
+    err.b = b
+    return -1
+
+
+cdef str _reason(const error_t* err):
+    cdef int c = err.code
+    cdef str field = (<bytes>err.field).decode() if err.field != NULL else ""
+    a, b = err.a, err.b
+    if c == E_TRUNCATED_FIELD:
+        return f"{field} runs past the end of its record"
+    if c == E_VARINT_TOO_LONG:
+        return f"{field} is a varint longer than {b} bytes"
+    if c == E_ENTRY_TOO_SMALL:
+        return f"entry length {a} is below the minimum record overhead of 14 bytes"
+    if c == E_BATCH_TOO_SMALL:
+        return f"batch size {a} is below the 61-byte RecordBatch header"
+    if c == E_UNKNOWN_MAGIC:
+        return f"unknown magic byte {a} (expected 0, 1 or 2)"
+    if c == E_LEGACY_MAGIC:
+        return f"legacy message format (magic {a}) is not supported by this version of kbatch"
+    if c == E_UNKNOWN_COMPRESSION:
+        return f"unknown compression codec {a} in attributes"
+    if c == E_NEGATIVE_COUNT:
+        return f"negative record count {a}"
+    if c == E_COUNT_TOO_LARGE:
+        return f"record count {a} is more than {b} bytes of records can hold"
+    if c == E_NEGATIVE_LENGTH:
+        return f"negative record length {a}"
+    if c == E_RECORD_PAST_BATCH:
+        return f"record length {a} runs past the end of the batch ({b} bytes left)"
+    if c == E_RECORD_SIZE_MISMATCH:
+        return f"record length is {a} bytes but its fields take {b}"
+    if c == E_FEWER_RECORDS:
+        return f"batch bytes end after {a} of its {b} records"
+    if c == E_MORE_RECORDS:
+        return f"{a} bytes left in the batch after its {b} records"
+    if c == E_NEGATIVE_HEADER_COUNT:
+        return f"negative header count {a}"
+    if c == E_HEADER_COUNT_TOO_LARGE:
+        return f"header count {a} is more than the {b} bytes left in the record can hold"
+    if c == E_NEGATIVE_HEADER_KEY:
+        return f"negative header key length {a}"
+    if c == E_CONTROL_KEY:
+        return f"control record key is {a} bytes with version {b} (needs 4 bytes, version >= 0)"
+    if c == E_CRC:
+        return f"crc32c mismatch: stored {a:#010x}, computed {b:#010x}"
+    if c == E_NO_MEMORY:
+        return "out of memory"
+    return f"corrupt input (error {c})"
+
+
+cdef enum:
+    IN_INPUT = 0         # err.position is a byte offset in the caller's buffer
+    IN_ARENA_COPY = 1    # ... in the arena, inside an uncompressed batch's copied records
+    IN_ARENA_INFLATED = 2  # ... in the arena, inside a batch's decompressed records
+
+
+cdef object _make_error(const error_t* err, int where, int64_t payload_start):
+    cdef str reason = _reason(err)
+    cdef int64_t position = err.position
+    if where == IN_ARENA_COPY:
+        position = err.batch_position + BATCH_OVERHEAD + (err.position - payload_start)
+    elif where == IN_ARENA_INFLATED:
+        # Point .position at the compressed payload and say where inside the
+        # decompressed bytes the bad field is.
+        reason = f"{reason} (at byte {err.position - payload_start} of the batch's decompressed records)"
+        position = err.batch_position + BATCH_OVERHEAD
+    if err.code == E_LEGACY_MAGIC:
+        cls = UnsupportedError
+    elif err.code == E_CRC:
+        cls = CRCError
+    else:
+        cls = CorruptRecordError
+    exc = cls(
+        reason,
+        position,
+        err.batch_index,
+        (<bytes>err.field).decode() if err.field != NULL else "",
+        batch_position=err.batch_position,
+        record_index=err.record_index,
+    )
+    if err.code == E_CRC:
+        exc.stored = err.a
+        exc.computed = err.b
+    return exc
+
+
+# ---------------------------------------------------------------------------
+# Batch headers
+
+cdef enum:
+    LOG_OVERHEAD = 12          # baseOffset + batchLength
+    HEADER_SIZE_UP_TO_MAGIC = 17
+    RECORD_OVERHEAD_V0 = 14    # smallest legal legacy entry (Java's LegacyRecord)
+    BATCH_OVERHEAD = 61        # RecordBatch header
+    MIN_RECORD_SIZE = 7        # length + attributes + 5 one-byte varints
+    MIN_HEADER_SIZE = 2        # key length + value length
+
+
+cdef int64_t _count_entries(const uint8_t* buf, int64_t n, int64_t* consumed) noexcept nogil:
+    """Number of complete entries; ``consumed`` = bytes they span.
+
+    Stops before an incomplete tail; an entry whose length is below the legacy
+    minimum is counted (the fill pass reports it), as Java's
+    ByteBufferLogInputStream raises for it before looking at what follows.
+    """
+    cdef int64_t pos = 0, k = 0
+    cdef int32_t length
+    while n - pos >= HEADER_SIZE_UP_TO_MAGIC:
+        length = <int32_t>_be32(buf + pos + 8)
+        if length < RECORD_OVERHEAD_V0:
+            k += 1
+            break
+        if n - pos - LOG_OVERHEAD < length:
+            break
+        k += 1
+        pos += LOG_OVERHEAD + length
+    consumed[0] = pos
+    return k
+
+
+cdef int64_t _fill_batches(const uint8_t* buf, batch_t* out, int64_t count, error_t* err) noexcept nogil:
+    """Parse ``count`` batch headers; return how many are valid (== count unless ``err`` is set)."""
+    cdef int64_t k, pos = 0
+    cdef const uint8_t* p
+    cdef batch_t* b
+    cdef int32_t length
+    cdef int8_t magic
+    cdef int16_t attributes
+    for k in range(count):
+        p = buf + pos
+        b = out + k
+        err.batch_index = k
+        err.batch_position = pos
+        length = <int32_t>_be32(p + 8)
+        if length < RECORD_OVERHEAD_V0:
+            _fail(err, E_ENTRY_TOO_SMALL, pos + 8, "batchLength", -1, length, 0)
+            return k
+        magic = <int8_t>p[16]
+        if magic == 0 or magic == 1:
+            _fail(err, E_LEGACY_MAGIC, pos + 16, "magic", -1, magic, 0)
+            return k
+        if magic != 2:
+            _fail(err, E_UNKNOWN_MAGIC, pos + 16, "magic", -1, magic, 0)
+            return k
+        if length + LOG_OVERHEAD < BATCH_OVERHEAD:
+            _fail(err, E_BATCH_TOO_SMALL, pos + 8, "batchLength", -1, length + LOG_OVERHEAD, 0)
+            return k
+        attributes = <int16_t>_be16(p + 21)
+        b.position = pos
+        b.base_offset = <int64_t>_be64(p)
+        b.batch_length = length
+        b.partition_leader_epoch = <int32_t>_be32(p + 12)
+        b.magic = magic
+        b.crc = _be32(p + 17)
+        b.attributes = attributes
+        b.last_offset_delta = <int32_t>_be32(p + 23)
+        b.base_timestamp = <int64_t>_be64(p + 27)
+        b.max_timestamp = <int64_t>_be64(p + 35)
+        b.producer_id = <int64_t>_be64(p + 43)
+        b.producer_epoch = <int16_t>_be16(p + 51)
+        b.base_sequence = <int32_t>_be32(p + 53)
+        b.record_count = <int32_t>_be32(p + 57)
+        b.compression = attributes & 0x07
+        b.timestamp_type = (attributes >> 3) & 1
+        b.is_transactional = (attributes >> 4) & 1
+        b.is_control = (attributes >> 5) & 1
+        b.has_delete_horizon = (attributes >> 6) & 1
+        b.control_type = -1
+        b.coordinator_epoch = -1
+        b.first_record = 0
+        if b.compression > 4:
+            _fail(err, E_UNKNOWN_COMPRESSION, pos + 21, "attributes", -1, b.compression, 0)
+            return k
+        if b.record_count < 0:
+            _fail(err, E_NEGATIVE_COUNT, pos + 57, "recordCount", -1, b.record_count, 0)
+            return k
+        pos += LOG_OVERHEAD + length
+    return count
+
+
+cdef int64_t _check_crcs(object mv, batch_t* batches, int64_t count, error_t* err) except -2:
+    """CRC-32C of every batch (attributes .. end); return how many match."""
+    cdef int64_t k, start
+    cdef uint32_t computed
+    for k in range(count):
+        start = batches[k].position + 21
+        computed = _crc32c(mv[start:batches[k].position + LOG_OVERHEAD + batches[k].batch_length])
+        if computed != batches[k].crc:
+            err.batch_index = k
+            err.batch_position = batches[k].position
+            _fail(err, E_CRC, batches[k].position + 17, "crc", -1, batches[k].crc, computed)
+            return k
+    return count
+
+
+# ---------------------------------------------------------------------------
+# Records
+
+cdef inline bint _grow_headers(header_buf_t* hb, int64_t need) noexcept nogil:
+    cdef int64_t cap
+    cdef header_t* rows
+    if need <= hb.capacity:
+        return True
+    cap = hb.capacity * 2 if hb.capacity else 64
+    while cap < need:
+        cap *= 2
+    rows = <header_t*>realloc(hb.rows, cap * sizeof(header_t))
+    if rows == NULL:
+        return False
+    hb.rows = rows
+    hb.capacity = cap
+    return True
+
+
+cdef inline int32_t _sequence_at(int32_t base_sequence, int32_t delta) noexcept nogil:
+    # DefaultRecordBatch.incrementSequence: wraps past INT32_MAX to 0.
+    if base_sequence < 0:
+        return -1
+    if <int64_t>base_sequence > <int64_t>INT32_MAX - delta:
+        return <int32_t>(<int64_t>delta - (<int64_t>INT32_MAX - base_sequence) - 1)
+    return base_sequence + delta
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef int _parse_records(const uint8_t* base, int64_t start, int64_t end, batch_t* b,
+                        int32_t batch_index, record_t* out, header_buf_t* hb,
+                        error_t* err) noexcept nogil:
+    """Parse the records of one batch from ``base[start:end]``.
+
+    Data records go to ``out`` (``b.record_count`` rows for a data batch),
+    their headers are appended to ``hb``. A control batch's record fills
+    ``b.control_type`` / ``b.coordinator_epoch`` instead. Positions written
+    are offsets from ``base``. Returns 0, or -1 with ``err`` filled.
+    """
+    cdef const uint8_t* p = base + start
+    cdef const uint8_t* e = base + end
+    cdef const uint8_t* body
+    cdef const uint8_t* body_end
+    cdef const uint8_t* field
+    cdef const uint8_t* key = NULL
+    cdef const uint8_t* value = NULL
+    cdef int32_t i, h, n = b.record_count
+    cdef int32_t length, offset_delta, key_length, value_length, header_count, hk_length, hv_length
+    cdef int64_t timestamp_delta
+    cdef int rc
+    cdef bint control = b.is_control
+    cdef bint log_append = b.timestamp_type == 1
+    cdef record_t* r
+    cdef header_t* hr
+    for i in range(n):
+        field = p
+        if p >= e:
+            return _fail(err, E_FEWER_RECORDS, p - base, "length", i, i, n)
+        rc = _read_varint(&p, e, &length)
+        if rc:
+            return _fail(err, rc, field - base, "length", i, 0, 5)
+        if length < 0:
+            return _fail(err, E_NEGATIVE_LENGTH, field - base, "length", i, length, 0)
+        if length > e - p:
+            return _fail(err, E_RECORD_PAST_BATCH, field - base, "length", i, length, e - p)
+        body = p
+        body_end = p + length
+        if p >= body_end:
+            return _fail(err, E_TRUNCATED_FIELD, p - base, "attributes", i, 0, 0)
+        attributes = <int8_t>p[0]
+        p += 1
+        field = p
+        rc = _read_varlong(&p, body_end, &timestamp_delta)
+        if rc:
+            return _fail(err, rc, field - base, "timestampDelta", i, 0, 10)
+        field = p
+        rc = _read_varint(&p, body_end, &offset_delta)
+        if rc:
+            return _fail(err, rc, field - base, "offsetDelta", i, 0, 5)
+        field = p
+        rc = _read_varint(&p, body_end, &key_length)
+        if rc:
+            return _fail(err, rc, field - base, "keyLength", i, 0, 5)
+        key = p
+        if key_length >= 0:
+            if key_length > body_end - p:
+                return _fail(err, E_TRUNCATED_FIELD, p - base, "key", i, 0, 0)
+            p += key_length
+        else:
+            key_length = -1
+        field = p
+        rc = _read_varint(&p, body_end, &value_length)
+        if rc:
+            return _fail(err, rc, field - base, "valueLength", i, 0, 5)
+        value = p
+        if value_length >= 0:
+            if value_length > body_end - p:
+                return _fail(err, E_TRUNCATED_FIELD, p - base, "value", i, 0, 0)
+            p += value_length
+        else:
+            value_length = -1
+        field = p
+        rc = _read_varint(&p, body_end, &header_count)
+        if rc:
+            return _fail(err, rc, field - base, "headersCount", i, 0, 5)
+        if header_count < 0:
+            return _fail(err, E_NEGATIVE_HEADER_COUNT, field - base, "headersCount", i, header_count, 0)
+        if header_count > (body_end - p) // MIN_HEADER_SIZE:
+            return _fail(err, E_HEADER_COUNT_TOO_LARGE, field - base, "headersCount", i,
+                         header_count, body_end - p)
+        if not _grow_headers(hb, hb.size + header_count):
+            return _fail(err, E_NO_MEMORY, field - base, "headers", i, 0, 0)
+        hr = hb.rows + hb.size
+        for h in range(header_count):
+            field = p
+            rc = _read_varint(&p, body_end, &hk_length)
+            if rc:
+                return _fail(err, rc, field - base, "headerKeyLength", i, 0, 5)
+            if hk_length < 0:
+                return _fail(err, E_NEGATIVE_HEADER_KEY, field - base, "headerKeyLength", i, hk_length, 0)
+            if hk_length > body_end - p:
+                return _fail(err, E_TRUNCATED_FIELD, p - base, "headerKey", i, 0, 0)
+            hr[h].key_start = p - base
+            hr[h].key_length = hk_length
+            p += hk_length
+            field = p
+            rc = _read_varint(&p, body_end, &hv_length)
+            if rc:
+                return _fail(err, rc, field - base, "headerValueLength", i, 0, 5)
+            hr[h].value_start = p - base
+            if hv_length >= 0:
+                if hv_length > body_end - p:
+                    return _fail(err, E_TRUNCATED_FIELD, p - base, "headerValue", i, 0, 0)
+                p += hv_length
+                hr[h].value_length = hv_length
+            else:
+                hr[h].value_length = -1
+        if p != body_end:
+            return _fail(err, E_RECORD_SIZE_MISMATCH, body - base, "length", i, length, p - body)
+        if control:
+            if i == 0:
+                if key_length < 4 or <int16_t>_be16(key) < 0:
+                    return _fail(err, E_CONTROL_KEY, key - base, "key", i, key_length,
+                                 <int16_t>_be16(key) if key_length >= 2 else -1)
+                b.control_type = <int16_t>_be16(key + 2)
+                # EndTransactionMarker value: version int16, coordinatorEpoch int32.
+                if value_length >= 6:
+                    b.coordinator_epoch = <int32_t>_be32(value + 2)
+            continue
+        r = out + i
+        r.offset = <int64_t>(<uint64_t>b.base_offset + <uint64_t><int64_t>offset_delta)
+        if log_append:
+            r.timestamp = b.max_timestamp
+        else:
+            r.timestamp = <int64_t>(<uint64_t>b.base_timestamp + <uint64_t>timestamp_delta)
+        r.key_start = key - base
+        r.key_length = key_length
+        r.value_start = value - base
+        r.value_length = value_length
+        r.headers_start = hb.size
+        r.headers_count = header_count
+        r.batch = batch_index
+        r.sequence = _sequence_at(b.base_sequence, offset_delta)
+        r.attributes = attributes
+        hb.size += header_count
+    if p != e:
+        return _fail(err, E_MORE_RECORDS, p - base, "records", -1, e - p, n)
+    return 0
+
+
+cdef object _headers_array(header_buf_t* hb):
+    """Hand the C header rows to NumPy without copying (NumPy frees them)."""
+    cdef cvarray arr
+    if hb.size == 0:
+        free(hb.rows)
+        hb.rows = NULL
+        return np.empty(0, dtype=HEADER_DTYPE)
+    arr = <uint8_t[:hb.size * sizeof(header_t)]> <uint8_t*>hb.rows
+    arr.callback_free_data = free
+    hb.rows = NULL
+    return np.asarray(arr).view(HEADER_DTYPE)
+
+
+cdef inline void* _row_ptr(object array):
+    """Address of the first row of a C-contiguous structured array (non-empty)."""
+    cdef uint8_t[::1] raw = array.view(np.uint8)
+    return <void*>&raw[0]
+
+
+# ---------------------------------------------------------------------------
+# decode
+#
+# Four passes, each over the batches before the first bad one found so far, so
+# the earliest error always wins and everything before it is kept:
+#   1. batch headers (no GIL)      2. CRC-32C per batch
+#   3. payload locations / decompression into one arena
+#   4. records and headers straight into the output rows (no GIL)
+
+def decode(object data, *, bint verify_crc=True, object max_decompressed_size=None):
+    """Decode a buffer of Kafka record batches; see :func:`kbatch.decode`."""
+    cdef object mv = _byte_view(data)
+    cdef const uint8_t[::1] view = mv
+    cdef int64_t n = view.shape[0]
+    cdef const uint8_t* buf = &view[0] if n > 0 else NULL
+    cdef int64_t consumed = 0, count = 0, bad, k, total_records = 0
+    cdef error_t err
+    cdef batch_t* bp = NULL
+    cdef record_t* rp = NULL
+    cdef header_buf_t hb
+    cdef int64_t[::1] pstart
+    cdef int64_t[::1] pend
+    cdef const uint8_t* base = buf
+    cdef const uint8_t[::1] arena_view
+    cdef bint in_arena = False
+    cdef object batches, records, out_data = data, exc = None
+    memset(&err, 0, sizeof(err))
+    memset(&hb, 0, sizeof(hb))
+
+    with nogil:
+        count = _count_entries(buf, n, &consumed)
+    batches = np.zeros(count, dtype=BATCH_DTYPE)
+    bad = count
+    if count:
+        bp = <batch_t*>_row_ptr(batches)
+        with nogil:
+            bad = _fill_batches(buf, bp, count, &err)
+        if err.code:
+            exc = _make_error(&err, IN_INPUT, 0)
+
+    if verify_crc and bad:
+        memset(&err, 0, sizeof(err))
+        bad = _check_crcs(mv, bp, bad, &err)
+        if err.code:
+            exc = _make_error(&err, IN_INPUT, 0)
+
+    pstart = np.empty(bad, dtype=np.int64)
+    pend = np.empty(bad, dtype=np.int64)
+    for k in range(bad):
+        pstart[k] = bp[k].position + BATCH_OVERHEAD
+        pend[k] = bp[k].position + LOG_OVERHEAD + bp[k].batch_length
+        if bp[k].compression != 0:
+            in_arena = True
+    if in_arena:
+        bad, out_data, decompress_exc = _decompress_payloads(
+            mv, bp, bad, pstart, pend, max_decompressed_size)
+        if decompress_exc is not None:
+            exc = decompress_exc
+        arena_view = out_data
+        base = &arena_view[0] if arena_view.shape[0] > 0 else NULL
+
+    # Allocate the rows exactly; record counts are bounded by payload sizes.
+    for k in range(bad):
+        if bp[k].record_count > (pend[k] - pstart[k]) // MIN_RECORD_SIZE:
+            memset(&err, 0, sizeof(err))
+            err.batch_index = k
+            err.batch_position = bp[k].position
+            _fail(&err, E_COUNT_TOO_LARGE, bp[k].position + 57, "recordCount", -1,
+                  bp[k].record_count, pend[k] - pstart[k])
+            exc = _make_error(&err, IN_INPUT, 0)
+            bad = k
+            break
+        bp[k].first_record = total_records
+        if not bp[k].is_control:
+            total_records += bp[k].record_count
+    records = np.empty(total_records, dtype=RECORD_DTYPE)
+    if total_records:
+        rp = <record_t*>_row_ptr(records)
+    if not _grow_headers(&hb, total_records if total_records > 64 else 64):
+        raise MemoryError()
+
+    memset(&err, 0, sizeof(err))
+    with nogil:
+        for k in range(bad):
+            if _parse_records(base, pstart[k], pend[k], bp + k, <int32_t>k,
+                              rp + bp[k].first_record, &hb, &err) != 0:
+                err.batch_index = k
+                err.batch_position = bp[k].position
+                break
+    record_end = total_records
+    if err.code:
+        k = err.batch_index
+        exc = _make_error(&err, IN_INPUT if not in_arena else
+                          IN_ARENA_COPY if bp[k].compression == 0 else IN_ARENA_INFLATED,
+                          pstart[k])
+        bad = k
+        record_end = bp[k].first_record
+
+    if exc is None:
+        return _table(batches, records, &hb, out_data, consumed, n, count)
+    # Keep everything before the bad batch.
+    hb.size = rp[record_end - 1].headers_start + rp[record_end - 1].headers_count if record_end else 0
+    exc.partial = _table(batches[:bad], records[:record_end], &hb, out_data,
+                         bp[bad].position if bad < count else consumed, -1, bad)
+    raise exc
+
+
+cdef object _table(object batches, object records, header_buf_t* hb, object out_data,
+                   int64_t consumed, int64_t n, int64_t nbatches):
+    cdef object headers = _headers_array(hb)
+    next_offset = None
+    if nbatches:
+        last = batches[nbatches - 1]
+        next_offset = int(last["base_offset"]) + int(last["last_offset_delta"]) + 1
+    return RecordTable(
+        records=records,
+        batches=batches,
+        headers=headers,
+        data=out_data,
+        consumed_bytes=consumed,
+        truncated=n >= 0 and consumed < n,
+        next_offset=next_offset,
+    )
+
+
+cdef tuple _decompress_payloads(object mv, batch_t* bp, int64_t count, int64_t[::1] pstart,
+                                int64_t[::1] pend, object max_decompressed_size):
+    """Decompress compressed payloads (and copy uncompressed ones) into one arena.
+
+    Returns ``(valid, arena_buffer, exception_or_None)``; ``pstart``/``pend`` are
+    rewritten as offsets into the arena.
+    """
+    from kbatch import _compression
+
+    limit = (_compression.DEFAULT_MAX_DECOMPRESSED_SIZE if max_decompressed_size is None
+             else int(max_decompressed_size))
+    arena = _compression.Arena()
+    cdef int64_t k, start, end
+    for k in range(count):
+        start = pstart[k]
+        end = pend[k]
+        pstart[k] = arena.size
+        try:
+            _compression.decompress_into(bp[k].compression, mv[start:end], arena, limit, magic=2)
+        except CorruptRecordError as cause:
+            exc = CorruptRecordError(cause.reason, start, k, "records", batch_position=bp[k].position)
+            exc.__cause__ = cause
+            return k, arena.result(), exc
+        pend[k] = arena.size
+    return count, arena.result(), None
+
+
+# ---------------------------------------------------------------------------
+# Encoding
+#
+# encode() makes three passes: gather (lengths, timestamps and header sizes of
+# every record, with the GIL, one C row each), plan (split into batches under
+# the limits, no GIL), and write (straight into the output bytes object, each
+# batch's CRC-32C computed once its bytes are final).
+
+cdef struct rec_in_t:
+    int64_t timestamp
+    int64_t key_length       # -1 = null
+    int64_t value_length     # -1 = null
+    int64_t headers_size     # encoded bytes of the headers, without their count
+    int64_t headers_count
+
+
+cdef struct plan_t:
+    int64_t first           # index of the batch's first record
+    int64_t end             # one past its last record
+    int64_t size            # bytes of the uncompressed batch, header included
+
+
+cdef enum:
+    ATTR_TRANSACTIONAL = 0x10
+    ATTR_CONTROL = 0x20
+    MAX_BATCH_SIZE = 0x7FFFFFFF   # batchLength is an int32
+
+
+cdef inline int64_t _buffer_length(object obj, str what, Py_ssize_t index) except -2:
+    """Length of a bytes-like item (-1 for None)."""
+    cdef Py_buffer view
+    cdef int64_t n
+    if obj is None:
+        return -1
+    if PyBytes_CheckExact(obj):
+        return PyBytes_GET_SIZE(obj)
+    if PyUnicode_Check(obj) or PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) != 0:
+        raise TypeError(f"{what} {index} must be bytes-like or None, got {type(obj).__name__}")
+    n = view.len
+    PyBuffer_Release(&view)
+    return n
+
+
+cdef inline uint8_t* _put_buffer(uint8_t* p, object obj, int64_t length) except NULL:
+    """Write a length-prefixed bytes field (length already measured)."""
+    cdef Py_buffer view
+    p = _write_varint(p, <int32_t>length)
+    if length < 0:
+        return p
+    if PyBytes_CheckExact(obj):
+        memcpy(p, PyBytes_AS_STRING(obj), length)
+        return p + length
+    PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE)
+    try:
+        if view.len != length:
+            raise RuntimeError("a buffer changed size while it was being encoded")
+        memcpy(p, view.buf, length)
+    finally:
+        PyBuffer_Release(&view)
+    return p + length
+
+
+cdef inline const char* _header_key(object key, Py_ssize_t* length, Py_ssize_t index) except NULL:
+    if PyUnicode_Check(key):
+        return PyUnicode_AsUTF8AndSize(key, length)
+    if PyBytes_CheckExact(key):
+        length[0] = PyBytes_GET_SIZE(key)
+        return PyBytes_AS_STRING(key)
+    raise TypeError(f"header key of record {index} must be str or bytes, got {type(key).__name__}")
+
+
+cdef inline object _header_pairs(object headers):
+    if headers is None:
+        return ()
+    if isinstance(headers, dict):
+        return headers.items()
+    return headers
+
+
+cdef int _gather(rec_in_t* r, object key, object value, object timestamp, object headers,
+                 int64_t now, Py_ssize_t index) except -1:
+    cdef Py_ssize_t klen
+    cdef int64_t vlen, size = 0, count = 0
+    r.key_length = _buffer_length(key, "key", index)
+    r.value_length = _buffer_length(value, "value", index)
+    r.timestamp = now if timestamp is None else <int64_t>timestamp
+    for pair in _header_pairs(headers):
+        hkey, hvalue = pair
+        _header_key(hkey, &klen, index)
+        vlen = _buffer_length(hvalue, "header value of record", index)
+        size += _varint_size(<int32_t>klen) + klen + _varint_size(<int32_t>vlen) + (vlen if vlen > 0 else 0)
+        count += 1
+    if r.key_length > MAX_BATCH_SIZE or r.value_length > MAX_BATCH_SIZE or size > MAX_BATCH_SIZE:
+        raise ValueError(f"record {index} is larger than a batch can hold (2 GiB)")
+    r.headers_size = size
+    r.headers_count = count
+    return 0
+
+
+cdef inline int64_t _body_size(const rec_in_t* r, int64_t timestamp_delta, int32_t offset_delta) noexcept nogil:
+    """Bytes of a record after its length varint."""
+    return (1 + _varlong_size(timestamp_delta) + _varint_size(offset_delta)
+            + _varint_size(<int32_t>r.key_length) + (r.key_length if r.key_length > 0 else 0)
+            + _varint_size(<int32_t>r.value_length) + (r.value_length if r.value_length > 0 else 0)
+            + _varint_size(<int32_t>r.headers_count) + r.headers_size)
+
+
+cdef inline int64_t _record_size(const rec_in_t* r, int64_t timestamp_delta, int32_t offset_delta) noexcept nogil:
+    cdef int64_t body = _body_size(r, timestamp_delta, offset_delta)
+    return _varint_size(<int32_t>body) + body
+
+
+cdef uint8_t* _write_record(uint8_t* p, const rec_in_t* r, int64_t timestamp_delta, int32_t offset_delta,
+                            object key, object value, object headers) except NULL:
+    cdef Py_ssize_t klen
+    cdef const char* kptr
+    p = _write_varint(p, <int32_t>_body_size(r, timestamp_delta, offset_delta))
+    p[0] = 0  # attributes
+    p = _write_varlong(p + 1, timestamp_delta)
+    p = _write_varint(p, offset_delta)
+    p = _put_buffer(p, key, r.key_length)
+    p = _put_buffer(p, value, r.value_length)
+    p = _write_varint(p, <int32_t>r.headers_count)
+    if r.headers_count:
+        for pair in _header_pairs(headers):
+            hkey, hvalue = pair
+            kptr = _header_key(hkey, &klen, 0)
+            p = _write_varint(p, <int32_t>klen)
+            memcpy(p, kptr, klen)
+            p = _put_buffer(p + klen, hvalue, _buffer_length(hvalue, "header value of record", 0))
+    return p
+
+
+cdef void _write_batch_header(uint8_t* p, int64_t base_offset, int64_t size, int32_t leader_epoch,
+                              int16_t attributes, int32_t last_offset_delta, int64_t base_timestamp,
+                              int64_t max_timestamp, int64_t producer_id, int16_t producer_epoch,
+                              int32_t base_sequence, int32_t record_count) noexcept nogil:
+    _put64(p, <uint64_t>base_offset)
+    _put32(p + 8, <uint32_t>(size - LOG_OVERHEAD))
+    _put32(p + 12, <uint32_t>leader_epoch)
+    p[16] = 2
+    _put32(p + 17, 0)  # crc, filled once the batch is complete
+    _put16(p + 21, <uint16_t>attributes)
+    _put32(p + 23, <uint32_t>last_offset_delta)
+    _put64(p + 27, <uint64_t>base_timestamp)
+    _put64(p + 35, <uint64_t>max_timestamp)
+    _put64(p + 43, <uint64_t>producer_id)
+    _put16(p + 51, <uint16_t>producer_epoch)
+    _put32(p + 53, <uint32_t>base_sequence)
+    _put32(p + 57, <uint32_t>record_count)
+
+
+cdef inline void _seal(object out, uint8_t* batch, Py_ssize_t start, Py_ssize_t size) except *:
+    """Write the CRC-32C of a finished batch (attributes .. end)."""
+    _put32(batch + 17, <uint32_t>_crc32c(memoryview(out)[start + 21:start + size]))
+
+
+cdef int64_t _plan(const rec_in_t* recs, int64_t n, int64_t max_records, int64_t max_bytes,
+                   plan_t* plans) noexcept nogil:
+    """Split records into batches under the limits; return the number of batches."""
+    cdef int64_t i = 0, nb = 0, first, size, rsize
+    while i < n:
+        first = i
+        size = BATCH_OVERHEAD
+        while i < n and i - first < max_records:
+            rsize = _record_size(recs + i, recs[i].timestamp - recs[first].timestamp, <int32_t>(i - first))
+            if i > first and size + rsize > max_bytes:
+                break
+            size += rsize
+            i += 1
+        plans[nb].first = first
+        plans[nb].end = i
+        plans[nb].size = size
+        nb += 1
+    return nb
+
+
+cdef object _sequence(object seq, Py_ssize_t n, str name):
+    if seq is None:
+        return None
+    if not isinstance(seq, (list, tuple)):
+        seq = list(seq)
+    if len(seq) != n:
+        raise ValueError(f"{name} has {len(seq)} items but values has {n}")
+    return seq
+
+
+def _now_ms():
+    return time.time_ns() // 1_000_000
+
+
+def encode(object values, object keys=None, object timestamps=None, object headers=None, *,
+           int64_t base_offset=0, int64_t producer_id=-1, int16_t producer_epoch=-1,
+           int32_t base_sequence=-1, bint transactional=False, int32_t partition_leader_epoch=-1,
+           int timestamp_type=0, int64_t max_batch_records=0, int64_t max_batch_bytes=0,
+           int compression=0, object compression_level=None, bint control=False):
+    """Encode records as RecordBatch v2 bytes; see :func:`kbatch.encode`."""
+    if not isinstance(values, (list, tuple)):
+        values = list(values)
+    cdef Py_ssize_t n = len(values), i
+    keys = _sequence(keys, n, "keys")
+    headers = _sequence(headers, n, "headers")
+    cdef const int64_t[::1] ts_array
+    cdef bint ts_fast = False
+    if timestamps is not None and isinstance(timestamps, np.ndarray):
+        if timestamps.dtype.kind not in "iu":
+            raise TypeError(f"timestamps must be integers, got dtype {timestamps.dtype}")
+        ts_array = np.ascontiguousarray(timestamps, dtype=np.int64)
+        if ts_array.shape[0] != n:
+            raise ValueError(f"timestamps has {ts_array.shape[0]} items but values has {n}")
+        ts_fast = True
+    else:
+        timestamps = _sequence(timestamps, n, "timestamps")
+    if n == 0:
+        return b""
+
+    cdef int64_t now = _now_ms()
+    cdef rec_in_t* recs = <rec_in_t*>malloc(n * sizeof(rec_in_t))
+    cdef plan_t* plans = NULL
+    if recs == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            _gather(recs + i,
+                    None if keys is None else keys[i],
+                    values[i],
+                    ts_array[i] if ts_fast else (None if timestamps is None else timestamps[i]),
+                    None if headers is None else headers[i],
+                    now, i)
+        plans = <plan_t*>malloc(n * sizeof(plan_t))
+        if plans == NULL:
+            raise MemoryError()
+        limit_records = max_batch_records if max_batch_records > 0 else 0x7FFFFFFF
+        limit_bytes = max_batch_bytes if 0 < max_batch_bytes < MAX_BATCH_SIZE else MAX_BATCH_SIZE
+        with nogil:
+            nb = _plan(recs, n, limit_records, limit_bytes, plans)
+        for k in range(nb):
+            if plans[k].size > MAX_BATCH_SIZE:
+                raise ValueError(f"record {plans[k].first} is larger than a batch can hold (2 GiB)")
+        attributes = ((compression & 0x07) | (timestamp_type << 3)
+                      | (ATTR_TRANSACTIONAL if transactional else 0) | (ATTR_CONTROL if control else 0))
+        return _write_batches(values, keys, headers, recs, plans, nb, base_offset, producer_id,
+                              producer_epoch, base_sequence, partition_leader_epoch,
+                              <int16_t>attributes, compression, compression_level)
+    finally:
+        free(recs)
+        free(plans)
+
+
+cdef object _write_batches(object values, object keys, object headers, const rec_in_t* recs,
+                           const plan_t* plans, int64_t nb, int64_t base_offset, int64_t producer_id,
+                           int16_t producer_epoch, int32_t base_sequence, int32_t leader_epoch,
+                           int16_t attributes, int compression, object level):
+    cdef int64_t total = 0, k, i, first, end, max_ts, pos = 0
+    cdef uint8_t* out_ptr = NULL
+    cdef uint8_t* p
+    cdef object out
+    cdef list parts
+    for k in range(nb):
+        total += plans[k].size
+    if compression == 0:
+        out = PyBytes_FromStringAndSize(NULL, total)
+        out_ptr = <uint8_t*>PyBytes_AS_STRING(out)
+    else:
+        parts = []
+    for k in range(nb):
+        first = plans[k].first
+        end = plans[k].end
+        max_ts = recs[first].timestamp
+        for i in range(first + 1, end):
+            if recs[i].timestamp > max_ts:
+                max_ts = recs[i].timestamp
+        if compression == 0:
+            p = out_ptr + pos
+            _write_batch_header(p, base_offset + first, plans[k].size, leader_epoch, attributes,
+                                <int32_t>(end - first - 1), recs[first].timestamp, max_ts, producer_id,
+                                producer_epoch, _sequence_at(base_sequence, <int32_t>first),
+                                <int32_t>(end - first))
+            p = _write_records(p + BATCH_OVERHEAD, values, keys, headers, recs, first, end)
+            if p != out_ptr + pos + plans[k].size:
+                raise AssertionError("kbatch: batch size computed and written differ")
+            _seal(out, out_ptr + pos, pos, plans[k].size)
+            pos += plans[k].size
+        else:
+            parts.append(_compressed_batch(values, keys, headers, recs, first, end, plans[k].size,
+                                           base_offset, producer_id, producer_epoch, base_sequence,
+                                           leader_epoch, attributes, max_ts, compression, level))
+    return out if compression == 0 else b"".join(parts)
+
+
+cdef uint8_t* _write_records(uint8_t* p, object values, object keys, object headers,
+                             const rec_in_t* recs, int64_t first, int64_t end) except NULL:
+    cdef int64_t i
+    cdef int64_t base_ts = recs[first].timestamp
+    for i in range(first, end):
+        p = _write_record(p, recs + i, recs[i].timestamp - base_ts, <int32_t>(i - first),
+                          None if keys is None else keys[i], values[i],
+                          None if headers is None else headers[i])
+    return p
+
+
+cdef object _compressed_batch(object values, object keys, object headers, const rec_in_t* recs,
+                              int64_t first, int64_t end, int64_t size, int64_t base_offset,
+                              int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
+                              int32_t leader_epoch, int16_t attributes, int64_t max_ts,
+                              int compression, object level):
+    from kbatch import _compression
+
+    cdef object raw = PyBytes_FromStringAndSize(NULL, size - BATCH_OVERHEAD)
+    _write_records(<uint8_t*>PyBytes_AS_STRING(raw), values, keys, headers, recs, first, end)
+    cdef object packed = _compression.compress(compression, raw, level)
+    cdef int64_t batch_size = BATCH_OVERHEAD + len(packed)
+    if batch_size > MAX_BATCH_SIZE:
+        raise ValueError("compressed batch is larger than a batch can hold (2 GiB)")
+    cdef object out = PyBytes_FromStringAndSize(NULL, batch_size)
+    cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
+    _write_batch_header(p, base_offset + first, batch_size, leader_epoch, attributes,
+                        <int32_t>(end - first - 1), recs[first].timestamp, max_ts, producer_id,
+                        producer_epoch, _sequence_at(base_sequence, <int32_t>first), <int32_t>(end - first))
+    memcpy(p + BATCH_OVERHEAD, PyBytes_AS_STRING(packed), len(packed))
+    _seal(out, p, 0, batch_size)
+    return out
+
+
+_CONTROL_TYPES = {"abort": 0, "commit": 1}
+
+
+def encode_control(str kind, int64_t producer_id, int16_t producer_epoch, *, int32_t coordinator_epoch=0,
+                   int64_t base_offset=0, object timestamp=None, int32_t partition_leader_epoch=-1):
+    """Encode a transaction marker: a control batch with one COMMIT or ABORT record.
+
+    Parameters
+    ----------
+    kind : {"commit", "abort"}
+    producer_id, producer_epoch : int
+        The transactional producer the marker ends a transaction for.
+    coordinator_epoch : int
+        Written into the EndTransactionMarker value.
+    base_offset : int
+        Offset of the marker.
+    timestamp : int, optional
+        Milliseconds since the epoch (now when None).
+    partition_leader_epoch : int
+        Written into the batch header.
+
+    Examples
+    --------
+    >>> import kbatch
+    >>> t = kbatch.decode(kbatch.encode_control("abort", 7, 0, base_offset=42))
+    >>> len(t), t.batches[["is_control", "control_type", "producer_id"]].tolist(), t.next_offset
+    (0, [(True, 0, 7)], 43)
+    """
+    if kind.lower() not in _CONTROL_TYPES:
+        raise ValueError(f"kind must be 'commit' or 'abort', got {kind!r}")
+    cdef uint8_t key[4]
+    cdef uint8_t value[6]
+    _put16(key, 0)
+    _put16(key + 2, <uint16_t>_CONTROL_TYPES[kind.lower()])
+    _put16(value, 0)
+    _put32(value + 2, <uint32_t>coordinator_epoch)
+    return encode(
+        [PyBytes_FromStringAndSize(<char*>value, 6)],
+        [PyBytes_FromStringAndSize(<char*>key, 4)],
+        [timestamp],
+        None,
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=True,
+        partition_leader_epoch=partition_leader_epoch,
+        control=True,
+    )
+
+
+cdef class BatchBuilder:
+    """Build one RecordBatch by appending records one at a time.
+
+    Parameters are those of :func:`kbatch.encode` that describe a batch.
+
+    Examples
+    --------
+    >>> import kbatch
+    >>> b = kbatch.BatchBuilder(base_offset=10)
+    >>> b.append(b"first", key=b"k", timestamp=1000)
+    10
+    >>> b.append(b"second", timestamp=999, headers=[("h", None)])
+    11
+    >>> t = kbatch.decode(b.build())
+    >>> t.records[["offset", "timestamp"]].tolist(), t.headers(1)
+    ([(10, 1000), (11, 999)], [('h', None)])
+    """
+
+    cdef uint8_t* buf
+    cdef int64_t size, capacity
+    cdef readonly int64_t base_offset
+    cdef int64_t producer_id, first_timestamp, max_timestamp
+    cdef int32_t base_sequence, leader_epoch, count
+    cdef int16_t producer_epoch, attributes
+    cdef int compression
+    cdef object level
+    cdef bint built
+
+    def __cinit__(self):
+        self.buf = NULL
+
+    def __init__(self, *, int64_t base_offset=0, int64_t producer_id=-1, int16_t producer_epoch=-1,
+                 int32_t base_sequence=-1, bint transactional=False, int32_t partition_leader_epoch=-1,
+                 object timestamp_type="create", object compression=None, object compression_level=None):
+        import kbatch
+        self.base_offset = base_offset
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.leader_epoch = partition_leader_epoch
+        self.compression = kbatch._code("compression", compression, kbatch.COMPRESSION_CODECS)
+        self.level = compression_level
+        self.attributes = <int16_t>(self.compression
+                                    | (kbatch._code("timestamp_type", timestamp_type, kbatch.TIMESTAMP_TYPES) << 3)
+                                    | (ATTR_TRANSACTIONAL if transactional else 0))
+        self.count = 0
+        self.size = 0
+        self.built = False
+
+    def __dealloc__(self):
+        free(self.buf)
+
+    def __len__(self):
+        return self.count
+
+    @property
+    def size_in_bytes(self):
+        """Bytes of the batch built now, before compression."""
+        return BATCH_OVERHEAD + self.size
+
+    def append(self, value, key=None, timestamp=None, headers=None):
+        """Append one record; return the offset it gets."""
+        cdef rec_in_t r
+        cdef int64_t need, cap
+        cdef uint8_t* grown
+        if self.built:
+            raise RuntimeError("this BatchBuilder has already been built")
+        if self.count == 0x7FFFFFFF:
+            raise OverflowError("a batch holds at most 2**31-1 records")
+        _gather(&r, key, value, timestamp, headers, _now_ms() if timestamp is None else 0, self.count)
+        if self.count == 0:
+            self.first_timestamp = self.max_timestamp = r.timestamp
+        need = self.size + _record_size(&r, r.timestamp - self.first_timestamp, self.count)
+        if need + BATCH_OVERHEAD > MAX_BATCH_SIZE:
+            raise ValueError("record does not fit: a batch holds at most 2 GiB")
+        if need > self.capacity:
+            cap = self.capacity * 2 if self.capacity else 4096
+            while cap < need:
+                cap *= 2
+            grown = <uint8_t*>realloc(self.buf, cap)
+            if grown == NULL:
+                raise MemoryError()
+            self.buf = grown
+            self.capacity = cap
+        _write_record(self.buf + self.size, &r, r.timestamp - self.first_timestamp, self.count,
+                      key, value, headers)
+        self.size = need
+        if r.timestamp > self.max_timestamp:
+            self.max_timestamp = r.timestamp
+        self.count += 1
+        return self.base_offset + self.count - 1
+
+    def build(self):
+        """Return the finished batch as bytes (b"" if nothing was appended)."""
+        cdef object payload, out
+        cdef uint8_t* p
+        cdef int64_t batch_size
+        if self.count == 0:
+            return b""
+        payload = PyBytes_FromStringAndSize(<char*>self.buf, self.size)
+        if self.compression:
+            from kbatch import _compression
+            payload = _compression.compress(self.compression, payload, self.level)
+        batch_size = BATCH_OVERHEAD + len(payload)
+        out = PyBytes_FromStringAndSize(NULL, batch_size)
+        p = <uint8_t*>PyBytes_AS_STRING(out)
+        _write_batch_header(p, self.base_offset, batch_size, self.leader_epoch, self.attributes,
+                            self.count - 1, self.first_timestamp, self.max_timestamp, self.producer_id,
+                            self.producer_epoch, self.base_sequence, self.count)
+        memcpy(p + BATCH_OVERHEAD, PyBytes_AS_STRING(payload), len(payload))
+        _seal(out, p, 0, batch_size)
+        self.built = True
+        return out
+
+
+# ---------------------------------------------------------------------------
+# Bulk materialisation (the slow conveniences, made as fast as Python allows)
+
+def slices(object data, const int64_t[::1] starts, const int32_t[::1] lengths):
+    """``[bytes(data[s:s+n]) or None for s, n in zip(starts, lengths)]``, in C."""
+    cdef object mv = _byte_view(data)
+    cdef const uint8_t[::1] view = mv
+    cdef Py_ssize_t i, n = starts.shape[0], size = view.shape[0]
+    cdef const char* base = <const char*>&view[0] if size > 0 else NULL
+    cdef list out = [None] * n
+    if lengths.shape[0] != n:
+        raise ValueError("starts and lengths differ in length")
+    for i in range(n):
+        if lengths[i] >= 0:
+            if starts[i] < 0 or starts[i] + lengths[i] > size:
+                raise IndexError(f"slice {i} is outside the buffer")
+            out[i] = PyBytes_FromStringAndSize(base + starts[i], lengths[i])
+    return out

@@ -1,0 +1,192 @@
+"""`RecordTable`, the columnar result of :func:`kbatch.decode`, and `Record`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import numpy as np
+
+__all__ = ["HeaderColumns", "Record", "RecordTable"]
+
+
+def _utf8(raw: bytes) -> str:
+    # Kafka's Java client decodes header keys with replacement of bad bytes.
+    return raw.decode("utf-8", "replace")
+
+
+class HeaderColumns(np.ndarray):  # type: ignore[type-arg]
+    """The header rows of a :class:`RecordTable`, callable per record.
+
+    An ordinary structured array of :data:`kbatch.HEADER_DTYPE` rows, plus
+    ``table.headers(i)``: record ``i``'s headers as ``(key, value)`` pairs,
+    keys decoded as UTF-8 with invalid bytes replaced (as Kafka's Java client
+    does; the raw key bytes stay reachable through the ``key_start`` /
+    ``key_length`` columns). Slices and copies are plain columns.
+    """
+
+    _owner: tuple[np.ndarray, Any] | None
+
+    def __array_finalize__(self, obj: object) -> None:
+        self._owner = None
+
+    def __call__(self, i: int) -> list[tuple[str, bytes | None]]:
+        if self._owner is None:
+            raise TypeError("only RecordTable.headers itself can be called, not a slice or copy of it")
+        records, data = self._owner
+        n = len(records)
+        if not -n <= i < n:
+            raise IndexError(f"record index {i} out of range for {n} records")
+        row = records[i]
+        first = int(row["headers_start"])
+        buf = memoryview(data).cast("B")
+        out = []
+        for h in self.view(np.ndarray)[first : first + int(row["headers_count"])]:
+            ks, kl = int(h["key_start"]), int(h["key_length"])
+            vs, vl = int(h["value_start"]), int(h["value_length"])
+            out.append((_utf8(bytes(buf[ks : ks + kl])), None if vl < 0 else bytes(buf[vs : vs + vl])))
+        return out
+
+
+class Record(NamedTuple):
+    """One data record, as iteration over a :class:`RecordTable` yields it.
+
+    Building these is slow by design (a Python object per record); use the
+    columns of :class:`RecordTable` for bulk work.
+    """
+
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    sequence: int
+    leader_epoch: int
+
+
+class RecordTable:
+    """Decoded record batches as NumPy columns.
+
+    Attributes
+    ----------
+    records : numpy.ndarray
+        One row per data record, dtype :data:`kbatch.RECORD_DTYPE`. Control
+        records are not data records: they are described by their batch's row.
+    batches : numpy.ndarray
+        One row per batch, dtype :data:`kbatch.BATCH_DTYPE`.
+    headers : HeaderColumns
+        One row per record header, dtype :data:`kbatch.HEADER_DTYPE`; record
+        ``i`` owns rows ``headers_start .. headers_start + headers_count``.
+        Also callable: ``headers(i)`` lists record ``i``'s headers.
+    data : buffer
+        The bytes every ``*_start`` column points into: the caller's buffer
+        itself when no batch is compressed (nothing is copied), otherwise one
+        new buffer with every batch's records, decompressed, in batch order.
+    consumed_bytes : int
+        Bytes of the input taken by complete batches.
+    truncated : bool
+        Whether an incomplete batch followed them (not an error: a fetch or
+        a log being written can end mid-batch).
+    next_offset : int or None
+        ``base_offset + last_offset_delta + 1`` of the last batch, the offset
+        to fetch next; None when there was no complete batch.
+    """
+
+    __slots__ = (
+        "records",
+        "batches",
+        "headers",
+        "data",
+        "consumed_bytes",
+        "truncated",
+        "next_offset",
+    )
+
+    def __init__(
+        self,
+        *,
+        records: np.ndarray,
+        batches: np.ndarray,
+        headers: np.ndarray,
+        data: Any,
+        consumed_bytes: int,
+        truncated: bool,
+        next_offset: int | None,
+    ) -> None:
+        self.records = records
+        self.batches = batches
+        self.headers = headers.view(HeaderColumns)
+        self.headers._owner = (records, data)
+        self.data = data
+        self.consumed_bytes = consumed_bytes
+        self.truncated = truncated
+        self.next_offset = next_offset
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __repr__(self) -> str:
+        tail = ", truncated" if self.truncated else ""
+        return (
+            f"<RecordTable {len(self.records)} records in {len(self.batches)} batches, "
+            f"{self.consumed_bytes} bytes{tail}>"
+        )
+
+    def _slice(self, start: int, length: int) -> bytes | None:
+        if length < 0:
+            return None
+        return bytes(memoryview(self.data).cast("B")[start : start + length])
+
+    def _row(self, i: int) -> np.void:
+        n = len(self.records)
+        if not -n <= i < n:
+            raise IndexError(f"record index {i} out of range for {n} records")
+        return self.records[i]
+
+    def key(self, i: int) -> bytes | None:
+        """Key of record ``i`` as bytes (None for a null key)."""
+        row = self._row(i)
+        return self._slice(int(row["key_start"]), int(row["key_length"]))
+
+    def value(self, i: int) -> bytes | None:
+        """Value of record ``i`` as bytes (None for a null value)."""
+        row = self._row(i)
+        return self._slice(int(row["value_start"]), int(row["value_length"]))
+
+    def record(self, i: int) -> Record:
+        """Record ``i`` as a :class:`Record` (slow: one Python object)."""
+        row = self._row(i)
+        batch = self.batches[int(row["batch"])]
+        return Record(
+            offset=int(row["offset"]),
+            timestamp=int(row["timestamp"]),
+            timestamp_type=int(batch["timestamp_type"]),
+            key=self._slice(int(row["key_start"]), int(row["key_length"])),
+            value=self._slice(int(row["value_start"]), int(row["value_length"])),
+            headers=self.headers(i),
+            sequence=int(row["sequence"]),
+            leader_epoch=int(batch["partition_leader_epoch"]),
+        )
+
+    def __iter__(self) -> Iterator[Record]:
+        for i in range(len(self.records)):
+            yield self.record(i)
+
+    def keys(self) -> list[bytes | None]:
+        """Every key as bytes or None (one Python object per record)."""
+        return self._column_bytes("key")
+
+    def values(self) -> list[bytes | None]:
+        """Every value as bytes or None (one Python object per record)."""
+        return self._column_bytes("value")
+
+    def _column_bytes(self, name: str) -> list[bytes | None]:
+        from kbatch._core import slices
+
+        r = self.records
+        return slices(  # type: ignore[no-any-return]
+            self.data,
+            np.ascontiguousarray(r[f"{name}_start"]),
+            np.ascontiguousarray(r[f"{name}_length"]),
+        )

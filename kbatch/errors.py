@@ -1,0 +1,107 @@
+"""The kbatch exception hierarchy.
+
+Every error kbatch raises about its input derives from :class:`KBatchError`; the
+ones about malformed bytes also derive from :class:`ValueError`, so code that
+already catches ``ValueError`` keeps working.
+
+``KBatchError``
+    ``CorruptRecordError`` (also ``ValueError``): the bytes break the format.
+        ``CRCError``: a stored checksum does not match the bytes.
+    ``UnsupportedError`` (also ``ValueError``): well-formed, but a feature
+    kbatch does not read (yet).
+"""
+
+from __future__ import annotations
+
+__all__ = ["KBatchError", "CorruptRecordError", "CRCError", "UnsupportedError"]
+
+
+class KBatchError(Exception):
+    """Root of every exception kbatch raises about data.
+
+    Every instance says where the problem is when that is known.
+
+    Attributes
+    ----------
+    reason : str
+        What is wrong, without the location.
+    position : int
+        Byte offset in the input buffer where the bad field starts.
+    batch_index : int
+        Index of the batch (outer entry) holding the bad field, counted from 0.
+    batch_position : int
+        Byte offset of that batch in the input buffer.
+    field : str
+        Name of the field that could not be read, in Kafka's spelling.
+    record_index : int
+        Index of the record inside the batch, or -1 for a batch-level field.
+    partial : RecordTable or None
+        For errors raised by ``kbatch.decode``: everything decoded before the
+        bad batch, so valid data is not lost.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        position: int = -1,
+        batch_index: int = -1,
+        field: str = "",
+        *,
+        batch_position: int = -1,
+        record_index: int = -1,
+    ) -> None:
+        self.reason = reason
+        self.position = position
+        self.batch_index = batch_index
+        self.batch_position = batch_position
+        self.field = field
+        self.record_index = record_index
+        self.partial: object = None
+        where = [f"byte {position}"] if position >= 0 else []
+        if batch_index >= 0:
+            where.append(f"batch {batch_index}")
+        if record_index >= 0:
+            where.append(f"record {record_index}")
+        if field:
+            where.append(f"field {field}")
+        super().__init__(f"{reason} ({', '.join(where)})" if where else reason)
+
+    def __reduce__(self):  # keep pickling (multiprocessing, Spark) lossless
+        return (
+            _rebuild,
+            (type(self), self.reason, self.position, self.batch_index, self.field,
+             self.batch_position, self.record_index, dict(self.__dict__)),
+        )
+
+
+def _rebuild(cls, reason, position, batch_index, field, batch_position, record_index, state):
+    err = cls.__new__(cls)
+    KBatchError.__init__(
+        err, reason, position, batch_index, field,
+        batch_position=batch_position, record_index=record_index,
+    )
+    err.__dict__.update(state)
+    return err
+
+
+class CorruptRecordError(KBatchError, ValueError):
+    """The input is not a valid Kafka record buffer."""
+
+
+class CRCError(CorruptRecordError):
+    """A batch's stored checksum does not match its bytes.
+
+    Attributes
+    ----------
+    stored : int
+        The CRC written in the batch.
+    computed : int
+        The CRC of the bytes as they are.
+    """
+
+    stored: int
+    computed: int
+
+
+class UnsupportedError(KBatchError, ValueError):
+    """Well-formed input that uses a feature kbatch cannot read."""
