@@ -1,0 +1,63 @@
+"""Tier 1: conformance vectors lifted from other Kafka implementations' suites.
+
+Read from ../shared/vectors when it exists (never copied into this repo).
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import vector_params
+from expect import check_table
+
+import kbatch
+
+
+def _is_legacy(vector) -> bool:
+    return any(tag in ("v0", "v1") for tag in vector["covers"])
+
+
+LEGACY_PENDING = pytest.mark.xfail(
+    strict=True, raises=kbatch.UnsupportedError, reason="legacy magic 0/1 decoding is issue #4"
+)
+
+
+def _params():
+    out = []
+    for p in vector_params():
+        v = p.values[0]
+        marks = list(p.marks)
+        if v is not None and _is_legacy(v) and not getattr(kbatch, "LEGACY_SUPPORTED", False):
+            marks.append(LEGACY_PENDING)
+        out.append(pytest.param(v, id=p.id, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("vector", _params())
+def test_vector(vector):
+    data = bytes.fromhex(vector["hex"])
+    expect = vector["expect"]
+    verify = vector["decode_options"]["check_crc"]
+    if not expect["ok"]:
+        with pytest.raises(kbatch.CorruptRecordError) as info:
+            kbatch.decode(data, verify_crc=verify)
+        assert expect["must_mention"].lower() in str(info.value).lower()
+        assert info.value.position >= 0 and info.value.batch_index >= 0
+        return
+    table = kbatch.decode(data, verify_crc=verify)
+    check_table(table, expect)
+    # Every input type the docs promise decodes to the same columns.
+    for kind in (bytearray, memoryview, lambda b: __import__("numpy").frombuffer(b, dtype="u1")):
+        other = kbatch.decode(kind(data), verify_crc=verify)
+        assert (other.records == table.records).all()
+        assert (other.batches == table.batches).all()
+
+
+@pytest.mark.parametrize(
+    "vector",
+    vector_params(lambda v: any(b.get("crc_valid") is False for b in v["expect"].get("batches", []))),
+)
+def test_bad_crc_vector_raises_when_verifying(vector):
+    with pytest.raises(kbatch.CRCError) as info:
+        kbatch.decode(bytes.fromhex(vector["hex"]), verify_crc=True)
+    assert info.value.field == "crc"
+    assert info.value.stored == vector["expect"]["batches"][0]["crc"]
