@@ -48,6 +48,7 @@ extensions = [
     Extension(
         "kbatch._core",
         ["kbatch/_core.pyx"],
+        libraries=["z"],  # zlib's crc32 for the legacy formats' CRC32 (IEEE)
         extra_compile_args=extra_compile_args,
         extra_link_args=extra_link_args,
         define_macros=define_macros,

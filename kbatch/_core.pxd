@@ -81,7 +81,6 @@ cdef enum ErrorCode:
     E_ENTRY_TOO_SMALL       # outer length below the 14-byte legacy minimum
     E_BATCH_TOO_SMALL       # v2 batch below its 61-byte header
     E_UNKNOWN_MAGIC
-    E_LEGACY_MAGIC          # magic 0/1: UnsupportedError until the legacy reader lands
     E_UNKNOWN_COMPRESSION
     E_NEGATIVE_COUNT
     E_COUNT_TOO_LARGE
@@ -96,3 +95,11 @@ cdef enum ErrorCode:
     E_CONTROL_KEY
     E_CRC
     E_NO_MEMORY
+    E_LEGACY_TOO_SMALL      # a v0/v1 message below its fixed fields
+    E_LEGACY_ZSTD           # zstd needs magic 2
+    E_NO_INNER_RECORDS      # compressed wrapper with a null or empty value
+    E_NESTED_COMPRESSION    # an inner message that is itself compressed
+    E_INNER_MAGIC           # an inner message with magic other than 0/1
+    E_WRAPPER_OFFSET        # v1 wrapper offset below its last inner offset
+    E_CRC32                 # legacy CRC32 (IEEE) mismatch
+    E_INNER_TRUNCATED       # an inner entry runs past the decompressed bytes

@@ -42,6 +42,19 @@ and varlong are zigzag, protobuf-style, at most 5 and 10 bytes)::
         key   => version int16, type int16 (0 ABORT, 1 COMMIT, ...)
         value => version int16, coordinatorEpoch int32  (ABORT/COMMIT markers)
 
+    Legacy message set entry (magic 0 and 1; CRC32/IEEE over magic .. end):
+        offset               int64        absolute; a v1 wrapper's is its last inner record's
+        size                 int32        bytes after this field
+        crc                  uint32      12
+        magic                int8        16   0 or 1
+        attributes           int8        17   bits 0-2 codec (no zstd), 3 LogAppendTime (v1)
+        timestamp            int64       18   v1 only
+        key                  int32 length (negative = null), bytes
+        value                int32 length (negative = null), bytes: for a compressed
+                                          wrapper, the compressed inner message set, whose
+                                          v1 offsets are relative: absolute = wrapper offset
+                                          - last inner offset + inner offset
+
 Reading follows Apache Kafka's Java client (DefaultRecordBatch, DefaultRecord,
 ByteUtils, ByteBufferLogInputStream): an incomplete trailing batch ends the
 buffer without an error; everything else that does not parse is corrupt.
@@ -66,6 +79,9 @@ from kbatch.errors import CorruptRecordError, CRCError, KBatchError, Unsupported
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
+
+cdef extern from "zlib.h":
+    unsigned long zlib_crc32 "crc32"(unsigned long crc, const unsigned char* buf, unsigned int len) nogil
 
 cdef extern from *:
     void __builtin_prefetch(const void*) noexcept nogil
@@ -426,8 +442,6 @@ cdef str _reason(const error_t* err):
         return f"batch size {a} is below the 61-byte RecordBatch header"
     if c == E_UNKNOWN_MAGIC:
         return f"unknown magic byte {a} (expected 0, 1 or 2)"
-    if c == E_LEGACY_MAGIC:
-        return f"legacy message format (magic {a}) is not supported by this version of kbatch"
     if c == E_UNKNOWN_COMPRESSION:
         return f"unknown compression codec {a} in attributes"
     if c == E_NEGATIVE_COUNT:
@@ -456,6 +470,23 @@ cdef str _reason(const error_t* err):
         return f"crc32c mismatch: stored {a:#010x}, computed {b:#010x}"
     if c == E_NO_MEMORY:
         return "out of memory"
+    if c == E_LEGACY_TOO_SMALL:
+        return f"magic {b} message of {a} bytes is shorter than its fixed fields"
+    if c == E_LEGACY_ZSTD:
+        return f"zstd not allowed for magic {a} (zstd needs magic 2; Java: invalid wrapper compression type)"
+    if c == E_NO_INNER_RECORDS:
+        return ("compressed wrapper has a null value: no inner records" if a < 0
+                else "compressed wrapper decompresses to no inner records")
+    if c == E_NESTED_COMPRESSION:
+        return f"inner message is compressed too (codec {a}); nested compression is not allowed"
+    if c == E_INNER_MAGIC:
+        return f"inner message has magic {a} (expected 0 or 1)"
+    if c == E_WRAPPER_OFFSET:
+        return f"wrapper offset {a} is below its last inner offset {b}"
+    if c == E_CRC32:
+        return f"crc32 mismatch: stored {a:#010x}, computed {b:#010x}"
+    if c == E_INNER_TRUNCATED:
+        return f"inner entry of {a} bytes runs past the end of the decompressed message set ({b} bytes left)"
     return f"corrupt input (error {c})"
 
 
@@ -465,19 +496,19 @@ cdef enum:
     IN_ARENA_INFLATED = 2  # ... in the arena, inside a batch's decompressed records
 
 
-cdef object _make_error(const error_t* err, int where, int64_t payload_start):
+cdef object _make_error(const error_t* err, int where, int64_t payload_start, int64_t input_start):
+    """The exception for ``err``; ``payload_start`` is where the bad batch's
+    records start in the buffer parsed, ``input_start`` where they start in the input."""
     cdef str reason = _reason(err)
     cdef int64_t position = err.position
     if where == IN_ARENA_COPY:
-        position = err.batch_position + BATCH_OVERHEAD + (err.position - payload_start)
+        position = input_start + (err.position - payload_start)
     elif where == IN_ARENA_INFLATED:
         # Point .position at the compressed payload and say where inside the
         # decompressed bytes the bad field is.
         reason = f"{reason} (at byte {err.position - payload_start} of the batch's decompressed records)"
-        position = err.batch_position + BATCH_OVERHEAD
-    if err.code == E_LEGACY_MAGIC:
-        cls = UnsupportedError
-    elif err.code == E_CRC:
+        position = input_start
+    if err.code == E_CRC or err.code == E_CRC32:
         cls = CRCError
     else:
         cls = CorruptRecordError
@@ -489,7 +520,7 @@ cdef object _make_error(const error_t* err, int where, int64_t payload_start):
         batch_position=err.batch_position,
         record_index=err.record_index,
     )
-    if err.code == E_CRC:
+    if err.code == E_CRC or err.code == E_CRC32:
         exc.stored = err.a
         exc.computed = err.b
     return exc
@@ -529,8 +560,15 @@ cdef int64_t _count_entries(const uint8_t* buf, int64_t n, int64_t* consumed) no
     return k
 
 
-cdef int64_t _fill_batches(const uint8_t* buf, batch_t* out, int64_t count, error_t* err) noexcept nogil:
-    """Parse ``count`` batch headers; return how many are valid (== count unless ``err`` is set)."""
+cdef int64_t _fill_batches(const uint8_t* buf, batch_t* out, int64_t count, int64_t* pstart,
+                           int64_t* pend, error_t* err) noexcept nogil:
+    """Parse ``count`` batch headers and locate each one's records.
+
+    ``pstart``/``pend`` get the byte range each batch's records are parsed
+    from: a v2 batch's records, a legacy entry's whole message, or a legacy
+    wrapper's (compressed) value. Returns how many batches are valid (== count
+    unless ``err`` is set).
+    """
     cdef int64_t k, pos = 0
     cdef const uint8_t* p
     cdef batch_t* b
@@ -548,9 +586,17 @@ cdef int64_t _fill_batches(const uint8_t* buf, batch_t* out, int64_t count, erro
             _fail(err, E_ENTRY_TOO_SMALL, pos + 8, "batchLength", -1, length, 0)
             return k
         magic = <int8_t>p[16]
+        b.magic = magic
+        b.base_offset = <int64_t>_be64(p)
+        b.batch_length = length
+        b.control_type = -1
+        b.coordinator_epoch = -1
+        b.first_record = 0
         if magic == 0 or magic == 1:
-            _fail(err, E_LEGACY_MAGIC, pos + 16, "magic", -1, magic, 0)
-            return k
+            if _fill_legacy(buf, pos, b, pstart + k, pend + k, err) != 0:
+                return k
+            pos += LOG_OVERHEAD + length
+            continue
         if magic != 2:
             _fail(err, E_UNKNOWN_MAGIC, pos + 16, "magic", -1, magic, 0)
             return k
@@ -558,10 +604,7 @@ cdef int64_t _fill_batches(const uint8_t* buf, batch_t* out, int64_t count, erro
             _fail(err, E_BATCH_TOO_SMALL, pos + 8, "batchLength", -1, length + LOG_OVERHEAD, 0)
             return k
         attributes = <int16_t>_be16(p + 21)
-        b.base_offset = <int64_t>_be64(p)
-        b.batch_length = length
         b.partition_leader_epoch = <int32_t>_be32(p + 12)
-        b.magic = magic
         b.crc = _be32(p + 17)
         b.attributes = attributes
         b.last_offset_delta = <int32_t>_be32(p + 23)
@@ -576,30 +619,113 @@ cdef int64_t _fill_batches(const uint8_t* buf, batch_t* out, int64_t count, erro
         b.is_transactional = (attributes >> 4) & 1
         b.is_control = (attributes >> 5) & 1
         b.has_delete_horizon = (attributes >> 6) & 1
-        b.control_type = -1
-        b.coordinator_epoch = -1
-        b.first_record = 0
         if b.compression > 4:
             _fail(err, E_UNKNOWN_COMPRESSION, pos + 21, "attributes", -1, b.compression, 0)
             return k
         if b.record_count < 0:
             _fail(err, E_NEGATIVE_COUNT, pos + 57, "recordCount", -1, b.record_count, 0)
             return k
+        pstart[k] = pos + BATCH_OVERHEAD
+        pend[k] = pos + LOG_OVERHEAD + length
         pos += LOG_OVERHEAD + length
     return count
 
 
-cdef int64_t _check_crcs(object mv, batch_t* batches, int64_t first, int64_t end, error_t* err) except -2:
-    """CRC-32C of batches ``first .. end`` (attributes .. end); return the first bad one, or ``end``."""
-    cdef int64_t k, start
+cdef inline int64_t _legacy_key_offset(int8_t magic) noexcept nogil:
+    # crc(4) magic(1) attributes(1) [timestamp(8)]: where the key length is, from the crc
+    return 6 if magic == 0 else 14
+
+
+cdef int _fill_legacy(const uint8_t* buf, int64_t pos, batch_t* b, int64_t* pstart, int64_t* pend,
+                      error_t* err) noexcept nogil:
+    """Header fields of a magic 0/1 outer entry (the message starts at pos + 12)."""
+    cdef const uint8_t* m = buf + pos + LOG_OVERHEAD   # the message: crc onwards
+    cdef const uint8_t* end = m + b.batch_length
+    cdef const uint8_t* q
+    cdef int32_t key_length, value_length
+    cdef int8_t attributes = <int8_t>m[5]
+    if b.batch_length < _legacy_key_offset(b.magic) + 8:
+        return _fail(err, E_LEGACY_TOO_SMALL, pos + 8, "batchLength", -1, b.batch_length, b.magic)
+    b.crc = _be32(m)
+    b.attributes = <uint8_t>attributes
+    b.compression = attributes & 0x07
+    b.partition_leader_epoch = -1
+    b.last_offset_delta = 0
+    b.producer_id = -1
+    b.producer_epoch = -1
+    b.base_sequence = -1
+    b.is_transactional = 0
+    b.is_control = 0
+    b.has_delete_horizon = 0
+    if b.magic == 1:
+        b.timestamp_type = (attributes >> 3) & 1
+        b.base_timestamp = b.max_timestamp = <int64_t>_be64(m + 6)
+    else:
+        b.timestamp_type = -1
+        b.base_timestamp = b.max_timestamp = -1
+    if b.compression == 4:
+        return _fail(err, E_LEGACY_ZSTD, pos + 17, "attributes", -1, b.magic, 0)
+    if b.compression > 4:
+        return _fail(err, E_UNKNOWN_COMPRESSION, pos + 17, "attributes", -1, b.compression, 0)
+    q = m + _legacy_key_offset(b.magic)
+    key_length = <int32_t>_be32(q)
+    q += 4
+    if key_length > 0:
+        if key_length > end - q - 4:
+            return _fail(err, E_TRUNCATED_FIELD, q - buf, "key", -1, 0, 0)
+        q += key_length
+    value_length = <int32_t>_be32(q)
+    q += 4
+    if value_length > end - q:
+        return _fail(err, E_TRUNCATED_FIELD, q - buf, "value", -1, 0, 0)
+    if b.compression == 0:
+        b.record_count = 1
+        pstart[0] = pos + LOG_OVERHEAD
+        pend[0] = pos + LOG_OVERHEAD + b.batch_length
+        return 0
+    if value_length < 0:
+        return _fail(err, E_NO_INNER_RECORDS, q - 4 - buf, "value", -1, value_length, 0)
+    b.record_count = 0  # known once the inner message set is decompressed
+    pstart[0] = q - buf
+    pend[0] = q - buf + value_length
+    return 0
+
+
+cdef inline uint32_t _crc32_ieee(const uint8_t* p, int64_t n) noexcept nogil:
+    """CRC32 (IEEE, zlib's) of ``n`` bytes, for the legacy formats."""
+    cdef uint32_t crc = <uint32_t>zlib_crc32(0, NULL, 0)
+    cdef unsigned int step
+    while n > 0:
+        step = <unsigned int>(n if n < 0x40000000 else 0x40000000)
+        crc = <uint32_t>zlib_crc32(crc, p, step)
+        p += step
+        n -= step
+    return crc
+
+
+cdef int64_t _check_crcs(object mv, const uint8_t* buf, batch_t* batches, int64_t first, int64_t end,
+                         error_t* err) except -2:
+    """Checksums of batches ``first .. end``; return the first bad one, or ``end``.
+
+    v2: CRC-32C of attributes .. end (through crc32c). Magic 0/1: CRC32 of
+    magic .. end of the outer message (a wrapper's inner messages are checked
+    when they are parsed).
+    """
+    cdef int64_t k, start, stop
     cdef uint32_t computed
     for k in range(first, end):
-        start = batches[k].position + 21
-        computed = _crc32c(mv[start:batches[k].position + LOG_OVERHEAD + batches[k].batch_length])
+        stop = batches[k].position + LOG_OVERHEAD + batches[k].batch_length
+        if batches[k].magic == 2:
+            start = batches[k].position + 21
+            computed = _crc32c(mv[start:stop])
+        else:
+            start = batches[k].position + 16
+            computed = _crc32_ieee(buf + start, stop - start)
         if computed != batches[k].crc:
             err.batch_index = k
             err.batch_position = batches[k].position
-            _fail(err, E_CRC, batches[k].position + 17, "crc", -1, batches[k].crc, computed)
+            _fail(err, E_CRC if batches[k].magic == 2 else E_CRC32, batches[k].position + (17 if batches[k].magic == 2 else 12),
+                  "crc", -1, batches[k].crc, computed)
             return k
     return end
 
@@ -817,6 +943,120 @@ cdef int _parse_records(const uint8_t* base, int64_t start, int64_t end, batch_t
     return 0
 
 
+# ---------------------------------------------------------------------------
+# Legacy message sets (magic 0 and 1)
+
+cdef int _parse_legacy_message(const uint8_t* base, const uint8_t* m, const uint8_t* end, int64_t offset,
+                               bint inner, bint verify_crc, bint forced, int64_t forced_timestamp,
+                               int32_t i, int32_t batch_index, record_t* r, int64_t headers_start,
+                               error_t* err) noexcept nogil:
+    """One v0/v1 message (``m`` at its crc, ``end`` after its value) into ``r``."""
+    cdef int64_t n = end - m
+    cdef int8_t magic, attributes
+    cdef const uint8_t* q
+    cdef int32_t key_length, value_length
+    cdef uint32_t computed
+    if unlikely(n < 14):
+        return _fail(err, E_LEGACY_TOO_SMALL, m - base, "size", i, n, 0)
+    magic = <int8_t>m[4]
+    if unlikely(magic != 0 and magic != 1):
+        return _fail(err, E_INNER_MAGIC, m + 4 - base, "magic", i, magic, 0)
+    if unlikely(magic == 1 and n < 22):
+        return _fail(err, E_LEGACY_TOO_SMALL, m - base, "size", i, n, 1)
+    attributes = <int8_t>m[5]
+    if inner:
+        if unlikely(attributes & 0x07):
+            return _fail(err, E_NESTED_COMPRESSION, m + 5 - base, "attributes", i, attributes & 0x07, 0)
+        if verify_crc:
+            computed = _crc32_ieee(m + 4, n - 4)
+            if unlikely(computed != _be32(m)):
+                return _fail(err, E_CRC32, m - base, "crc", i, _be32(m), computed)
+    q = m + _legacy_key_offset(magic)
+    key_length = <int32_t>_be32(q)
+    q += 4
+    r.key_start = q - base
+    if key_length >= 0:
+        if unlikely(key_length > end - q - 4):
+            return _fail(err, E_TRUNCATED_FIELD, q - base, "key", i, 0, 0)
+        q += key_length
+    else:
+        key_length = -1
+    value_length = <int32_t>_be32(q)
+    q += 4
+    r.value_start = q - base
+    if value_length >= 0:
+        if unlikely(value_length > end - q):
+            return _fail(err, E_TRUNCATED_FIELD, q - base, "value", i, 0, 0)
+    else:
+        value_length = -1
+    r.offset = offset
+    if forced:  # LogAppendTime wrapper: its timestamp for every inner record
+        r.timestamp = forced_timestamp
+    else:
+        r.timestamp = <int64_t>_be64(m + 6) if magic == 1 else -1
+    r.key_length = key_length
+    r.value_length = value_length
+    r.headers_start = headers_start
+    r.headers_count = 0
+    r.batch = batch_index
+    r.sequence = -1
+    r.attributes = attributes
+    return 0
+
+
+cdef int _frame_legacy_inner(const uint8_t* base, int64_t start, int64_t end, batch_t* b,
+                             int64_t* last_inner, error_t* err) noexcept nogil:
+    """Walk a decompressed inner message set: count its entries, find the last offset."""
+    cdef const uint8_t* p = base + start
+    cdef const uint8_t* e = base + end
+    cdef int32_t size, count = 0
+    cdef int64_t last = 0
+    while p < e:
+        if unlikely(e - p < LOG_OVERHEAD):
+            return _fail(err, E_INNER_TRUNCATED, p - base, "size", count, LOG_OVERHEAD, e - p)
+        size = <int32_t>_be32(p + 8)
+        if unlikely(size < RECORD_OVERHEAD_V0):
+            return _fail(err, E_ENTRY_TOO_SMALL, p + 8 - base, "size", count, size, 0)
+        if unlikely(size > e - p - LOG_OVERHEAD):
+            return _fail(err, E_INNER_TRUNCATED, p - base, "size", count, size, e - p - LOG_OVERHEAD)
+        last = <int64_t>_be64(p)
+        count += 1
+        p += LOG_OVERHEAD + size
+    if unlikely(count == 0):
+        return _fail(err, E_NO_INNER_RECORDS, start, "value", -1, 0, 0)
+    # v1 inner offsets are relative to the wrapper's (Java's DeepRecordsIterator);
+    # a wrapper offset of 0 is what old clients wrote: the inner offsets stand.
+    if unlikely(b.magic == 1 and b.base_offset != 0 and b.base_offset < last):
+        return _fail(err, E_WRAPPER_OFFSET, start, "offset", -1, b.base_offset, last)
+    b.record_count = count
+    last_inner[0] = last
+    return 0
+
+
+cdef int _parse_legacy(const uint8_t* base, int64_t start, int64_t end, batch_t* b, int64_t last_inner,
+                       bint verify_crc, int32_t batch_index, record_t* out, header_buf_t* hb,
+                       error_t* err) noexcept nogil:
+    """The records of one legacy outer entry: itself, or a wrapper's inner messages."""
+    cdef const uint8_t* p = base + start
+    cdef int32_t i, size
+    cdef int64_t delta = 0
+    cdef bint forced
+    if b.compression == 0:
+        return _parse_legacy_message(base, p, base + end, b.base_offset, False, False, False, 0,
+                                     0, batch_index, out, hb.size, err)
+    if b.magic == 1 and b.base_offset != 0:
+        delta = b.base_offset - last_inner
+    forced = b.magic == 1 and b.timestamp_type == 1
+    for i in range(b.record_count):
+        size = <int32_t>_be32(p + 8)  # framed and bounded by _frame_legacy_inner
+        if _parse_legacy_message(base, p + LOG_OVERHEAD, p + LOG_OVERHEAD + size,
+                                 <int64_t>(<uint64_t>_be64(p) + <uint64_t>delta), True, verify_crc,
+                                 forced, b.max_timestamp, i, batch_index, out + i, hb.size, err) != 0:
+            return -1
+        p += LOG_OVERHEAD + size
+    return 0
+
+
 cdef object _rows_array(void** rows, int64_t count, size_t itemsize, object dtype):
     """Hand a C row buffer to NumPy without copying (NumPy frees it); ``rows`` is cleared."""
     cdef cvarray arr
@@ -863,12 +1103,18 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     cdef int64_t n = view.shape[0]
     cdef const uint8_t* buf = &view[0] if n > 0 else NULL
     cdef int64_t consumed = 0, count = 0, bad, k, j, chunk, stop, need
+    cdef int rc
     cdef error_t err
     cdef batch_t* bp = NULL
     cdef rows_t rows
     cdef header_buf_t hb
+    # Per batch: where its records are parsed from (pstart/pend: in the input,
+    # or in the arena once decompressed), where they are in the input (istart),
+    # and a legacy wrapper's last inner offset.
     cdef int64_t[::1] pstart
     cdef int64_t[::1] pend
+    cdef int64_t[::1] istart
+    cdef int64_t[::1] last_inner
     cdef const uint8_t* base = buf
     cdef const uint8_t[::1] arena_view
     cdef bint in_arena = False
@@ -880,20 +1126,20 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     with nogil:
         count = _count_entries(buf, n, &consumed)
     batches = np.zeros(count, dtype=BATCH_DTYPE)
+    pstart = np.empty(count, dtype=np.int64)
+    pend = np.empty(count, dtype=np.int64)
+    last_inner = np.zeros(count, dtype=np.int64)
     bad = count
     if count:
         bp = <batch_t*>_row_ptr(batches)
         with nogil:
-            bad = _fill_batches(buf, bp, count, &err)
+            bad = _fill_batches(buf, bp, count, &pstart[0], &pend[0], &err)
         if err.code:
-            exc = _make_error(&err, IN_INPUT, 0)
+            exc = _make_error(&err, IN_INPUT, 0, 0)
+    istart = np.asarray(pstart).copy()
 
-    pstart = np.empty(bad, dtype=np.int64)
-    pend = np.empty(bad, dtype=np.int64)
     need = 0
     for k in range(bad):
-        pstart[k] = bp[k].position + BATCH_OVERHEAD
-        pend[k] = bp[k].position + LOG_OVERHEAD + bp[k].batch_length
         if bp[k].compression != 0:
             in_arena = True
         elif not bp[k].is_control:
@@ -920,9 +1166,9 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
                 chunk += LOG_OVERHEAD + bp[j].batch_length
                 j += 1
             if verify_crc:
-                stop = _check_crcs(mv, bp, k, j, &err)
+                stop = _check_crcs(mv, buf, bp, k, j, &err)
                 if stop < j:
-                    exc = _make_error(&err, IN_INPUT, 0)
+                    exc = _make_error(&err, IN_INPUT, 0, 0)
                     bad = j = stop
             if in_arena:
                 arena_view = None  # let the arena grow in place
@@ -932,14 +1178,25 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
                     bad = j = stop
                 arena_view = arena.view()
                 base = &arena_view[0] if arena_view.shape[0] > 0 else NULL
+            # Row counts: v2 counts are claims to check against the bytes;
+            # a legacy wrapper's comes from framing its inner message set.
+            memset(&err, 0, sizeof(err))
             need = rows.size
             for stop in range(k, j):
-                if bp[stop].record_count > (pend[stop] - pstart[stop]) // MIN_RECORD_SIZE:
+                if bp[stop].magic < 2:
+                    if bp[stop].compression and _frame_legacy_inner(
+                            base, pstart[stop], pend[stop], bp + stop, &last_inner[stop], &err) != 0:
+                        err.batch_index = stop
+                        err.batch_position = bp[stop].position
+                        exc = _make_error(&err, IN_ARENA_INFLATED, pstart[stop], istart[stop])
+                        bad = j = stop
+                        break
+                elif bp[stop].record_count > (pend[stop] - pstart[stop]) // MIN_RECORD_SIZE:
                     err.batch_index = stop
                     err.batch_position = bp[stop].position
                     _fail(&err, E_COUNT_TOO_LARGE, bp[stop].position + 57, "recordCount", -1,
                           bp[stop].record_count, pend[stop] - pstart[stop])
-                    exc = _make_error(&err, IN_INPUT, 0)
+                    exc = _make_error(&err, IN_INPUT, 0, 0)
                     bad = j = stop
                     break
                 bp[stop].first_record = need
@@ -950,8 +1207,14 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
             memset(&err, 0, sizeof(err))
             with nogil:
                 for stop in range(k, j):
-                    if _parse_records(base, pstart[stop], pend[stop], bp + stop, <int32_t>stop,
-                                      rows.records + bp[stop].first_record, &hb, &err) != 0:
+                    if bp[stop].magic == 2:
+                        rc = _parse_records(base, pstart[stop], pend[stop], bp + stop, <int32_t>stop,
+                                            rows.records + bp[stop].first_record, &hb, &err)
+                    else:
+                        rc = _parse_legacy(base, pstart[stop], pend[stop], bp + stop, last_inner[stop],
+                                           verify_crc, <int32_t>stop, rows.records + bp[stop].first_record,
+                                           &hb, &err)
+                    if rc != 0:
                         err.batch_index = stop
                         err.batch_position = bp[stop].position
                         break
@@ -961,7 +1224,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
                 stop = err.batch_index
                 exc = _make_error(&err, IN_INPUT if not in_arena else
                                   IN_ARENA_COPY if bp[stop].compression == 0 else IN_ARENA_INFLATED,
-                                  pstart[stop])
+                                  pstart[stop], istart[stop])
                 bad = stop
                 # Drop the bad batch's rows.
                 hb.size = (rows.records[rows.size - 1].headers_start + rows.records[rows.size - 1].headers_count
@@ -1017,7 +1280,7 @@ cdef tuple _decompress_payloads(object mv, batch_t* bp, int64_t first, int64_t e
         stop = pend[k]
         pstart[k] = arena.size
         try:
-            _compression.decompress_into(bp[k].compression, mv[start:stop], arena, limit, magic=2)
+            _compression.decompress_into(bp[k].compression, mv[start:stop], arena, limit, magic=bp[k].magic)
         except KBatchError as cause:
             exc = type(cause)(cause.reason, start, k, cause.field or "records", batch_position=bp[k].position)
             exc.__cause__ = cause

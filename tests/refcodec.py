@@ -94,3 +94,33 @@ def batch(
 
 def control_record(kind: int, coordinator_epoch: int = 0, version: int = 0) -> Rec:
     return Rec(key=struct.pack(">hh", version, kind), value=struct.pack(">hi", 0, coordinator_epoch))
+
+
+# ---------------------------------------------------------------- legacy (magic 0/1)
+
+
+def legacy_message(value: bytes | None, key: bytes | None = None, *, magic: int = 1, attributes: int = 0,
+                   timestamp: int = 1_500_000_000_000, crc: int | None = None) -> bytes:
+    """crc | magic | attributes | [timestamp] | key | value (CRC32/IEEE over magic .. end)."""
+    import zlib
+
+    def field(b: bytes | None) -> bytes:
+        return struct.pack(">i", -1) if b is None else struct.pack(">i", len(b)) + b
+
+    body = struct.pack(">bb", magic, attributes) + (struct.pack(">q", timestamp) if magic == 1 else b"")
+    body += field(key) + field(value)
+    return struct.pack(">I", zlib.crc32(body) if crc is None else crc) + body
+
+
+def legacy_entry(offset: int, message: bytes) -> bytes:
+    return struct.pack(">qi", offset, len(message)) + message
+
+
+def legacy_wrapper(offset: int, inner: bytes, codec: int, *, magic: int = 1, attributes: int = 0,
+                   timestamp: int = 1_500_000_000_000) -> bytes:
+    """A compressed wrapper entry holding the message set ``inner``."""
+    from kbatch import _compression
+
+    packed = _compression.compress(codec, inner, None, magic=magic) if codec != 4 else b"\0" * 8
+    return legacy_entry(offset, legacy_message(packed, magic=magic, attributes=codec | attributes,
+                                               timestamp=timestamp))

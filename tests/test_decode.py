@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 import pytest
-from refcodec import Rec, batch, control_record, zigzag_varint
+from refcodec import Rec, batch, control_record, legacy_entry, legacy_message, legacy_wrapper, zigzag_varint
 
 import kbatch
 from kbatch import CorruptRecordError, CRCError, UnsupportedError
@@ -221,14 +221,6 @@ def test_unknown_magic(magic):
     _corrupt(batch([Rec()], magic=magic, crc=0), field="magic", position=16)
 
 
-@pytest.mark.parametrize("magic", [0, 1])
-def test_legacy_magic_is_unsupported_for_now(magic):
-    entry = struct.pack(">qiIbb", 0, 14 + 8 * magic, 0, magic, 0) + b"\0" * (8 * magic) + b"\xff" * 8
-    with pytest.raises(UnsupportedError) as info:
-        kbatch.decode(entry)
-    assert info.value.field == "magic" and isinstance(info.value, ValueError)
-
-
 def test_negative_record_count():
     _corrupt(batch(b"", record_count=-1), field="recordCount", position=57)
 
@@ -322,3 +314,76 @@ def test_errors_are_value_errors_and_pickle():
     assert type(err) is CorruptRecordError
     assert (err.position, err.batch_index, err.field) == (57, 0, "recordCount")
     assert str(err) == str(info.value)
+
+
+# ------------------------------------------------------- legacy message sets
+
+
+def test_legacy_v0_v1_and_v2_mixed_in_one_buffer():
+    data = (
+        legacy_entry(0, legacy_message(b"v0", b"k", magic=0))
+        + legacy_entry(1, legacy_message(None, magic=1, timestamp=111))
+        + legacy_entry(2, legacy_message(b"", magic=1, attributes=0x08, timestamp=222))
+        + batch([Rec(b"v2")], base_offset=3)
+    )
+    t = kbatch.decode(data)
+    assert t.records["offset"].tolist() == [0, 1, 2, 3]
+    assert t.records["timestamp"].tolist() == [-1, 111, 222, 1_600_000_000_000]
+    assert t.values() == [b"v0", None, b"", b"v2"] and t.keys() == [b"k", None, None, None]
+    assert t.batches["magic"].tolist() == [0, 1, 1, 2]
+    assert t.batches["timestamp_type"].tolist() == [-1, 0, 1, 0]
+    assert t.batches["partition_leader_epoch"].tolist()[:3] == [-1, -1, -1]
+    assert t.data is data and t.next_offset == 4
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3])
+def test_legacy_v1_wrapper_relative_offsets(codec):
+    inner = b"".join(legacy_entry(i, legacy_message(b"m%d" % i, timestamp=10 + i)) for i in range(3))
+    t = kbatch.decode(legacy_wrapper(102, inner, codec))
+    assert t.records["offset"].tolist() == [100, 101, 102]
+    assert t.records["timestamp"].tolist() == [10, 11, 12]
+    assert t.values() == [b"m0", b"m1", b"m2"]
+    b = t.batches[0]
+    assert (b["base_offset"], b["record_count"], b["compression"], b["magic"]) == (102, 3, codec, 1)
+    assert t.next_offset == 103
+
+
+def test_legacy_v1_wrapper_offset_zero_keeps_inner_offsets_and_v0_is_absolute():
+    inner = b"".join(legacy_entry(i, legacy_message(b"x", timestamp=1)) for i in (5, 6))
+    assert kbatch.decode(legacy_wrapper(0, inner, 1)).records["offset"].tolist() == [5, 6]
+    inner0 = b"".join(legacy_entry(i, legacy_message(b"x", magic=0)) for i in (7, 8))
+    t = kbatch.decode(legacy_wrapper(8, inner0, 2, magic=0))
+    assert t.records["offset"].tolist() == [7, 8] and t.records["timestamp"].tolist() == [-1, -1]
+
+
+def test_legacy_log_append_time_wrapper_overrides_inner_timestamps():
+    inner = b"".join(legacy_entry(i, legacy_message(b"x", timestamp=5)) for i in range(2))
+    t = kbatch.decode(legacy_wrapper(1, inner, 1, attributes=0x08, timestamp=999))
+    assert t.records["timestamp"].tolist() == [999, 999]
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (legacy_wrapper(0, b"", 1), "no inner records"),
+        (legacy_entry(0, legacy_message(None, attributes=1)), "no inner records"),
+        (legacy_wrapper(0, legacy_entry(0, legacy_message(b"x")), 4), "zstd not allowed"),
+        (legacy_wrapper(1, legacy_entry(0, legacy_message(b"x", attributes=1)), 1), "nested compression"),
+        (legacy_wrapper(1, legacy_entry(5, legacy_message(b"x")), 1), "below its last inner offset"),
+        (legacy_wrapper(1, legacy_entry(0, legacy_message(b"x", crc=7)), 1), "crc32 mismatch"),
+        (legacy_wrapper(1, legacy_entry(0, legacy_message(b"x"))[:-2], 1), "runs past"),
+        (legacy_entry(0, legacy_message(b"x", crc=1)), "crc32 mismatch"),
+        (struct.pack(">qi", 0, 16) + b"\0" * 4 + b"\x01" + b"\0" * 11, "shorter than its fixed fields"),
+    ],
+    ids=["empty-wrapper", "null-wrapper", "zstd", "nested", "wrapper-offset", "inner-crc", "inner-truncated",
+         "outer-crc", "v1-too-short"],
+)
+def test_legacy_rejects_what_java_rejects(data, match):
+    with pytest.raises(CorruptRecordError, match=match) as info:
+        kbatch.decode(data)
+    assert info.value.batch_index == 0 and info.value.position >= 0
+
+
+def test_legacy_crc_not_checked_when_disabled():
+    t = kbatch.decode(legacy_entry(0, legacy_message(b"x", crc=1)), verify_crc=False)
+    assert t.values() == [b"x"] and t.batches["crc"].tolist() == [1]

@@ -6,7 +6,7 @@ import struct
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from refcodec import Rec, batch, varlong, zigzag_varint
+from refcodec import Rec, batch, legacy_entry, legacy_message, legacy_wrapper, varlong, zigzag_varint
 
 import kbatch
 from kbatch import _core
@@ -79,6 +79,8 @@ def _valid_buffer() -> bytes:
         + batch([Rec(b"x" * 200)], base_offset=2, producer_id=1, base_sequence=0)
         + kbatch.encode_control("commit", 1, 0, base_offset=3)
         + kbatch.encode([b"z"], compression="lz4", base_offset=4)
+        + legacy_entry(5, legacy_message(b"old", b"k", magic=0))
+        + legacy_wrapper(7, b"".join(legacy_entry(i, legacy_message(b"in%d" % i)) for i in range(2)), 1)
     )
 
 

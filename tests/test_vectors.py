@@ -12,27 +12,7 @@ from expect import check_table
 import kbatch
 
 
-def _is_legacy(vector) -> bool:
-    return any(tag in ("v0", "v1") for tag in vector["covers"])
-
-
-LEGACY_PENDING = pytest.mark.xfail(
-    strict=True, raises=kbatch.UnsupportedError, reason="legacy magic 0/1 decoding is issue #4"
-)
-
-
-def _params():
-    out = []
-    for p in vector_params():
-        v = p.values[0]
-        marks = list(p.marks)
-        if v is not None and _is_legacy(v) and not getattr(kbatch, "LEGACY_SUPPORTED", False):
-            marks.append(LEGACY_PENDING)
-        out.append(pytest.param(v, id=p.id, marks=marks))
-    return out
-
-
-@pytest.mark.parametrize("vector", _params())
+@pytest.mark.parametrize("vector", vector_params())
 def test_vector(vector):
     data = bytes.fromhex(vector["hex"])
     expect = vector["expect"]
