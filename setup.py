@@ -41,8 +41,6 @@ if sys.platform != "win32":
     if SANITIZE:
         extra_compile_args += [f"-fsanitize={SANITIZE}", "-fno-omit-frame-pointer"]
         extra_link_args += [f"-fsanitize={SANITIZE}"]
-if not DEBUG:
-    define_macros.append(("NDEBUG", "1"))
 
 extensions = [
     Extension(

@@ -1292,17 +1292,28 @@ cdef tuple _decompress_payloads(object mv, batch_t* bp, int64_t first, int64_t e
 # ---------------------------------------------------------------------------
 # Encoding
 #
-# encode() makes three passes: gather (lengths, timestamps and header sizes of
-# every record, with the GIL, one C row each), plan (split into batches under
-# the limits, no GIL), and write (straight into the output bytes object, each
-# batch's CRC-32C computed once its bytes are final).
+# Every input (Python sequences, Arrow-style columns, one record at a time)
+# is first gathered into C rows: a pointer and length per key and value, a
+# timestamp, and a range of header rows. Planning (splitting into batches
+# under the limits) and writing are then plain C without the GIL, straight
+# into the output bytes; each batch's CRC-32C is computed once it is final.
 
 cdef struct rec_in_t:
     int64_t timestamp
+    const uint8_t* key
+    const uint8_t* value
     int64_t key_length       # -1 = null
     int64_t value_length     # -1 = null
-    int64_t headers_size     # encoded bytes of the headers, without their count
+    int64_t headers_first    # first row in the header rows
     int64_t headers_count
+    int64_t headers_size     # encoded bytes of the headers, without their count
+
+
+cdef struct hdr_in_t:
+    const uint8_t* key
+    const uint8_t* value
+    int64_t key_length
+    int64_t value_length     # -1 = null
 
 
 cdef struct plan_t:
@@ -1317,75 +1328,94 @@ cdef enum:
     MAX_BATCH_SIZE = 0x7FFFFFFF   # batchLength is an int32
 
 
-cdef inline int64_t _buffer_length(object obj, str what, Py_ssize_t index) except -2:
-    """Length of a bytes-like item (-1 for None)."""
-    cdef Py_buffer view
-    cdef int64_t n
+cdef class _Inputs:
+    """C rows describing the records to encode, and the objects their pointers point into."""
+
+    cdef rec_in_t* recs
+    cdef hdr_in_t* hdrs
+    cdef int64_t n, nh, hcap
+    cdef list keep
+
+    def __cinit__(self, int64_t n):
+        self.recs = <rec_in_t*>malloc((n if n > 0 else 1) * sizeof(rec_in_t))
+        self.hdrs = NULL
+        self.n = n
+        self.nh = 0
+        self.hcap = 0
+        self.keep = []
+        if self.recs == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.recs)
+        free(self.hdrs)
+
+    cdef hdr_in_t* add_headers(self, int64_t count) except NULL:
+        if not _reserve(<void**>&self.hdrs, &self.hcap, self.nh + count, sizeof(hdr_in_t)):
+            raise MemoryError()
+        self.nh += count
+        return self.hdrs + self.nh - count
+
+
+cdef inline int _bytes_of(object obj, const uint8_t** ptr, int64_t* length, list keep,
+                          str what, Py_ssize_t index) except -1:
+    """Point at a bytes-like item (None: null). Non-bytes buffers are copied once."""
     if obj is None:
-        return -1
-    if PyBytes_CheckExact(obj):
-        return PyBytes_GET_SIZE(obj)
-    if PyUnicode_Check(obj) or not PyObject_CheckBuffer(obj):
-        raise TypeError(f"{what} {index} must be bytes-like or None, got {type(obj).__name__}")
-    PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE)
-    n = view.len
-    PyBuffer_Release(&view)
-    return n
+        ptr[0] = NULL
+        length[0] = -1
+        return 0
+    if not PyBytes_CheckExact(obj):
+        if PyUnicode_Check(obj) or not PyObject_CheckBuffer(obj):
+            raise TypeError(f"{what} {index} must be bytes-like or None, got {type(obj).__name__}")
+        obj = bytes(memoryview(obj).cast("B"))
+        keep.append(obj)
+    ptr[0] = <const uint8_t*>PyBytes_AS_STRING(obj)
+    length[0] = PyBytes_GET_SIZE(obj)
+    return 0
 
 
-cdef inline uint8_t* _put_buffer(uint8_t* p, object obj, int64_t length) except NULL:
-    """Write a length-prefixed bytes field (length already measured)."""
-    cdef Py_buffer view
-    p = _write_varint(p, <int32_t>length)
-    if length < 0:
-        return p
-    if PyBytes_CheckExact(obj):
-        memcpy(p, PyBytes_AS_STRING(obj), length)
-        return p + length
-    PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE)
-    try:
-        if view.len != length:
-            raise RuntimeError("a buffer changed size while it was being encoded")
-        memcpy(p, view.buf, length)
-    finally:
-        PyBuffer_Release(&view)
-    return p + length
-
-
-cdef inline const char* _header_key(object key, Py_ssize_t* length, Py_ssize_t index) except NULL:
-    if PyUnicode_Check(key):
-        return PyUnicode_AsUTF8AndSize(key, length)
-    if PyBytes_CheckExact(key):
-        length[0] = PyBytes_GET_SIZE(key)
-        return PyBytes_AS_STRING(key)
-    raise TypeError(f"header key of record {index} must be str or bytes, got {type(key).__name__}")
-
-
-cdef inline object _header_pairs(object headers):
+cdef inline object _header_pairs(object headers, list keep):
     if headers is None:
         return ()
-    if isinstance(headers, dict):
-        return headers.items()
-    return headers
+    if type(headers) is list or type(headers) is tuple:
+        return headers
+    # dicts, generators, ...: materialise once and keep the pairs alive
+    pairs = tuple(headers.items()) if isinstance(headers, dict) else tuple(headers)
+    keep.append(pairs)
+    return pairs
 
 
-cdef int _gather(rec_in_t* r, object key, object value, object timestamp, object headers,
-                 int64_t now, Py_ssize_t index) except -1:
+cdef int _gather(_Inputs inp, int64_t i, object key, object value, object timestamp, object headers,
+                 int64_t now) except -1:
+    cdef rec_in_t* r = inp.recs + i
+    cdef hdr_in_t* h
     cdef Py_ssize_t klen
-    cdef int64_t vlen, size = 0, count = 0
-    r.key_length = _buffer_length(key, "key", index)
-    r.value_length = _buffer_length(value, "value", index)
+    cdef int64_t size = 0
+    _bytes_of(key, &r.key, &r.key_length, inp.keep, "key", i)
+    _bytes_of(value, &r.value, &r.value_length, inp.keep, "value", i)
     r.timestamp = now if timestamp is None else <int64_t>timestamp
-    for pair in _header_pairs(headers):
-        hkey, hvalue = pair
-        _header_key(hkey, &klen, index)
-        vlen = _buffer_length(hvalue, "header value of record", index)
-        size += _varint_size(<int32_t>klen) + klen + _varint_size(<int32_t>vlen) + (vlen if vlen > 0 else 0)
-        count += 1
+    pairs = _header_pairs(headers, inp.keep)
+    r.headers_first = inp.nh
+    r.headers_count = len(pairs)
+    if r.headers_count:
+        h = inp.add_headers(r.headers_count)
+        for pair in pairs:
+            hkey, hvalue = pair
+            if PyUnicode_Check(hkey):
+                h.key = <const uint8_t*>PyUnicode_AsUTF8AndSize(hkey, &klen)
+                h.key_length = klen
+            elif PyBytes_CheckExact(hkey):
+                h.key = <const uint8_t*>PyBytes_AS_STRING(hkey)
+                h.key_length = PyBytes_GET_SIZE(hkey)
+            else:
+                raise TypeError(f"header key of record {i} must be str or bytes, got {type(hkey).__name__}")
+            _bytes_of(hvalue, &h.value, &h.value_length, inp.keep, "header value of record", i)
+            size += (_varint_size(<int32_t>h.key_length) + h.key_length
+                     + _varint_size(<int32_t>h.value_length) + (h.value_length if h.value_length > 0 else 0))
+            h += 1
     if r.key_length > MAX_BATCH_SIZE or r.value_length > MAX_BATCH_SIZE or size > MAX_BATCH_SIZE:
-        raise ValueError(f"record {index} is larger than a batch can hold (2 GiB)")
+        raise ValueError(f"record {i} is larger than a batch can hold (2 GiB)")
     r.headers_size = size
-    r.headers_count = count
     return 0
 
 
@@ -1402,24 +1432,36 @@ cdef inline int64_t _record_size(const rec_in_t* r, int64_t timestamp_delta, int
     return _varint_size(<int32_t>body) + body
 
 
-cdef uint8_t* _write_record(uint8_t* p, const rec_in_t* r, int64_t timestamp_delta, int32_t offset_delta,
-                            object key, object value, object headers) except NULL:
-    cdef Py_ssize_t klen
-    cdef const char* kptr
+cdef inline uint8_t* _put_bytes(uint8_t* p, const uint8_t* src, int64_t length) noexcept nogil:
+    p = _write_varint(p, <int32_t>length)
+    if length > 0:
+        memcpy(p, src, length)
+        p += length
+    return p
+
+
+cdef uint8_t* _write_record(uint8_t* p, const rec_in_t* r, const hdr_in_t* hdrs, int64_t timestamp_delta,
+                            int32_t offset_delta) noexcept nogil:
+    cdef const hdr_in_t* h = hdrs + r.headers_first
+    cdef int64_t j
     p = _write_varint(p, <int32_t>_body_size(r, timestamp_delta, offset_delta))
     p[0] = 0  # attributes
     p = _write_varlong(p + 1, timestamp_delta)
     p = _write_varint(p, offset_delta)
-    p = _put_buffer(p, key, r.key_length)
-    p = _put_buffer(p, value, r.value_length)
+    p = _put_bytes(p, r.key, r.key_length)
+    p = _put_bytes(p, r.value, r.value_length)
     p = _write_varint(p, <int32_t>r.headers_count)
-    if r.headers_count:
-        for pair in _header_pairs(headers):
-            hkey, hvalue = pair
-            kptr = _header_key(hkey, &klen, 0)
-            p = _write_varint(p, <int32_t>klen)
-            memcpy(p, kptr, klen)
-            p = _put_buffer(p + klen, hvalue, _buffer_length(hvalue, "header value of record", 0))
+    for j in range(r.headers_count):
+        p = _put_bytes(p, h[j].key, h[j].key_length)
+        p = _put_bytes(p, h[j].value, h[j].value_length)
+    return p
+
+
+cdef uint8_t* _write_records(uint8_t* p, const rec_in_t* recs, const hdr_in_t* hdrs, int64_t first,
+                             int64_t end) noexcept nogil:
+    cdef int64_t i, base_ts = recs[first].timestamp
+    for i in range(first, end):
+        p = _write_record(p, recs + i, hdrs, recs[i].timestamp - base_ts, <int32_t>(i - first))
     return p
 
 
@@ -1467,6 +1509,92 @@ cdef int64_t _plan(const rec_in_t* recs, int64_t n, int64_t max_records, int64_t
     return nb
 
 
+cdef struct batch_opts_t:
+    int64_t base_offset
+    int64_t producer_id
+    int16_t producer_epoch
+    int32_t base_sequence
+    int32_t leader_epoch
+    int16_t attributes
+    int64_t max_records
+    int64_t max_bytes
+
+
+cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object level):
+    """Plan and write the gathered records as one or more batches."""
+    cdef int64_t nb, k, total = 0, pos = 0, first, end, max_ts, i
+    cdef plan_t* plans
+    cdef uint8_t* out_ptr = NULL
+    cdef uint8_t* p
+    cdef object out = None, raw
+    cdef list parts = []
+    if inp.n == 0:
+        return b""
+    plans = <plan_t*>malloc(inp.n * sizeof(plan_t))
+    if plans == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            nb = _plan(inp.recs, inp.n, o.max_records, o.max_bytes, plans)
+        for k in range(nb):
+            if plans[k].size > MAX_BATCH_SIZE:
+                raise ValueError(f"record {plans[k].first} is larger than a batch can hold (2 GiB)")
+            total += plans[k].size
+        if compression == 0:
+            out = PyBytes_FromStringAndSize(NULL, total)
+            out_ptr = <uint8_t*>PyBytes_AS_STRING(out)
+        for k in range(nb):
+            first = plans[k].first
+            end = plans[k].end
+            max_ts = inp.recs[first].timestamp
+            for i in range(first + 1, end):
+                if inp.recs[i].timestamp > max_ts:
+                    max_ts = inp.recs[i].timestamp
+            if compression == 0:
+                p = out_ptr + pos
+                with nogil:
+                    _write_records(p + BATCH_OVERHEAD, inp.recs, inp.hdrs, first, end)
+                _write_batch_header(p, o.base_offset + first, plans[k].size, o.leader_epoch, o.attributes,
+                                    <int32_t>(end - first - 1), inp.recs[first].timestamp, max_ts,
+                                    o.producer_id, o.producer_epoch, _sequence_at(o.base_sequence, <int32_t>first),
+                                    <int32_t>(end - first))
+                _seal(out, p, pos, plans[k].size)
+                pos += plans[k].size
+            else:
+                raw = PyBytes_FromStringAndSize(NULL, plans[k].size - BATCH_OVERHEAD)
+                p = <uint8_t*>PyBytes_AS_STRING(raw)
+                with nogil:
+                    _write_records(p, inp.recs, inp.hdrs, first, end)
+                parts.append(_finish_batch(raw, compression, level, o.base_offset + first, o, end - first,
+                                           inp.recs[first].timestamp, max_ts, first))
+        return out if compression == 0 else b"".join(parts)
+    finally:
+        free(plans)
+
+
+cdef object _finish_batch(object records, int compression, object level, int64_t base_offset,
+                          batch_opts_t* o, int64_t count, int64_t base_ts, int64_t max_ts, int64_t seq_delta):
+    """Header + (compressed) records + CRC: one finished batch as bytes."""
+    cdef object payload = records
+    cdef object out
+    cdef uint8_t* p
+    cdef int64_t size
+    if compression:
+        from kbatch import _compression
+        payload = _compression.compress(compression, records, level)
+    size = BATCH_OVERHEAD + len(payload)
+    if size > MAX_BATCH_SIZE:
+        raise ValueError("batch is larger than a batch can hold (2 GiB)")
+    out = PyBytes_FromStringAndSize(NULL, size)
+    p = <uint8_t*>PyBytes_AS_STRING(out)
+    _write_batch_header(p, base_offset, size, o.leader_epoch, o.attributes, <int32_t>(count - 1), base_ts,
+                        max_ts, o.producer_id, o.producer_epoch, _sequence_at(o.base_sequence, <int32_t>seq_delta),
+                        <int32_t>count)
+    memcpy(p + BATCH_OVERHEAD, PyBytes_AS_STRING(payload), len(payload))
+    _seal(out, p, 0, size)
+    return out
+
+
 cdef object _sequence(object seq, Py_ssize_t n, str name):
     if seq is None:
         return None
@@ -1481,19 +1609,37 @@ def _now_ms():
     return time.time_ns() // 1_000_000
 
 
+cdef void _set_opts(batch_opts_t* o, int64_t base_offset, int64_t producer_id, int16_t producer_epoch,
+                    int32_t base_sequence, bint transactional, int32_t partition_leader_epoch, int timestamp_type,
+                    int64_t max_batch_records, int64_t max_batch_bytes, int compression, bint control):
+    o.base_offset = base_offset
+    o.producer_id = producer_id
+    o.producer_epoch = producer_epoch
+    o.base_sequence = base_sequence
+    o.leader_epoch = partition_leader_epoch
+    o.attributes = <int16_t>((compression & 0x07) | (timestamp_type << 3)
+                             | (ATTR_TRANSACTIONAL if transactional else 0) | (ATTR_CONTROL if control else 0))
+    o.max_records = max_batch_records if max_batch_records > 0 else 0x7FFFFFFF
+    o.max_bytes = max_batch_bytes if 0 < max_batch_bytes < MAX_BATCH_SIZE else MAX_BATCH_SIZE
+
+
 def encode(object values, object keys=None, object timestamps=None, object headers=None, *,
            int64_t base_offset=0, int64_t producer_id=-1, int16_t producer_epoch=-1,
            int32_t base_sequence=-1, bint transactional=False, int32_t partition_leader_epoch=-1,
            int timestamp_type=0, int64_t max_batch_records=0, int64_t max_batch_bytes=0,
            int compression=0, object compression_level=None, bint control=False):
     """Encode records as RecordBatch v2 bytes; see :func:`kbatch.encode`."""
-    if not isinstance(values, (list, tuple)):
-        values = list(values)
-    cdef Py_ssize_t n = len(values), i
-    keys = _sequence(keys, n, "keys")
-    headers = _sequence(headers, n, "headers")
+    cdef batch_opts_t o
     cdef const int64_t[::1] ts_array
     cdef bint ts_fast = False
+    cdef Py_ssize_t n, i
+    cdef int64_t now
+    cdef _Inputs inp
+    if not isinstance(values, (list, tuple)):
+        values = list(values)
+    n = len(values)
+    keys = _sequence(keys, n, "keys")
+    headers = _sequence(headers, n, "headers")
     if timestamps is not None and isinstance(timestamps, np.ndarray):
         if timestamps.dtype.kind not in "iu":
             raise TypeError(f"timestamps must be integers, got dtype {timestamps.dtype}")
@@ -1503,115 +1649,153 @@ def encode(object values, object keys=None, object timestamps=None, object heade
         ts_fast = True
     else:
         timestamps = _sequence(timestamps, n, "timestamps")
-    if n == 0:
-        return b""
+    _set_opts(&o, base_offset, producer_id, producer_epoch, base_sequence, transactional,
+              partition_leader_epoch, timestamp_type, max_batch_records, max_batch_bytes, compression, control)
+    now = _now_ms()
+    inp = _Inputs(n)
+    for i in range(n):
+        _gather(inp, i,
+                None if keys is None else keys[i],
+                values[i],
+                ts_array[i] if ts_fast else (None if timestamps is None else timestamps[i]),
+                None if headers is None else headers[i],
+                now)
+    return _encode_inputs(inp, &o, compression, compression_level)
 
-    cdef int64_t now = _now_ms()
-    cdef rec_in_t* recs = <rec_in_t*>malloc(n * sizeof(rec_in_t))
-    cdef plan_t* plans = NULL
-    if recs == NULL:
-        raise MemoryError()
-    try:
+
+cdef const int64_t* _offsets_ptr(object arr, int64_t n, str name, int64_t data_size) except NULL:
+    cdef const int64_t[::1] view = arr
+    if view.shape[0] != n + 1:
+        raise ValueError(f"{name} has {view.shape[0]} entries, expected {n + 1}")
+    if n >= 0 and (view[0] < 0 or view[n] > data_size):
+        raise ValueError(f"{name} point outside their data ({data_size} bytes)")
+    return &view[0]
+
+
+def encode_arrays(object value_offsets, object value_data, object value_valid=None,
+                  object key_offsets=None, object key_data=None, object key_valid=None,
+                  object timestamps=None, *, object header_offsets=None, object hkey_offsets=None,
+                  object hkey_data=None, object hval_offsets=None, object hval_data=None,
+                  object hval_valid=None, int64_t base_offset=0, int64_t producer_id=-1,
+                  int16_t producer_epoch=-1, int32_t base_sequence=-1, bint transactional=False,
+                  int32_t partition_leader_epoch=-1, int timestamp_type=0, int64_t max_batch_records=0,
+                  int64_t max_batch_bytes=0, int compression=0, object compression_level=None):
+    """Encode records given as Arrow-style columns (no Python object per record).
+
+    Binary columns are ``offsets`` (int64, n + 1 entries, into ``data``), ``data``
+    (any byte buffer) and an optional ``valid`` mask (uint8/bool, 0 = null);
+    keys may be left out (all null). Headers: ``header_offsets`` (int64, n + 1)
+    ranges per record into the flat header columns ``hkey_*`` / ``hval_*``.
+    ``timestamps``: int64 per record (None: now). Batch options are those of
+    :func:`kbatch.encode`.
+    """
+    cdef batch_opts_t o
+    cdef const uint8_t[::1] vdata = _byte_view(value_data)
+    cdef int64_t n = len(value_offsets) - 1, i, j, size, now
+    cdef const int64_t* voff
+    cdef const int64_t* koff = NULL
+    cdef const int64_t* hoff = NULL
+    cdef const int64_t* hkoff = NULL
+    cdef const int64_t* hvoff = NULL
+    cdef const uint8_t[::1] kdata
+    cdef const uint8_t[::1] hkdata
+    cdef const uint8_t[::1] hvdata
+    cdef const uint8_t[::1] vvalid
+    cdef const uint8_t[::1] kvalid
+    cdef const uint8_t[::1] hvvalid
+    cdef const int64_t[::1] ts
+    cdef const uint8_t* vbase
+    cdef const uint8_t* kbase = NULL
+    cdef const uint8_t* hkbase = NULL
+    cdef const uint8_t* hvbase = NULL
+    cdef _Inputs inp
+    cdef rec_in_t* r
+    cdef hdr_in_t* h
+    cdef int64_t nh = 0
+    if n < 0:
+        raise ValueError("value_offsets needs at least one entry")
+    _set_opts(&o, base_offset, producer_id, producer_epoch, base_sequence, transactional,
+              partition_leader_epoch, timestamp_type, max_batch_records, max_batch_bytes, compression, False)
+    voff = _offsets_ptr(value_offsets, n, "value_offsets", vdata.shape[0])
+    vbase = &vdata[0] if vdata.shape[0] else NULL
+    if value_valid is not None:
+        vvalid = np.ascontiguousarray(value_valid).view(np.uint8)
+        if vvalid.shape[0] != n:
+            raise ValueError("value_valid must have one entry per record")
+    if key_offsets is not None:
+        kdata = _byte_view(key_data)
+        koff = _offsets_ptr(key_offsets, n, "key_offsets", kdata.shape[0])
+        kbase = &kdata[0] if kdata.shape[0] else NULL
+        if key_valid is not None:
+            kvalid = np.ascontiguousarray(key_valid).view(np.uint8)
+            if kvalid.shape[0] != n:
+                raise ValueError("key_valid must have one entry per record")
+    if timestamps is not None:
+        ts = np.ascontiguousarray(timestamps, dtype=np.int64)
+        if ts.shape[0] != n:
+            raise ValueError("timestamps must have one entry per record")
+    if header_offsets is not None:
+        hoff_arr = np.ascontiguousarray(header_offsets, dtype=np.int64)
+        nh = int(hoff_arr[len(hoff_arr) - 1]) if len(hoff_arr) else 0
+        hkdata = _byte_view(hkey_data)
+        hvdata = _byte_view(hval_data)
+        hoff = _offsets_ptr(hoff_arr, n, "header_offsets", nh)
+        hkoff = _offsets_ptr(hkey_offsets, nh, "hkey_offsets", hkdata.shape[0])
+        hvoff = _offsets_ptr(hval_offsets, nh, "hval_offsets", hvdata.shape[0])
+        hkbase = &hkdata[0] if hkdata.shape[0] else NULL
+        hvbase = &hvdata[0] if hvdata.shape[0] else NULL
+        if hval_valid is not None:
+            hvvalid = np.ascontiguousarray(hval_valid).view(np.uint8)
+            if hvvalid.shape[0] != nh:
+                raise ValueError("hval_valid must have one entry per header")
+    now = _now_ms()
+    inp = _Inputs(n)
+    inp.keep.extend([value_data, key_data, hkey_data, hval_data])
+    if nh:
+        inp.add_headers(nh)
+    with nogil:
         for i in range(n):
-            _gather(recs + i,
-                    None if keys is None else keys[i],
-                    values[i],
-                    ts_array[i] if ts_fast else (None if timestamps is None else timestamps[i]),
-                    None if headers is None else headers[i],
-                    now, i)
-        plans = <plan_t*>malloc(n * sizeof(plan_t))
-        if plans == NULL:
-            raise MemoryError()
-        limit_records = max_batch_records if max_batch_records > 0 else 0x7FFFFFFF
-        limit_bytes = max_batch_bytes if 0 < max_batch_bytes < MAX_BATCH_SIZE else MAX_BATCH_SIZE
-        with nogil:
-            nb = _plan(recs, n, limit_records, limit_bytes, plans)
-        for k in range(nb):
-            if plans[k].size > MAX_BATCH_SIZE:
-                raise ValueError(f"record {plans[k].first} is larger than a batch can hold (2 GiB)")
-        attributes = ((compression & 0x07) | (timestamp_type << 3)
-                      | (ATTR_TRANSACTIONAL if transactional else 0) | (ATTR_CONTROL if control else 0))
-        return _write_batches(values, keys, headers, recs, plans, nb, base_offset, producer_id,
-                              producer_epoch, base_sequence, partition_leader_epoch,
-                              <int16_t>attributes, compression, compression_level)
-    finally:
-        free(recs)
-        free(plans)
-
-
-cdef object _write_batches(object values, object keys, object headers, const rec_in_t* recs,
-                           const plan_t* plans, int64_t nb, int64_t base_offset, int64_t producer_id,
-                           int16_t producer_epoch, int32_t base_sequence, int32_t leader_epoch,
-                           int16_t attributes, int compression, object level):
-    cdef int64_t total = 0, k, i, first, end, max_ts, pos = 0
-    cdef uint8_t* out_ptr = NULL
-    cdef uint8_t* p
-    cdef object out
-    cdef list parts
-    for k in range(nb):
-        total += plans[k].size
-    if compression == 0:
-        out = PyBytes_FromStringAndSize(NULL, total)
-        out_ptr = <uint8_t*>PyBytes_AS_STRING(out)
-    else:
-        parts = []
-    for k in range(nb):
-        first = plans[k].first
-        end = plans[k].end
-        max_ts = recs[first].timestamp
-        for i in range(first + 1, end):
-            if recs[i].timestamp > max_ts:
-                max_ts = recs[i].timestamp
-        if compression == 0:
-            p = out_ptr + pos
-            _write_batch_header(p, base_offset + first, plans[k].size, leader_epoch, attributes,
-                                <int32_t>(end - first - 1), recs[first].timestamp, max_ts, producer_id,
-                                producer_epoch, _sequence_at(base_sequence, <int32_t>first),
-                                <int32_t>(end - first))
-            p = _write_records(p + BATCH_OVERHEAD, values, keys, headers, recs, first, end)
-            if p != out_ptr + pos + plans[k].size:
-                raise AssertionError("kbatch: batch size computed and written differ")
-            _seal(out, out_ptr + pos, pos, plans[k].size)
-            pos += plans[k].size
-        else:
-            parts.append(_compressed_batch(values, keys, headers, recs, first, end, plans[k].size,
-                                           base_offset, producer_id, producer_epoch, base_sequence,
-                                           leader_epoch, attributes, max_ts, compression, level))
-    return out if compression == 0 else b"".join(parts)
-
-
-cdef uint8_t* _write_records(uint8_t* p, object values, object keys, object headers,
-                             const rec_in_t* recs, int64_t first, int64_t end) except NULL:
-    cdef int64_t i
-    cdef int64_t base_ts = recs[first].timestamp
-    for i in range(first, end):
-        p = _write_record(p, recs + i, recs[i].timestamp - base_ts, <int32_t>(i - first),
-                          None if keys is None else keys[i], values[i],
-                          None if headers is None else headers[i])
-    return p
-
-
-cdef object _compressed_batch(object values, object keys, object headers, const rec_in_t* recs,
-                              int64_t first, int64_t end, int64_t size, int64_t base_offset,
-                              int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
-                              int32_t leader_epoch, int16_t attributes, int64_t max_ts,
-                              int compression, object level):
-    from kbatch import _compression
-
-    cdef object raw = PyBytes_FromStringAndSize(NULL, size - BATCH_OVERHEAD)
-    _write_records(<uint8_t*>PyBytes_AS_STRING(raw), values, keys, headers, recs, first, end)
-    cdef object packed = _compression.compress(compression, raw, level)
-    cdef int64_t batch_size = BATCH_OVERHEAD + len(packed)
-    if batch_size > MAX_BATCH_SIZE:
-        raise ValueError("compressed batch is larger than a batch can hold (2 GiB)")
-    cdef object out = PyBytes_FromStringAndSize(NULL, batch_size)
-    cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
-    _write_batch_header(p, base_offset + first, batch_size, leader_epoch, attributes,
-                        <int32_t>(end - first - 1), recs[first].timestamp, max_ts, producer_id,
-                        producer_epoch, _sequence_at(base_sequence, <int32_t>first), <int32_t>(end - first))
-    memcpy(p + BATCH_OVERHEAD, PyBytes_AS_STRING(packed), len(packed))
-    _seal(out, p, 0, batch_size)
-    return out
+            r = inp.recs + i
+            r.timestamp = ts[i] if timestamps is not None else now
+            if vvalid is not None and not vvalid[i]:
+                r.value = NULL
+                r.value_length = -1
+            else:
+                r.value = vbase + voff[i]
+                r.value_length = voff[i + 1] - voff[i]
+            if koff == NULL or (kvalid is not None and not kvalid[i]):
+                r.key = NULL
+                r.key_length = -1
+            else:
+                r.key = kbase + koff[i]
+                r.key_length = koff[i + 1] - koff[i]
+            r.headers_first = 0
+            r.headers_count = 0
+            r.headers_size = 0
+            if hoff != NULL:
+                r.headers_first = hoff[i]
+                r.headers_count = hoff[i + 1] - hoff[i]
+                size = 0
+                for j in range(hoff[i], hoff[i + 1]):
+                    h = inp.hdrs + j
+                    h.key = hkbase + hkoff[j]
+                    h.key_length = hkoff[j + 1] - hkoff[j]
+                    if hvvalid is not None and not hvvalid[j]:
+                        h.value = NULL
+                        h.value_length = -1
+                    else:
+                        h.value = hvbase + hvoff[j]
+                        h.value_length = hvoff[j + 1] - hvoff[j]
+                    size += (_varint_size(<int32_t>h.key_length) + h.key_length
+                             + _varint_size(<int32_t>h.value_length)
+                             + (h.value_length if h.value_length > 0 else 0))
+                r.headers_size = size
+    for i in range(n):
+        r = inp.recs + i
+        if r.value_length > MAX_BATCH_SIZE or r.key_length > MAX_BATCH_SIZE or r.headers_size > MAX_BATCH_SIZE \
+                or r.value_length < -1 or r.key_length < -1 or r.headers_count < 0:
+            raise ValueError(f"record {i} has offsets that are not increasing or a field over 2 GiB")
+    return _encode_inputs(inp, &o, compression, compression_level)
 
 
 _CONTROL_TYPES = {"abort": 0, "commit": 1}
@@ -1685,9 +1869,9 @@ cdef class BatchBuilder:
     cdef uint8_t* buf
     cdef int64_t size, capacity
     cdef readonly int64_t base_offset
-    cdef int64_t producer_id, first_timestamp, max_timestamp
-    cdef int32_t base_sequence, leader_epoch, count
-    cdef int16_t producer_epoch, attributes
+    cdef int64_t first_timestamp, max_timestamp
+    cdef int32_t count
+    cdef batch_opts_t opts
     cdef int compression
     cdef object level
     cdef bint built
@@ -1700,15 +1884,11 @@ cdef class BatchBuilder:
                  object timestamp_type="create", object compression=None, object compression_level=None):
         import kbatch
         self.base_offset = base_offset
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.base_sequence = base_sequence
-        self.leader_epoch = partition_leader_epoch
         self.compression = kbatch._code("compression", compression, kbatch.COMPRESSION_CODECS)
         self.level = compression_level
-        self.attributes = <int16_t>(self.compression
-                                    | (kbatch._code("timestamp_type", timestamp_type, kbatch.TIMESTAMP_TYPES) << 3)
-                                    | (ATTR_TRANSACTIONAL if transactional else 0))
+        _set_opts(&self.opts, base_offset, producer_id, producer_epoch, base_sequence, transactional,
+                  partition_leader_epoch, kbatch._code("timestamp_type", timestamp_type, kbatch.TIMESTAMP_TYPES),
+                  0, 0, self.compression, False)
         self.count = 0
         self.size = 0
         self.built = False
@@ -1726,17 +1906,18 @@ cdef class BatchBuilder:
 
     def append(self, value, key=None, timestamp=None, headers=None):
         """Append one record; return the offset it gets."""
-        cdef rec_in_t r
+        cdef _Inputs inp = _Inputs(1)
+        cdef rec_in_t* r = inp.recs
         cdef int64_t need, cap
         cdef uint8_t* grown
         if self.built:
             raise RuntimeError("this BatchBuilder has already been built")
         if self.count == 0x7FFFFFFF:
             raise OverflowError("a batch holds at most 2**31-1 records")
-        _gather(&r, key, value, timestamp, headers, _now_ms() if timestamp is None else 0, self.count)
+        _gather(inp, 0, key, value, timestamp, headers, _now_ms() if timestamp is None else 0)
         if self.count == 0:
             self.first_timestamp = self.max_timestamp = r.timestamp
-        need = self.size + _record_size(&r, r.timestamp - self.first_timestamp, self.count)
+        need = self.size + _record_size(r, r.timestamp - self.first_timestamp, self.count)
         if need + BATCH_OVERHEAD > MAX_BATCH_SIZE:
             raise ValueError("record does not fit: a batch holds at most 2 GiB")
         if need > self.capacity:
@@ -1748,8 +1929,7 @@ cdef class BatchBuilder:
                 raise MemoryError()
             self.buf = grown
             self.capacity = cap
-        _write_record(self.buf + self.size, &r, r.timestamp - self.first_timestamp, self.count,
-                      key, value, headers)
+        _write_record(self.buf + self.size, r, inp.hdrs, r.timestamp - self.first_timestamp, self.count)
         self.size = need
         if r.timestamp > self.max_timestamp:
             self.max_timestamp = r.timestamp
@@ -1758,23 +1938,11 @@ cdef class BatchBuilder:
 
     def build(self):
         """Return the finished batch as bytes (b"" if nothing was appended)."""
-        cdef object payload, out
-        cdef uint8_t* p
-        cdef int64_t batch_size
         if self.count == 0:
             return b""
-        payload = PyBytes_FromStringAndSize(<char*>self.buf, self.size)
-        if self.compression:
-            from kbatch import _compression
-            payload = _compression.compress(self.compression, payload, self.level)
-        batch_size = BATCH_OVERHEAD + len(payload)
-        out = PyBytes_FromStringAndSize(NULL, batch_size)
-        p = <uint8_t*>PyBytes_AS_STRING(out)
-        _write_batch_header(p, self.base_offset, batch_size, self.leader_epoch, self.attributes,
-                            self.count - 1, self.first_timestamp, self.max_timestamp, self.producer_id,
-                            self.producer_epoch, self.base_sequence, self.count)
-        memcpy(p + BATCH_OVERHEAD, PyBytes_AS_STRING(payload), len(payload))
-        _seal(out, p, 0, batch_size)
+        out = _finish_batch(PyBytes_FromStringAndSize(<char*>self.buf, self.size), self.compression,
+                            self.level, self.base_offset, &self.opts, self.count, self.first_timestamp,
+                            self.max_timestamp, 0)
         self.built = True
         return out
 

@@ -122,3 +122,36 @@ def test_batch_builder_matches_encode():
     assert built == same
     with pytest.raises(RuntimeError):
         b.append(b"late")
+
+
+def _column(items):
+    """Arrow-style (offsets, data, valid) of a list of bytes-or-None."""
+    lengths = [0 if b is None else len(b) for b in items]
+    offsets = np.zeros(len(items) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = b"".join(b or b"" for b in items)
+    valid = np.array([b is not None for b in items], dtype=np.uint8)
+    return offsets, data, valid
+
+
+def test_encode_arrays_matches_encode():
+    values = [b"a", None, b"", b"xyz" * 50]
+    keys = [None, b"k1", b"", b"k3"]
+    headers = [[("h", b"1")], [], [("x", None), ("y", b"2")], []]
+    ts = np.array([5, 6, 4, 9], dtype=np.int64)
+    hk = [k.encode() for hs in headers for k, _ in hs]
+    hv = [v for hs in headers for _, v in hs]
+    header_offsets = np.cumsum([0] + [len(h) for h in headers]).astype(np.int64)
+    vo, vd, vv = _column(values)
+    ko, kd, kv = _column(keys)
+    hko, hkd, _ = _column(hk)
+    hvo, hvd, hvv = _column(hv)
+    raw = kbatch._core.encode_arrays(
+        vo, vd, vv, ko, kd, kv, ts, header_offsets=header_offsets, hkey_offsets=hko, hkey_data=hkd,
+        hval_offsets=hvo, hval_data=hvd, hval_valid=hvv, base_offset=3, max_batch_records=3)
+    assert raw == kbatch.encode(values, keys, timestamps=ts.tolist(), headers=headers, base_offset=3,
+                                max_batch_records=3)
+    with pytest.raises(ValueError, match="value_offsets"):
+        kbatch._core.encode_arrays(vo[:-1], vd)
+    with pytest.raises(ValueError, match="outside"):
+        kbatch._core.encode_arrays(vo, vd[:-1])
