@@ -1712,6 +1712,10 @@ def encode_arrays(object value_offsets, object value_data, object value_valid=No
     cdef rec_in_t* r
     cdef hdr_in_t* h
     cdef int64_t nh = 0
+    cdef bint has_vvalid = value_valid is not None
+    cdef bint has_kvalid = key_valid is not None and key_offsets is not None
+    cdef bint has_hvvalid = hval_valid is not None and header_offsets is not None
+    cdef bint has_ts = timestamps is not None
     if n < 0:
         raise ValueError("value_offsets needs at least one entry")
     _set_opts(&o, base_offset, producer_id, producer_epoch, base_sequence, transactional,
@@ -1756,14 +1760,14 @@ def encode_arrays(object value_offsets, object value_data, object value_valid=No
     with nogil:
         for i in range(n):
             r = inp.recs + i
-            r.timestamp = ts[i] if timestamps is not None else now
-            if vvalid is not None and not vvalid[i]:
+            r.timestamp = ts[i] if has_ts else now
+            if has_vvalid and not vvalid[i]:
                 r.value = NULL
                 r.value_length = -1
             else:
                 r.value = vbase + voff[i]
                 r.value_length = voff[i + 1] - voff[i]
-            if koff == NULL or (kvalid is not None and not kvalid[i]):
+            if koff == NULL or (has_kvalid and not kvalid[i]):
                 r.key = NULL
                 r.key_length = -1
             else:
@@ -1780,7 +1784,7 @@ def encode_arrays(object value_offsets, object value_data, object value_valid=No
                     h = inp.hdrs + j
                     h.key = hkbase + hkoff[j]
                     h.key_length = hkoff[j + 1] - hkoff[j]
-                    if hvvalid is not None and not hvvalid[j]:
+                    if has_hvvalid and not hvvalid[j]:
                         h.value = NULL
                         h.value_length = -1
                     else:

@@ -151,7 +151,9 @@ def test_encode_arrays_matches_encode():
         hval_offsets=hvo, hval_data=hvd, hval_valid=hvv, base_offset=3, max_batch_records=3)
     assert raw == kbatch.encode(values, keys, timestamps=ts.tolist(), headers=headers, base_offset=3,
                                 max_batch_records=3)
-    with pytest.raises(ValueError, match="value_offsets"):
-        kbatch._core.encode_arrays(vo[:-1], vd)
+    with pytest.raises(ValueError, match="value_valid"):
+        kbatch._core.encode_arrays(vo, vd, vv[:-1])
+    with pytest.raises(ValueError, match="key_offsets"):
+        kbatch._core.encode_arrays(vo, vd, None, ko[:-1], kd)
     with pytest.raises(ValueError, match="outside"):
         kbatch._core.encode_arrays(vo, vd[:-1])
