@@ -1664,11 +1664,21 @@ def encode(object values, object keys=None, object timestamps=None, object heade
 
 
 cdef const int64_t* _offsets_ptr(object arr, int64_t n, str name, int64_t data_size) except NULL:
+    """Checked int64 offsets: n + 1 entries, non-decreasing, inside ``data_size``."""
     cdef const int64_t[::1] view = arr
+    cdef int64_t i
+    cdef bint ok = True
     if view.shape[0] != n + 1:
         raise ValueError(f"{name} has {view.shape[0]} entries, expected {n + 1}")
-    if n >= 0 and (view[0] < 0 or view[n] > data_size):
+    if view[0] < 0 or view[n] > data_size:
         raise ValueError(f"{name} point outside their data ({data_size} bytes)")
+    with nogil:
+        for i in range(n):
+            if view[i + 1] < view[i]:
+                ok = False
+                break
+    if not ok:
+        raise ValueError(f"{name} decrease at entry {i + 1}")
     return &view[0]
 
 

@@ -153,6 +153,8 @@ def test_encode_arrays_matches_encode():
                                 max_batch_records=3)
     with pytest.raises(ValueError, match="value_valid"):
         kbatch._core.encode_arrays(vo, vd, vv[:-1])
+    with pytest.raises(ValueError, match="decrease"):
+        kbatch._core.encode_arrays(np.array([0, 3, 1, 4], dtype=np.int64), vd)
     with pytest.raises(ValueError, match="key_offsets"):
         kbatch._core.encode_arrays(vo, vd, None, ko[:-1], kd)
     with pytest.raises(ValueError, match="outside"):
