@@ -1150,7 +1150,10 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
         from kbatch import _compression
         limit = (_compression.DEFAULT_MAX_DECOMPRESSED_SIZE if max_decompressed_size is None
                  else int(max_decompressed_size))
-        arena = _compression.Arena(min(2 * n, limit))
+        # Pages are only touched as they are written, so reserving for a
+        # typical compression ratio costs address space, not memory; it saves
+        # growing (and copying) the arena while decoding.
+        arena = _compression.Arena(min(8 * n + 65536, limit))
     # Exact for uncompressed input (counts are checked against batch sizes
     # before any row is written); grown per chunk for compressed input.
     if not _reserve(<void**>&rows.records, &rows.capacity, need, sizeof(record_t)) or \
