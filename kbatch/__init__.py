@@ -119,8 +119,9 @@ def encode(
     max_batch_bytes: int | None = None,
     compression: str | None = None,
     compression_level: int | None = None,
+    magic: int = 2,
 ) -> bytes:
-    """Encode records as one or more RecordBatch (magic 2) batches.
+    """Encode records as RecordBatch (magic 2) batches, or a legacy message set.
 
     Parameters
     ----------
@@ -151,6 +152,12 @@ def encode(
         Codec for the records of each batch.
     compression_level : int, optional
         Codec level (the codec's Kafka default when None).
+    magic : {2, 1, 0}
+        2 writes RecordBatches. 0 and 1 write a legacy message set for old
+        consumers: one entry per record, or with ``compression`` one wrapper
+        entry around them (v1 inner offsets relative, as Kafka writes them);
+        headers, producer fields and batch limits do not exist there and must
+        be left at their defaults; zstd needs magic 2.
 
     Returns
     -------
@@ -165,6 +172,22 @@ def encode(
     """
     ts_type = _code("timestamp_type", timestamp_type, TIMESTAMP_TYPES)
     codec = _code("compression", compression, COMPRESSION_CODECS)
+    if magic in (0, 1):
+        unused = {
+            "headers": headers is not None, "producer_id": producer_id != -1, "producer_epoch": producer_epoch != -1,
+            "base_sequence": base_sequence != -1, "transactional": transactional,
+            "partition_leader_epoch": partition_leader_epoch != -1, "max_batch_records": max_batch_records is not None,
+            "max_batch_bytes": max_batch_bytes is not None,
+        }
+        given = [name for name, set_ in unused.items() if set_]
+        if given:
+            raise ValueError(f"magic {magic} message sets have no {', '.join(given)}")
+        from kbatch._legacy import encode_legacy
+
+        return encode_legacy(values, keys, timestamps=timestamps, magic=magic, compression=codec,
+                             compression_level=compression_level, base_offset=base_offset, timestamp_type=ts_type)
+    if magic != 2:
+        raise ValueError(f"magic must be 0, 1 or 2, got {magic!r}")
     for name, limit in (("max_batch_records", max_batch_records), ("max_batch_bytes", max_batch_bytes)):
         if limit is not None and int(limit) < 1:
             raise ValueError(f"{name} must be >= 1, got {limit}")
