@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-import kbatch
-
 SHARED = Path(os.environ.get("KBATCH_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 VECTORS = SHARED / "vectors"
 REAL_LOGS = SHARED / "real-logs"

@@ -21,7 +21,7 @@ def check_table(table: kbatch.RecordTable, expect: dict) -> None:
     exp_batches = expect["batches"]
     assert len(table.batches) == len(exp_batches)
     data_records = []
-    for i, (row, eb) in enumerate(zip(table.batches, exp_batches)):
+    for i, (row, eb) in enumerate(zip(table.batches, exp_batches, strict=False)):
         for field in BATCH_FIELDS:
             if field in eb:
                 want = -1 if eb[field] is None else eb[field]  # v0: no timestamp type
@@ -53,7 +53,7 @@ def check_table(table: kbatch.RecordTable, expect: dict) -> None:
         got_headers = table.headers(i)
         assert len(got_headers) == len(er["headers"])
         first = int(rec["headers_start"])
-        for j, ((k, v), eh) in enumerate(zip(got_headers, er["headers"])):
+        for j, ((k, v), eh) in enumerate(zip(got_headers, er["headers"], strict=False)):
             raw = table.headers[first + j]
             key_bytes = bytes(memoryview(table.data).cast("B")[raw["key_start"] : raw["key_start"] + raw["key_length"]])
             assert key_bytes.hex() == eh.get("key_hex", eh["key"].encode().hex())

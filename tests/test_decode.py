@@ -11,7 +11,7 @@ import pytest
 from refcodec import Rec, batch, control_record, legacy_entry, legacy_message, legacy_wrapper, zigzag_varint
 
 import kbatch
-from kbatch import CorruptRecordError, CRCError, UnsupportedError
+from kbatch import CorruptRecordError, CRCError
 
 
 def test_compiled_core_is_loaded():

@@ -34,7 +34,7 @@ def random_records(seed: int, n: int):
     rng = random.Random(seed)
     base_ts = 1_700_000_000_000
     recs = []
-    for i in range(n):
+    for _i in range(n):
         shape = rng.random()
         value = None if shape < 0.1 else b"" if shape < 0.2 else _text(rng, rng.choice([1, 50, 130, 3000]))
         if shape > 0.97:
@@ -48,9 +48,11 @@ def random_records(seed: int, n: int):
 
 
 PRODUCERS = [
-    pytest.param(dict(producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=False), id="plain"),
-    pytest.param(dict(producer_id=1234, producer_epoch=7, base_sequence=100, transactional=False), id="idempotent"),
-    pytest.param(dict(producer_id=99, producer_epoch=0, base_sequence=0, transactional=True), id="transactional"),
+    pytest.param({"producer_id": -1, "producer_epoch": -1, "base_sequence": -1, "transactional": False}, id="plain"),
+    pytest.param({"producer_id": 1234, "producer_epoch": 7, "base_sequence": 100, "transactional": False},
+                 id="idempotent"),
+    pytest.param({"producer_id": 99, "producer_epoch": 0, "base_sequence": 0, "transactional": True},
+                 id="transactional"),
 ]
 
 

@@ -33,7 +33,7 @@ def test_varlong_matches_reference_and_round_trips(v):
 def test_varint_decoder_never_reads_past_the_end(data):
     for decoder, limit in ((_core._decode_varint, 5), (_core._decode_varlong, 10)):
         try:
-            value, end = decoder(data)
+            _value, end = decoder(data)
         except kbatch.CorruptRecordError as exc:
             assert exc.field in ("varint", "varlong")
         else:
