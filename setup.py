@@ -42,15 +42,20 @@ if sys.platform != "win32":
         extra_compile_args += [f"-fsanitize={SANITIZE}", "-fno-omit-frame-pointer"]
         extra_link_args += [f"-fsanitize={SANITIZE}"]
 
-extensions = [
-    Extension(
-        "kbatch._core",
-        ["kbatch/_core.pyx"],
-        libraries=["z"],  # zlib's crc32 for the legacy formats' CRC32 (IEEE)
+def extension(name: str, source: str, **kwargs) -> Extension:
+    return Extension(
+        name,
+        [source],
         extra_compile_args=extra_compile_args,
         extra_link_args=extra_link_args,
         define_macros=define_macros,
+        **kwargs,
     )
+
+
+extensions = [
+    extension("kbatch._core", "kbatch/_core.pyx", libraries=["z"]),  # zlib's crc32 for magic 0/1
+    extension("kbatch.protocol._kernel", "kbatch/protocol/_kernel.pyx"),
 ]
 
 setup(

@@ -1,0 +1,28 @@
+"""Shared helpers for the protocol tests (imported by path-relative import)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import kafka.protocol.schemas as _kafka_schemas
+
+KAFKA_PYTHON_DEFINITIONS = Path(os.path.dirname(_kafka_schemas.__file__)) / "resources"
+OWN_APIS = ["ApiVersions", "Metadata", "Produce", "Fetch", "ListOffsets", "InitProducerId",
+            "AddPartitionsToTxn", "EndTxn", "FindCoordinator"]
+
+
+def semantic(fields: list[Any]) -> list[dict[str, Any]]:
+    """The parts of a field list that decide the wire format and defaults."""
+    out = []
+    for f in fields:
+        out.append({
+            "name": f.name, "type": f.type, "versions": str(f.versions), "nullable": str(f.nullable),
+            "tag": f.tag, "tagged": str(f.tagged) if f.tag is not None else None,
+            "flexible": None if f.flexible is None else str(f.flexible),
+            "default": repr(f.default()), "ignorable": f.ignorable, "map_key": f.map_key,
+            "entity_type": f.raw.get("entityType"),
+            "fields": semantic(f.fields) if f.fields else None,
+        })
+    return out
