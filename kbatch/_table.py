@@ -15,7 +15,7 @@ def _utf8(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-class HeaderColumns(np.ndarray):  # type: ignore[type-arg]
+class HeaderColumns(np.ndarray):
     """The header rows of a :class:`RecordTable`, callable per record.
 
     An ordinary structured array of :data:`kbatch.HEADER_DTYPE` rows, plus
@@ -142,7 +142,8 @@ class RecordTable:
         n = len(self.records)
         if not -n <= i < n:
             raise IndexError(f"record index {i} out of range for {n} records")
-        return self.records[i]
+        row: np.void = self.records[i]
+        return row
 
     def key(self, i: int) -> bytes | None:
         """Key of record ``i`` as bytes (None for a null key)."""
@@ -185,7 +186,7 @@ class RecordTable:
         from kbatch._core import slices
 
         r = self.records
-        return slices(  # type: ignore[no-any-return]
+        return slices(
             self.data,
             np.ascontiguousarray(r[f"{name}_start"]),
             np.ascontiguousarray(r[f"{name}_length"]),

@@ -13,6 +13,8 @@ already catches ``ValueError`` keeps working.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["KBatchError", "CorruptRecordError", "CRCError", "UnsupportedError"]
 
 
@@ -66,7 +68,7 @@ class KBatchError(Exception):
             where.append(f"field {field}")
         super().__init__(f"{reason} ({', '.join(where)})" if where else reason)
 
-    def __reduce__(self):  # keep pickling (multiprocessing, Spark) lossless
+    def __reduce__(self) -> tuple[Any, ...]:  # keep pickling (multiprocessing, Spark) lossless
         return (
             _rebuild,
             (type(self), self.reason, self.position, self.batch_index, self.field,
@@ -74,7 +76,10 @@ class KBatchError(Exception):
         )
 
 
-def _rebuild(cls, reason, position, batch_index, field, batch_position, record_index, state):
+def _rebuild(
+    cls: type[KBatchError], reason: str, position: int, batch_index: int, field: str,
+    batch_position: int, record_index: int, state: dict[str, Any],
+) -> KBatchError:
     err = cls.__new__(cls)
     KBatchError.__init__(
         err, reason, position, batch_index, field,
