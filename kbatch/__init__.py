@@ -22,6 +22,7 @@ from kbatch._core import BATCH_DTYPE, HEADER_DTYPE, RECORD_DTYPE, BatchBuilder, 
 from kbatch._table import HeaderColumns, Record, RecordTable
 from kbatch._version import __version__
 from kbatch.errors import CorruptRecordError, CRCError, KBatchError, UnsupportedError
+from kbatch.log import LogDir, LogWriter, Segment, open_log, open_logs
 
 __all__ = [
     "BATCH_DTYPE",
@@ -32,20 +33,33 @@ __all__ = [
     "CorruptRecordError",
     "HeaderColumns",
     "KBatchError",
+    "LogDir",
+    "LogWriter",
     "Record",
     "RecordTable",
+    "Segment",
     "UnsupportedError",
     "__version__",
     "decode",
     "encode",
     "encode_control",
+    "open_log",
+    "open_logs",
 ]
 
 COMPRESSION_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 TIMESTAMP_TYPES = {"create": 0, "log_append": 1}
 
 
-def decode(data: Any, *, verify_crc: bool = True, max_decompressed_size: int | None = None) -> RecordTable:
+def decode(
+    data: Any,
+    *,
+    verify_crc: bool = True,
+    max_decompressed_size: int | None = None,
+    isolation_level: str = "read_uncommitted",
+    aborted_transactions: Any = None,
+    last_stable_offset: int | None = None,
+) -> RecordTable:
     """Decode a buffer of Kafka record batches into NumPy columns.
 
     Parameters
@@ -60,6 +74,15 @@ def decode(data: Any, *, verify_crc: bool = True, max_decompressed_size: int | N
     max_decompressed_size : int, optional
         Upper bound on the decompressed bytes of one call (compressed input
         only); past it decoding stops with :class:`CorruptRecordError`.
+    isolation_level : {"read_uncommitted", "read_committed"}
+        ``read_committed`` leaves out the records of aborted transactions as
+        Kafka's consumer does (control records are never returned anyway).
+    aborted_transactions : iterable of (producer_id, first_offset), optional
+        For ``read_committed``: a Fetch response's ``aborted_transactions``.
+        None means: the ones whose ABORT marker is in ``data`` (right for a
+        whole log segment, not for a Fetch response cut before a marker).
+    last_stable_offset : int, optional
+        For ``read_committed``: nothing at or past it is returned.
 
     Returns
     -------
@@ -89,7 +112,16 @@ def decode(data: Any, *, verify_crc: bool = True, max_decompressed_size: int | N
     """
     if max_decompressed_size is not None and int(max_decompressed_size) < 0:
         raise ValueError("max_decompressed_size must be >= 0")
-    return _core.decode(data, verify_crc=bool(verify_crc), max_decompressed_size=max_decompressed_size)
+    if isolation_level not in ("read_uncommitted", "read_committed"):
+        raise ValueError(f"isolation_level must be 'read_uncommitted' or 'read_committed', got {isolation_level!r}")
+    table = _core.decode(data, verify_crc=bool(verify_crc), max_decompressed_size=max_decompressed_size)
+    if isolation_level == "read_uncommitted":
+        return table
+    from kbatch._txn import aborted_from_markers, filter_committed
+
+    if aborted_transactions is None:
+        aborted_transactions = aborted_from_markers(table)
+    return filter_committed(table, aborted_transactions, last_stable_offset)
 
 
 def _code(name: str, value: str | int | None, table: dict[str, int]) -> int:

@@ -6,11 +6,17 @@ import pytest
 
 import kbatch
 import kbatch._core
+import kbatch._dump
+import kbatch._sample
 import kbatch._table
+import kbatch._txn
 import kbatch.errors
+import kbatch.log
+
+MODULES = [kbatch, kbatch._core, kbatch._table, kbatch.errors, kbatch.log, kbatch._txn, kbatch._dump, kbatch._sample]
 
 
-@pytest.mark.parametrize("module", [kbatch, kbatch._core, kbatch._table, kbatch.errors], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
 def test_docstring_examples(module):
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE | doctest.IGNORE_EXCEPTION_DETAIL
     result = doctest.testmod(module, extraglobs={"kbatch": kbatch}, optionflags=flags)

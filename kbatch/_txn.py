@@ -1,0 +1,433 @@
+"""read_committed: drop aborted transactional records the way Kafka's consumer does.
+
+The rules, as ``CompletedFetch.nextFetchedRecord`` in Apache Kafka's Java consumer applies
+them to the batches of a Fetch response, in order::
+
+    aborted   = queue of (producerId, firstOffset), ordered by firstOffset
+    producers = set()
+    for batch in batches:
+        if batch has a producerId:
+            while aborted and aborted.head.firstOffset <= batch.lastOffset:
+                producers.add(aborted.pop().producerId)
+            if batch is a control batch holding an ABORT marker:
+                producers.remove(batch.producerId)
+            elif batch.isTransactional and batch.producerId in producers:
+                skip the batch                         # aborted data
+        if batch is a control batch: skip it           # markers are never returned
+    and nothing at or past the last stable offset is returned.
+
+The work per record is NumPy column work; the loop above runs in Python only over the
+batches that can matter (control batches and transactional batches of producers that have
+an aborted transaction), never once per record.
+
+>>> import kbatch
+>>> from kbatch._txn import aborted_from_markers, filter_committed
+>>> data = (kbatch.encode([b"a", b"b"], producer_id=7, producer_epoch=0, transactional=True)
+...         + kbatch.encode_control("abort", 7, 0, base_offset=2)
+...         + kbatch.encode([b"c"], base_offset=3))
+>>> table = kbatch.decode(data)
+>>> aborted_from_markers(table)
+[(7, 0)]
+>>> committed = filter_committed(table, aborted_from_markers(table))
+>>> committed.records["offset"].tolist(), committed.value(0)
+([3], b'c')
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kbatch._table import RecordTable
+
+__all__ = ["aborted_from_markers", "concat", "filter_committed", "open_transactions", "select"]
+
+#: Control record types (the ``control_type`` batch column).
+ABORT = 0
+COMMIT = 1
+
+
+def _batches_of(table: RecordTable | npt.NDArray[Any]) -> npt.NDArray[Any]:
+    return table.batches if isinstance(table, RecordTable) else table
+
+
+def _txn_state(
+    batches: npt.NDArray[Any], ongoing: dict[int, int] | None = None
+) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
+    """Walk markers and transactional batches as Kafka's ProducerStateManager does.
+
+    Returns the completed aborted transactions as (producer_id, first_offset,
+    last_offset) and the transactions still open, producer_id -> first_offset.
+    """
+    ongoing = dict(ongoing or {})
+    aborted: list[tuple[int, int, int]] = []
+    b = batches
+    if len(b) == 0:
+        return aborted, ongoing
+    interesting = np.flatnonzero(b["is_transactional"] & (b["producer_id"] >= 0) & (b["magic"] >= 2))
+    if len(interesting) == 0:
+        return aborted, ongoing
+    sub = b[interesting]
+    pids = sub["producer_id"].tolist()
+    base = sub["base_offset"].tolist()
+    last = (sub["base_offset"] + sub["last_offset_delta"]).tolist()
+    control = sub["is_control"].tolist()
+    ctype = sub["control_type"].tolist()
+    for pid, first, lastoff, is_control, kind in zip(pids, base, last, control, ctype, strict=True):
+        if not is_control:
+            ongoing.setdefault(pid, first)
+            continue
+        if kind not in (ABORT, COMMIT):
+            continue
+        start = ongoing.pop(pid, lastoff)  # a marker with no data in this partition: its own offset
+        if kind == ABORT:
+            aborted.append((pid, start, lastoff))
+    return aborted, ongoing
+
+
+def aborted_from_markers(table: RecordTable | npt.NDArray[Any]) -> list[tuple[int, int]]:
+    """The aborted transactions of a buffer, from its ABORT control markers.
+
+    Parameters
+    ----------
+    table : RecordTable or numpy.ndarray
+        A decoded table, or its ``batches`` column (e.g. from ``Segment.scan()``).
+
+    Returns
+    -------
+    list of (int, int)
+        ``(producer_id, first_offset)`` per aborted transaction, ordered by
+        first offset, as a broker lists them in a Fetch response. A
+        transaction's first offset is the base offset of its producer's first
+        transactional batch after its previous marker (the marker's own offset
+        when it had none).
+
+    Examples
+    --------
+    >>> import kbatch
+    >>> raw = kbatch.encode([b"x"], producer_id=3, producer_epoch=0, transactional=True, base_offset=5)
+    >>> aborted_from_markers(kbatch.decode(raw + kbatch.encode_control("abort", 3, 0, base_offset=6)))
+    [(3, 5)]
+    """
+    aborted, _ = _txn_state(_batches_of(table))
+    return sorted((pid, first) for pid, first, _ in aborted)
+
+
+def open_transactions(table: RecordTable | npt.NDArray[Any]) -> dict[int, int]:
+    """Transactions still open at the end: producer_id -> first offset.
+
+    The last stable offset of a log ending there is the smallest first
+    offset (or the log end offset when there is none).
+
+    >>> import kbatch
+    >>> raw = kbatch.encode([b"x"], producer_id=3, producer_epoch=0, transactional=True, base_offset=5)
+    >>> open_transactions(kbatch.decode(raw))
+    {3: 5}
+    """
+    return _txn_state(_batches_of(table))[1]
+
+
+def _runs(mask: npt.NDArray[np.bool_]) -> tuple[list[int], list[int]]:
+    edges = np.diff(np.concatenate(([0], mask.view(np.int8), [0])))
+    return np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()
+
+
+def _take(rows: npt.NDArray[Any], mask: npt.NDArray[np.bool_], inplace: bool) -> npt.NDArray[Any]:
+    """``rows[mask]``, fast for runs of kept rows (whole batches): memmove in place, or slices joined."""
+    starts, ends = _runs(mask)
+    if len(starts) == 1 and starts[0] == 0 and ends[0] == len(rows):
+        return rows if inplace else rows.copy()
+    if not rows.flags.c_contiguous or len(starts) * 16 > len(rows):
+        return rows[mask]
+    size = rows.dtype.itemsize
+    if inplace:
+        base = rows.ctypes.data
+        dst = 0
+        for a, b in zip(starts, ends, strict=True):
+            if dst != a:
+                ctypes.memmove(base + dst * size, base + a * size, (b - a) * size)
+            dst += b - a
+        return rows[:dst]
+    void = rows.view(np.dtype((np.void, size)))
+    if not starts:
+        empty: npt.NDArray[Any] = rows[:0].copy()
+        return empty
+    return np.concatenate([void[a:b] for a, b in zip(starts, ends, strict=True)]).view(rows.dtype)
+
+
+def select(
+    table: RecordTable,
+    record_mask: npt.NDArray[np.bool_] | None,
+    batch_mask: npt.NDArray[np.bool_] | None = None,
+    *,
+    inplace: bool = False,
+) -> RecordTable:
+    """A new RecordTable with only the chosen rows, sharing ``table.data``.
+
+    ``records["batch"]`` and ``headers_start`` are re-indexed to the kept
+    batch and header rows. Batches keep their row when ``batch_mask`` (default:
+    every batch) says so; a kept record's batch must be kept. With
+    ``inplace=True`` the rows are compacted inside ``table``'s own arrays
+    (which must then not be used any more): no new allocation.
+
+    >>> import kbatch
+    >>> t = kbatch.decode(kbatch.encode([b"a", b"b", b"c"], headers=[[("h", b"1")], [], [("h", b"3")]]))
+    >>> s = select(t, t.records["offset"] != 0)
+    >>> s.records["offset"].tolist(), s.headers(1), s.records["headers_start"].tolist()
+    ([1, 2], [('h', b'3')], [0, 0])
+    """
+    records = table.records
+    batches = table.batches
+    if record_mask is None:
+        record_mask = np.ones(len(records), dtype=bool)
+    if record_mask.all() and batch_mask is None:
+        return table
+    raw_headers = np.asarray(table.headers).view(np.ndarray)
+    if len(raw_headers):
+        counts = records["headers_count"]
+        header_mask = np.repeat(record_mask, counts.astype(np.int64))
+        kept = _take(records, record_mask, inplace)
+        headers = _take(raw_headers, header_mask, inplace)
+        kept_counts = kept["headers_count"].astype(np.int64)
+        new_starts = np.cumsum(kept_counts)
+        new_starts -= kept_counts
+        kept["headers_start"] = new_starts
+    else:
+        kept = _take(records, record_mask, inplace)
+        headers = raw_headers
+    new_batches = batches
+    if batch_mask is not None:
+        new_batches = batches[batch_mask]
+        remap = np.cumsum(batch_mask, dtype=np.int64) - 1
+        kept["batch"] = remap[kept["batch"]]
+        new_batches["first_record"] = np.searchsorted(kept["batch"], np.arange(len(new_batches)))
+    return RecordTable(
+        records=kept,
+        batches=new_batches,
+        headers=headers,
+        data=table.data,
+        consumed_bytes=table.consumed_bytes,
+        truncated=table.truncated,
+        next_offset=table.next_offset,
+    )
+
+
+def concat(tables: Sequence[RecordTable]) -> RecordTable:
+    """One RecordTable from several (a copy of their data, unless there is one).
+
+    Batch positions and record/header starts are shifted so that they point
+    into the joined ``data``; ``consumed_bytes`` is the sum and ``truncated``
+    the last table's.
+
+    >>> import kbatch
+    >>> a, b = kbatch.decode(kbatch.encode([b"a"])), kbatch.decode(kbatch.encode([b"b"], base_offset=1))
+    >>> t = concat([a, b])
+    >>> t.records["offset"].tolist(), t.values(), t.records["batch"].tolist()
+    ([0, 1], [b'a', b'b'], [0, 1])
+    """
+    tables = list(tables)
+    if not tables:
+        from kbatch import decode
+
+        return decode(b"")
+    if len(tables) == 1:
+        return tables[0]
+    parts: list[npt.NDArray[Any]] = []
+    recs: list[npt.NDArray[Any]] = []
+    heads: list[npt.NDArray[Any]] = []
+    bats: list[npt.NDArray[Any]] = []
+    shift = nb = nh = 0
+    for t in tables:
+        data = np.frombuffer(t.data, dtype=np.uint8) if len(memoryview(t.data).cast("B")) else np.empty(0, np.uint8)
+        r = t.records.copy()
+        h = np.asarray(t.headers).view(np.ndarray).copy()
+        b = t.batches.copy()
+        r["key_start"] += shift
+        r["value_start"] += shift
+        r["headers_start"] += nh
+        r["batch"] += nb
+        h["key_start"] += shift
+        h["value_start"] += shift
+        b["position"] += shift
+        b["first_record"] += sum(len(x) for x in recs)
+        parts.append(data)
+        recs.append(r)
+        heads.append(h)
+        bats.append(b)
+        shift += len(data)
+        nb += len(b)
+        nh += len(h)
+    joined = np.concatenate(parts).tobytes()
+    return RecordTable(
+        records=np.concatenate(recs),
+        batches=np.concatenate(bats),
+        headers=np.concatenate(heads),
+        data=joined,
+        consumed_bytes=sum(t.consumed_bytes for t in tables),
+        truncated=tables[-1].truncated,
+        next_offset=next((t.next_offset for t in reversed(tables) if t.next_offset is not None), None),
+    )
+
+
+def aborted_batch_mask(
+    batches: npt.NDArray[Any], aborted_transactions: Iterable[tuple[int, int]]
+) -> npt.NDArray[np.bool_]:
+    """True for each data batch a read_committed consumer drops as aborted."""
+    b = batches
+    dropped = np.zeros(len(b), dtype=bool)
+    queue = sorted((int(first), int(pid)) for pid, first in aborted_transactions)
+    if not queue or len(b) == 0:
+        return dropped
+    aborted_pids = np.array(sorted({pid for _, pid in queue}), dtype=np.int64)
+    has_pid = b["producer_id"] >= 0
+    relevant = has_pid & (b["is_control"] | (b["is_transactional"] & np.isin(b["producer_id"], aborted_pids)))
+    rows = np.flatnonzero(relevant)
+    if len(rows) == 0:
+        return dropped
+    sub = b[rows]
+    last = (sub["base_offset"] + sub["last_offset_delta"]).tolist()
+    pids = sub["producer_id"].tolist()
+    control = sub["is_control"].tolist()
+    ctype = sub["control_type"].tolist()
+    txn = sub["is_transactional"].tolist()
+    producers: set[int] = set()
+    qi = 0
+    nq = len(queue)
+    for k, row in enumerate(rows.tolist()):
+        # Batches skipped here (non-transactional, or transactional of another producer) would only
+        # consume the queue earlier; that changes nothing for the batches examined.
+        while qi < nq and queue[qi][0] <= last[k]:
+            producers.add(queue[qi][1])
+            qi += 1
+        if control[k]:
+            if ctype[k] == ABORT:
+                producers.discard(pids[k])
+        elif txn[k] and pids[k] in producers:
+            dropped[row] = True
+    return dropped
+
+
+def filter_committed(
+    table: RecordTable,
+    aborted_transactions: Iterable[tuple[int, int]],
+    last_stable_offset: int | None = None,
+    *,
+    inplace: bool = False,
+) -> RecordTable:
+    """Keep what a read_committed consumer returns from ``table``.
+
+    Parameters
+    ----------
+    table : RecordTable
+        Decoded batches, in log order (a Fetch response's records, a segment).
+    aborted_transactions : iterable of (int, int)
+        ``(producer_id, first_offset)`` of each aborted transaction that
+        overlaps the table, as a Fetch response lists them (or
+        :func:`aborted_from_markers` finds them).
+    last_stable_offset : int, optional
+        Nothing at or past it is returned.
+    inplace : bool, default False
+        Compact ``table``'s own arrays instead of copying (``table`` must not
+        be used afterwards).
+
+    Returns
+    -------
+    RecordTable
+        Sharing ``table.data``; records of aborted transactions and past the
+        last stable offset are gone, as are their batch rows; control batch
+        rows stay (they never have records).
+
+    Examples
+    --------
+    >>> import kbatch
+    >>> raw = (kbatch.encode([b"t"], producer_id=1, producer_epoch=0, transactional=True)
+    ...        + kbatch.encode([b"plain"], base_offset=1))
+    >>> filter_committed(kbatch.decode(raw), [(1, 0)]).values()
+    [b'plain']
+    >>> filter_committed(kbatch.decode(raw), [], last_stable_offset=0).values()
+    []
+    """
+    b = table.batches
+    keep_batch = ~aborted_batch_mask(b, aborted_transactions)
+    if last_stable_offset is not None:
+        keep_batch &= b["base_offset"] < last_stable_offset
+    out = table if keep_batch.all() else _keep_batches(table, keep_batch, inplace)
+    if last_stable_offset is not None and len(out.records):
+        # offsets only grow: what is at or past the last stable offset is a tail
+        n = int(np.searchsorted(out.records["offset"], last_stable_offset, "left"))
+        if n < len(out.records):
+            out = select(out, np.arange(len(out.records)) < n, inplace=inplace or out is not table)
+    return out
+
+
+def _keep_batches(table: RecordTable, keep: npt.NDArray[np.bool_], inplace: bool) -> RecordTable:
+    """``table`` with only the batches in ``keep`` and their records, moved run by run."""
+    b = table.batches
+    records = table.records
+    headers = np.asarray(table.headers).view(np.ndarray)
+    counts = np.where(b["is_control"], 0, b["record_count"]).astype(np.int64)
+    first = b["first_record"].astype(np.int64)
+    nonempty = counts > 0
+    hstart = np.zeros(len(b), dtype=np.int64)
+    hend = np.zeros(len(b), dtype=np.int64)
+    if len(records):
+        idx = np.flatnonzero(nonempty)
+        hstart[idx] = records["headers_start"][first[idx]]
+        last = records[first[idx] + counts[idx] - 1]
+        hend[idx] = last["headers_start"] + last["headers_count"]
+    edges = np.diff(np.concatenate(([0], keep.view(np.int8), [0])))
+    run_starts, run_ends = np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()
+    if not inplace:
+        records = records.copy()
+        headers = headers.copy()
+    rsize, hsize = records.dtype.itemsize, headers.dtype.itemsize
+    rbase, hbase = records.ctypes.data, headers.ctypes.data
+    rdst = hdst = bdst = 0
+    new_first = np.empty(len(b), dtype=np.int64)
+    # per kept run: rows moved, and by how much their headers_start / batch go down
+    run_rows: list[int] = []
+    run_hshift: list[int] = []
+    run_bshift: list[int] = []
+    for b0, b1 in zip(run_starts, run_ends, strict=True):
+        seg = slice(b0, b1)
+        data_rows = np.flatnonzero(nonempty[seg])
+        if len(data_rows):
+            r0 = int(first[b0 + data_rows[0]])
+            r1 = int(first[b0 + data_rows[-1]] + counts[b0 + data_rows[-1]])
+            h0 = int(hstart[b0 + data_rows[0]])
+            h1 = int(hend[b0 + data_rows[-1]])
+        else:
+            r0 = r1 = h0 = h1 = 0
+        n, nh = r1 - r0, h1 - h0
+        new_first[seg] = first[seg] - (r0 - rdst) if len(data_rows) else rdst
+        if n:
+            if rdst != r0:
+                ctypes.memmove(rbase + rdst * rsize, rbase + r0 * rsize, n * rsize)
+            if nh and hdst != h0:
+                ctypes.memmove(hbase + hdst * hsize, hbase + h0 * hsize, nh * hsize)
+        run_rows.append(n)
+        run_hshift.append(h0 - hdst)
+        run_bshift.append(b0 - bdst)
+        rdst += n
+        hdst += nh
+        bdst += b1 - b0
+    kept = records[:rdst]
+    if rdst:
+        rows = np.asarray(run_rows, dtype=np.int64)
+        kept["headers_start"] -= np.repeat(np.asarray(run_hshift, dtype=np.int64), rows)
+        kept["batch"] -= np.repeat(np.asarray(run_bshift, dtype=np.int32), rows)
+    new_batches = b[keep]
+    new_batches["first_record"] = new_first[keep]
+    return RecordTable(
+        records=kept,
+        batches=new_batches,
+        headers=headers[:hdst],
+        data=table.data,
+        consumed_bytes=table.consumed_bytes,
+        truncated=table.truncated,
+        next_offset=table.next_offset,
+    )

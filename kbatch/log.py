@@ -1,0 +1,1287 @@
+"""Kafka log directories without a broker: segments, indexes, seeks, read_committed, a writer.
+
+What a broker keeps on disk under each ``log.dirs`` root (all integers big-endian)::
+
+    <root>/<topic>-<partition>/               a partition directory; skipped when its name ends
+                                              in -delete, -future or -stray (being deleted/moved)
+        00000000000000001234.log              segment: record batches back to back, exactly as
+                                              kbatch.decode reads them; named by the 20-digit
+                                              zero-padded base offset (its first offset)
+        00000000000000001234.index            offset index, 8-byte entries:
+            relativeOffset int32                  offset - base offset (the last offset of the
+                                                  batch, or append, starting at position)
+            position       int32                  byte position of that batch in the .log
+                                              one entry per index.interval.bytes (4096) appended;
+                                              an active segment's file is preallocated with zeros:
+                                              the first all-zero entry after the first ends it
+        00000000000000001234.timeindex        time index, 12-byte entries, timestamps increasing:
+            timestamp      int64                  largest timestamp so far in the segment
+            relativeOffset int32                  the (last) offset of the batch that had it
+        00000000000000001234.txnindex         aborted transactions whose ABORT marker is in the
+                                              segment, 34-byte entries:
+            version int16, producerId int64, firstOffset int64, lastOffset int64 (the marker),
+            lastStableOffset int64
+        00000000000000001234.snapshot         producer state snapshot (not read here)
+        *.deleted *.cleaned *.swap            leftovers of deletion, cleaning, compaction: skipped
+        leader-epoch-checkpoint               text: "0" (version), count, then "epoch startOffset"
+        partition.metadata                    text: "version: 0", "topic_id: <base64url uuid>"
+
+    A batch's frame, enough to walk a segment without parsing records:
+        baseOffset int64 (legacy: the offset, a compressed wrapper's last inner offset),
+        batchLength int32 (bytes after this field, >= 14), ..., magic int8 at byte 16.
+
+Everything works from the ``.log`` files alone; an index is used only to go faster, and only
+when it is consistent with its ``.log`` (entries increasing and inside the file, the entry
+checked lands on a batch that holds its offset). Reads follow the broker: an offset seek looks
+the position up in ``.index`` and scans forward to the first batch whose last offset reaches
+it; a timestamp seek looks up ``.timeindex``, then ``.index``, then scans to the first record
+whose timestamp reaches it (Kafka's ListOffsets), so both give what a linear scan gives.
+
+>>> import kbatch, tempfile
+>>> from kbatch.log import LogWriter, open_log
+>>> root = tempfile.mkdtemp()
+>>> with LogWriter(root, "orders", 0, segment_bytes=200) as w:
+...     for i in range(4):
+...         _ = w.append(kbatch.encode([b"v%d" % i], base_offset=i, timestamps=[1000 + i]))
+>>> log = open_log(f"{root}/orders-0")
+>>> log.topic, log.partition, [s.base_offset for s in log.segments]
+('orders', 0, [0, 2])
+>>> log.read(start_offset=1, end_offset=3).values()
+[b'v1', b'v2']
+>>> log.read(start_timestamp=1002).records["offset"].tolist()
+[2, 3]
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import contextlib
+import logging
+import mmap
+import os
+import re
+import struct
+import uuid
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Literal, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+from crc32c import crc32c
+from typing_extensions import Self
+
+import kbatch
+from kbatch._core import BATCH_DTYPE
+from kbatch._table import RecordTable
+from kbatch._txn import _txn_state, aborted_batch_mask, concat, filter_committed, select
+from kbatch.errors import CorruptRecordError, CRCError, KBatchError
+
+__all__ = [
+    "OFFSET_INDEX_DTYPE",
+    "TIME_INDEX_DTYPE",
+    "TXN_INDEX_DTYPE",
+    "LogDir",
+    "LogWriter",
+    "Segment",
+    "Skipped",
+    "open_log",
+    "open_logs",
+]
+
+logger = logging.getLogger("kbatch.log")
+
+#: ``.index`` entries.
+OFFSET_INDEX_DTYPE: Final = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
+#: ``.timeindex`` entries.
+TIME_INDEX_DTYPE: Final = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
+#: ``.txnindex`` entries.
+TXN_INDEX_DTYPE: Final = np.dtype(
+    [
+        ("version", ">i2"),
+        ("producer_id", ">i8"),
+        ("first_offset", ">i8"),
+        ("last_offset", ">i8"),
+        ("last_stable_offset", ">i8"),
+    ]
+)
+# The 61 bytes of a RecordBatch header (see kbatch/_core.pyx), gathered row by row.
+_V2_HEADER: Final = np.dtype(
+    [
+        ("base_offset", ">i8"),
+        ("batch_length", ">i4"),
+        ("partition_leader_epoch", ">i4"),
+        ("magic", "i1"),
+        ("crc", ">u4"),
+        ("attributes", ">i2"),
+        ("last_offset_delta", ">i4"),
+        ("base_timestamp", ">i8"),
+        ("max_timestamp", ">i8"),
+        ("producer_id", ">i8"),
+        ("producer_epoch", ">i2"),
+        ("base_sequence", ">i4"),
+        ("record_count", ">i4"),
+    ]
+)
+_HEADER_BYTES: Final = 61
+_LOG_OVERHEAD: Final = 12
+_MIN_ENTRY: Final = 14  # the smallest legacy message (Java's LegacyRecord.RECORD_OVERHEAD_V0)
+_MIN_V2: Final = _HEADER_BYTES - _LOG_OVERHEAD
+_FRAME = struct.Struct(">qi")
+_SKIPPED_SUFFIXES: Final = (".deleted", ".cleaned", ".swap")
+_SKIPPED_DIRS: Final = ("-delete", "-future", "-stray")
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+OnCorruption = Literal["raise", "skip"]
+IsolationLevel = Literal["read_uncommitted", "read_committed"]
+
+
+class Skipped(NamedTuple):
+    """A byte range that ``on_corruption="skip"`` left out, and why."""
+
+    path: str
+    position: int
+    length: int
+    reason: str
+
+
+def _corrupt(path: Path, reason: str, position: int, field: str, batch_position: int) -> CorruptRecordError:
+    err = CorruptRecordError(f"{reason} in {path}", position, -1, field, batch_position=batch_position)
+    err.path = str(path)  # type: ignore[attr-defined]
+    return err
+
+
+def _frame(
+    buf: memoryview, pos: int, end: int, max_bytes: int, path: Path
+) -> tuple[list[int], int, CorruptRecordError | None, bool]:
+    """Walk batch frames from ``pos``: (batch positions, end of the last, error or None, more).
+
+    Stops after ``max_bytes`` (at least one batch; ``more`` is then True), before an
+    incomplete tail (not an error), or at a frame that cannot be a batch (the error).
+    """
+    positions: list[int] = []
+    start = pos
+    unpack = _FRAME.unpack_from
+    while end - pos >= 17:
+        length = unpack(buf, pos)[1]
+        if length < _MIN_ENTRY:
+            return positions, pos, _corrupt(
+                path, f"batchLength {length} is below the minimum {_MIN_ENTRY}", pos + 8, "batchLength", pos
+            ), False
+        if end - pos - _LOG_OVERHEAD < length:
+            break
+        magic = buf[pos + 16]
+        if magic > 2:
+            return positions, pos, _corrupt(path, f"unknown magic {magic}", pos + 16, "magic", pos), False
+        if magic == 2 and length < _MIN_V2:
+            return positions, pos, _corrupt(
+                path, f"batchLength {length} is below the RecordBatch header size {_MIN_V2}", pos + 8,
+                "batchLength", pos,
+            ), False
+        positions.append(pos)
+        pos += _LOG_OVERHEAD + length
+        if pos - start >= max_bytes:
+            return positions, pos, None, pos < end
+    return positions, pos, None, False
+
+
+def _varint(raw: bytes, p: int) -> tuple[int, int]:
+    """A zigzag varint/varlong at ``p`` of ``raw``: (value, next position)."""
+    shift = result = 0
+    while True:
+        byte = raw[p]
+        p += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), p
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _control(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+    """(control type, coordinator epoch) of the first record of a control batch at ``pos``."""
+    raw = bytes(buf[pos + _HEADER_BYTES : min(end, pos + _HEADER_BYTES + 64)])
+    try:
+        _, p = _varint(raw, 0)  # length
+        p += 1  # attributes
+        _, p = _varint(raw, p)  # timestampDelta
+        _, p = _varint(raw, p)  # offsetDelta
+        key_length, p = _varint(raw, p)
+        if key_length < 4 or p + key_length > len(raw):
+            return -1, -1
+        kind = struct.unpack_from(">h", raw, p + 2)[0]
+        p += key_length
+        value_length, p = _varint(raw, p)
+        epoch = struct.unpack_from(">i", raw, p + 2)[0] if value_length >= 6 and p + 6 <= len(raw) else -1
+        return int(kind), int(epoch)
+    except (ValueError, struct.error, IndexError):
+        return -1, -1
+
+
+def _headers(buf: memoryview, positions: Sequence[int] | npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+    """BATCH_DTYPE rows from the frames at ``positions`` (headers only, nothing decompressed).
+
+    ``first_record`` is -1; a legacy compressed wrapper's ``record_count`` is -1 (unknown
+    without decompressing) and its ``base_offset`` its offset, as in ``kbatch.decode``.
+    """
+    pos = np.asarray(positions, dtype=np.int64)
+    out = np.zeros(len(pos), dtype=BATCH_DTYPE)
+    if len(pos) == 0:
+        return out
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    idx = pos[:, None] + np.arange(_HEADER_BYTES, dtype=np.int64)
+    np.minimum(idx, len(u8) - 1, out=idx)
+    raw = u8[idx]
+    h = raw.view(_V2_HEADER).reshape(len(pos))
+    out["position"] = pos
+    out["first_record"] = -1
+    for name in ("base_offset", "batch_length", "magic"):
+        out[name] = h[name]
+    v2 = h["magic"] == 2
+    attributes = h["attributes"].astype(np.int16)
+    for name in (
+        "partition_leader_epoch", "crc", "last_offset_delta", "base_timestamp", "max_timestamp",
+        "producer_id", "producer_epoch", "base_sequence", "record_count",
+    ):
+        out[name] = h[name]
+    out["attributes"] = attributes
+    out["compression"] = attributes & 7
+    out["timestamp_type"] = (attributes >> 3) & 1
+    out["is_transactional"] = ((attributes >> 4) & 1).astype(bool)
+    out["is_control"] = ((attributes >> 5) & 1).astype(bool)
+    out["has_delete_horizon"] = ((attributes >> 6) & 1).astype(bool)
+    out["control_type"] = -1
+    out["coordinator_epoch"] = -1
+    legacy = np.flatnonzero(~v2)
+    if len(legacy):
+        lraw = raw[legacy]
+        m = lraw[:, 16].astype(np.int8)
+        lattr = lraw[:, 17].astype(np.int16)
+        rows = out[legacy]
+        rows["crc"] = lraw[:, 12:16].copy().view(">u4").reshape(-1)
+        rows["attributes"] = lattr
+        rows["compression"] = lattr & 7
+        rows["timestamp_type"] = np.where(m == 1, (lattr >> 3) & 1, -1)
+        ts = lraw[:, 18:26].copy().view(">i8").reshape(-1)
+        rows["base_timestamp"] = rows["max_timestamp"] = np.where(m == 1, ts, -1)
+        rows["partition_leader_epoch"] = -1
+        rows["last_offset_delta"] = 0
+        rows["producer_id"] = -1
+        rows["producer_epoch"] = -1
+        rows["base_sequence"] = -1
+        rows["record_count"] = np.where(lattr & 7 == 0, 1, -1)
+        rows["is_transactional"] = rows["is_control"] = rows["has_delete_horizon"] = False
+        out[legacy] = rows
+    controls = np.flatnonzero(v2 & out["is_control"])
+    if len(controls):
+        # The usual marker record: length, attributes, timestampDelta 0, offsetDelta 0, keyLength 4
+        # (zigzag 8), version + type, valueLength 6 (zigzag 12), version + coordinatorEpoch.
+        cidx = pos[controls, None] + _HEADER_BYTES + np.arange(17, dtype=np.int64)
+        np.minimum(cidx, len(u8) - 1, out=cidx)
+        c = u8[cidx].astype(np.int64)
+        usual = (c[:, 0] < 0x80) & (c[:, 2] == 0) & (c[:, 3] == 0) & (c[:, 4] == 8) & (c[:, 9] == 12)
+        usual &= out["batch_length"][controls] >= _MIN_V2 + 17
+        kinds = ((c[:, 7] << 8) | c[:, 8]).astype(np.int16)
+        epochs = ((c[:, 12] << 24) | (c[:, 13] << 16) | (c[:, 14] << 8) | c[:, 15]).astype(np.uint32)
+        ctype = out["control_type"]
+        cepoch = out["coordinator_epoch"]
+        ctype[controls[usual]] = kinds[usual]
+        cepoch[controls[usual]] = epochs[usual].view(np.int32)
+        n = len(u8)
+        for k in controls[~usual].tolist():
+            p = int(pos[k])
+            ctype[k], cepoch[k] = _control(buf, p, min(n, p + _LOG_OVERHEAD + int(out["batch_length"][k])))
+    return out
+
+
+def _resync(buf: memoryview, pos: int, end: int) -> int:
+    """The next position after ``pos`` where a RecordBatch with a valid CRC starts (or ``end``)."""
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    for c in (np.flatnonzero(u8[pos + 1 + 16 : end] == 2) + pos + 1).tolist():
+        if end - c < _HEADER_BYTES:
+            break
+        length = _FRAME.unpack_from(buf, c)[1]
+        if length < _MIN_V2 or end - c - _LOG_OVERHEAD < length:
+            continue
+        if crc32c(buf[c + 21 : c + _LOG_OVERHEAD + length]) == struct.unpack_from(">I", buf, c + 17)[0]:
+            return int(c)
+    return end
+
+
+def _read_index(path: Path, dtype: np.dtype[Any]) -> npt.NDArray[Any] | None:
+    if not path.is_file():
+        return None
+    raw = path.read_bytes()
+    entries = np.frombuffer(raw[: len(raw) - len(raw) % dtype.itemsize], dtype=dtype)
+    if dtype is TXN_INDEX_DTYPE or len(entries) == 0:
+        return entries
+    raw_rows = np.frombuffer(raw, dtype=np.uint8, count=len(entries) * dtype.itemsize).reshape(len(entries), -1)
+    zero = np.flatnonzero(np.all(raw_rows == 0, axis=1))
+    zero = zero[zero > 0]
+    return entries[: int(zero[0])] if len(zero) else entries
+
+
+class Segment:
+    """One ``.log`` segment file, memory-mapped, with its indexes when they are usable.
+
+    Parameters
+    ----------
+    path : str or Path
+        The ``.log`` file (named by its 20-digit base offset).
+
+    Attributes
+    ----------
+    path : Path
+    base_offset : int
+    size : int
+        Bytes in the ``.log``.
+    index, timeindex, txnindex : numpy.ndarray or None
+        The entries of ``.index`` (:data:`OFFSET_INDEX_DTYPE`), ``.timeindex``
+        (:data:`TIME_INDEX_DTYPE`) and ``.txnindex`` (:data:`TXN_INDEX_DTYPE`),
+        big-endian views of the files; None when absent. ``index`` and
+        ``timeindex`` are None too when inconsistent with the ``.log``.
+    notes : list of str
+        Why an index was not used.
+
+    Examples
+    --------
+    >>> import kbatch, tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "00000000000000000000.log"
+    >>> _ = p.write_bytes(kbatch.encode([b"a", b"b", b"c"], max_batch_records=2))
+    >>> seg = Segment(p)
+    >>> seg.scan()[["base_offset", "record_count"]].tolist(), seg.next_offset
+    ([(0, 2), (2, 1)], 3)
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        m = _SEGMENT_NAME.match(self.path.name)
+        stem = self.path.name.split(".")[0]
+        if not stem.isdigit():
+            raise ValueError(f"{self.path.name} is not named like a segment (<20-digit base offset>.log)")
+        self.base_offset = int(m.group(1)) if m else int(stem)
+        self.size = self.path.stat().st_size
+        self._mmap: mmap.mmap | None = None
+        self._data: memoryview | None = None
+        self.notes: list[str] = []
+        self.skipped: list[Skipped] = []
+        self._scan: npt.NDArray[Any] | None = None
+        self.valid_bytes: int | None = None
+        #: (position, length) of an incomplete batch at the end (a crash-truncated tail), once seen.
+        self.tail: tuple[int, int] | None = None
+        stem_path = self.path.with_suffix("")
+        self.index = _read_index(stem_path.with_suffix(".index"), OFFSET_INDEX_DTYPE)
+        self.timeindex = _read_index(stem_path.with_suffix(".timeindex"), TIME_INDEX_DTYPE)
+        self.txnindex = _read_index(stem_path.with_suffix(".txnindex"), TXN_INDEX_DTYPE)
+        self._check_indexes()
+
+    def __repr__(self) -> str:
+        return f"<Segment {self.path.name} {self.size} bytes>"
+
+    @property
+    def data(self) -> memoryview:
+        """The ``.log`` bytes, memory-mapped read-only on first use (so that opening a large
+        root costs no mapping or file descriptor per segment until it is read)."""
+        if self._data is None:
+            if self.size:
+                with open(self.path, "rb") as f:
+                    self._mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                self._data = memoryview(self._mmap)
+            else:
+                self._data = memoryview(b"")
+        return self._data
+
+    def close(self) -> None:
+        """Unmap the file (deferred to garbage collection while tables still point into it)."""
+        if self._mmap is not None and self._data is not None:
+            try:
+                self._data.release()
+                self._mmap.close()
+            except BufferError:
+                pass
+            else:
+                self._mmap = self._data = None
+
+    # -- indexes -------------------------------------------------------------------------
+
+    def _batch_at(self, pos: int) -> npt.NDArray[Any] | None:
+        if self._data is None:  # two reads instead of mapping the file
+            with open(self.path, "rb") as f:
+                head = memoryview(os.pread(f.fileno(), _HEADER_BYTES + 18, pos))
+            positions, _, err, _ = _frame(head, 0, self.size - pos, 1, self.path)
+            if err is not None or not positions:
+                return None
+            return _headers(head, positions)
+        positions, _, err, _ = _frame(self.data, pos, self.size, 1, self.path)
+        if err is not None or not positions:
+            return None
+        return _headers(self.data, positions)[:1]
+
+    def _check_indexes(self) -> None:
+        idx = self.index
+        if idx is not None and len(idx):
+            rel = idx["relative_offset"].astype(np.int64)
+            where = idx["position"].astype(np.int64)
+            ok = bool(
+                np.all(rel >= 0) and np.all(np.diff(rel) > 0) and np.all(np.diff(where) > 0)
+                and where[0] >= 0 and where[-1] < self.size
+            )
+            if ok:
+                for k in {0, len(idx) - 1}:
+                    row = self._batch_at(int(where[k]))
+                    off = self.base_offset + int(rel[k])
+                    if row is None or not int(row["base_offset"][0]) <= off <= int(row["base_offset"][0]) + int(
+                        row["last_offset_delta"][0]
+                    ):
+                        ok = False
+            if not ok:
+                self.notes.append(f"{self.path.with_suffix('.index').name} is inconsistent with the log: not used")
+                self.index = None
+        tix = self.timeindex
+        if tix is not None and len(tix):
+            ok = bool(
+                np.all(np.diff(tix["timestamp"].astype(np.int64)) >= 0)
+                and np.all(tix["relative_offset"] >= 0)
+                and np.all(np.diff(tix["relative_offset"].astype(np.int64)) >= 0)
+            )
+            if not ok:
+                self.notes.append(
+                    f"{self.path.with_suffix('.timeindex').name} is inconsistent with the log: not used"
+                )
+                self.timeindex = None
+
+    def index_position(self, offset: int) -> int:
+        """Byte position to scan from for ``offset``: the ``.index`` lookup (0 without one)."""
+        idx = self.index
+        if idx is None or len(idx) == 0:
+            return 0
+        k = int(np.searchsorted(idx["relative_offset"].astype(np.int64), offset - self.base_offset, "right")) - 1
+        return 0 if k < 0 else int(idx["position"][k])
+
+    # -- scanning ------------------------------------------------------------------------
+
+    def frame(
+        self, pos: int, max_bytes: int, on_corruption: OnCorruption = "raise"
+    ) -> tuple[list[int], int, bool]:
+        """Batch positions from ``pos`` for about ``max_bytes``: (positions, next position, at end).
+
+        With ``on_corruption="skip"``, a frame that cannot be a batch is
+        recorded in :attr:`skipped` and walking resumes at the next batch whose
+        CRC verifies.
+        """
+        sc = self._scan
+        if sc is not None and len(sc) and not self.skipped:  # reuse the cached scan
+            starts = sc["position"]
+            k = int(np.searchsorted(starts, pos))
+            if k < len(starts) and int(starts[k]) == pos:
+                ends = starts + _LOG_OVERHEAD + sc["batch_length"]
+                j = min(max(int(np.searchsorted(ends, pos + max_bytes, "left")), k), len(starts) - 1)
+                return starts[k : j + 1].tolist(), int(ends[j]), j == len(starts) - 1
+        positions, stop, err, more = _frame(self.data, pos, self.size, max_bytes, self.path)
+        if err is None:
+            if not more and stop < self.size and self.tail is None:
+                self.tail = (stop, self.size - stop)
+                logger.info("%s ends with %d bytes of an incomplete batch at byte %d", self.path,
+                            self.size - stop, stop)
+            return positions, stop, not more
+        if on_corruption == "raise":
+            raise err
+        nxt = _resync(self.data, stop, self.size)
+        self._skip(stop, nxt - stop, err.reason)
+        return positions, nxt, nxt >= self.size
+
+    def _skip(self, position: int, length: int, reason: str) -> None:
+        item = Skipped(str(self.path), position, length, reason)
+        if item not in self.skipped:
+            self.skipped.append(item)
+            logger.warning("skipped %d bytes at byte %d of %s: %s", length, position, self.path, reason)
+
+    def scan(self, on_corruption: OnCorruption = "raise") -> npt.NDArray[Any]:
+        """Every batch's header as a :data:`kbatch.BATCH_DTYPE` row, without parsing records.
+
+        Nothing is decompressed and no CRC is computed; control batches get
+        their ``control_type`` and ``coordinator_epoch``. ``first_record`` is
+        -1. Afterwards :attr:`valid_bytes` is where the last complete batch
+        ends (less than ``size`` after a crash-truncated tail). The result is
+        cached.
+
+        Raises
+        ------
+        CorruptRecordError
+            A frame that cannot be a batch (``on_corruption="raise"``), with
+            the file and byte position.
+        """
+        if self._scan is not None:
+            return self._scan
+        positions: list[int] = []
+        pos = 0
+        while True:
+            got, pos, at_end = self.frame(pos, 1 << 62, on_corruption)
+            positions.extend(got)
+            if at_end:
+                break
+        self._scan = _headers(self.data, positions)
+        self.valid_bytes = min(pos, self.size)
+        return self._scan
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset in the segment (its base offset when empty)."""
+        if self._scan is not None:
+            b = self._scan
+        else:
+            pos = self.index_position(1 << 62)
+            got: list[int] = []
+            while True:
+                more, pos, at_end = self.frame(pos, 1 << 62, "skip")
+                got = more or got
+                if at_end:
+                    break
+            b = _headers(self.data, got[-1:])
+        if len(b) == 0:
+            return self.base_offset
+        return int(b["base_offset"][-1]) + int(b["last_offset_delta"][-1]) + 1
+
+    def max_timestamp(self) -> int:
+        """The largest batch timestamp in the segment (-1 when none)."""
+        tix = self.timeindex
+        if tix is not None and len(tix) and self.index is not None:
+            last = tix[-1]
+            pos = self.index_position(self.base_offset + int(last["relative_offset"]))
+            tail: list[int] = []
+            while True:
+                more, pos, at_end = self.frame(pos, 1 << 62, "skip")
+                tail.extend(more)
+                if at_end:
+                    break
+            rest = _headers(self.data, tail)["max_timestamp"]
+            return max(int(last["timestamp"]), int(rest.max()) if len(rest) else -1)
+        b = self.scan("skip")
+        return int(b["max_timestamp"].max()) if len(b) else -1
+
+    def position_for(self, offset: int) -> int:
+        """Position of the first batch whose last offset is >= ``offset`` (or the end)."""
+        if self._scan is not None and self.index is None:
+            b = self._scan
+            last = b["base_offset"] + b["last_offset_delta"]
+            k = int(np.searchsorted(last, offset, "left"))
+            return int(b["position"][k]) if k < len(b) else self.valid_bytes or self.size
+        pos = self.index_position(offset)
+        while True:
+            got, nxt, at_end = self.frame(pos, 1 << 20, "skip")
+            if got:
+                h = _headers(self.data, got)
+                last = h["base_offset"] + h["last_offset_delta"]
+                k = int(np.argmax(last >= offset)) if np.any(last >= offset) else -1
+                if k >= 0:
+                    return int(h["position"][k])
+            pos = nxt
+            if at_end:
+                return pos
+
+    def headers_at(self, positions: Sequence[int]) -> npt.NDArray[Any]:
+        """BATCH_DTYPE header rows of the batches at ``positions`` (from the cached scan if any)."""
+        sc = self._scan
+        if sc is not None and len(positions):
+            idx = np.searchsorted(sc["position"], np.asarray(positions, dtype=np.int64))
+            if np.all(idx < len(sc)) and np.array_equal(sc["position"][np.minimum(idx, len(sc) - 1)], positions):
+                return sc[idx]
+        return _headers(self.data, positions)
+
+    def decode_range(
+        self, start: int, stop: int, *, verify_crc: bool = True, on_corruption: OnCorruption = "raise"
+    ) -> Iterator[RecordTable]:
+        """Decode the batches framed in ``[start, stop)``, zero-copy when uncompressed.
+
+        With ``on_corruption="skip"``, a batch that fails (CRC, records) is
+        recorded in :attr:`skipped` and decoding goes on after it; otherwise
+        the error is re-raised with this file's name and file positions.
+        """
+        while start < stop:
+            try:
+                yield kbatch.decode(self.data[start:stop], verify_crc=verify_crc)
+                return
+            except CorruptRecordError as exc:
+                bad = start + exc.batch_position if exc.batch_position >= 0 else start
+                if on_corruption == "raise":
+                    raise self._relocate(exc, start) from exc
+                partial = exc.partial
+                if isinstance(partial, RecordTable) and len(partial.batches):
+                    yield partial
+                length = _LOG_OVERHEAD + _FRAME.unpack_from(self.data, bad)[1]
+                self._skip(bad, length, exc.reason)
+                start = bad + length
+
+    def _relocate(self, exc: CorruptRecordError, start: int) -> CorruptRecordError:
+        new = type(exc)(
+            f"{exc.reason} in {self.path}",
+            exc.position + start if exc.position >= 0 else -1,
+            exc.batch_index,
+            exc.field,
+            batch_position=exc.batch_position + start if exc.batch_position >= 0 else -1,
+            record_index=exc.record_index,
+        )
+        if isinstance(exc, CRCError):
+            new.stored, new.computed = exc.stored, exc.computed  # type: ignore[attr-defined]
+        new.partial = exc.partial
+        new.path = str(self.path)  # type: ignore[attr-defined]
+        return new
+
+    def release(self, start: int, stop: int) -> None:
+        """Let the kernel drop this process's mapping of ``[start, stop)`` (bounded RSS)."""
+        if self._mmap is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        page = mmap.PAGESIZE
+        a = start - start % page
+        if stop > a:
+            with contextlib.suppress(OSError, ValueError):
+                self._mmap.madvise(mmap.MADV_DONTNEED, a, min(stop, self.size) - a)
+
+
+def _overlapping(aborted: list[tuple[int, int, int]], first: int, last: int) -> list[tuple[int, int]]:
+    """The aborted transactions a broker lists for a fetch of offsets ``first .. last``.
+
+    ``aborted`` is sorted by first offset: those that begin after ``last`` are cut off by
+    bisection, those that ended (ABORT marker) before ``first`` by the scan.
+    """
+    stop = bisect.bisect_right(aborted, last, key=lambda a: a[1])
+    return [(pid, f) for pid, f, end in aborted[:stop] if end >= first]
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+class LogDir:
+    """A partition directory ``<topic>-<partition>``: its segments, metadata and readers.
+
+    Use :func:`open_log` to make one.
+
+    Attributes
+    ----------
+    path : Path
+    topic : str
+    partition : int
+    topic_id : str or None
+        From ``partition.metadata`` (base64url, as Kafka prints it).
+    leader_epochs : list of (int, int)
+        ``(epoch, start_offset)`` from ``leader-epoch-checkpoint``.
+    segments : list of Segment
+        In offset order.
+    notes : list of str
+        Files skipped and indexes not used, and why.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise FileNotFoundError(f"not a directory: {self.path}")
+        m = _PARTITION_DIR.match(self.path.name)
+        self.topic = m.group(1) if m else self.path.name
+        self.partition = int(m.group(2)) if m else -1
+        self.notes: list[str] = []
+        self.topic_id: str | None = None
+        self.leader_epochs: list[tuple[int, int]] = []
+        text = _read_text(self.path / "partition.metadata")
+        if text is not None:
+            for line in text.splitlines():
+                key, _, value = line.partition(":")
+                if key.strip() == "topic_id":
+                    self.topic_id = value.strip()
+        text = _read_text(self.path / "leader-epoch-checkpoint")
+        if text is not None:
+            lines = text.split("\n")
+            try:
+                count = int(lines[1])
+                self.leader_epochs = [
+                    (int(a), int(b)) for a, b in (line.split() for line in lines[2 : 2 + count])
+                ]
+            except (IndexError, ValueError):
+                self.notes.append("leader-epoch-checkpoint is malformed: ignored")
+        segments = []
+        for entry in sorted(self.path.iterdir()):
+            if entry.name.endswith(_SKIPPED_SUFFIXES):
+                self.notes.append(f"skipped {entry.name} (left over by deletion, cleaning or compaction)")
+            elif _SEGMENT_NAME.match(entry.name):
+                segments.append(Segment(entry))
+        self.segments = sorted(segments, key=lambda s: s.base_offset)
+        for seg in self.segments:
+            self.notes.extend(f"{seg.path.name}: {n}" for n in seg.notes)
+        for note in self.notes:
+            logger.info("%s: %s", self.path, note)
+        self._txn: tuple[list[tuple[int, int, int]], int | None] | None = None
+
+    def __repr__(self) -> str:
+        return f"<LogDir {self.topic}-{self.partition}: {len(self.segments)} segments>"
+
+    def close(self) -> None:
+        """Unmap every segment."""
+        for seg in self.segments:
+            seg.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        """Corrupt ranges left out by ``on_corruption="skip"`` so far."""
+        return [s for seg in self.segments for s in seg.skipped]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.segments[0].base_offset if self.segments else 0
+
+    @property
+    def next_offset(self) -> int:
+        """The log end offset: one past the last offset of the last non-empty segment."""
+        for seg in reversed(self.segments):
+            if seg.size:
+                return seg.next_offset
+        return self.segments[-1].base_offset if self.segments else 0
+
+    def scan(self, on_corruption: OnCorruption = "raise") -> npt.NDArray[Any]:
+        """Every batch header of every segment (positions are per segment)."""
+        parts = [seg.scan(on_corruption) for seg in self.segments]
+        return np.concatenate(parts) if parts else np.zeros(0, BATCH_DTYPE)
+
+    def transactions(self) -> tuple[list[tuple[int, int, int]], int | None]:
+        """Aborted transactions ``(producer_id, first_offset, last_offset)`` and the last stable offset.
+
+        Aborted transactions come from a segment's ``.txnindex`` when it has
+        one, else from its control markers; the last stable offset is the first
+        offset of the earliest transaction still open at the end of the log
+        (None when none is open). Needs every segment's headers (cached).
+        """
+        if self._txn is None:
+            ongoing: dict[int, int] = {}
+            aborted: list[tuple[int, int, int]] = []
+            for seg in self.segments:
+                found, ongoing = _txn_state(seg.scan("skip"), ongoing)
+                if seg.txnindex is not None:
+                    t = seg.txnindex
+                    found = list(
+                        zip(t["producer_id"].tolist(), t["first_offset"].tolist(), t["last_offset"].tolist(),
+                            strict=True)
+                    )
+                aborted.extend(found)
+            aborted.sort(key=lambda a: a[1])
+            self._txn = (aborted, min(ongoing.values()) if ongoing else None)
+        return self._txn
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """The first offset whose record timestamp is >= ``timestamp`` (Kafka's ListOffsets).
+
+        None when no record is that late.
+        """
+        for seg in self.segments:
+            if seg.size == 0 or seg.max_timestamp() < timestamp:
+                continue
+            pos = 0
+            tix = seg.timeindex
+            if tix is not None and len(tix) and seg.index is not None:
+                k = int(np.searchsorted(tix["timestamp"].astype(np.int64), timestamp, "right")) - 1
+                if k >= 0:
+                    pos = seg.position_for(seg.base_offset + int(tix["relative_offset"][k]))
+            while True:
+                got, nxt, at_end = seg.frame(pos, 1 << 20, "skip")
+                h = _headers(seg.data, got)
+                for k in np.flatnonzero(h["max_timestamp"] >= timestamp).tolist():
+                    p = int(h["position"][k])
+                    try:
+                        t = kbatch.decode(seg.data[p : p + _LOG_OVERHEAD + int(h["batch_length"][k])])
+                    except KBatchError:
+                        continue
+                    hit = np.flatnonzero(t.records["timestamp"] >= timestamp)
+                    if len(hit):
+                        return int(t.records["offset"][hit[0]])
+                pos = nxt
+                if at_end:
+                    break
+        return None
+
+    def iter_tables(
+        self,
+        start_offset: int | None = None,
+        end_offset: int | None = None,
+        start_timestamp: int | None = None,
+        end_timestamp: int | None = None,
+        isolation_level: IsolationLevel = "read_uncommitted",
+        max_records: int | None = None,
+        *,
+        on_corruption: OnCorruption = "raise",
+        verify_crc: bool = True,
+        chunk_bytes: int = 16 << 20,
+    ) -> Iterator[RecordTable]:
+        """Stream the records :meth:`read` returns as RecordTables of about ``chunk_bytes`` of log.
+
+        Memory stays bounded: each table covers whole batches of one segment
+        (zero-copy views of the mapped file when uncompressed), and pages of
+        the file already passed are released from this process's mapping. With
+        ``read_committed``, the batches of aborted transactions are never
+        decoded: a chunk gives one table per run of batches between them.
+
+        Examples
+        --------
+        >>> import kbatch, tempfile
+        >>> root = tempfile.mkdtemp()
+        >>> with LogWriter(root, "t", 0) as w:
+        ...     _ = w.append(kbatch.encode([b"%d" % i for i in range(10)], max_batch_records=2))
+        >>> tables = open_log(f"{root}/t-0").iter_tables(start_offset=3, chunk_bytes=150)
+        >>> [t.records["offset"].tolist() for t in tables]
+        [[3, 4, 5], [6, 7, 8, 9]]
+        """
+        return self._iter(
+            start_offset, end_offset, start_timestamp, end_timestamp, isolation_level, max_records,
+            on_corruption, verify_crc, chunk_bytes, split_aborted=True,
+        )
+
+    def _iter(
+        self,
+        start_offset: int | None,
+        end_offset: int | None,
+        start_timestamp: int | None,
+        end_timestamp: int | None,
+        isolation_level: IsolationLevel,
+        max_records: int | None,
+        on_corruption: OnCorruption,
+        verify_crc: bool,
+        chunk_bytes: int,
+        *,
+        split_aborted: bool,
+    ) -> Iterator[RecordTable]:
+        # split_aborted: for read_committed, decode only the runs of batches between aborted
+        # ones (zero-copy tables, aborted data never decoded) instead of decoding a chunk and
+        # compacting it (one table per chunk, what read() wants).
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolation_level must be 'read_uncommitted' or 'read_committed', got {isolation_level!r}")
+        if on_corruption not in ("raise", "skip"):
+            raise ValueError(f"on_corruption must be 'raise' or 'skip', got {on_corruption!r}")
+        if chunk_bytes < 1:
+            raise ValueError("chunk_bytes must be >= 1")
+        start = self.log_start_offset if start_offset is None else int(start_offset)
+        end = None if end_offset is None else int(end_offset)
+        if start_timestamp is not None:
+            found = self.offset_for_timestamp(int(start_timestamp))
+            if found is None:
+                return
+            start = max(start, found)
+        if end_timestamp is not None:
+            found = self.offset_for_timestamp(int(end_timestamp))
+            if found is not None:
+                end = found if end is None else min(end, found)
+        aborted: list[tuple[int, int, int]] = []
+        lso: int | None = None
+        if isolation_level == "read_committed":
+            aborted, lso = self.transactions()
+            if lso is not None:
+                end = lso if end is None else min(end, lso)
+        remaining = max_records
+        for i, seg in enumerate(self.segments):
+            nxt_base = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
+            if seg.size == 0 or (nxt_base is not None and nxt_base <= start):
+                continue
+            if end is not None and seg.base_offset >= end:
+                return
+            pos = seg.position_for(start) if start > seg.base_offset else 0
+            while True:
+                got, nxt, at_end = seg.frame(pos, chunk_bytes, on_corruption)
+                if got:
+                    a, b = got[0], min(nxt, seg.size)
+                    last = got[-1]
+                    b = min(b, last + _LOG_OVERHEAD + _FRAME.unpack_from(seg.data, last)[1])
+                    ranges, level = [(a, b)], isolation_level
+                    if split_aborted and aborted and isolation_level == "read_committed":
+                        ranges, level = self._committed_runs(seg, got, aborted), "read_uncommitted"
+                    for table in (t for ra, rb in ranges for t in seg.decode_range(
+                            ra, rb, verify_crc=verify_crc, on_corruption=on_corruption)):
+                        table = self._clip(table, start, end, aborted, level)
+                        table.truncated = at_end and seg.tail is not None
+                        if remaining is not None and len(table) >= remaining:
+                            yield select(table, np.arange(len(table)) < remaining)
+                            return
+                        if remaining is not None:
+                            remaining -= len(table)
+                        if len(table.batches):
+                            yield table
+                        if end is not None and table.next_offset is not None and table.next_offset >= end:
+                            return
+                    seg.release(a, b)
+                pos = nxt
+                if at_end:
+                    break
+
+    @staticmethod
+    def _committed_runs(
+        seg: Segment, positions: list[int], aborted: list[tuple[int, int, int]]
+    ) -> list[tuple[int, int]]:
+        """Byte ranges of the runs of batches a read_committed consumer keeps (headers only)."""
+        heads = seg.headers_at(positions)
+        first = int(heads["base_offset"][0])
+        upper = int(heads["base_offset"][-1]) + int(heads["last_offset_delta"][-1])
+        drop = aborted_batch_mask(heads, _overlapping(aborted, first, upper))
+        ends = heads["position"] + _LOG_OVERHEAD + heads["batch_length"]
+        if not drop.any():
+            return [(int(heads["position"][0]), int(ends[-1]))]
+        edges = np.diff(np.concatenate(([0], (~drop).view(np.int8), [0])))
+        starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+        return list(zip(heads["position"][starts].tolist(), ends[stops - 1].tolist(), strict=True))
+
+    @staticmethod
+    def _clip(
+        table: RecordTable,
+        start: int,
+        end: int | None,
+        aborted: list[tuple[int, int, int]],
+        isolation_level: str,
+    ) -> RecordTable:
+        b = table.batches
+        if len(b) == 0:
+            return table
+        if isolation_level == "read_committed":
+            upper = int(b["base_offset"][-1]) + int(b["last_offset_delta"][-1])
+            overlapping = _overlapping(aborted, int(b["base_offset"][0]), upper)
+            table = filter_committed(table, overlapping, inplace=True)
+            b = table.batches
+            if len(b) == 0:
+                return table
+        offsets = table.records["offset"]
+        lo = int(b["base_offset"][0]) if len(offsets) == 0 else min(int(offsets[0]), int(b["base_offset"][0]))
+        hi = int(b["base_offset"][-1]) + int(b["last_offset_delta"][-1])
+        if lo >= start and (end is None or hi < end):
+            return table
+        rec = offsets >= start
+        if end is not None:
+            rec &= offsets < end
+        last = b["base_offset"] + b["last_offset_delta"]
+        keep = last >= start
+        if end is not None:
+            keep &= b["base_offset"] < end
+        return select(table, rec, keep, inplace=True)
+
+    def read(
+        self,
+        start_offset: int | None = None,
+        end_offset: int | None = None,
+        start_timestamp: int | None = None,
+        end_timestamp: int | None = None,
+        isolation_level: IsolationLevel = "read_uncommitted",
+        max_records: int | None = None,
+        *,
+        on_corruption: OnCorruption = "raise",
+        verify_crc: bool = True,
+    ) -> RecordTable:
+        """Read records as a consumer would: an offset or timestamp range, read_committed or not.
+
+        Parameters
+        ----------
+        start_offset, end_offset : int, optional
+            Offsets ``[start_offset, end_offset)``; default the whole log.
+        start_timestamp, end_timestamp : int, optional
+            Milliseconds: start at the first record whose timestamp is
+            >= ``start_timestamp`` and stop before the first whose timestamp is
+            >= ``end_timestamp`` (what a consumer that seeks with
+            ``offsetsForTimes`` reads). Combined with the offsets, the narrower
+            bound wins.
+        isolation_level : {"read_uncommitted", "read_committed"}
+            ``read_committed`` leaves out aborted transactions and stops at the
+            last stable offset.
+        max_records : int, optional
+            Stop after this many records.
+        on_corruption : {"raise", "skip"}
+            A corrupt batch raises :class:`CorruptRecordError` (with the file
+            and byte position), or is recorded in :attr:`skipped` and left out.
+        verify_crc : bool, default True
+
+        Returns
+        -------
+        RecordTable
+            Zero-copy into the mapped segment when one uncompressed chunk holds
+            everything; otherwise a joined copy. A crash-truncated tail ends
+            the log without an error.
+        """
+        tables = list(
+            self._iter(
+                start_offset, end_offset, start_timestamp, end_timestamp, isolation_level, max_records,
+                on_corruption, verify_crc, 1 << 62, split_aborted=False,
+            )
+        )
+        return concat(tables)
+
+
+def open_log(path: str | os.PathLike[str]) -> LogDir:
+    """Open a partition directory (``<topic>-<partition>``) copied out of a broker.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    LogDir
+
+    Examples
+    --------
+    >>> import kbatch, tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> with LogWriter(root, "clicks", 3) as w:
+    ...     _ = w.append(kbatch.encode([b"x"]))
+    >>> log = open_log(f"{root}/clicks-3")
+    >>> log.topic, log.partition, len(log.read())
+    ('clicks', 3, 1)
+    """
+    return LogDir(path)
+
+
+def open_logs(
+    root: str | os.PathLike[str], topics: Sequence[str] | None = None, notes: list[str] | None = None
+) -> list[LogDir]:
+    """Every partition directory under a ``log.dirs`` root, by topic then partition.
+
+    Directories ending in ``-delete``, ``-future`` or ``-stray`` are skipped
+    (and said so in ``notes`` and the ``kbatch.log`` logger).
+
+    >>> import kbatch, tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> for topic, p in [("b", 0), ("a", 1), ("a", 0)]:
+    ...     LogWriter(root, topic, p).close()
+    >>> [(d.topic, d.partition) for d in open_logs(root)]
+    [('a', 0), ('a', 1), ('b', 0)]
+    >>> [d.partition for d in open_logs(root, topics=["a"])]
+    [0, 1]
+    """
+    out = []
+    for entry in sorted(Path(root).iterdir()):
+        if not entry.is_dir():
+            continue
+        if entry.name.endswith(_SKIPPED_DIRS):
+            note = f"skipped {entry} (a partition being deleted or moved)"
+            logger.info(note)
+            if notes is not None:
+                notes.append(note)
+            continue
+        m = _PARTITION_DIR.match(entry.name)
+        if not m or (topics is not None and m.group(1) not in topics):
+            continue
+        out.append(LogDir(entry))
+    return sorted(out, key=lambda d: (d.topic, d.partition))
+
+
+class LogWriter:
+    """Write a partition directory the way a broker lays it out.
+
+    Parameters
+    ----------
+    root : str or Path
+        The ``log.dirs`` root; the partition directory ``<topic>-<partition>``
+        is created in it.
+    topic : str
+    partition : int
+    segment_bytes : int, default 1 GiB
+        Roll to a new segment before a batch would make the current one larger.
+    index_interval_bytes : int, default 4096
+        Bytes of log between ``.index`` / ``.timeindex`` entries, as the broker.
+    topic_id : str, optional
+        For ``partition.metadata`` (base64url UUID); a random one by default.
+
+    Notes
+    -----
+    Each :meth:`append` is one broker append per batch: index entries point at
+    batch starts and hold the batch's last offset (what Kafka's recovery and
+    ``kafka-dump-log.sh --verify-index-only`` expect); ``.timeindex`` holds
+    the largest timestamp so far at each entry and once more when a segment is
+    closed; an ABORT marker adds a ``.txnindex`` entry with the last stable
+    offset of the moment; a rising partition leader epoch adds a line to
+    ``leader-epoch-checkpoint``. Producer snapshots are not written.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        topic: str,
+        partition: int,
+        *,
+        segment_bytes: int = 1 << 30,
+        index_interval_bytes: int = 4096,
+        topic_id: str | None = None,
+    ) -> None:
+        if segment_bytes < _HEADER_BYTES:
+            raise ValueError("segment_bytes is too small")
+        self.path = Path(root) / f"{topic}-{int(partition)}"
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.segment_bytes = int(segment_bytes)
+        self.index_interval_bytes = int(index_interval_bytes)
+        self.topic_id = topic_id or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        (self.path / "partition.metadata").write_text(f"version: 0\ntopic_id: {self.topic_id}\n")
+        self.next_offset = 0
+        self.leader_epochs: list[tuple[int, int]] = []
+        self._ongoing: dict[int, int] = {}
+        self._file: Any = None
+        self._base = 0
+        self._size = 0
+        self._index: list[tuple[int, int]] = []
+        self._time: list[tuple[int, int]] = []
+        self._txn: list[tuple[int, int, int, int]] = []
+        self._since_index = 0
+        self._max_ts = -1
+        self._max_ts_offset = -1
+        self._write_epochs()
+        self._open_segment(0)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, tp: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _stem(self) -> Path:
+        return self.path / f"{self._base:020d}"
+
+    def _open_segment(self, base: int) -> None:
+        self._base = base
+        self._file = open(self._stem().with_suffix(".log"), "wb")  # noqa: SIM115 - closed on roll/close
+        self._size = 0
+        self._index, self._time, self._txn = [], [], []
+        self._since_index = 0
+        self._max_ts, self._max_ts_offset = -1, -1
+
+    def _time_append(self, timestamp: int, offset: int) -> None:
+        if timestamp > (self._time[-1][0] if self._time else -1):
+            self._time.append((timestamp, offset - self._base))
+
+    def _close_segment(self) -> None:
+        if self._file is None:
+            return
+        if self._max_ts >= 0:
+            self._time_append(self._max_ts, self._max_ts_offset)
+        self._file.close()
+        self._file = None
+        stem = self._stem()
+        np.array(self._index, dtype=OFFSET_INDEX_DTYPE).tofile(stem.with_suffix(".index"))
+        np.array(self._time, dtype=TIME_INDEX_DTYPE).tofile(stem.with_suffix(".timeindex"))
+        if self._txn:
+            entries = [(0, *t) for t in self._txn]
+            np.array(entries, dtype=TXN_INDEX_DTYPE).tofile(stem.with_suffix(".txnindex"))
+
+    def _write_epochs(self) -> None:
+        lines = ["0", str(len(self.leader_epochs))] + [f"{e} {o}" for e, o in self.leader_epochs]
+        (self.path / "leader-epoch-checkpoint").write_text("\n".join(lines) + "\n")
+
+    def append(self, data: Any, *, assign_offsets: bool = False, leader_epoch: int | None = None) -> int:
+        """Append whole batches (any magic, any codec); return the next offset.
+
+        Parameters
+        ----------
+        data : buffer
+            Batches back to back, e.g. from :func:`kbatch.encode`.
+        assign_offsets : bool, default False
+            Renumber magic 2 batches (and uncompressed legacy entries) from the
+            log end offset, as a broker does; otherwise offsets are kept and
+            must not go backwards (gaps are allowed, as after compaction).
+        leader_epoch : int, optional
+            Written into each magic 2 batch (outside its CRC, as a broker does).
+        """
+        buf = bytearray(data)
+        view = memoryview(buf)
+        path = self.path / "<append>"
+        positions, stop, err, _ = _frame(view, 0, len(buf), 1 << 62, path)
+        if err is not None:
+            raise err
+        if stop != len(buf):
+            raise CorruptRecordError(f"incomplete batch at the end of the appended data ({len(buf) - stop} bytes)",
+                                     stop, len(positions), "batchLength", batch_position=stop)
+        heads = _headers(view, positions)
+        for k, p in enumerate(positions):
+            h = heads[k]
+            size = _LOG_OVERHEAD + int(h["batch_length"])
+            magic = int(h["magic"])
+            base, last_delta = int(h["base_offset"]), int(h["last_offset_delta"])
+            first = base
+            if magic < 2 and int(h["compression"]):
+                # a wrapper's offset is its last inner one: count the inner messages
+                inner_table = kbatch.decode(view[p : p + size], verify_crc=False)
+                inner = len(inner_table)
+                first = base - inner + 1
+                if magic == 1 and int(h["timestamp_type"]) == 0 and inner:
+                    # as the broker's LogValidator: the wrapper carries the largest inner timestamp
+                    largest = int(inner_table.records["timestamp"].max())
+                    if largest != int(h["max_timestamp"]):
+                        struct.pack_into(">q", buf, p + 18, largest)
+                        struct.pack_into(">I", buf, p + 12, zlib.crc32(view[p + 16 : p + size]) & 0xFFFFFFFF)
+                        heads[k]["max_timestamp"] = largest
+                        h = heads[k]
+            if assign_offsets:
+                if magic == 2 or int(h["compression"]) == 0:
+                    struct.pack_into(">q", buf, p, self.next_offset)
+                    base = first = self.next_offset
+                elif magic == 1:  # inner offsets are relative: only the wrapper's changes
+                    base = self.next_offset + (base - first)
+                    first = self.next_offset
+                    struct.pack_into(">q", buf, p, base)
+                elif first != self.next_offset:
+                    raise ValueError("cannot renumber a compressed magic 0 wrapper (absolute inner offsets); "
+                                     f"give it offsets from {self.next_offset} on")
+            if magic == 2 and leader_epoch is not None:
+                struct.pack_into(">i", buf, p + 12, leader_epoch)
+            last = base + last_delta
+            if first < self.next_offset:
+                raise ValueError(f"offset {first} goes backwards: the log ends at {self.next_offset}")
+            if self._file is None or (self._size and self._size + size > self.segment_bytes) or (
+                last - self._base > 2**31 - 1
+            ):
+                self._close_segment()
+                self._open_segment(first)
+            ts = int(h["max_timestamp"])
+            if ts > self._max_ts:
+                self._max_ts, self._max_ts_offset = ts, last
+            if self._since_index > self.index_interval_bytes:
+                self._index.append((last - self._base, self._size))
+                self._time_append(self._max_ts, self._max_ts_offset)
+                self._since_index = 0
+            self._since_index += size
+            self._file.write(view[p : p + size])
+            self._size += size
+            epoch = int(struct.unpack_from(">i", buf, p + 12)[0]) if magic == 2 else -1
+            if epoch >= 0 and (not self.leader_epochs or epoch > self.leader_epochs[-1][0]):
+                self.leader_epochs.append((epoch, first))
+                self._write_epochs()
+            pid = int(h["producer_id"])
+            if magic == 2 and h["is_transactional"] and pid >= 0:
+                if not h["is_control"]:
+                    self._ongoing.setdefault(pid, first)
+                elif int(h["control_type"]) in (0, 1):
+                    first = self._ongoing.pop(pid, last)
+                    if int(h["control_type"]) == 0:
+                        lso = min(self._ongoing.values()) if self._ongoing else last + 1
+                        self._txn.append((pid, first, last, lso))
+            self.next_offset = last + 1
+        return self.next_offset
+
+    def roll(self) -> None:
+        """Close the current segment; the next append starts a new one."""
+        self._close_segment()
+
+    def flush(self) -> None:
+        """Write the current segment's indexes as they stand (the segment stays open)."""
+        if self._file is not None:
+            self._file.flush()
+            stem = self._stem()
+            np.array(self._index, dtype=OFFSET_INDEX_DTYPE).tofile(stem.with_suffix(".index"))
+            np.array(self._time, dtype=TIME_INDEX_DTYPE).tofile(stem.with_suffix(".timeindex"))
+
+    def close(self) -> None:
+        """Finish the segment being written (final time index entry, index files)."""
+        self._close_segment()
+        self._write_epochs()
