@@ -56,6 +56,7 @@ def extension(name: str, source: str, **kwargs) -> Extension:
 extensions = [
     extension("kbatch._core", "kbatch/_core.pyx", libraries=["z"]),  # zlib's crc32 for magic 0/1
     extension("kbatch.protocol._kernel", "kbatch/protocol/_kernel.pyx"),
+    extension("kbatch._arrowkernels", "kbatch/_arrowkernels.pyx"),
 ]
 
 setup(

@@ -124,6 +124,11 @@ def decode(
     return filter_committed(table, aborted_transactions, last_stable_offset)
 
 
+def _columnar(obj: Any) -> bool:
+    """Whether ``obj`` is an Arrow, pandas or Polars column or table (for :func:`encode`)."""
+    return type(obj).__module__.partition(".")[0] in ("pyarrow", "pandas", "polars")
+
+
 def _code(name: str, value: str | int | None, table: dict[str, int]) -> int:
     if value is None:
         return 0
@@ -223,6 +228,26 @@ def encode(
     for name, limit in (("max_batch_records", max_batch_records), ("max_batch_bytes", max_batch_bytes)):
         if limit is not None and int(limit) < 1:
             raise ValueError(f"{name} must be >= 1, got {limit}")
+    if _columnar(values):
+        # Arrow / pandas / Polars columns or tables: the columnar encoder, no object per record
+        from kbatch.arrow import encode_arrow
+
+        tabular = hasattr(values, "column_names") or hasattr(values, "columns")
+        source = values if tabular else {"value": values, "key": keys, "timestamp": timestamps, "headers": headers}
+        return encode_arrow(
+            source,
+            compression=compression,
+            timestamp_type=timestamp_type,
+            base_offset=base_offset,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            transactional=bool(transactional),
+            partition_leader_epoch=partition_leader_epoch,
+            max_batch_records=max_batch_records,
+            max_batch_bytes=max_batch_bytes,
+            compression_level=compression_level,
+        )
     return _core.encode(
         values,
         keys,

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+
+if TYPE_CHECKING:  # optional dependencies, imported on use
+    import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+    import polars as pl
+    import pyarrow as pa
+
+    from kbatch.arrow import BinaryKind
 
 __all__ = ["HeaderColumns", "Record", "RecordTable"]
 
@@ -181,6 +188,74 @@ class RecordTable:
     def values(self) -> list[bytes | None]:
         """Every value as bytes or None (one Python object per record)."""
         return self._column_bytes("value")
+
+    def to_arrow(
+        self,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        include_headers: bool = True,
+        extra_columns: bool = False,
+        binary: BinaryKind = "binary",
+    ) -> pa.Table:
+        """The records as a :class:`pyarrow.Table` with Spark's Kafka source schema.
+
+        See :func:`kbatch.arrow.to_arrow`; ``binary="binary_view"`` copies no bytes.
+        """
+        from kbatch.arrow import to_arrow
+
+        return to_arrow(
+            self,
+            topic=topic,
+            partition=partition,
+            include_headers=include_headers,
+            extra_columns=extra_columns,
+            binary=binary,
+        )
+
+    def to_pandas(
+        self,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        include_headers: bool = True,
+        extra_columns: bool = False,
+        arrow_dtypes: bool = True,
+    ) -> pd.DataFrame:
+        """The records as a :class:`pandas.DataFrame` (see :func:`kbatch.arrow.to_pandas`)."""
+        from kbatch.arrow import to_pandas
+
+        return to_pandas(
+            self,
+            topic=topic,
+            partition=partition,
+            include_headers=include_headers,
+            extra_columns=extra_columns,
+            arrow_dtypes=arrow_dtypes,
+        )
+
+    def to_polars(
+        self,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        include_headers: bool = True,
+        extra_columns: bool = False,
+    ) -> pl.DataFrame:
+        """The records as a :class:`polars.DataFrame`, bytes not copied (see :func:`kbatch.arrow.to_polars`)."""
+        from kbatch.arrow import to_polars
+
+        return to_polars(
+            self, topic=topic, partition=partition, include_headers=include_headers, extra_columns=extra_columns
+        )
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The Arrow PyCapsule stream interface: ``polars.DataFrame(t)``, ``pyarrow.table(t)``,
+        ``duckdb.sql("select ... from t")`` take a RecordTable directly (Spark's Kafka schema,
+        headers included, topic and partition null)."""
+        from kbatch.arrow import arrow_c_stream
+
+        return arrow_c_stream(self, requested_schema)
 
     def _column_bytes(self, name: str) -> list[bytes | None]:
         from kbatch._core import slices

@@ -1018,6 +1018,23 @@ class LogDir:
         )
         return concat(tables)
 
+    def to_arrow(self, **options: Any) -> Any:
+        """The records :meth:`read` returns as a :class:`pyarrow.Table`, topic and partition filled in.
+
+        ``options``: :meth:`iter_tables`'s arguments plus ``include_headers``,
+        ``extra_columns`` and ``binary`` of :func:`kbatch.arrow.to_arrow`.
+        """
+        from kbatch.arrow import log_to_arrow
+
+        return log_to_arrow(self, **options)
+
+    def iter_arrow(self, *, batch_rows: int = 65_536, batch_bytes: int = 64 << 20, **options: Any) -> Iterator[Any]:
+        """Stream the records as ``pyarrow.RecordBatch`` es of at most ``batch_rows`` rows and
+        about ``batch_bytes`` bytes (see :func:`kbatch.arrow.iter_log_arrow`), with bounded memory."""
+        from kbatch.arrow import iter_log_arrow
+
+        return iter_log_arrow(self, batch_rows=batch_rows, batch_bytes=batch_bytes, **options)
+
 
 def open_log(path: str | os.PathLike[str]) -> LogDir:
     """Open a partition directory (``<topic>-<partition>``) copied out of a broker.

@@ -1,0 +1,1251 @@
+"""Kafka records as Arrow, pandas and Polars tables, with Spark's Kafka source columns.
+
+:func:`to_arrow` turns a :class:`~kbatch.RecordTable` into a :class:`pyarrow.Table` with exactly
+the schema of Spark's Kafka source (``spark.read.format("kafka")``), so code written against
+Kafka DataFrames works unchanged::
+
+    key binary, value binary, topic string, partition int32, offset int64,
+    timestamp timestamp[us, UTC], timestampType int32,
+    headers list<element: struct<key: string, value: binary>>   (include_headers)
+    leaderEpoch int32, producerId int64, producerEpoch int16,
+    sequence int32, isTransactional bool                          (extra_columns)
+
+Every field is nullable. ``key``/``value`` are null for null keys/values, ``headers`` is null
+for a record without headers (as Spark's source does), ``timestampType`` is Kafka's id (0
+CreateTime, 1 LogAppendTime, -1 none: magic 0), the extras are the raw batch fields (-1 =
+none, as in the batch header).
+
+Columns are built from kbatch's NumPy columns with vectorised NumPy and Arrow kernels, never
+with a Python object per record. Which layouts copy the key/value/header bytes:
+
+``binary="binary_view"``
+    **No copy.** Each value is a 16-byte view (length, 4-byte prefix, buffer index, offset)
+    into ``table.data`` itself (the caller's buffer or mmap for uncompressed input, kbatch's
+    decompression arena otherwise); values of up to 12 bytes are inlined in their view, as
+    the format requires. The Arrow arrays keep ``table.data`` alive. Polars' native layout.
+``binary="binary"`` (the default: what Spark requires) and ``"large_binary"``
+    **One copy** of the bytes, gathered by Arrow's C++ cast from the zero-copy view array:
+    in a Kafka batch every value is followed by the next record's framing, so values are
+    never back to back in ``table.data``. The one exception is detected and kept zero-copy:
+    when the values happen to be contiguous (a single record, or all keys null), the
+    offsets array points straight into ``table.data``.
+
+Offsets, timestamps and the other fixed-width columns are always new arrays (RecordTable
+stores them row-wise, Arrow column-wise): 4-8 bytes per record each.
+
+The other direction, :func:`from_arrow` and :func:`binary_arrays`, turns Arrow tables,
+arrays, pandas Series and NumPy columns back into the flat columns of kbatch's columnar
+encoder (offsets into one data buffer, a validity byte per row), without copying the bytes
+of Arrow binary/string arrays.
+
+>>> import kbatch
+>>> from kbatch.arrow import to_arrow
+>>> t = kbatch.decode(kbatch.encode([b"v0", None], keys=[b"k0", b"k1"], timestamps=[1000, 2000],
+...                                 headers=[[("h", b"x")], []]))
+>>> at = to_arrow(t, topic="events", partition=3)
+>>> at.column_names
+['key', 'value', 'topic', 'partition', 'offset', 'timestamp', 'timestampType', 'headers']
+>>> at.column("value").to_pylist(), at.column("headers").to_pylist()
+([b'v0', None], [[{'key': 'h', 'value': b'x'}], None])
+>>> str(at.schema.field("timestamp").type), at.column("timestamp")[1].value
+('timestamp[us, tz=UTC]', 2000000)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+    import polars as pl
+    import pyarrow as pa
+
+    from kbatch._table import RecordTable
+
+__all__ = [
+    "ArrowStream",
+    "BinaryColumn",
+    "BinaryKind",
+    "arrow_c_stream",
+    "binary_arrays",
+    "binary_column",
+    "encode_arrow",
+    "from_arrow",
+    "iter_log_arrow",
+    "kafka_schema",
+    "log_to_arrow",
+    "spark_ddl",
+    "to_arrow",
+    "to_pandas",
+    "to_polars",
+    "to_record_batches",
+]
+
+BinaryKind = Literal["binary", "large_binary", "binary_view"]
+_BINARY_KINDS = ("binary", "large_binary", "binary_view")
+
+#: Views address ``table.data`` through windows starting every 1 GiB (a view's offset is int32).
+_WINDOW_STEP = 1 << 30
+_WINDOW_SIZE = (1 << 31) - 1
+_INLINE = 12  # binary_view: values of up to 12 bytes live in the view itself
+
+#: Default caps of one Arrow record batch (rows, and key + value + header bytes).
+DEFAULT_BATCH_ROWS = 65_536
+DEFAULT_BATCH_BYTES = 64 << 20
+
+
+_kernels: ModuleType | None
+try:
+    from kbatch import _arrowkernels as _compiled
+
+    _kernels = _compiled
+except ImportError:  # not compiled: the NumPy fallbacks below are used (several times slower)
+    _kernels = None
+
+
+def _pa() -> Any:
+    try:
+        import pyarrow
+    except ImportError as exc:  # pragma: no cover - exercised only without pyarrow
+        raise ImportError("kbatch.arrow needs pyarrow: pip install 'kbatch[arrow]'") from exc
+    return pyarrow
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema
+
+
+def kafka_schema(
+    *, include_headers: bool = True, extra_columns: bool = False, binary: BinaryKind = "binary"
+) -> pa.Schema:
+    """Return the Arrow schema of :func:`to_arrow`: Spark's Kafka source columns.
+
+    Parameters
+    ----------
+    include_headers : bool
+        Add the ``headers`` column (``list<element: struct<key: string, value: binary>>``).
+    extra_columns : bool
+        Add ``leaderEpoch``, ``producerId``, ``producerEpoch``, ``sequence`` and
+        ``isTransactional``.
+    binary : {"binary", "large_binary", "binary_view"}
+        Arrow type of ``key``, ``value`` and header values (header keys get the matching
+        string type). Spark accepts only ``"binary"``.
+
+    Returns
+    -------
+    pyarrow.Schema
+        Every field nullable; the list element is named ``element`` as Spark names it.
+
+    Examples
+    --------
+    >>> kafka_schema(include_headers=False).names
+    ['key', 'value', 'topic', 'partition', 'offset', 'timestamp', 'timestampType']
+    >>> str(kafka_schema().field("headers").type)
+    'list<element: struct<key: string, value: binary>>'
+    """
+    pa = _pa()
+    btype, stype = _types(binary)
+    fields = [
+        pa.field("key", btype),
+        pa.field("value", btype),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        fields.append(pa.field("headers", _headers_type(btype, stype)))
+    if extra_columns:
+        fields += [
+            pa.field("leaderEpoch", pa.int32()),
+            pa.field("producerId", pa.int64()),
+            pa.field("producerEpoch", pa.int16()),
+            pa.field("sequence", pa.int32()),
+            pa.field("isTransactional", pa.bool_()),
+        ]
+    return pa.schema(fields)
+
+
+def spark_ddl(*, include_headers: bool = True, extra_columns: bool = False) -> str:
+    """Return the Spark DDL of :func:`kafka_schema` (``binary="binary"``).
+
+    >>> spark_ddl(include_headers=False)
+    'key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, timestampType int'
+    """
+    cols = [
+        "key binary",
+        "value binary",
+        "topic string",
+        "partition int",
+        "offset bigint",
+        "timestamp timestamp",
+        "timestampType int",
+    ]
+    if include_headers:
+        cols.append("headers array<struct<key: string, value: binary>>")
+    if extra_columns:
+        cols += [
+            "leaderEpoch int",
+            "producerId bigint",
+            "producerEpoch smallint",
+            "sequence int",
+            "isTransactional boolean",
+        ]
+    return ", ".join(cols)
+
+
+def _types(binary: str) -> tuple[Any, Any]:
+    pa = _pa()
+    if binary == "binary":
+        return pa.binary(), pa.string()
+    if binary == "large_binary":
+        return pa.large_binary(), pa.large_string()
+    if binary == "binary_view":
+        return pa.binary_view(), pa.string_view()
+    raise ValueError(f"binary must be one of {list(_BINARY_KINDS)}, got {binary!r}")
+
+
+def _headers_type(btype: Any, stype: Any) -> Any:
+    pa = _pa()
+    return pa.list_(pa.field("element", pa.struct([pa.field("key", stype), pa.field("value", btype)])))
+
+
+# ---------------------------------------------------------------------------------------------
+# Binary columns from (start, length) pairs
+
+
+def _as_u8(data: Any) -> npt.NDArray[np.uint8]:
+    if isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 1:
+        return data
+    return np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+
+
+def binary_column(
+    data: Any,
+    starts: npt.ArrayLike,
+    lengths: npt.ArrayLike,
+    *,
+    binary: BinaryKind = "binary",
+    string: bool = False,
+) -> pa.Array:
+    """Build an Arrow binary (or string) array of ``data[starts[i] : starts[i] + lengths[i]]``.
+
+    Parameters
+    ----------
+    data : buffer
+        The bytes the slices point into (``RecordTable.data``); not copied for
+        ``binary_view``, which keeps a reference to it.
+    starts : array of int64
+        Start of each slice.
+    lengths : array of int32
+        Length of each slice; negative means null.
+    binary : {"binary", "large_binary", "binary_view"}
+        Output layout (see the module docs for which ones copy).
+    string : bool
+        Return the matching string type instead (``string``, ``large_string``,
+        ``string_view``), validating UTF-8; invalid sequences are replaced with U+FFFD as
+        Kafka's Java client does for header keys.
+
+    Returns
+    -------
+    pyarrow.Array
+
+    Examples
+    --------
+    >>> a = binary_column(b"xxhelloyy", [2, 0, 0], [5, -1, 0], binary="binary_view")
+    >>> a.type, a.to_pylist()
+    (DataType(binary_view), [b'hello', None, b''])
+    """
+    pa = _pa()
+    btype, stype = _types(binary)
+    starts = np.asarray(starts)
+    lengths = np.asarray(lengths)
+    if starts.dtype != np.int64:
+        starts = starts.astype(np.int64)
+    if lengths.dtype != np.int32:
+        lengths = lengths.astype(np.int32)
+    if starts.shape != lengths.shape or starts.ndim != 1:
+        raise ValueError("starts and lengths must be 1-d arrays of the same length")
+    u8 = _as_u8(data)
+    arr = _contiguous(pa, u8, starts, lengths, binary)
+    if arr is not None:
+        pass
+    elif _kernels is not None and binary != "binary_view":
+        offsets, values = _kernels.gather(u8, starts, lengths, binary == "large_binary")
+        validity, nulls = _validity(pa, lengths)
+        arr = pa.Array.from_buffers(btype, len(lengths), [validity, pa.py_buffer(offsets), pa.py_buffer(values)], nulls)
+    else:
+        views = _views(pa, data, u8, starts, lengths)
+        arr = views if binary == "binary_view" else views.cast(btype)
+    if string:
+        arr = _to_string(pa, arr, stype)
+    return arr
+
+
+def _validity(pa: Any, lengths: npt.NDArray[np.int32]) -> tuple[Any, int]:
+    valid = lengths >= 0
+    nulls = len(lengths) - int(np.count_nonzero(valid))
+    if nulls == 0:
+        return None, 0
+    return pa.py_buffer(np.packbits(valid, bitorder="little")), nulls
+
+
+def _contiguous(
+    pa: Any, u8: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int32], binary: str
+) -> Any:
+    """Zero-copy offsets layout when the non-null slices are back to back in ``u8``."""
+    if binary == "binary_view":
+        return None
+    if len(lengths) >= 2 and lengths[0] >= 0 and lengths[1] >= 0 and starts[1] != starts[0] + lengths[0]:
+        return None  # the usual case, rejected without a pass over the columns
+    nonnull = lengths >= 0
+    s = starts[nonnull]
+    ln = lengths[nonnull].astype(np.int64)
+    if len(s) == 0 or not np.array_equal(s[1:], s[:-1] + ln[:-1]):
+        return None
+    first = int(s[0])
+    total = int(s[-1] + ln[-1]) - first
+    if total > _WINDOW_SIZE and binary == "binary":
+        return None
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(np.maximum(lengths, 0), out=offsets[1:])
+    validity, nulls = _validity(pa, lengths)
+    window = pa.py_buffer(u8)[first : first + total]
+    if binary == "binary":
+        return pa.Array.from_buffers(
+            pa.binary(), len(lengths), [validity, pa.py_buffer(offsets.astype(np.int32)), window], nulls
+        )
+    return pa.Array.from_buffers(pa.large_binary(), len(lengths), [validity, pa.py_buffer(offsets), window], nulls)
+
+
+def _views(
+    pa: Any, data: Any, u8: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int32]
+) -> Any:
+    """A zero-copy ``binary_view`` array over ``u8`` (16 new bytes per row, no data copied)."""
+    n = len(lengths)
+    size = len(u8)
+    if _kernels is not None:
+        views = _kernels.views(u8, starts, lengths, _WINDOW_STEP, _WINDOW_SIZE)
+        return _view_array(pa, data, u8, views, lengths)
+    lens = np.maximum(lengths, 0)
+    if n and size:
+        nonempty = lens > 0
+        if int(starts[nonempty].min(initial=0)) < 0 or int((starts + lens)[nonempty].max(initial=0)) > size:
+            raise ValueError("a slice reaches outside the data buffer")
+    views = np.zeros((n, 4), dtype="<i4")
+    views[:, 0] = lens
+    as_bytes = views.view(np.uint8).reshape(n, 16)
+    if n and size:
+        # The first 12 bytes at every start, in one gather through an unaligned
+        # stride-1 view of the buffer (starts past size - 12 are clipped, fixed below).
+        if size >= _INLINE:
+            window = np.ndarray(shape=(size - _INLINE + 1,), dtype="V12", buffer=u8, strides=(1,))
+            clipped = np.minimum(starts, size - _INLINE)
+            np.maximum(clipped, 0, out=clipped)
+            head = window[clipped].view(np.uint8).reshape(n, _INLINE)
+        else:
+            head = np.zeros((n, _INLINE), dtype=np.uint8)
+        late = np.flatnonzero((starts > size - _INLINE) & (lens > 0))
+        if len(late):  # at most 12 slices start in the last 12 bytes: fix them one by one
+            padded = np.zeros(2 * _INLINE, dtype=np.uint8)
+            tail0 = max(size - _INLINE, 0)
+            padded[: size - tail0] = u8[tail0:]
+            for i in late.tolist():
+                at = int(starts[i]) - tail0
+                head[i] = padded[at : at + _INLINE]
+        # Short values: inline, zero-padded. Long ones: 4-byte prefix, buffer index, offset.
+        keep = np.arange(_INLINE, dtype=np.int32) < np.where(lens > _INLINE, 4, lens)[:, None]
+        np.multiply(head, keep, out=as_bytes[:, 4:])
+        long_ = lens > _INLINE
+        if long_.any():
+            w = starts[long_] // _WINDOW_STEP
+            rel = starts[long_] - w * _WINDOW_STEP
+            if int((rel + lens[long_]).max()) > _WINDOW_SIZE:
+                raise ValueError("a value longer than 1 GiB cannot be addressed by a binary_view")
+            views[long_, 2] = w
+            views[long_, 3] = rel
+    return _view_array(pa, data, u8, views, lengths)
+
+
+def _view_array(pa: Any, data: Any, u8: npt.NDArray[np.uint8], views: np.ndarray, lengths: np.ndarray) -> Any:
+    size = len(u8)
+    if size > _WINDOW_SIZE:
+        whole = pa.py_buffer(u8)
+        buffers = [whole[k : min(size, k + _WINDOW_SIZE)] for k in range(0, size, _WINDOW_STEP)]
+    else:
+        buffers = [pa.py_buffer(data if not isinstance(data, np.ndarray) else u8)]
+    validity, nulls = _validity(pa, lengths)
+    return pa.Array.from_buffers(pa.binary_view(), len(lengths), [validity, pa.py_buffer(views), *buffers], nulls)
+
+
+def _pair(
+    data: Any, s1: np.ndarray, l1: np.ndarray, s2: np.ndarray, l2: np.ndarray, binary: str, first_string: bool
+) -> tuple[Any, Any]:
+    """Two binary columns over the same rows (key and value; header key and value) in one pass."""
+    pa = _pa()
+    if _kernels is None or s1.dtype != np.int64 or s2.dtype != np.int64 or l1.dtype != np.int32 or l2.dtype != np.int32:
+        return (
+            binary_column(data, s1, l1, binary=binary, string=first_string),  # type: ignore[arg-type]
+            binary_column(data, s2, l2, binary=binary),  # type: ignore[arg-type]
+        )
+    u8 = _as_u8(data)
+    a1 = _contiguous(pa, u8, s1, l1, binary)
+    a2 = _contiguous(pa, u8, s2, l2, binary)
+    btype, stype = _types(binary)
+    if a1 is not None or a2 is not None:
+        if a1 is None:
+            a1 = binary_column(data, s1, l1, binary=binary)  # type: ignore[arg-type]
+        if a2 is None:
+            a2 = binary_column(data, s2, l2, binary=binary)  # type: ignore[arg-type]
+    elif binary == "binary_view":
+        v1, v2 = _kernels.views2(u8, s1, l1, s2, l2, _WINDOW_STEP, _WINDOW_SIZE)
+        a1 = _view_array(pa, data, u8, v1, l1)
+        a2 = _view_array(pa, data, u8, v2, l2)
+    else:
+        o1, d1, o2, d2 = _kernels.gather2(u8, s1, l1, s2, l2, binary == "large_binary")
+        val1, n1 = _validity(pa, l1)
+        val2, n2 = _validity(pa, l2)
+        a1 = pa.Array.from_buffers(btype, len(l1), [val1, pa.py_buffer(o1), pa.py_buffer(d1)], n1)
+        a2 = pa.Array.from_buffers(btype, len(l2), [val2, pa.py_buffer(o2), pa.py_buffer(d2)], n2)
+    if first_string:
+        a1 = _to_string(pa, a1, stype)
+    return a1, a2
+
+
+def _to_string(pa: Any, arr: Any, stype: Any) -> Any:
+    try:
+        return arr.cast(stype)
+    except pa.ArrowInvalid:  # invalid UTF-8: replace bad sequences (rare, so per item is fine)
+        items = [None if b is None else b.decode("utf-8", "replace") for b in arr.to_pylist()]
+        return pa.array(items, type=stype)
+
+
+# ---------------------------------------------------------------------------------------------
+# RecordTable -> Arrow
+
+
+def _field(records: np.ndarray, name: str, dtype: Any) -> np.ndarray:
+    return np.ascontiguousarray(records[name], dtype=dtype)
+
+
+def _constant_string(pa: Any, value: str | None, n: int) -> Any:
+    if value is None:
+        return pa.nulls(n, pa.string())
+    raw = value.encode()
+    offsets = np.arange(n + 1, dtype=np.int64) * len(raw)
+    if offsets[-1] > _WINDOW_SIZE:
+        return pa.array([value] * n, type=pa.string())
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(raw * n)])
+
+
+def _header_rows(table: RecordTable, records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Header rows in record order, each record's header count and the list offsets."""
+    n = len(records)
+    counts = _field(records, "headers_count", np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    total = int(offsets[-1])
+    if total > np.iinfo(np.int32).max:
+        raise ValueError("more than 2**31-1 headers in one table: convert it in chunks")
+    hstart = _field(records, "headers_start", np.int64)
+    rows = table.headers.view(np.ndarray)
+    nz = counts > 0
+    shift = hstart[nz] - offsets[:-1][nz]
+    if total == 0:
+        rows = rows[:0]
+    elif np.all(shift == shift[0]):  # decode's own layout: each record's headers follow on
+        rows = rows[int(shift[0]) : int(shift[0]) + total]
+    else:  # headers of a filtered or reordered table: gather the header rows
+        rows = rows[np.repeat(hstart - offsets[:-1], counts) + np.arange(total)]
+    return rows, counts, offsets
+
+
+def _headers_list(pa: Any, binary: str, counts: np.ndarray, offsets: np.ndarray, keys: Any, vals: Any) -> Any:
+    btype, stype = _types(binary)
+    htype = _headers_type(btype, stype)
+    struct = pa.StructArray.from_arrays([keys, vals], fields=list(htype.value_type))
+    validity, nulls = _validity(pa, (counts - 1).astype(np.int32))
+    return pa.Array.from_buffers(
+        htype, len(counts), [validity, pa.py_buffer(offsets.astype(np.int32))], nulls, children=[struct]
+    )
+
+
+def _headers_column(pa: Any, table: RecordTable, records: np.ndarray, binary: str) -> Any:
+    rows, counts, offsets = _header_rows(table, records)
+    keys, vals = _pair(
+        table.data, rows["key_start"], rows["key_length"], rows["value_start"], rows["value_length"], binary, True
+    )
+    return _headers_list(pa, binary, counts, offsets, keys, vals)
+
+
+def _fused(pa: Any, table: RecordTable, records: np.ndarray, binary: str) -> tuple[Any, Any, Any] | None:
+    """Key, value and headers columns in one pass over ``table.data`` (compiled kernels only)."""
+    kernels = _kernels
+    data = table.data
+    u8 = _as_u8(data)
+    if kernels is None or len(u8) > _WINDOW_SIZE or len(records) < 2:
+        return None
+    ks, kl, vs, vl = records["key_start"], records["key_length"], records["value_start"], records["value_length"]
+    if _contiguous(pa, u8, ks, kl, binary) is not None or _contiguous(pa, u8, vs, vl, binary) is not None:
+        return None
+    rows, counts, offsets = _header_rows(table, records)
+    h = table.headers.view(np.ndarray)
+    args = (u8, ks, kl, vs, vl, h["key_start"], h["key_length"], h["value_start"], h["value_length"])
+    hstart = _field(records, "headers_start", np.int64)
+    hcount = _field(records, "headers_count", np.int32)
+    btype, stype = _types(binary)
+    hkl, hvl = rows["key_length"], rows["value_length"]
+    if binary == "binary_view":
+        kv, vv, hkv, hvv = kernels.record_views(*args, hstart, hcount, _WINDOW_STEP, _WINDOW_SIZE)
+        arrays = [_view_array(pa, data, u8, v, ln) for v, ln in ((kv, kl), (vv, vl), (hkv, hkl), (hvv, hvl))]
+    else:
+        parts = kernels.record_gather(*args, hstart, hcount)
+        arrays = []
+        for (off, raw), ln in zip(parts, (kl, vl, hkl, hvl), strict=True):
+            if binary == "binary":
+                if off[-1] > _WINDOW_SIZE:
+                    return None
+                off = off.astype(np.int32)
+            validity, nulls = _validity(pa, ln)
+            arrays.append(
+                pa.Array.from_buffers(btype, len(off) - 1, [validity, pa.py_buffer(off), pa.py_buffer(raw)], nulls)
+            )
+    key, value, hkey, hval = arrays
+    hkey = _to_string(pa, hkey, stype)
+    return key, value, _headers_list(pa, binary, counts, offsets, hkey, hval)
+
+
+def _columns(
+    table: RecordTable,
+    records: np.ndarray,
+    *,
+    topic: str | None,
+    partition: int | None,
+    include_headers: bool,
+    extra_columns: bool,
+    binary: str,
+) -> list[Any]:
+    pa = _pa()
+    n = len(records)
+    data = table.data
+    fused = _fused(pa, table, records, binary) if include_headers else None
+    if fused is not None:
+        key, value, headers = fused
+    else:
+        key, value = _pair(
+            data,
+            records["key_start"],
+            records["key_length"],
+            records["value_start"],
+            records["value_length"],
+            binary,
+            False,
+        )
+        headers = _headers_column(pa, table, records, binary) if include_headers else None
+    cols = [
+        key,
+        value,
+        _constant_string(pa, topic, n),
+        pa.nulls(n, pa.int32()) if partition is None else pa.array(np.full(n, partition, dtype=np.int32)),
+        pa.array(_field(records, "offset", np.int64)),
+    ]
+    ts = _field(records, "timestamp", np.int64)
+    np.multiply(ts, 1000, out=ts)
+    cols.append(pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, pa.py_buffer(ts)]))
+    batch = _field(records, "batch", np.intp)
+    batches = table.batches
+
+    def per_batch(name: str, dtype: Any) -> Any:
+        return pa.array(batches[name].astype(dtype)[batch])
+
+    cols.append(per_batch("timestamp_type", np.int32))
+    if include_headers:
+        cols.append(headers)
+    if extra_columns:
+        cols += [
+            per_batch("partition_leader_epoch", np.int32),
+            per_batch("producer_id", np.int64),
+            per_batch("producer_epoch", np.int16),
+            pa.array(_field(records, "sequence", np.int32)),
+            per_batch("is_transactional", np.bool_),
+        ]
+    return cols
+
+
+def _check(binary: str, partition: int | None) -> None:
+    if binary not in _BINARY_KINDS:
+        raise ValueError(f"binary must be one of {list(_BINARY_KINDS)}, got {binary!r}")
+    if partition is not None and not -(2**31) <= int(partition) < 2**31:
+        raise ValueError(f"partition must fit an int32, got {partition}")
+
+
+def to_arrow(
+    table: RecordTable,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+    include_headers: bool = True,
+    extra_columns: bool = False,
+    binary: BinaryKind = "binary",
+) -> pa.Table:
+    """Convert a :class:`~kbatch.RecordTable` into a :class:`pyarrow.Table` (Spark's Kafka schema).
+
+    Parameters
+    ----------
+    table : RecordTable
+        Decoded records (``kbatch.decode``, ``LogDir.read``).
+    topic : str, optional
+        Filled into every row's ``topic`` (null when None).
+    partition : int, optional
+        Filled into every row's ``partition`` (null when None).
+    include_headers : bool, default True
+        Add the ``headers`` column (null for records without headers).
+    extra_columns : bool, default False
+        Add ``leaderEpoch``, ``producerId``, ``producerEpoch``, ``sequence``,
+        ``isTransactional``.
+    binary : {"binary", "large_binary", "binary_view"}, default "binary"
+        Layout of the byte columns: ``binary_view`` copies no bytes (views into
+        ``table.data``); ``binary`` (Spark's) and ``large_binary`` copy them once, in C++.
+
+    Returns
+    -------
+    pyarrow.Table
+        Schema :func:`kafka_schema` with the same options; one chunk.
+
+    Examples
+    --------
+    >>> import kbatch
+    >>> t = kbatch.decode(kbatch.encode([b"a", b"b"], base_offset=7))
+    >>> to_arrow(t, extra_columns=True).select(["offset", "sequence"]).to_pylist()
+    [{'offset': 7, 'sequence': -1}, {'offset': 8, 'sequence': -1}]
+    """
+    _check(binary, partition)
+    pa = _pa()
+    schema = kafka_schema(include_headers=include_headers, extra_columns=extra_columns, binary=binary)
+    cols = _columns(
+        table,
+        table.records,
+        topic=topic,
+        partition=partition,
+        include_headers=include_headers,
+        extra_columns=extra_columns,
+        binary=binary,
+    )
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _payload_bytes(table: RecordTable, records: np.ndarray, include_headers: bool) -> npt.NDArray[np.int64]:
+    """Bytes each record contributes to Arrow buffers (key + value [+ header bytes]) + 32."""
+    size = np.maximum(_field(records, "key_length", np.int64), 0) + np.maximum(
+        _field(records, "value_length", np.int64), 0
+    )
+    size += 32
+    if include_headers and len(table.headers):
+        h = table.headers.view(np.ndarray)
+        per_header = np.maximum(h["key_length"].astype(np.int64), 0) + np.maximum(h["value_length"], 0) + 16
+        cum = np.zeros(len(h) + 1, dtype=np.int64)
+        np.cumsum(per_header, out=cum[1:])
+        hs = _field(records, "headers_start", np.int64)
+        hc = _field(records, "headers_count", np.int64)
+        size += cum[hs + hc] - cum[hs]
+    return np.asarray(size, dtype=np.int64)
+
+
+def _chunk_bounds(sizes: npt.NDArray[np.int64], max_rows: int, max_bytes: int) -> list[tuple[int, int]]:
+    n = len(sizes)
+    cum = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=cum[1:])
+    out = []
+    start = 0
+    while start < n:
+        # the largest end with end - start <= max_rows and bytes <= max_bytes (at least one row)
+        end = int(np.searchsorted(cum, cum[start] + max_bytes, side="right")) - 1
+        end = max(start + 1, min(end, start + max_rows, n))
+        out.append((start, end))
+        start = end
+    return out
+
+
+def to_record_batches(
+    table: RecordTable,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+    include_headers: bool = True,
+    extra_columns: bool = False,
+    binary: BinaryKind = "binary",
+    max_rows: int = DEFAULT_BATCH_ROWS,
+    max_bytes: int = DEFAULT_BATCH_BYTES,
+) -> Iterator[pa.RecordBatch]:
+    """Yield :func:`to_arrow`'s rows as :class:`pyarrow.RecordBatch` es, each capped in size.
+
+    Each batch holds at most ``max_rows`` records and, unless one record alone is larger,
+    at most ``max_bytes`` of key, value and header bytes (plus 32 bytes per record and 16
+    per header for offsets and fixed-width columns). Batches are converted one at a
+    time, so a consumer that drops them holds one batch's copy at a time.
+
+    Examples
+    --------
+    >>> import kbatch
+    >>> t = kbatch.decode(kbatch.encode([b"x" * 100] * 10))
+    >>> [b.num_rows for b in to_record_batches(t, max_rows=4)]
+    [4, 4, 2]
+    >>> [b.num_rows for b in to_record_batches(t, max_bytes=300)]
+    [2, 2, 2, 2, 2]
+    """
+    _check(binary, partition)
+    if max_rows < 1 or max_bytes < 1:
+        raise ValueError("max_rows and max_bytes must be >= 1")
+    pa = _pa()
+    schema = kafka_schema(include_headers=include_headers, extra_columns=extra_columns, binary=binary)
+    records = table.records
+    if len(records) <= max_rows and max_bytes >= DEFAULT_BATCH_BYTES and len(table.data) <= max_bytes:
+        bounds = [(0, len(records))] if len(records) else []
+    else:
+        bounds = _chunk_bounds(_payload_bytes(table, records, include_headers), max_rows, max_bytes)
+    for start, end in bounds:
+        cols = _columns(
+            table,
+            records[start:end],
+            topic=topic,
+            partition=partition,
+            include_headers=include_headers,
+            extra_columns=extra_columns,
+            binary=binary,
+        )
+        yield pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+class ArrowStream:
+    """An Arrow C stream (PyCapsule interface) over one or many RecordTables.
+
+    Anything that reads ``__arrow_c_stream__`` takes it directly: ``polars.DataFrame(s)``,
+    ``duckdb.sql("select ... from s")``, ``pyarrow.table(s)``,
+    ``pyarrow.RecordBatchReader.from_stream(s)``. Tables are converted lazily, one capped
+    record batch at a time (see :func:`to_record_batches`), so an iterator of tables (e.g.
+    ``LogDir.iter_tables(...)``) streams with bounded memory. An iterator can be consumed
+    once; a single table or a list any number of times.
+
+    Parameters
+    ----------
+    tables : RecordTable or iterable of RecordTable
+    topic, partition, include_headers, extra_columns, binary
+        As for :func:`to_arrow`.
+    max_rows, max_bytes : int
+        Caps of each record batch.
+
+    Examples
+    --------
+    >>> import kbatch, pyarrow as pa
+    >>> t = kbatch.decode(kbatch.encode([b"a", b"b", b"c"]))
+    >>> s = ArrowStream(t, topic="t", max_rows=2)
+    >>> pa.table(s).num_rows, [b.num_rows for b in pa.RecordBatchReader.from_stream(s)]
+    (3, [2, 1])
+    """
+
+    def __init__(
+        self,
+        tables: RecordTable | Iterable[RecordTable],
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        include_headers: bool = True,
+        extra_columns: bool = False,
+        binary: BinaryKind = "binary",
+        max_rows: int = DEFAULT_BATCH_ROWS,
+        max_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> None:
+        _check(binary, partition)
+        from kbatch._table import RecordTable
+
+        self._tables = tables
+        self._single = isinstance(tables, RecordTable)
+        self.options: dict[str, Any] = {
+            "topic": topic,
+            "partition": partition,
+            "include_headers": include_headers,
+            "extra_columns": extra_columns,
+            "binary": binary,
+            "max_rows": max_rows,
+            "max_bytes": max_bytes,
+        }
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The stream's Arrow schema (:func:`kafka_schema`)."""
+        o = self.options
+        return kafka_schema(include_headers=o["include_headers"], extra_columns=o["extra_columns"], binary=o["binary"])
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        tables = [self._tables] if self._single else self._tables
+        for table in tables:
+            yield from to_record_batches(table, **self.options)  # type: ignore[arg-type]
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        """Return a :class:`pyarrow.RecordBatchReader` over the stream."""
+        return _pa().RecordBatchReader.from_batches(self.schema, iter(self))
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """Export the stream as an ``ArrowArrayStream`` PyCapsule (Arrow PyCapsule interface)."""
+        return self.to_reader().__arrow_c_stream__(requested_schema)
+
+
+def iter_log_arrow(
+    logs: Any,
+    *,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    include_headers: bool = True,
+    extra_columns: bool = False,
+    binary: BinaryKind = "binary",
+    **read: Any,
+) -> Iterator[pa.RecordBatch]:
+    """``LogDir.iter_arrow``: record batches of one or many partition directories, topic filled in.
+
+    Parameters
+    ----------
+    logs : LogDir or iterable of LogDir
+        E.g. ``open_log(path)`` or ``open_logs(root)``.
+    batch_rows, batch_bytes : int
+        Caps of each record batch (see :func:`to_record_batches`).
+    include_headers, extra_columns, binary
+        As for :func:`to_arrow`.
+    **read
+        ``LogDir.iter_tables`` arguments: ``start_offset``, ``end_offset``,
+        ``start_timestamp``, ``end_timestamp``, ``isolation_level``, ``max_records``,
+        ``on_corruption``, ``verify_crc``, ``chunk_bytes``.
+
+    Yields
+    ------
+    pyarrow.RecordBatch
+        :func:`kafka_schema` batches, partition after partition, bounded memory.
+    """
+    for log in [logs] if hasattr(logs, "iter_tables") else logs:
+        for table in log.iter_tables(**read):
+            yield from to_record_batches(
+                table,
+                topic=log.topic,
+                partition=log.partition,
+                include_headers=include_headers,
+                extra_columns=extra_columns,
+                binary=binary,
+                max_rows=batch_rows,
+                max_bytes=batch_bytes,
+            )
+
+
+def log_to_arrow(
+    logs: Any,
+    *,
+    include_headers: bool = True,
+    extra_columns: bool = False,
+    binary: BinaryKind = "binary",
+    **read: Any,
+) -> pa.Table:
+    """``LogDir.to_arrow``: one table of one or many partition directories (see :func:`iter_log_arrow`).
+
+    Examples
+    --------
+    >>> import kbatch, tempfile
+    >>> from kbatch.log import LogWriter, open_logs
+    >>> root = tempfile.mkdtemp()
+    >>> for p in (0, 1):
+    ...     with LogWriter(root, "clicks", p) as w:
+    ...         _ = w.append(kbatch.encode([b"p%d" % p]))
+    >>> log_to_arrow(open_logs(root)).select(["topic", "partition", "value"]).to_pylist()
+    [{'topic': 'clicks', 'partition': 0, 'value': b'p0'}, {'topic': 'clicks', 'partition': 1, 'value': b'p1'}]
+    """
+    pa = _pa()
+    schema = kafka_schema(include_headers=include_headers, extra_columns=extra_columns, binary=binary)
+    batches = iter_log_arrow(logs, include_headers=include_headers, extra_columns=extra_columns, binary=binary, **read)
+    return pa.Table.from_batches(list(batches), schema=schema)
+
+
+def arrow_c_stream(table: RecordTable, requested_schema: object | None = None, **options: Any) -> object:
+    """``RecordTable.__arrow_c_stream__``: the table as an ``ArrowArrayStream`` PyCapsule.
+
+    ``options`` are :class:`ArrowStream`'s (default: Spark's schema, headers included,
+    topic and partition null).
+    """
+    return ArrowStream(table, **options).__arrow_c_stream__(requested_schema)
+
+
+def to_pandas(
+    table: RecordTable,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+    include_headers: bool = True,
+    extra_columns: bool = False,
+    arrow_dtypes: bool = True,
+) -> pd.DataFrame:
+    """Convert a :class:`~kbatch.RecordTable` into a :class:`pandas.DataFrame`.
+
+    With ``arrow_dtypes`` (the default) every column is a ``pandas.ArrowDtype`` over
+    :func:`to_arrow`'s arrays (bytes stay in Arrow buffers, no Python object per record);
+    otherwise pandas' NumPy dtypes (``object`` columns of bytes, ``datetime64[us, UTC]``).
+
+    Examples
+    --------
+    >>> import kbatch
+    >>> df = to_pandas(kbatch.decode(kbatch.encode([b"a", None])), topic="t")
+    >>> str(df.dtypes["value"]), df["value"].isna().tolist()
+    ('binary[pyarrow]', [False, True])
+    """
+    try:
+        import pandas as pd
+    except ImportError as exc:  # pragma: no cover
+        raise ImportError("to_pandas needs pandas: pip install 'kbatch[pandas]'") from exc
+    at = to_arrow(table, topic=topic, partition=partition, include_headers=include_headers, extra_columns=extra_columns)
+    df: pd.DataFrame = at.to_pandas(types_mapper=pd.ArrowDtype) if arrow_dtypes else at.to_pandas()
+    return df
+
+
+def to_polars(
+    table: RecordTable,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+    include_headers: bool = True,
+    extra_columns: bool = False,
+) -> pl.DataFrame:
+    """Convert a :class:`~kbatch.RecordTable` into a :class:`polars.DataFrame`.
+
+    Built from ``binary_view`` arrays, Polars' own layout, so key, value and header bytes
+    are not copied: the frame references ``table.data``. Columns are Spark's Kafka schema
+    (``Binary``, ``String``, ``Int32``, ``Int64``, ``Datetime("us", "UTC")``,
+    ``List(Struct)``).
+
+    Examples
+    --------
+    >>> import kbatch
+    >>> df = to_polars(kbatch.decode(kbatch.encode([b"a", None])), partition=0)
+    >>> df["value"].to_list(), df["partition"].to_list()
+    ([b'a', None], [0, 0])
+    """
+    try:
+        import polars as pl
+    except ImportError as exc:  # pragma: no cover
+        raise ImportError("to_polars needs polars: pip install polars") from exc
+    at = to_arrow(
+        table,
+        topic=topic,
+        partition=partition,
+        include_headers=include_headers,
+        extra_columns=extra_columns,
+        binary="binary_view",
+    )
+    out = pl.from_arrow(at)
+    assert isinstance(out, pl.DataFrame)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Arrow / pandas / NumPy columns -> the columnar encoder's arrays
+
+
+class BinaryColumn(NamedTuple):
+    """A column of byte strings as the columnar encoder takes it.
+
+    Row ``i`` is ``data[offsets[i] : offsets[i + 1]]``, null where ``valid[i] == 0``
+    (``valid`` is None when no row is null).
+    """
+
+    offsets: npt.NDArray[np.int64]
+    data: Any
+    valid: npt.NDArray[np.uint8] | None
+
+
+def _arrowish(column: Any, pa: Any) -> Any:
+    """Any supported column -> a pyarrow Array or ChunkedArray."""
+    if isinstance(column, (pa.Array, pa.ChunkedArray)):
+        return column
+    if hasattr(column, "__arrow_c_array__") or hasattr(column, "__arrow_c_stream__"):
+        try:
+            return pa.array(column)
+        except (TypeError, pa.ArrowInvalid):
+            return pa.chunked_array(column)
+    mod = type(column).__module__
+    if mod.startswith("pandas"):
+        return pa.Array.from_pandas(column)
+    if mod.startswith("polars"):
+        return column.to_arrow()
+    if isinstance(column, np.ndarray) and column.dtype.kind == "S":
+        # fixed-width bytes: NumPy pads with NUL; items are taken as NumPy returns them
+        return pa.array(column.tolist(), type=pa.large_binary())
+    return pa.array(column if isinstance(column, np.ndarray) else list(column))
+
+
+def _unpack_validity(pa: Any, arr: Any) -> npt.NDArray[np.uint8] | None:
+    if arr.null_count == 0:
+        return None
+    bitmap = arr.buffers()[0]
+    bits = np.frombuffer(bitmap, dtype=np.uint8)
+    start = int(arr.offset)
+    out: npt.NDArray[np.uint8] = np.unpackbits(bits, bitorder="little", count=start + len(arr))
+    valid: npt.NDArray[np.uint8] = out[start:].copy()
+    return valid
+
+
+def binary_arrays(column: Any) -> BinaryColumn:
+    """Turn a column of byte strings into ``(offsets int64[n+1], data, valid uint8[n] or None)``.
+
+    Parameters
+    ----------
+    column : pyarrow Array/ChunkedArray, pandas Series, polars Series, NumPy array, sequence
+        Binary or string values (strings are taken as their UTF-8 bytes). Arrow
+        ``binary``/``large_binary``/``string`` arrays are not copied: ``data`` is the
+        array's own data buffer (one chunk; several chunks are concatenated, views cast).
+
+    Returns
+    -------
+    BinaryColumn
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> c = binary_arrays(pa.array([b"ab", None, b"c"]))
+    >>> c.offsets.tolist(), bytes(c.data), c.valid.tolist()
+    ([0, 2, 2, 3], b'abc', [1, 0, 1])
+    """
+    pa = _pa()
+    arr = _arrowish(column, pa)
+    if isinstance(arr, pa.ChunkedArray):
+        if arr.num_chunks == 1:
+            arr = arr.chunk(0)
+        else:
+            arr = (
+                pa.concat_arrays([c.cast(_large(pa, c.type)) for c in arr.chunks])
+                if arr.num_chunks
+                else pa.array([], type=pa.large_binary())
+            )
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        arr = arr.dictionary_decode()
+        t = arr.type
+    if pa.types.is_null(t):
+        n = len(arr)
+        return BinaryColumn(np.zeros(n + 1, dtype=np.int64), b"", np.zeros(n, dtype=np.uint8))
+    if t in (pa.binary_view(), pa.string_view()) or pa.types.is_fixed_size_binary(t):
+        arr = arr.cast(pa.large_binary())
+        t = arr.type
+    if t in (pa.binary(), pa.string()):
+        width = np.int32
+    elif t in (pa.large_binary(), pa.large_string()):
+        width = np.int64
+    else:
+        raise TypeError(f"expected a column of bytes or strings, got Arrow type {t}")
+    n = len(arr)
+    _, obuf, dbuf = arr.buffers()
+    if obuf is None:
+        offsets = np.zeros(n + 1, dtype=np.int64)
+    else:
+        offsets = np.frombuffer(obuf, dtype=width)[arr.offset : arr.offset + n + 1].astype(np.int64)
+    data = dbuf if dbuf is not None else b""
+    return BinaryColumn(offsets, data, _unpack_validity(pa, arr))
+
+
+def _large(pa: Any, t: Any) -> Any:
+    return pa.large_string() if t in (pa.string(), pa.large_string(), pa.string_view()) else pa.large_binary()
+
+
+def _timestamps_ms(column: Any) -> npt.NDArray[np.int64]:
+    pa = _pa()
+    if isinstance(column, np.ndarray) and column.dtype.kind in "iu":
+        return np.ascontiguousarray(column, dtype=np.int64)
+    if isinstance(column, np.ndarray) and column.dtype.kind == "M":
+        return np.ascontiguousarray(column.astype("datetime64[ms]").view(np.int64))
+    arr = _arrowish(column, pa)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_timestamp(arr.type):
+        arr = arr.cast(pa.timestamp("ms", tz=arr.type.tz), safe=False).cast(pa.int64())
+    elif pa.types.is_date(arr.type):
+        arr = arr.cast(pa.timestamp("ms")).cast(pa.int64())
+    elif pa.types.is_integer(arr.type):
+        arr = arr.cast(pa.int64())
+    else:
+        raise TypeError(f"timestamps must be integers (ms) or timestamps, got Arrow type {arr.type}")
+    if arr.null_count:
+        arr = arr.fill_null(int(time.time() * 1000))
+    return np.ascontiguousarray(arr.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _header_arrays(column: Any) -> dict[str, Any]:
+    pa = _pa()
+    arr = _arrowish(column, pa)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not pa.types.is_struct(t.value_type):
+        raise TypeError(f"headers must be list<struct<key: string, value: binary>>, got {t}")
+    n = len(arr)
+    width = np.int32 if pa.types.is_list(t) else np.int64
+    obuf = arr.buffers()[1]
+    offsets = np.frombuffer(obuf, dtype=width)[arr.offset : arr.offset + n + 1].astype(np.int64)
+    if arr.null_count:  # a null list has no headers; its offsets may still span child rows
+        valid = _unpack_validity(pa, arr)
+        assert valid is not None
+        counts = np.diff(offsets) * valid
+        base = offsets[0]
+        rows = np.repeat(offsets[:-1], counts) + (
+            np.arange(int(counts.sum())) - np.repeat(np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+        )
+        child = arr.values.take(pa.array(rows - 0))
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        del base
+    else:
+        child = arr.values
+    if child.null_count:
+        raise ValueError("a header is null (headers must be (key, value) structs)")
+    names = [child.type.field(i).name for i in range(child.type.num_fields)]
+    if "key" not in names or "value" not in names:
+        raise TypeError(f"header structs need 'key' and 'value' fields, got {names}")
+    flat = dict(zip(names, child.flatten(), strict=True))
+    hkey = binary_arrays(flat["key"])
+    if hkey.valid is not None:
+        raise ValueError("a header key is null (Kafka header keys are non-null strings)")
+    hval = binary_arrays(flat["value"])
+    return {
+        "header_offsets": offsets,
+        "hkey_offsets": hkey.offsets,
+        "hkey_data": hkey.data,
+        "hval_offsets": hval.offsets,
+        "hval_data": hval.data,
+        "hval_valid": hval.valid,
+    }
+
+
+def from_arrow(
+    source: Any,
+    *,
+    values: Any = None,
+    keys: Any = None,
+    timestamps: Any = None,
+    headers: Any = None,
+) -> dict[str, Any]:
+    """Turn Arrow/pandas/NumPy columns into the keyword arguments of the columnar encoder.
+
+    Parameters
+    ----------
+    source : pyarrow.Table or RecordBatch, pandas or polars DataFrame, mapping, or None
+        A table with Spark's Kafka columns: ``value`` (required), ``key``, ``timestamp``
+        (Arrow timestamps of any unit, or integers in milliseconds) and ``headers``;
+        other columns (``topic``, ``offset``, ...) are ignored. None to pass columns
+        separately.
+    values, keys, timestamps, headers : column, optional
+        Columns given one by one (they override ``source``'s): anything
+        :func:`binary_arrays` takes for ``values``/``keys``; integers (ms), NumPy
+        ``datetime64`` or Arrow timestamps for ``timestamps``;
+        ``list<struct<key, value>>`` for ``headers``.
+
+    Returns
+    -------
+    dict
+        ``value_offsets, value_data, value_valid, key_offsets, key_data, key_valid,
+        timestamps`` (positional order of ``kbatch._core.encode_arrays``) and, with
+        headers, ``header_offsets, hkey_offsets, hkey_data, hval_offsets, hval_data,
+        hval_valid``. Null timestamps become the current time, as a producer stamps them.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> cols = from_arrow(pa.table({"value": [b"a", b"bc"], "key": pa.nulls(2, pa.binary())}))
+    >>> cols["value_offsets"].tolist(), cols["key_data"], cols["timestamps"]
+    ([0, 1, 3], None, None)
+    """
+    pa = _pa()
+    table: Mapping[str, Any] = {}
+    if source is not None:
+        if type(source).__module__.startswith("pandas"):
+            table = {c: source[c] for c in source.columns}
+        elif type(source).__module__.startswith("polars"):
+            source = source.to_arrow()
+        if isinstance(source, (pa.Table, pa.RecordBatch)):
+            table = {name: source.column(name) for name in source.column_names}
+        elif isinstance(source, Mapping):
+            table = source
+        elif not table:
+            raise TypeError(f"source must be a table or a mapping of columns, got {type(source).__name__}")
+    values = values if values is not None else table.get("value")
+    if values is None:
+        raise ValueError("a 'value' column is required")
+    keys = keys if keys is not None else table.get("key")
+    timestamps = timestamps if timestamps is not None else table.get("timestamp")
+    headers = headers if headers is not None else table.get("headers")
+    v = binary_arrays(values)
+    n = len(v.offsets) - 1
+    out: dict[str, Any] = {"value_offsets": v.offsets, "value_data": v.data, "value_valid": v.valid}
+    k = None if keys is None else binary_arrays(keys)
+    if k is not None and len(k.offsets) - 1 != n:
+        raise ValueError(f"{len(k.offsets) - 1} keys for {n} values")
+    if k is None or (k.valid is not None and not k.valid.any()):
+        out.update(key_offsets=None, key_data=None, key_valid=None)
+    else:
+        out.update(key_offsets=k.offsets, key_data=k.data, key_valid=k.valid)
+    out["timestamps"] = None if timestamps is None else _timestamps_ms(timestamps)
+    if out["timestamps"] is not None and len(out["timestamps"]) != n:
+        raise ValueError(f"{len(out['timestamps'])} timestamps for {n} values")
+    if headers is not None:
+        h = _header_arrays(headers)
+        if len(h["header_offsets"]) - 1 != n:
+            raise ValueError(f"{len(h['header_offsets']) - 1} header lists for {n} values")
+        if h["header_offsets"][-1] > h["header_offsets"][0]:
+            out.update(h)
+    return out
+
+
+_ARRAY_ARGS = ("value_offsets", "value_data", "value_valid", "key_offsets", "key_data", "key_valid", "timestamps")
+
+
+def encode_arrow(
+    source: Any, *, compression: str | None = None, timestamp_type: str = "create", **options: Any
+) -> bytes:
+    """Encode an Arrow/pandas/Polars table (or columns) as record batches, at column speed.
+
+    Parameters
+    ----------
+    source : table or mapping of columns
+        As for :func:`from_arrow`.
+    compression : {"none", "gzip", "snappy", "lz4", "zstd"}, optional
+    timestamp_type : {"create", "log_append"}
+    **options
+        ``base_offset``, ``producer_id``, ``producer_epoch``, ``base_sequence``,
+        ``transactional``, ``partition_leader_epoch``, ``max_batch_records``,
+        ``max_batch_bytes``, ``compression_level``: as for :func:`kbatch.encode`.
+
+    Returns
+    -------
+    bytes
+        The batches, as :func:`kbatch.encode` would build them from the same records.
+
+    Raises
+    ------
+    NotImplementedError
+        This kbatch build has no columnar encoder (``kbatch._core.encode_arrays``).
+    """
+    import kbatch
+    from kbatch import _core
+
+    encoder = getattr(_core, "encode_arrays", None)
+    if encoder is None:
+        raise NotImplementedError("this kbatch build has no kbatch._core.encode_arrays")
+    cols = from_arrow(source)
+    args = [cols.pop(name) for name in _ARRAY_ARGS]
+    for name in ("max_batch_records", "max_batch_bytes"):
+        if options.get(name) is None:
+            options[name] = 0
+    return encoder(  # type: ignore[no-any-return]
+        *args,
+        **cols,
+        **options,
+        compression=kbatch._code("compression", compression, kbatch.COMPRESSION_CODECS),
+        timestamp_type=kbatch._code("timestamp_type", timestamp_type, kbatch.TIMESTAMP_TYPES),
+    )

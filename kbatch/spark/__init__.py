@@ -1,0 +1,93 @@
+"""Kafka log directories in Spark: the ``kafka-log`` data source and ``decode_batches``.
+
+>>> import kbatch.spark                                              # doctest: +SKIP
+>>> kbatch.spark.register(spark)                                     # doctest: +SKIP
+>>> df = spark.read.format("kafka-log").load("/var/lib/kafka/data")  # doctest: +SKIP
+
+The source reads a ``log.dirs`` root (or one ``<topic>-<partition>`` directory) copied out
+of a broker and gives exactly the DataFrame Spark's Kafka source gives (``key binary, value
+binary, topic string, partition int, offset bigint, timestamp timestamp, timestampType
+int``, plus ``headers array<struct<key: string, value: binary>>`` with
+``includeHeaders=true``). It is also found without ``register`` once kbatch is installed,
+through the top-level ``pyspark_kbatch`` module Spark scans for ``DefaultSource``.
+
+Options (Spark's Kafka source names and meanings; values are strings)
+
+``assign``
+    ``{"topicA": [0, 1], "topicB": [2]}``: exactly these partitions.
+``subscribe``
+    ``topicA,topicB``: every partition of these topics.
+``subscribePattern``
+    A regular expression matched against whole topic names. Without any of the three,
+    every topic except Kafka's internal ones (``__consumer_offsets``, ...).
+``startingOffsets`` / ``endingOffsets``
+    ``earliest`` / ``latest``, or ``{"topicA": {"0": 23, "1": -2}}`` (-2 earliest, -1
+    latest); batch default earliest to latest, streaming default latest. Ending offsets
+    are exclusive. ``latest`` is the log end offset, or the last stable offset under
+    ``read_committed``.
+``startingTimestamp`` / ``endingTimestamp``, ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``
+    Milliseconds: the first offset whose record timestamp is >= it (Kafka's
+    ``offsetsForTimes``, through ``.timeindex`` when present); they take precedence over
+    the offsets options. ``startingOffsetsByTimestampStrategy``: ``error`` (default) or
+    ``latest`` when no record is that late.
+``minPartitions``, ``maxRecordsPerPartition``
+    More Spark tasks: segments are cut at batch boundaries so that there are at least
+    ``minPartitions`` pieces, and none spans more than ``maxRecordsPerPartition`` offsets.
+``failOnDataLoss``
+    Default true: fail when a requested offset was deleted or a batch is corrupt; false:
+    start at the log start and skip (and log) corrupt batches.
+``isolationLevel`` (also ``kafka.isolation.level``)
+    ``read_uncommitted`` (default) or ``read_committed``: aborted transactions left out,
+    nothing at or past the last stable offset.
+``maxOffsetsPerTrigger``
+    Streaming: at most this many offsets per micro-batch.
+kbatch's own: ``verifyCrc`` (default true), ``includeHeaders`` (Spark's, default false),
+``extraColumns`` (``leaderEpoch, producerId, producerEpoch, sequence, isTransactional``),
+``maxBytesPerPartition`` (split size, 128 MiB), ``maxRecordsPerBatch`` /
+``maxBytesPerBatch`` (cap of each Arrow batch handed to Spark: 65,536 rows, 64 MiB).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kbatch.spark._decode import decode_batches
+    from kbatch.spark._schema import kafka_struct
+    from kbatch.spark._source import KafkaLogDataSource
+
+__all__ = ["KafkaLogDataSource", "decode_batches", "kafka_struct", "register"]
+
+# pyspark is imported on first use, so that kbatch.spark._plan (the planner, used by
+# ``kbatch convert --engine arrow``) works without it.
+_LAZY = {
+    "KafkaLogDataSource": "kbatch.spark._source",
+    "decode_batches": "kbatch.spark._decode",
+    "kafka_struct": "kbatch.spark._schema",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'kbatch.spark' has no attribute {name!r}")
+
+
+def register(spark: Any) -> None:
+    """Register the ``kafka-log`` data source with a SparkSession.
+
+    Parameters
+    ----------
+    spark : pyspark.sql.SparkSession
+    """
+    from kbatch.spark._source import KafkaLogDataSource
+
+    try:
+        spark.dataSource.register(KafkaLogDataSource)
+    except Exception as exc:
+        # Spark 4.0/4.1 refuse a second registration of a name; when kbatch is installed,
+        # ``pyspark_kbatch`` has already registered this very source at session start.
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise

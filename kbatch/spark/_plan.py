@@ -1,0 +1,489 @@
+"""The Kafka source's options over a ``log.dirs`` root, and splitting logs into Spark tasks.
+
+Nothing here needs Spark: the planner turns options and partition directories into
+:class:`LogSlice` work items (picklable), and :func:`read_slice` turns one into Arrow record
+batches. The Spark classes in :mod:`kbatch.spark._source` are thin shells around these.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbatch.arrow import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, to_record_batches
+from kbatch.log import LogDir, open_log, open_logs
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "INTERNAL_TOPICS",
+    "LogSlice",
+    "Options",
+    "offsets_json",
+    "plan_slices",
+    "read_slice",
+    "resolve_range",
+    "select_logs",
+]
+
+#: Kafka's special offsets in the JSON form of ``startingOffsets``/``endingOffsets``.
+EARLIEST = -2
+LATEST = -1
+#: Topics a pattern subscription leaves out, as Kafka's consumer does (exclude.internal.topics).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"})
+
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no")
+
+
+def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    low = str(raw).strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise ValueError(f"option {name} must be true or false, got {raw!r}")
+
+
+def _int(opts: Mapping[str, str], name: str, default: int | None, minimum: int | None = None) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"option {name} must be an integer, got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ValueError(f"option {name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _json(opts: Mapping[str, str], name: str) -> Any:
+    raw = opts[name.lower()]
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"option {name} is not valid JSON ({exc.msg} at char {exc.pos}): {raw!r}") from None
+
+
+OffsetSpec = int | dict[str, dict[int, int]]  # EARLIEST / LATEST, or {topic: {partition: offset}}
+
+
+def _offset_spec(opts: Mapping[str, str], name: str, default: int) -> OffsetSpec:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    low = raw.strip().lower()
+    if low == "earliest":
+        return EARLIEST
+    if low == "latest":
+        return LATEST
+    parsed = _json(opts, name)
+    if not isinstance(parsed, dict):
+        raise ValueError(f'option {name} must be "earliest", "latest" or {{"topic": {{"0": offset}}}}, got {raw!r}')
+    out: dict[str, dict[int, int]] = {}
+    for topic, parts in parsed.items():
+        if not isinstance(parts, dict):
+            raise ValueError(f"option {name}: topic {topic!r} needs an object of partition: offset")
+        out[topic] = {int(p): int(o) for p, o in parts.items()}
+    return out
+
+
+def _timestamps_json(opts: Mapping[str, str], name: str) -> dict[str, dict[int, int]] | None:
+    if name.lower() not in opts:
+        return None
+    parsed = _json(opts, name)
+    if not isinstance(parsed, dict):
+        raise ValueError(f'option {name} must be {{"topic": {{"0": timestamp}}}}')
+    return {t: {int(p): int(ts) for p, ts in parts.items()} for t, parts in parsed.items()}
+
+
+@dataclass(frozen=True)
+class Options:
+    """The data source's options, parsed and checked once (on the driver).
+
+    Names and meanings are those of Spark's Kafka source where it has them; see
+    :mod:`kbatch.spark` for the list.
+    """
+
+    path: str
+    assign: dict[str, list[int]] | None = None
+    subscribe: tuple[str, ...] | None = None
+    subscribe_pattern: str | None = None
+    starting: OffsetSpec = EARLIEST
+    ending: OffsetSpec = LATEST
+    starting_timestamp: int | None = None
+    ending_timestamp: int | None = None
+    starting_by_timestamp: dict[str, dict[int, int]] | None = None
+    ending_by_timestamp: dict[str, dict[int, int]] | None = None
+    timestamp_strategy: str = "error"
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    max_bytes_per_partition: int = 128 << 20
+    fail_on_data_loss: bool = True
+    isolation_level: str = "read_uncommitted"
+    verify_crc: bool = True
+    include_headers: bool = False
+    extra_columns: bool = False
+    batch_rows: int = DEFAULT_BATCH_ROWS
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+    max_offsets_per_trigger: int | None = None
+    streaming: bool = False
+    raw: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> Options:
+        """Parse Spark's option map (keys case-insensitive, values strings)."""
+        opts = {str(k).lower(): str(v) for k, v in options.items()}
+        path = opts.get("path")
+        if not path:
+            raise ValueError('kafka-log needs a log.dirs root: spark.read.format("kafka-log").load("/path")')
+        chosen = [k for k in ("assign", "subscribe", "subscribepattern") if k in opts]
+        if len(chosen) > 1:
+            raise ValueError(f"only one of assign, subscribe, subscribePattern may be given, got {chosen}")
+        assign = None
+        if "assign" in opts:
+            parsed = _json(opts, "assign")
+            if not isinstance(parsed, dict) or not all(isinstance(v, list) for v in parsed.values()):
+                raise ValueError('option assign must be like {"topicA": [0, 1], "topicB": [2]}')
+            assign = {str(t): [int(p) for p in ps] for t, ps in parsed.items()}
+        subscribe = None
+        if "subscribe" in opts:
+            subscribe = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
+            if not subscribe:
+                raise ValueError("option subscribe names no topic")
+        pattern = opts.get("subscribepattern")
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"option subscribePattern is not a valid regular expression: {exc}") from None
+        isolation = opts.get("isolationlevel", opts.get("kafka.isolation.level", "read_uncommitted")).lower()
+        if isolation not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolationLevel must be read_uncommitted or read_committed, got {isolation!r}")
+        starting = _offset_spec(opts, "startingOffsets", LATEST if streaming else EARLIEST)
+        ending = _offset_spec(opts, "endingOffsets", LATEST)
+        if streaming and "endingoffsets" in opts:
+            raise ValueError("endingOffsets is for batch queries; a stream follows the log")
+        if not streaming:
+            # Spark's own checks for batch queries
+            if starting == LATEST or (
+                isinstance(starting, dict) and any(LATEST in p.values() for p in starting.values())
+            ):
+                raise ValueError("startingOffsets can't be latest (-1) for batch queries")
+            if ending == EARLIEST or (
+                isinstance(ending, dict) and any(EARLIEST in p.values() for p in ending.values())
+            ):
+                raise ValueError("endingOffsets can't be earliest (-2) for batch queries")
+        strategy = opts.get("startingoffsetsbytimestampstrategy", "error").lower()
+        if strategy not in ("error", "latest"):
+            raise ValueError(f"startingOffsetsByTimestampStrategy must be error or latest, got {strategy!r}")
+        min_parts = _int(opts, "minPartitions", None, 1)
+        max_records = _int(opts, "maxRecordsPerPartition", None, 1)
+        return cls(
+            path=path,
+            assign=assign,
+            subscribe=subscribe,
+            subscribe_pattern=pattern,
+            starting=starting,
+            ending=ending,
+            starting_timestamp=_int(opts, "startingTimestamp", None),
+            ending_timestamp=_int(opts, "endingTimestamp", None),
+            starting_by_timestamp=_timestamps_json(opts, "startingOffsetsByTimestamp"),
+            ending_by_timestamp=_timestamps_json(opts, "endingOffsetsByTimestamp"),
+            timestamp_strategy=strategy,
+            min_partitions=min_parts,
+            max_records_per_partition=max_records,
+            max_bytes_per_partition=_int(opts, "maxBytesPerPartition", 128 << 20, 1) or (128 << 20),
+            fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+            isolation_level=isolation,
+            verify_crc=_bool(opts, "verifyCrc", True),
+            include_headers=_bool(opts, "includeHeaders", False),
+            extra_columns=_bool(opts, "extraColumns", False),
+            batch_rows=_int(opts, "maxRecordsPerBatch", DEFAULT_BATCH_ROWS, 1) or DEFAULT_BATCH_ROWS,
+            batch_bytes=_int(opts, "maxBytesPerBatch", DEFAULT_BATCH_BYTES, 1) or DEFAULT_BATCH_BYTES,
+            max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", None, 1),
+            streaming=streaming,
+            raw=opts,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Which partition directories
+
+
+def _is_partition_dir(path: Path) -> bool:
+    return path.is_dir() and any(p.suffix == ".log" for p in path.iterdir())
+
+
+def select_logs(opts: Options) -> list[LogDir]:
+    """Open the partition directories the options select, by topic then partition.
+
+    ``path`` may be a ``log.dirs`` root or one partition directory. Without ``assign``,
+    ``subscribe`` or ``subscribePattern`` every topic is read except Kafka's internal ones
+    (``__consumer_offsets``, ``__transaction_state``, ...), as a pattern subscription does;
+    naming them in ``subscribe``/``assign`` reads them. ``assign`` of a partition that is not
+    on disk fails as it would against a cluster (unknown partition).
+    """
+    root = Path(opts.path)
+    if not root.exists():
+        raise FileNotFoundError(f"no such log directory: {root}")
+    logs = [open_log(root)] if _is_partition_dir(root) else open_logs(root)
+    if opts.assign is not None:
+        have = {(d.topic, d.partition) for d in logs}
+        missing = [(t, p) for t, ps in opts.assign.items() for p in ps if (t, p) not in have]
+        if missing:
+            raise ValueError(f"assign names partitions that are not under {root}: {missing}")
+        wanted = {(t, p) for t, ps in opts.assign.items() for p in ps}
+        chosen = [d for d in logs if (d.topic, d.partition) in wanted]
+    elif opts.subscribe is not None:
+        chosen = [d for d in logs if d.topic in opts.subscribe]
+    else:
+        rx = re.compile(opts.subscribe_pattern if opts.subscribe_pattern is not None else ".*")
+        chosen = [d for d in logs if d.topic not in INTERNAL_TOPICS and rx.fullmatch(d.topic)]
+    for d in logs:
+        if d not in chosen:
+            d.close()
+    return chosen
+
+
+# ---------------------------------------------------------------------------------------------
+# Offsets
+
+
+def latest_offset(log: LogDir, isolation_level: str) -> int:
+    """The log end offset, or under read_committed the last stable offset (Kafka's ``latest``)."""
+    end = log.next_offset
+    if isolation_level == "read_committed":
+        _, lso = log.transactions()
+        if lso is not None:
+            end = min(end, lso)
+    return end
+
+
+def _specific(spec: dict[str, dict[int, int]], log: LogDir, name: str) -> int | None:
+    parts = spec.get(log.topic)
+    if parts is None or log.partition not in parts:
+        return None
+    return parts[log.partition]
+
+
+def resolve_range(log: LogDir, opts: Options) -> tuple[int, int]:
+    """``[start, end)`` offsets of one partition for a batch query, Spark's rules applied.
+
+    Precedence as in Spark: ``startingTimestamp`` > ``startingOffsetsByTimestamp`` >
+    ``startingOffsets`` (and the same for the ending options).
+
+    Raises
+    ------
+    ValueError
+        An offset before the log start with ``failOnDataLoss`` (else the log start is
+        used), a starting timestamp no record reaches with
+        ``startingOffsetsByTimestampStrategy=error``, a partition missing from a
+        specific ``startingOffsets``, or a start after the end.
+    """
+    earliest = log.log_start_offset
+    latest = latest_offset(log, opts.isolation_level)
+    where = f"{log.topic}-{log.partition}"
+
+    def by_timestamp(ts: int, starting: bool) -> int:
+        found = log.offset_for_timestamp(ts)
+        if found is None:
+            if starting and opts.timestamp_strategy == "error":
+                raise ValueError(
+                    f"{where}: no record has a timestamp >= {ts} (startingOffsetsByTimestampStrategy=error; "
+                    "use latest to start at the end instead)"
+                )
+            return latest
+        return min(found, latest)
+
+    start: int
+    if opts.starting_timestamp is not None:
+        start = by_timestamp(opts.starting_timestamp, True)
+    elif opts.starting_by_timestamp is not None and _specific(opts.starting_by_timestamp, log, "") is not None:
+        start = by_timestamp(_specific(opts.starting_by_timestamp, log, "") or 0, True)
+    elif isinstance(opts.starting, dict):
+        given = _specific(opts.starting, log, "startingOffsets")
+        if given is None:
+            raise ValueError(
+                f"startingOffsets has specific offsets but none for {where}: give every partition "
+                "(-2 earliest, -1 latest)"
+            )
+        start = earliest if given == EARLIEST else latest if given == LATEST else given
+    else:
+        start = earliest if opts.starting == EARLIEST else latest
+
+    end: int
+    if opts.ending_timestamp is not None:
+        end = by_timestamp(opts.ending_timestamp, False)
+    elif opts.ending_by_timestamp is not None and _specific(opts.ending_by_timestamp, log, "") is not None:
+        end = by_timestamp(_specific(opts.ending_by_timestamp, log, "") or 0, False)
+    elif isinstance(opts.ending, dict):
+        given = _specific(opts.ending, log, "endingOffsets")
+        if given is None:
+            raise ValueError(f"endingOffsets has specific offsets but none for {where}: give every partition")
+        end = latest if given == LATEST else given
+    else:
+        end = latest
+
+    if start < earliest:
+        if opts.fail_on_data_loss:
+            raise ValueError(
+                f"{where}: starting offset {start} is before the log start offset {earliest}: the records "
+                "were deleted (set failOnDataLoss=false to start at the log start instead)"
+            )
+        start = earliest
+    if end > latest:
+        if opts.fail_on_data_loss:
+            raise ValueError(f"{where}: ending offset {end} is past the end of the log ({latest})")
+        end = latest
+    if start > end:
+        raise ValueError(f"{where}: starting offset {start} is after the ending offset {end}")
+    return start, end
+
+
+def offsets_json(offsets: Mapping[tuple[str, int], int]) -> dict[str, dict[str, int]]:
+    """``{(topic, partition): offset}`` in the Kafka source's JSON form ``{"t": {"0": 5}}``."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Splitting into tasks
+
+
+@dataclass(frozen=True)
+class LogSlice:
+    """One Spark task: offsets ``[start, end)`` of one partition directory."""
+
+    path: str
+    topic: str
+    partition: int
+    start: int
+    end: int
+    size: int = 0  # estimated bytes of log
+
+    def __repr__(self) -> str:
+        return f"LogSlice({self.topic}-{self.partition} [{self.start}, {self.end}) ~{self.size} B)"
+
+
+def _segment_cuts(log: LogDir, start: int, end: int, target: int) -> list[tuple[int, int, int]]:
+    """``(start, end, bytes)`` pieces of ``[start, end)``: per segment, large ones cut at batches."""
+    pieces: list[tuple[int, int, int]] = []
+    segs = log.segments
+    for i, seg in enumerate(segs):
+        seg_end = segs[i + 1].base_offset if i + 1 < len(segs) else end
+        lo, hi = max(start, seg.base_offset), min(end, seg_end)
+        if seg.size == 0 or lo >= hi:
+            continue
+        if seg.size <= target:
+            pieces.append((lo, hi, seg.size))
+            continue
+        b = seg.scan("skip")  # headers only: no record parsing, no decompression
+        if len(b) == 0:
+            continue
+        positions = b["position"].astype("int64")
+        last = (b["base_offset"] + b["last_offset_delta"]).astype("int64")
+        cut_lo = lo
+        cut_pos = int(positions[0])
+        for k in range(1, len(b)):
+            pos = int(positions[k])
+            first = int(b["base_offset"][k])
+            if pos - cut_pos >= target and lo < first < hi and int(last[k - 1]) >= cut_lo:
+                pieces.append((cut_lo, first, pos - cut_pos))
+                cut_lo, cut_pos = first, pos
+        valid = seg.valid_bytes if seg.valid_bytes is not None else seg.size
+        pieces.append((cut_lo, hi, max(valid - cut_pos, 1)))
+    return pieces
+
+
+def plan_slices(
+    logs: Sequence[LogDir], ranges: Mapping[tuple[str, int], tuple[int, int]], opts: Options
+) -> list[LogSlice]:
+    """Split the chosen offset ranges into tasks.
+
+    One task per segment; a segment larger than ``maxBytesPerPartition`` (128 MiB), or
+    than the total divided by ``minPartitions``, is cut at batch boundaries found by a
+    header-only scan; then a task spanning more than ``maxRecordsPerPartition`` offsets is
+    cut into equal offset ranges (Spark's Kafka source counts offsets too). Tasks are
+    ordered largest first so that the biggest start early.
+    """
+    total = 0
+    for log in logs:
+        a, b = ranges[(log.topic, log.partition)]
+        if b > a:
+            total += sum(s.size for s in log.segments)
+    target = opts.max_bytes_per_partition
+    if opts.min_partitions:
+        target = max(1, min(target, total // opts.min_partitions))
+    out: list[LogSlice] = []
+    for log in logs:
+        a, b = ranges[(log.topic, log.partition)]
+        if b <= a:
+            continue
+        for lo, hi, size in _segment_cuts(log, a, b, target):
+            limit = opts.max_records_per_partition
+            if limit and hi - lo > limit:
+                k = math.ceil((hi - lo) / limit)
+                cuts = [lo + (hi - lo) * j // k for j in range(k + 1)]
+                for x, y in itertools.pairwise(cuts):
+                    out.append(LogSlice(str(log.path), log.topic, log.partition, x, y, size // k))
+            else:
+                out.append(LogSlice(str(log.path), log.topic, log.partition, lo, hi, size))
+    out.sort(key=lambda s: -s.size)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading one task
+
+
+def read_slice(piece: LogSlice, opts: Options) -> Iterator[Any]:
+    """Yield the records of ``piece`` as ``pyarrow.RecordBatch`` es in the Kafka schema.
+
+    Streams with bounded memory (LogDir.iter_tables chunks; one capped Arrow batch
+    converted at a time). With ``failOnDataLoss=false`` corrupt batches are skipped
+    (and logged) instead of failing the task.
+    """
+    log = open_log(piece.path)
+    try:
+        tables = log.iter_tables(
+            start_offset=piece.start,
+            end_offset=piece.end,
+            isolation_level=opts.isolation_level,  # type: ignore[arg-type]
+            on_corruption="raise" if opts.fail_on_data_loss else "skip",
+            verify_crc=opts.verify_crc,
+            chunk_bytes=min(opts.batch_bytes, 16 << 20),
+        )
+        for table in tables:
+            yield from to_record_batches(
+                table,
+                topic=piece.topic,
+                partition=piece.partition,
+                include_headers=opts.include_headers,
+                extra_columns=opts.extra_columns,
+                max_rows=opts.batch_rows,
+                max_bytes=opts.batch_bytes,
+            )
+            del table
+    finally:
+        log.close()
+
+
+def env_pythonpath() -> str:
+    """The directory kbatch is imported from (for PYTHONPATH of Spark's Python workers)."""
+    import kbatch
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(kbatch.__file__)))

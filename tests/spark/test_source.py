@@ -1,0 +1,216 @@
+"""The kafka-log data source through a real SparkSession: schema, values, options, streaming,
+decode_batches. Option semantics are covered in depth without Spark in test_plan.py; these
+tests check that each family reaches Spark intact."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # a JVM and Python workers: tens of seconds
+
+pytest.importorskip("pyspark")
+pa = pytest.importorskip("pyarrow")
+
+import kbatch  # noqa: E402
+import kbatch.arrow  # noqa: E402
+from kbatch._sample import write_sample  # noqa: E402
+from kbatch.log import LogWriter, open_log, open_logs  # noqa: E402
+
+INTERNAL = {"__consumer_offsets", "__transaction_state"}
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("sample")
+    write_sample(root)
+    return root
+
+
+def _rows(df) -> list[tuple]:
+    return sorted((r.topic, r.partition, r.offset, r.key, r.value) for r in df.collect())
+
+
+def _expected(root, topics=None, **read) -> list[tuple]:
+    out = []
+    for d in open_logs(root):
+        if (topics is None and d.topic in INTERNAL) or (topics is not None and d.topic not in topics):
+            continue
+        t = d.read(**read)
+        out += [
+            (d.topic, d.partition, o, k, v)
+            for o, k, v in zip(t.records["offset"].tolist(), t.keys(), t.values(), strict=True)
+        ]
+    return sorted(out)
+
+
+def test_schema_is_the_kafka_sources(spark, sample):
+    df = spark.read.format("kafka-log").load(str(sample))
+    assert df.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,timestampType:int>"
+    )
+    with_headers = spark.read.format("kafka-log").option("includeHeaders", "true").load(str(sample))
+    assert with_headers.schema.simpleString().endswith(",headers:array<struct<key:string,value:binary>>>")
+    extras = spark.read.format("kafka-log").option("extraColumns", "true").load(str(sample))
+    assert extras.columns[-5:] == ["leaderEpoch", "producerId", "producerEpoch", "sequence", "isTransactional"]
+    assert all(f.nullable for f in with_headers.schema.fields)
+
+
+def test_sample_agrees_with_logdir_record_for_record(spark, sample):
+    df = spark.read.format("kafka-log").option("includeHeaders", "true").load(str(sample))
+    assert df.rdd.getNumPartitions() >= 6  # one task per segment at least
+    rows = df.collect()
+    got = sorted((r.topic, r.partition, r.offset, r.key, r.value) for r in rows)
+    assert got == _expected(sample)
+    # timestamps (UTC, microseconds), types and headers of one partition, as LogDir reads them
+    d = open_log(sample / "orders-0")
+    want = kbatch.arrow.to_arrow(d.read(), topic="orders", partition=0).to_pylist()
+    mine = sorted((r for r in rows if r.topic == "orders" and r.partition == 0), key=lambda r: r.offset)
+    for r, w in zip(mine, want, strict=True):
+        assert r.timestamp.replace(tzinfo=dt.timezone.utc) == w["timestamp"]
+        assert r.timestampType == w["timestampType"]
+        assert (None if r.headers is None else [(h.key, h.value) for h in r.headers]) == (
+            None if w["headers"] is None else [(h["key"], h["value"]) for h in w["headers"]]
+        )
+
+
+def test_real_logs(spark):
+    from conftest import REAL_LOGS
+
+    if not REAL_LOGS.is_dir():
+        pytest.skip(f"no real logs at {REAL_LOGS}")
+    for root in sorted(p for p in REAL_LOGS.iterdir() if p.is_dir()):
+        df = spark.read.format("kafka-log").load(str(root))
+        assert _rows(df) == _expected(root), root
+    # internal topics only when named
+    root = REAL_LOGS / "kafkafun"
+    df = spark.read.format("kafka-log").option("subscribe", "__consumer_offsets").load(str(root))
+    assert _rows(df) == _expected(root, ["__consumer_offsets"])
+
+
+def test_options_reach_the_reader(spark, sample):
+    def read():
+        return spark.read.format("kafka-log")
+
+    df = (
+        read()
+        .option("subscribePattern", "orders")
+        .option("startingOffsets", '{"orders": {"0": 10, "1": -2, "2": 295}}')
+        .option("endingOffsets", '{"orders": {"0": 20, "1": 3, "2": -1}}')
+        .option("minPartitions", "5")
+        .load(str(sample))
+    )
+    assert sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect()) == (
+        [(0, o) for o in range(10, 20)] + [(1, o) for o in range(3)] + [(2, o) for o in range(295, 300)]
+    )
+    committed = (
+        read().option("assign", '{"payments": [0]}').option("isolationLevel", "read_committed").load(str(sample))
+    )
+    assert _rows(committed) == _expected(sample, ["payments"], isolation_level="read_committed")
+    ts = open_log(sample / "users-0").read().records["timestamp"]
+    by_time = read().option("subscribe", "users").option("startingTimestamp", str(int(ts[20]))).load(str(sample))
+    assert _rows(by_time) == _expected(sample, ["users"], start_timestamp=int(ts[20]))
+    with pytest.raises(Exception, match="latest"):
+        read().option("startingOffsets", "latest").load(str(sample)).collect()
+
+
+def test_auto_registration_module():
+    import pyspark_kbatch
+    from kbatch.spark import KafkaLogDataSource
+
+    assert pyspark_kbatch.DefaultSource is KafkaLogDataSource
+    assert pyspark_kbatch.DefaultSource.name() == "kafka-log"
+
+
+def test_decode_batches(spark):
+    from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
+
+    import kbatch.spark
+
+    raws = [
+        kbatch.encode([b"a", b"b"], keys=[b"k", None], timestamps=[1000, 2000], headers=[[("h", b"1")], []])
+        + kbatch.encode([b"c"], base_offset=2, timestamps=[3000]),
+        None,
+        kbatch.encode([b"d" * 50] * 3, base_offset=7, compression="gzip", timestamps=[4000] * 3),
+        kbatch.encode([b"e"], base_offset=10, timestamps=[5000])[:-3],  # a truncated fetch tail
+    ]
+    schema = StructType(
+        [
+            StructField("id", LongType()),
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("value", BinaryType()),
+        ]
+    )
+    df = spark.createDataFrame([(i, "captured", i % 2, r) for i, r in enumerate(raws)], schema)
+    out = kbatch.spark.decode_batches(df)
+    assert out.columns == [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+        "headers",
+        "id",
+    ]
+    rows = sorted(out.collect(), key=lambda r: r.offset)
+    assert [(r.id, r.offset, r.key, r.value) for r in rows] == [
+        (0, 0, b"k", b"a"),
+        (0, 1, None, b"b"),
+        (0, 2, None, b"c"),
+        (2, 7, None, b"d" * 50),
+        (2, 8, None, b"d" * 50),
+        (2, 9, None, b"d" * 50),
+    ]
+    assert {r.topic for r in rows} == {"captured"} and [r.partition for r in rows] == [0, 0, 0, 0, 0, 0]
+    assert [None if r.headers is None else [(h.key, h.value) for h in r.headers] for r in rows[:2]] == [
+        [("h", b"1")],
+        None,
+    ]
+    assert rows[0].timestamp.replace(tzinfo=dt.timezone.utc) == dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.timezone.utc)
+    with pytest.raises(ValueError, match="clash"):
+        kbatch.spark.decode_batches(df.withColumnRenamed("id", "offset"))
+
+
+def test_streaming_follows_a_live_log(spark, tmp_path):
+    root = tmp_path / "logs"
+    w = LogWriter(root, "live", 0, segment_bytes=400)
+    offset = 0
+
+    def append(n: int) -> None:
+        nonlocal offset
+        w.append(kbatch.encode([b"m%d" % i for i in range(offset, offset + n)], base_offset=offset))
+        w.flush()
+        offset += n
+
+    append(5)
+    append(5)
+    out, chk = tmp_path / "out", tmp_path / "chk"
+
+    def run_once() -> list[int]:
+        q = (
+            spark.readStream.format("kafka-log")
+            .option("startingOffsets", "earliest")
+            .load(str(root))
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(chk))
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination(120)
+        assert q.exception() is None
+        return sorted(r.offset for r in spark.read.parquet(str(out)).select("offset").collect())
+
+    assert run_once() == list(range(10))
+    for _ in range(6):  # more batches, rolling into new segments
+        append(4)
+    w.close()
+    assert len(list((root / "live-0").glob("*.log"))) > 1
+    time.sleep(0.1)
+    assert run_once() == list(range(34))  # only the new records were added
