@@ -20,6 +20,7 @@ cdef struct record_t:
     int32_t batch
     int32_t sequence
     int8_t attributes
+    uint8_t _pad[3]     # zeroed: rows never expose leftover heap bytes
 
 
 cdef struct batch_t:

@@ -387,3 +387,12 @@ def test_legacy_rejects_what_java_rejects(data, match):
 def test_legacy_crc_not_checked_when_disabled():
     t = kbatch.decode(legacy_entry(0, legacy_message(b"x", crc=1)), verify_crc=False)
     assert t.values() == [b"x"] and t.batches["crc"].tolist() == [1]
+
+
+def test_record_rows_are_fully_initialised():
+    # The rows' padding is zeroed: tobytes() is deterministic and exposes no heap bytes.
+    data = kbatch.encode([b"x%d" % i for i in range(300)], max_batch_records=50)
+    first = kbatch.decode(data).records.tobytes()
+    junk = [np.full(64 * 300, 0xAB, dtype=np.uint8) for _ in range(20)]  # dirty freed memory
+    del junk
+    assert kbatch.decode(data).records.tobytes() == first
