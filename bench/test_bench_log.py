@@ -13,7 +13,8 @@ Three measurements, each against the issue's target:
     ``LogDir.read(isolation_level=...)`` over a log where 10% of the batches are
     transactional (half of those transactions aborted), read_committed vs
     read_uncommitted, the read_committed time including the header scan that finds the
-    aborted transactions and the last stable offset. Target: at most 20% more.
+    aborted transactions and the last stable offset (``kbatch._core.scan``); each chunk is
+    decoded in one call with its aborted batches skipped. Target: at most 20% more.
 
 Workload: :func:`workload.core_workload` records (JSON-like values of ~130 bytes, keys, one
 header), 110 records per batch (~16 KiB). Size: ``KBATCH_BENCH_LOG_MB`` (default 256; the
@@ -45,6 +46,7 @@ import pytest
 from workload import core_workload
 
 import kbatch
+from kbatch._core import scan
 from kbatch.log import Segment, open_log
 
 SIZE_MB = int(os.environ.get("KBATCH_BENCH_LOG_MB", "256"))
@@ -54,23 +56,13 @@ ROUNDS = 3
 
 def _tile(block: bytes, records_per_block: int, total: int) -> np.ndarray:
     """``block`` repeated to ``total`` bytes, each copy's batches renumbered to follow on."""
-    from kbatch.log import _headers
-
-    heads = _headers(memoryview(block), _positions(block))
+    heads, _, _ = scan(block)
     copies = max(1, total // len(block))
     arr = np.tile(np.frombuffer(block, np.uint8), copies).reshape(copies, len(block))
     for pos, base in zip(heads["position"].tolist(), heads["base_offset"].tolist(), strict=True):
         offs = (base + records_per_block * np.arange(copies, dtype=np.int64)).astype(">i8")
         arr[:, pos : pos + 8] = offs.view(np.uint8).reshape(copies, 8)
     return arr.reshape(-1)
-
-
-def _positions(block: bytes) -> list[int]:
-    out, pos = [], 0
-    while pos < len(block):
-        out.append(pos)
-        pos += 12 + int.from_bytes(block[pos + 8 : pos + 12], "big")
-    return out
 
 
 def build_plain(directory: Path, size_mb: int) -> Path:
@@ -218,8 +210,6 @@ def test_read_committed_overhead_with_transactions_known(committed: dict[str, fl
     assert committed["warm_overhead"] <= 0.20
 
 
-@pytest.mark.xfail(reason="a fresh LogDir scans every batch header in Python first (~+15-20%); "
-                          "a compiled scan in kbatch._core would remove that", strict=False)
 def test_read_committed_overhead(committed: dict[str, float]) -> None:
     r = committed
     print(f"\nread_committed: {100 * r['overhead']:+.1f}% over read_uncommitted (iter_tables; read(): "

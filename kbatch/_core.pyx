@@ -745,16 +745,19 @@ cdef inline uint32_t _crc32_ieee(const uint8_t* p, int64_t n) noexcept nogil:
 
 
 cdef int64_t _check_crcs(object mv, const uint8_t* buf, batch_t* batches, int64_t first, int64_t end,
-                         error_t* err) except -2:
+                         const uint8_t* skip, error_t* err) except -2:
     """Checksums of batches ``first .. end``; return the first bad one, or ``end``.
 
     v2: CRC-32C of attributes .. end (through crc32c). Magic 0/1: CRC32 of
     magic .. end of the outer message (a wrapper's inner messages are checked
-    when they are parsed).
+    when they are parsed). Batches with ``skip[k]`` set (``skip`` may be NULL)
+    are not checked.
     """
     cdef int64_t k, start, stop
     cdef uint32_t computed
     for k in range(first, end):
+        if skip != NULL and skip[k]:
+            continue
         stop = batches[k].position + LOG_OVERHEAD + batches[k].batch_length
         if batches[k].magic == 2:
             start = batches[k].position + 21
@@ -1226,8 +1229,34 @@ cdef struct rows_t:
     int64_t capacity
 
 
-def decode(object data, *, bint verify_crc=True, object max_decompressed_size=None):
-    """Decode a buffer of Kafka record batches; see :func:`kbatch.decode`."""
+def decode(object data, *, bint verify_crc=True, object max_decompressed_size=None, object skip_batches=None,
+           bint keep_skipped_rows=True):
+    """Decode a buffer of Kafka record batches; see :func:`kbatch.decode`.
+
+    Parameters
+    ----------
+    data : buffer
+        Batches back to back.
+    verify_crc : bool, default True
+    max_decompressed_size : int, optional
+        See :func:`kbatch.decode`.
+    skip_batches : array of bool, optional
+        One flag per complete batch of ``data`` (the rows :func:`scan` lists
+        for it). A skipped batch keeps its batch row (header fields as
+        :func:`scan` fills them, ``first_record`` where its records would
+        start), but none of its records is parsed or decompressed, its
+        CRC is not checked, and a skipped control batch's ``control_type``
+        stays -1.
+    keep_skipped_rows : bool, default True
+        False: the skipped batches have no rows in the table either
+        (``records["batch"]`` numbers the batch rows kept; ``next_offset`` is
+        still the one after the last batch of ``data``). Errors still give
+        batch indexes in ``data``.
+
+    Returns
+    -------
+    RecordTable
+    """
     cdef object mv = _byte_view(data)
     cdef const uint8_t[::1] view = mv
     cdef int64_t n = view.shape[0]
@@ -1248,13 +1277,28 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     cdef const uint8_t* base = buf
     cdef const uint8_t[::1] arena_view
     cdef bint in_arena = False
-    cdef object batches, arena = None, exc = None, limit = None
+    cdef object batches, arena = None, exc = None, limit = None, skip_arr = None
+    cdef const uint8_t[::1] skip_view
+    cdef const uint8_t* skip = NULL
+    cdef int32_t[::1] kept_index
+    cdef const int32_t* remap = NULL
     memset(&err, 0, sizeof(err))
     memset(&hb, 0, sizeof(hb))
     memset(&rows, 0, sizeof(rows))
 
     with nogil:
         count = _count_entries(buf, n, &consumed)
+    if skip_batches is not None:
+        skip_arr = np.ascontiguousarray(skip_batches, dtype=np.bool_)
+        if skip_arr.ndim != 1 or skip_arr.shape[0] != count:
+            raise ValueError(f"skip_batches has {skip_arr.size} entries but data holds {count} complete batches")
+        if count:
+            skip_view = skip_arr.view(np.uint8)
+            skip = &skip_view[0]
+            if not keep_skipped_rows:
+                # a kept batch's row number once the skipped rows are gone
+                kept_index = np.cumsum(~skip_arr, dtype=np.int32) - 1
+                remap = &kept_index[0]
     batches = np.zeros(count, dtype=BATCH_DTYPE)
     pstart = np.empty(count, dtype=np.int64)
     pend = np.empty(count, dtype=np.int64)
@@ -1270,6 +1314,8 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
 
     need = 0
     for k in range(bad):
+        if skip != NULL and skip[k]:
+            continue
         if bp[k].compression != 0:
             in_arena = True
         elif not bp[k].is_control:
@@ -1299,13 +1345,13 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
                 chunk += LOG_OVERHEAD + bp[j].batch_length
                 j += 1
             if verify_crc:
-                stop = _check_crcs(mv, buf, bp, k, j, &err)
+                stop = _check_crcs(mv, buf, bp, k, j, skip, &err)
                 if stop < j:
                     exc = _make_error(&err, IN_INPUT, 0, 0)
                     bad = j = stop
             if in_arena:
                 arena_view = None  # let the arena grow in place
-                stop, exc2 = _decompress_payloads(mv, bp, k, j, pstart, pend, arena, limit)
+                stop, exc2 = _decompress_payloads(mv, bp, k, j, pstart, pend, arena, limit, skip)
                 if exc2 is not None:
                     exc = exc2
                     bad = j = stop
@@ -1316,6 +1362,9 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
             memset(&err, 0, sizeof(err))
             need = rows.size
             for stop in range(k, j):
+                if skip != NULL and skip[stop]:
+                    bp[stop].first_record = need
+                    continue
                 if bp[stop].magic < 2:
                     if bp[stop].compression and _frame_legacy_inner(
                             base, pstart[stop], pend[stop], bp + stop, &last_inner[stop], &err) != 0:
@@ -1340,13 +1389,16 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
             memset(&err, 0, sizeof(err))
             with nogil:
                 for stop in range(k, j):
+                    if skip != NULL and skip[stop]:
+                        continue
                     if bp[stop].magic == 2:
-                        rc = _parse_records(base, pstart[stop], pend[stop], bp + stop, <int32_t>stop,
+                        rc = _parse_records(base, pstart[stop], pend[stop], bp + stop,
+                                            remap[stop] if remap != NULL else <int32_t>stop,
                                             rows.records + bp[stop].first_record, &hb, &err)
                     else:
                         rc = _parse_legacy(base, pstart[stop], pend[stop], bp + stop, last_inner[stop],
-                                           verify_crc, <int32_t>stop, rows.records + bp[stop].first_record,
-                                           &hb, &err)
+                                           verify_crc, remap[stop] if remap != NULL else <int32_t>stop,
+                                           rows.records + bp[stop].first_record, &hb, &err)
                     if rc != 0:
                         err.batch_index = stop
                         err.batch_position = bp[stop].position
@@ -1366,9 +1418,14 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
             k = j
         arena_view = None
         out_data = data if arena is None else arena.result()
-        table = _table(batches[:bad], &rows, &hb, out_data,
+        kept = batches[:bad]
+        if remap != NULL:
+            kept = kept[~skip_arr[:bad]]
+        table = _table(kept, &rows, &hb, out_data,
                        consumed if exc is None else bp[bad].position,
-                       n if exc is None else -1, bad)
+                       n if exc is None else -1, len(kept))
+        if remap != NULL and bad:
+            table.next_offset = bp[bad - 1].base_offset + bp[bad - 1].last_offset_delta + 1
     finally:
         free(rows.records)
         free(hb.rows)
@@ -1376,6 +1433,125 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
         return table
     exc.partial = table
     raise exc
+
+
+# ---------------------------------------------------------------------------
+# scan: batch headers only
+
+cdef void _scan_control(const uint8_t* buf, batch_t* b, int64_t end) noexcept nogil:
+    """``control_type`` / ``coordinator_epoch`` of an uncompressed control batch
+    from its first record's key and value, every field bounds-checked against
+    the record (and the batch, which ends at ``end``); left -1 where they do
+    not parse (decode reports why)."""
+    cdef const uint8_t* p = buf + b.position + BATCH_OVERHEAD
+    cdef const uint8_t* e = buf + end
+    cdef int32_t length, offset_delta, key_length, value_length
+    cdef int64_t timestamp_delta
+    if b.record_count < 1:
+        return
+    if _read_varint(&p, e, &length) != E_OK or length < 1 or length > e - p:
+        return
+    e = p + length
+    p += 1  # attributes
+    if (_read_varlong(&p, e, &timestamp_delta) != E_OK or _read_varint(&p, e, &offset_delta) != E_OK
+            or _read_varint(&p, e, &key_length) != E_OK):
+        return
+    if key_length < 4 or key_length > e - p:
+        return
+    b.control_type = <int16_t>_be16(p + 2)
+    p += key_length
+    if _read_varint(&p, e, &value_length) != E_OK:
+        return
+    if value_length >= 6 and value_length <= e - p:
+        b.coordinator_epoch = <int32_t>_be32(p + 2)
+
+
+def scan(object data, Py_ssize_t start=0, Py_ssize_t stop=-1):
+    """The batch headers of ``data[start:stop]``, without parsing records.
+
+    Frames the batches as :func:`decode` does (an incomplete trailing batch
+    ends the scan without an error) and fills each one's header fields; no
+    record is parsed, nothing is decompressed and no CRC is computed.
+
+    Parameters
+    ----------
+    data : buffer
+        Any C-contiguous buffer (bytes, memoryview, mmap, NumPy array).
+    start : int, default 0
+        Where the first batch starts.
+    stop : int, default -1
+        Where the bytes scanned end (-1 or past the end: the end of ``data``).
+
+    Returns
+    -------
+    batches : numpy.ndarray
+        :data:`BATCH_DTYPE` rows of the complete batches before the first bad
+        one; ``position`` is a byte offset in ``data`` (not from ``start``).
+        ``first_record`` is -1; a legacy compressed wrapper's
+        ``record_count`` is -1 (unknown without decompressing); an
+        uncompressed control batch's ``control_type`` and
+        ``coordinator_epoch`` are read from its first record's key and value
+        (-1 when they do not parse, and always for a compressed one).
+    consumed : int
+        Bytes from ``start`` that those batches span.
+    error : CorruptRecordError or None
+        Why scanning stopped before ``stop``, if not at an incomplete tail:
+        a frame that cannot be a batch (length, magic, codec, record count,
+        a legacy message's fields), with ``position`` and ``batch_position``
+        offsets in ``data``.
+
+    Examples
+    --------
+    >>> import kbatch
+    >>> from kbatch._core import scan
+    >>> raw = kbatch.encode([b"a", b"b", b"c"], max_batch_records=2)
+    >>> rows, consumed, error = scan(raw + raw[:20])
+    >>> rows[["position", "base_offset", "record_count"]].tolist(), consumed == len(raw), error
+    ([(0, 0, 2), (77, 2, 1)], True, None)
+    """
+    cdef object mv = _byte_view(data)
+    cdef const uint8_t[::1] view = mv
+    cdef int64_t n = view.shape[0]
+    cdef int64_t count = 0, consumed = 0, good, k
+    cdef const uint8_t* buf = NULL
+    cdef batch_t* bp = NULL
+    cdef int64_t[::1] pstart
+    cdef int64_t[::1] pend
+    cdef error_t err
+    cdef object batches, exc = None
+    if stop < 0 or stop > n:
+        stop = n
+    if start < 0 or start > stop:
+        raise ValueError(f"start {start} is outside [0, {stop}]")
+    if n > 0:
+        buf = &view[0] + start
+    memset(&err, 0, sizeof(err))
+    with nogil:
+        count = _count_entries(buf, stop - start, &consumed)
+    batches = np.zeros(count, dtype=BATCH_DTYPE)
+    good = count
+    if count:
+        pstart = np.empty(count, dtype=np.int64)
+        pend = np.empty(count, dtype=np.int64)
+        bp = <batch_t*>_row_ptr(batches)
+        with nogil:
+            good = _fill_batches(buf, bp, count, &pstart[0], &pend[0], &err)
+            for k in range(good):
+                bp[k].first_record = -1
+                if bp[k].magic < 2:
+                    if bp[k].compression != 0:
+                        bp[k].record_count = -1
+                elif bp[k].is_control and bp[k].compression == 0:
+                    _scan_control(buf, bp + k, bp[k].position + LOG_OVERHEAD + bp[k].batch_length)
+                bp[k].position += start
+        if err.code:
+            consumed = bp[good].position if good < count else consumed
+            err.position += start
+            err.batch_position += start
+            exc = _make_error(&err, IN_INPUT, 0, 0)
+        if good < count:
+            batches = batches[:good]
+    return batches, consumed, exc
 
 
 cdef object _table(object batches, rows_t* rows, header_buf_t* hb, object out_data,
@@ -1398,17 +1574,21 @@ cdef object _table(object batches, rows_t* rows, header_buf_t* hb, object out_da
 
 
 cdef tuple _decompress_payloads(object mv, batch_t* bp, int64_t first, int64_t end,
-                                int64_t[::1] pstart, int64_t[::1] pend, object arena, object limit):
+                                int64_t[::1] pstart, int64_t[::1] pend, object arena, object limit,
+                                const uint8_t* skip):
     """Append batches ``first .. end``'s records to the arena, decompressed.
 
     Uncompressed batches are copied so that every payload of the buffer lives
-    in one place. ``pstart``/``pend`` become offsets into the arena. Returns
+    in one place. ``pstart``/``pend`` become offsets into the arena. Batches
+    with ``skip[k]`` set (``skip`` may be NULL) are left out. Returns
     ``(end or the first bad batch, exception or None)``.
     """
     from kbatch import _compression
 
     cdef int64_t k, start, stop
     for k in range(first, end):
+        if skip != NULL and skip[k]:
+            continue
         start = pstart[k]
         stop = pend[k]
         pstart[k] = arena.size

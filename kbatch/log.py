@@ -76,8 +76,10 @@ from typing_extensions import Self
 
 import kbatch
 from kbatch._core import BATCH_DTYPE
+from kbatch._core import decode as _core_decode
+from kbatch._core import scan as _core_scan
 from kbatch._table import RecordTable
-from kbatch._txn import _txn_state, aborted_batch_mask, concat, filter_committed, select
+from kbatch._txn import _txn_state, aborted_batch_mask, concat, select
 from kbatch.errors import CorruptRecordError, CRCError, KBatchError
 
 __all__ = [
@@ -106,24 +108,6 @@ TXN_INDEX_DTYPE: Final = np.dtype(
         ("first_offset", ">i8"),
         ("last_offset", ">i8"),
         ("last_stable_offset", ">i8"),
-    ]
-)
-# The 61 bytes of a RecordBatch header (see kbatch/_core.pyx), gathered row by row.
-_V2_HEADER: Final = np.dtype(
-    [
-        ("base_offset", ">i8"),
-        ("batch_length", ">i4"),
-        ("partition_leader_epoch", ">i4"),
-        ("magic", "i1"),
-        ("crc", ">u4"),
-        ("attributes", ">i2"),
-        ("last_offset_delta", ">i4"),
-        ("base_timestamp", ">i8"),
-        ("max_timestamp", ">i8"),
-        ("producer_id", ">i8"),
-        ("producer_epoch", ">i2"),
-        ("base_sequence", ">i4"),
-        ("record_count", ">i4"),
     ]
 )
 _HEADER_BYTES: Final = 61
@@ -155,148 +139,87 @@ def _corrupt(path: Path, reason: str, position: int, field: str, batch_position:
     return err
 
 
-def _frame(
-    buf: memoryview, pos: int, end: int, max_bytes: int, path: Path
-) -> tuple[list[int], int, CorruptRecordError | None, bool]:
-    """Walk batch frames from ``pos``: (batch positions, end of the last, error or None, more).
+def _scan(
+    buf: Any, pos: int, end: int, max_bytes: int, path: Path
+) -> tuple[npt.NDArray[Any], int, CorruptRecordError | None, bool]:
+    """Header rows of the batches from ``pos``: (rows, end of the last, error or None, more).
 
     Stops after ``max_bytes`` (at least one batch; ``more`` is then True), before an
-    incomplete tail (not an error), or at a frame that cannot be a batch (the error).
+    incomplete tail (not an error), or at a frame that cannot be a batch (the error, with
+    ``path`` and the position in ``buf``). The rows are :func:`kbatch._core.scan`'s: no
+    record parsed, nothing decompressed, no CRC computed.
     """
-    positions: list[int] = []
-    start = pos
-    unpack = _FRAME.unpack_from
-    while end - pos >= 17:
-        length = unpack(buf, pos)[1]
+    limit = end if max_bytes >= end - pos else pos + max_bytes
+    heads, consumed, exc = _core_scan(buf, pos, limit)
+    stop = pos + consumed
+    if exc is None and limit < end and stop < limit:
+        # the batch that crosses max_bytes is the last one taken: frame it alone
+        cross = min(end, stop + 17)
+        if end - stop >= _LOG_OVERHEAD:
+            length = _FRAME.unpack_from(buf, stop)[1]
+            if length >= _MIN_ENTRY:
+                cross = min(end, stop + _LOG_OVERHEAD + length)
+        more_heads, consumed, exc = _core_scan(buf, stop, cross)
+        if len(more_heads):
+            heads = np.concatenate((heads, more_heads))
+            stop += consumed
+    err = None
+    if exc is not None:
+        # the frame errors in the words kafka-dump-log users know; the rest as the core says them
+        at, reason = exc.batch_position, exc.reason
+        length, magic = _FRAME.unpack_from(buf, at)[1], buf[at + 16]
         if length < _MIN_ENTRY:
-            return positions, pos, _corrupt(
-                path, f"batchLength {length} is below the minimum {_MIN_ENTRY}", pos + 8, "batchLength", pos
-            ), False
-        if end - pos - _LOG_OVERHEAD < length:
-            break
-        magic = buf[pos + 16]
-        if magic > 2:
-            return positions, pos, _corrupt(path, f"unknown magic {magic}", pos + 16, "magic", pos), False
-        if magic == 2 and length < _MIN_V2:
-            return positions, pos, _corrupt(
-                path, f"batchLength {length} is below the RecordBatch header size {_MIN_V2}", pos + 8,
-                "batchLength", pos,
-            ), False
-        positions.append(pos)
-        pos += _LOG_OVERHEAD + length
-        if pos - start >= max_bytes:
-            return positions, pos, None, pos < end
-    return positions, pos, None, False
+            reason = f"batchLength {length} is below the minimum {_MIN_ENTRY}"
+        elif magic > 2:
+            reason = f"unknown magic {magic}"
+        elif magic == 2 and length < _MIN_V2:
+            reason = f"batchLength {length} is below the RecordBatch header size {_MIN_V2}"
+        err = _corrupt(path, reason, exc.position, exc.field, at)
+        err.__cause__ = exc
+    return heads, stop, err, err is None and limit <= stop < end
 
 
-def _varint(raw: bytes, p: int) -> tuple[int, int]:
-    """A zigzag varint/varlong at ``p`` of ``raw``: (value, next position)."""
-    shift = result = 0
-    while True:
-        byte = raw[p]
-        p += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), p
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
+def _frame(
+    buf: Any, pos: int, end: int, max_bytes: int, path: Path
+) -> tuple[list[int], int, CorruptRecordError | None, bool]:
+    """Batch positions from ``pos``: (positions, end of the last, error or None, more); see :func:`_scan`."""
+    heads, stop, err, more = _scan(buf, pos, end, max_bytes, path)
+    return heads["position"].tolist(), stop, err, more
 
 
-def _control(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    """(control type, coordinator epoch) of the first record of a control batch at ``pos``."""
-    raw = bytes(buf[pos + _HEADER_BYTES : min(end, pos + _HEADER_BYTES + 64)])
-    try:
-        _, p = _varint(raw, 0)  # length
-        p += 1  # attributes
-        _, p = _varint(raw, p)  # timestampDelta
-        _, p = _varint(raw, p)  # offsetDelta
-        key_length, p = _varint(raw, p)
-        if key_length < 4 or p + key_length > len(raw):
-            return -1, -1
-        kind = struct.unpack_from(">h", raw, p + 2)[0]
-        p += key_length
-        value_length, p = _varint(raw, p)
-        epoch = struct.unpack_from(">i", raw, p + 2)[0] if value_length >= 6 and p + 6 <= len(raw) else -1
-        return int(kind), int(epoch)
-    except (ValueError, struct.error, IndexError):
-        return -1, -1
-
-
-def _headers(buf: memoryview, positions: Sequence[int] | npt.NDArray[np.int64]) -> npt.NDArray[Any]:
-    """BATCH_DTYPE rows from the frames at ``positions`` (headers only, nothing decompressed).
+def _headers(buf: Any, positions: Sequence[int] | npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+    """BATCH_DTYPE rows of the batches at ``positions`` (headers only, nothing decompressed).
 
     ``first_record`` is -1; a legacy compressed wrapper's ``record_count`` is -1 (unknown
     without decompressing) and its ``base_offset`` its offset, as in ``kbatch.decode``.
+
+    Raises
+    ------
+    CorruptRecordError
+        A position where no complete batch can be framed.
     """
     pos = np.asarray(positions, dtype=np.int64)
-    out = np.zeros(len(pos), dtype=BATCH_DTYPE)
     if len(pos) == 0:
-        return out
-    u8 = np.frombuffer(buf, dtype=np.uint8)
-    idx = pos[:, None] + np.arange(_HEADER_BYTES, dtype=np.int64)
-    np.minimum(idx, len(u8) - 1, out=idx)
-    raw = u8[idx]
-    h = raw.view(_V2_HEADER).reshape(len(pos))
-    out["position"] = pos
-    out["first_record"] = -1
-    for name in ("base_offset", "batch_length", "magic"):
-        out[name] = h[name]
-    v2 = h["magic"] == 2
-    attributes = h["attributes"].astype(np.int16)
-    for name in (
-        "partition_leader_epoch", "crc", "last_offset_delta", "base_timestamp", "max_timestamp",
-        "producer_id", "producer_epoch", "base_sequence", "record_count",
-    ):
-        out[name] = h[name]
-    out["attributes"] = attributes
-    out["compression"] = attributes & 7
-    out["timestamp_type"] = (attributes >> 3) & 1
-    out["is_transactional"] = ((attributes >> 4) & 1).astype(bool)
-    out["is_control"] = ((attributes >> 5) & 1).astype(bool)
-    out["has_delete_horizon"] = ((attributes >> 6) & 1).astype(bool)
-    out["control_type"] = -1
-    out["coordinator_epoch"] = -1
-    legacy = np.flatnonzero(~v2)
-    if len(legacy):
-        lraw = raw[legacy]
-        m = lraw[:, 16].astype(np.int8)
-        lattr = lraw[:, 17].astype(np.int16)
-        rows = out[legacy]
-        rows["crc"] = lraw[:, 12:16].copy().view(">u4").reshape(-1)
-        rows["attributes"] = lattr
-        rows["compression"] = lattr & 7
-        rows["timestamp_type"] = np.where(m == 1, (lattr >> 3) & 1, -1)
-        ts = lraw[:, 18:26].copy().view(">i8").reshape(-1)
-        rows["base_timestamp"] = rows["max_timestamp"] = np.where(m == 1, ts, -1)
-        rows["partition_leader_epoch"] = -1
-        rows["last_offset_delta"] = 0
-        rows["producer_id"] = -1
-        rows["producer_epoch"] = -1
-        rows["base_sequence"] = -1
-        rows["record_count"] = np.where(lattr & 7 == 0, 1, -1)
-        rows["is_transactional"] = rows["is_control"] = rows["has_delete_horizon"] = False
-        out[legacy] = rows
-    controls = np.flatnonzero(v2 & out["is_control"])
-    if len(controls):
-        # The usual marker record: length, attributes, timestampDelta 0, offsetDelta 0, keyLength 4
-        # (zigzag 8), version + type, valueLength 6 (zigzag 12), version + coordinatorEpoch.
-        cidx = pos[controls, None] + _HEADER_BYTES + np.arange(17, dtype=np.int64)
-        np.minimum(cidx, len(u8) - 1, out=cidx)
-        c = u8[cidx].astype(np.int64)
-        usual = (c[:, 0] < 0x80) & (c[:, 2] == 0) & (c[:, 3] == 0) & (c[:, 4] == 8) & (c[:, 9] == 12)
-        usual &= out["batch_length"][controls] >= _MIN_V2 + 17
-        kinds = ((c[:, 7] << 8) | c[:, 8]).astype(np.int16)
-        epochs = ((c[:, 12] << 24) | (c[:, 13] << 16) | (c[:, 14] << 8) | c[:, 15]).astype(np.uint32)
-        ctype = out["control_type"]
-        cepoch = out["coordinator_epoch"]
-        ctype[controls[usual]] = kinds[usual]
-        cepoch[controls[usual]] = epochs[usual].view(np.int32)
-        n = len(u8)
-        for k in controls[~usual].tolist():
-            p = int(pos[k])
-            ctype[k], cepoch[k] = _control(buf, p, min(n, p + _LOG_OVERHEAD + int(out["batch_length"][k])))
-    return out
+        return np.zeros(0, dtype=BATCH_DTYPE)
+    n = len(memoryview(buf).cast("B")) if not isinstance(buf, memoryview) else buf.nbytes
+
+    def end_of(p: int) -> int:
+        if n - p < _LOG_OVERHEAD:
+            return n
+        return min(n, p + _LOG_OVERHEAD + max(int(_FRAME.unpack_from(buf, p)[1]), 0))
+
+    heads, _, exc = _core_scan(buf, int(pos[0]), end_of(int(pos[-1])))
+    if len(heads) >= len(pos):
+        k = np.searchsorted(heads["position"], pos)
+        if np.all(k < len(heads)) and np.array_equal(heads["position"][np.minimum(k, len(heads) - 1)], pos):
+            return heads[k]
+    rows = []
+    for p in pos.tolist():
+        one, _, exc = _core_scan(buf, p, end_of(p))
+        if len(one) == 0:
+            raise exc or CorruptRecordError("no complete batch", p, -1, "batchLength", batch_position=p)
+        rows.append(one[:1])
+    return np.concatenate(rows)
 
 
 def _resync(buf: memoryview, pos: int, end: int) -> int:
@@ -371,6 +294,7 @@ class Segment:
         self.notes: list[str] = []
         self.skipped: list[Skipped] = []
         self._scan: npt.NDArray[Any] | None = None
+        self._scan_bounds: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] = (np.zeros(0, np.int64),) * 2
         self.valid_bytes: int | None = None
         #: (position, length) of an incomplete batch at the end (a crash-truncated tail), once seen.
         self.tail: tuple[int, int] | None = None
@@ -410,17 +334,20 @@ class Segment:
     # -- indexes -------------------------------------------------------------------------
 
     def _batch_at(self, pos: int) -> npt.NDArray[Any] | None:
-        if self._data is None:  # two reads instead of mapping the file
+        if self._data is None and pos >= 0 and self.size - pos >= _LOG_OVERHEAD:
+            # reads of the batch instead of mapping the file (unless the batch is large)
             with open(self.path, "rb") as f:
-                head = memoryview(os.pread(f.fileno(), _HEADER_BYTES + 18, pos))
-            positions, _, err, _ = _frame(head, 0, self.size - pos, 1, self.path)
-            if err is not None or not positions:
-                return None
-            return _headers(head, positions)
-        positions, _, err, _ = _frame(self.data, pos, self.size, 1, self.path)
-        if err is not None or not positions:
+                length = _FRAME.unpack_from(os.pread(f.fileno(), _LOG_OVERHEAD, pos))[1]
+                if length < _MIN_ENTRY or self.size - pos - _LOG_OVERHEAD < length:
+                    return None
+                if length <= 1 << 20:
+                    one = os.pread(f.fileno(), _LOG_OVERHEAD + length, pos)
+                    heads, _, err, _ = _scan(one, 0, len(one), 1, self.path)
+                    return None if err is not None or not len(heads) else heads[:1]
+        heads, _, err, _ = _scan(self.data, pos, self.size, 1, self.path)
+        if err is not None or not len(heads):
             return None
-        return _headers(self.data, positions)[:1]
+        return heads[:1]
 
     def _check_indexes(self) -> None:
         idx = self.index
@@ -474,26 +401,33 @@ class Segment:
         recorded in :attr:`skipped` and walking resumes at the next batch whose
         CRC verifies.
         """
+        heads, nxt, at_end = self.frame_headers(pos, max_bytes, on_corruption)
+        return heads["position"].tolist(), nxt, at_end
+
+    def frame_headers(
+        self, pos: int, max_bytes: int, on_corruption: OnCorruption = "raise"
+    ) -> tuple[npt.NDArray[Any], int, bool]:
+        """:meth:`frame` with the batches' header rows (:data:`kbatch.BATCH_DTYPE`, as :meth:`scan`
+        gives them) instead of their positions: (rows, next position, at end)."""
         sc = self._scan
         if sc is not None and len(sc) and not self.skipped:  # reuse the cached scan
-            starts = sc["position"]
+            starts, ends = self._scan_bounds
             k = int(np.searchsorted(starts, pos))
             if k < len(starts) and int(starts[k]) == pos:
-                ends = starts + _LOG_OVERHEAD + sc["batch_length"]
                 j = min(max(int(np.searchsorted(ends, pos + max_bytes, "left")), k), len(starts) - 1)
-                return starts[k : j + 1].tolist(), int(ends[j]), j == len(starts) - 1
-        positions, stop, err, more = _frame(self.data, pos, self.size, max_bytes, self.path)
+                return sc[k : j + 1], int(ends[j]), j == len(starts) - 1
+        heads, stop, err, more = _scan(self.data, pos, self.size, max_bytes, self.path)
         if err is None:
             if not more and stop < self.size and self.tail is None:
                 self.tail = (stop, self.size - stop)
                 logger.info("%s ends with %d bytes of an incomplete batch at byte %d", self.path,
                             self.size - stop, stop)
-            return positions, stop, not more
+            return heads, stop, not more
         if on_corruption == "raise":
             raise err
         nxt = _resync(self.data, stop, self.size)
         self._skip(stop, nxt - stop, err.reason)
-        return positions, nxt, nxt >= self.size
+        return heads, nxt, nxt >= self.size
 
     def _skip(self, position: int, length: int, reason: str) -> None:
         item = Skipped(str(self.path), position, length, reason)
@@ -518,14 +452,16 @@ class Segment:
         """
         if self._scan is not None:
             return self._scan
-        positions: list[int] = []
+        parts: list[npt.NDArray[Any]] = []
         pos = 0
         while True:
-            got, pos, at_end = self.frame(pos, 1 << 62, on_corruption)
-            positions.extend(got)
+            got, pos, at_end = self.frame_headers(pos, 1 << 62, on_corruption)
+            parts.append(got)
             if at_end:
                 break
-        self._scan = _headers(self.data, positions)
+        self._scan = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        starts = self._scan["position"].copy()
+        self._scan_bounds = (starts, starts + _LOG_OVERHEAD + self._scan["batch_length"])
         self.valid_bytes = min(pos, self.size)
         return self._scan
 
@@ -536,13 +472,12 @@ class Segment:
             b = self._scan
         else:
             pos = self.index_position(1 << 62)
-            got: list[int] = []
+            b = np.zeros(0, dtype=BATCH_DTYPE)
             while True:
-                more, pos, at_end = self.frame(pos, 1 << 62, "skip")
-                got = more or got
+                more, pos, at_end = self.frame_headers(pos, 1 << 62, "skip")
+                b = more[-1:] if len(more) else b
                 if at_end:
                     break
-            b = _headers(self.data, got[-1:])
         if len(b) == 0:
             return self.base_offset
         return int(b["base_offset"][-1]) + int(b["last_offset_delta"][-1]) + 1
@@ -553,13 +488,13 @@ class Segment:
         if tix is not None and len(tix) and self.index is not None:
             last = tix[-1]
             pos = self.index_position(self.base_offset + int(last["relative_offset"]))
-            tail: list[int] = []
+            tail: list[npt.NDArray[Any]] = [np.zeros(0, dtype=BATCH_DTYPE)]
             while True:
-                more, pos, at_end = self.frame(pos, 1 << 62, "skip")
-                tail.extend(more)
+                more, pos, at_end = self.frame_headers(pos, 1 << 62, "skip")
+                tail.append(more)
                 if at_end:
                     break
-            rest = _headers(self.data, tail)["max_timestamp"]
+            rest = np.concatenate(tail)["max_timestamp"]
             return max(int(last["timestamp"]), int(rest.max()) if len(rest) else -1)
         b = self.scan("skip")
         return int(b["max_timestamp"].max()) if len(b) else -1
@@ -573,9 +508,8 @@ class Segment:
             return int(b["position"][k]) if k < len(b) else self.valid_bytes or self.size
         pos = self.index_position(offset)
         while True:
-            got, nxt, at_end = self.frame(pos, 1 << 20, "skip")
-            if got:
-                h = _headers(self.data, got)
+            h, nxt, at_end = self.frame_headers(pos, 1 << 20, "skip")
+            if len(h):
                 last = h["base_offset"] + h["last_offset_delta"]
                 k = int(np.argmax(last >= offset)) if np.any(last >= offset) else -1
                 if k >= 0:
@@ -594,17 +528,38 @@ class Segment:
         return _headers(self.data, positions)
 
     def decode_range(
-        self, start: int, stop: int, *, verify_crc: bool = True, on_corruption: OnCorruption = "raise"
+        self,
+        start: int,
+        stop: int,
+        *,
+        verify_crc: bool = True,
+        on_corruption: OnCorruption = "raise",
+        heads: npt.NDArray[Any] | None = None,
+        drop: npt.NDArray[np.bool_] | None = None,
     ) -> Iterator[RecordTable]:
         """Decode the batches framed in ``[start, stop)``, zero-copy when uncompressed.
 
         With ``on_corruption="skip"``, a batch that fails (CRC, records) is
         recorded in :attr:`skipped` and decoding goes on after it; otherwise
         the error is re-raised with this file's name and file positions.
+
+        ``drop`` (with ``heads``, the header rows of the batches in the range):
+        batches left out of the tables altogether, their records never parsed
+        or decompressed and their CRCs never checked.
         """
         while start < stop:
+            mask = None
+            if drop is not None and heads is not None:
+                pos = heads["position"]
+                mask = drop[int(np.searchsorted(pos, start)) : int(np.searchsorted(pos, stop))]
+                if not mask.any():
+                    mask = None
             try:
-                yield kbatch.decode(self.data[start:stop], verify_crc=verify_crc)
+                if mask is None:
+                    yield kbatch.decode(self.data[start:stop], verify_crc=verify_crc)
+                else:
+                    yield _core_decode(self.data[start:stop], verify_crc=verify_crc, skip_batches=mask,
+                                       keep_skipped_rows=False)
                 return
             except CorruptRecordError as exc:
                 bad = start + exc.batch_position if exc.batch_position >= 0 else start
@@ -794,8 +749,7 @@ class LogDir:
                 if k >= 0:
                     pos = seg.position_for(seg.base_offset + int(tix["relative_offset"][k]))
             while True:
-                got, nxt, at_end = seg.frame(pos, 1 << 20, "skip")
-                h = _headers(seg.data, got)
+                h, nxt, at_end = seg.frame_headers(pos, 1 << 20, "skip")
                 for k in np.flatnonzero(h["max_timestamp"] >= timestamp).tolist():
                     p = int(h["position"][k])
                     try:
@@ -829,7 +783,7 @@ class LogDir:
         (zero-copy views of the mapped file when uncompressed), and pages of
         the file already passed are released from this process's mapping. With
         ``read_committed``, the batches of aborted transactions are never
-        decoded: a chunk gives one table per run of batches between them.
+        decoded (nor their CRCs checked) and have no rows in the tables.
 
         Examples
         --------
@@ -843,7 +797,7 @@ class LogDir:
         """
         return self._iter(
             start_offset, end_offset, start_timestamp, end_timestamp, isolation_level, max_records,
-            on_corruption, verify_crc, chunk_bytes, split_aborted=True,
+            on_corruption, verify_crc, chunk_bytes,
         )
 
     def _iter(
@@ -857,12 +811,10 @@ class LogDir:
         on_corruption: OnCorruption,
         verify_crc: bool,
         chunk_bytes: int,
-        *,
-        split_aborted: bool,
     ) -> Iterator[RecordTable]:
-        # split_aborted: for read_committed, decode only the runs of batches between aborted
-        # ones (zero-copy tables, aborted data never decoded) instead of decoding a chunk and
-        # compacting it (one table per chunk, what read() wants).
+        # read_committed: each chunk is decoded in one call with its aborted batches skipped
+        # (never parsed, decompressed or CRC-checked) and their rows dropped; what is left is
+        # clipped to the range (and the last stable offset) as read_uncommitted is.
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise ValueError(f"isolation_level must be 'read_uncommitted' or 'read_committed', got {isolation_level!r}")
         if on_corruption not in ("raise", "skip"):
@@ -895,17 +847,16 @@ class LogDir:
                 return
             pos = seg.position_for(start) if start > seg.base_offset else 0
             while True:
-                got, nxt, at_end = seg.frame(pos, chunk_bytes, on_corruption)
-                if got:
-                    a, b = got[0], min(nxt, seg.size)
-                    last = got[-1]
-                    b = min(b, last + _LOG_OVERHEAD + _FRAME.unpack_from(seg.data, last)[1])
-                    ranges, level = [(a, b)], isolation_level
-                    if split_aborted and aborted and isolation_level == "read_committed":
-                        ranges, level = self._committed_runs(seg, got, aborted), "read_uncommitted"
-                    for table in (t for ra, rb in ranges for t in seg.decode_range(
-                            ra, rb, verify_crc=verify_crc, on_corruption=on_corruption)):
-                        table = self._clip(table, start, end, aborted, level)
+                heads, nxt, at_end = seg.frame_headers(pos, chunk_bytes, on_corruption)
+                if len(heads):
+                    a = int(heads["position"][0])
+                    b = int(heads["position"][-1]) + _LOG_OVERHEAD + int(heads["batch_length"][-1])
+                    drop = None
+                    if aborted and isolation_level == "read_committed":
+                        drop = self._aborted(heads, aborted)
+                    for table in seg.decode_range(
+                            a, b, verify_crc=verify_crc, on_corruption=on_corruption, heads=heads, drop=drop):
+                        table = self._clip(table, start, end)
                         table.truncated = at_end and seg.tail is not None
                         if remaining is not None and len(table) >= remaining:
                             yield select(table, np.arange(len(table)) < remaining)
@@ -922,39 +873,19 @@ class LogDir:
                     break
 
     @staticmethod
-    def _committed_runs(
-        seg: Segment, positions: list[int], aborted: list[tuple[int, int, int]]
-    ) -> list[tuple[int, int]]:
-        """Byte ranges of the runs of batches a read_committed consumer keeps (headers only)."""
-        heads = seg.headers_at(positions)
+    def _aborted(heads: npt.NDArray[Any], aborted: list[tuple[int, int, int]]) -> npt.NDArray[np.bool_] | None:
+        """Which of a chunk's batches (header rows) a read_committed consumer drops as aborted."""
         first = int(heads["base_offset"][0])
         upper = int(heads["base_offset"][-1]) + int(heads["last_offset_delta"][-1])
         drop = aborted_batch_mask(heads, _overlapping(aborted, first, upper))
-        ends = heads["position"] + _LOG_OVERHEAD + heads["batch_length"]
-        if not drop.any():
-            return [(int(heads["position"][0]), int(ends[-1]))]
-        edges = np.diff(np.concatenate(([0], (~drop).view(np.int8), [0])))
-        starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-        return list(zip(heads["position"][starts].tolist(), ends[stops - 1].tolist(), strict=True))
+        return drop if drop.any() else None
 
     @staticmethod
-    def _clip(
-        table: RecordTable,
-        start: int,
-        end: int | None,
-        aborted: list[tuple[int, int, int]],
-        isolation_level: str,
-    ) -> RecordTable:
+    def _clip(table: RecordTable, start: int, end: int | None) -> RecordTable:
+        """``table`` with only the records (and batches) of offsets ``[start, end)``."""
         b = table.batches
         if len(b) == 0:
             return table
-        if isolation_level == "read_committed":
-            upper = int(b["base_offset"][-1]) + int(b["last_offset_delta"][-1])
-            overlapping = _overlapping(aborted, int(b["base_offset"][0]), upper)
-            table = filter_committed(table, overlapping, inplace=True)
-            b = table.batches
-            if len(b) == 0:
-                return table
         offsets = table.records["offset"]
         lo = int(b["base_offset"][0]) if len(offsets) == 0 else min(int(offsets[0]), int(b["base_offset"][0]))
         hi = int(b["base_offset"][-1]) + int(b["last_offset_delta"][-1])
@@ -1013,7 +944,7 @@ class LogDir:
         tables = list(
             self._iter(
                 start_offset, end_offset, start_timestamp, end_timestamp, isolation_level, max_records,
-                on_corruption, verify_crc, 1 << 62, split_aborted=False,
+                on_corruption, verify_crc, 1 << 62,
             )
         )
         return concat(tables)
@@ -1213,13 +1144,13 @@ class LogWriter:
         buf = bytearray(data)
         view = memoryview(buf)
         path = self.path / "<append>"
-        positions, stop, err, _ = _frame(view, 0, len(buf), 1 << 62, path)
+        heads, stop, err, _ = _scan(view, 0, len(buf), 1 << 62, path)
         if err is not None:
             raise err
         if stop != len(buf):
             raise CorruptRecordError(f"incomplete batch at the end of the appended data ({len(buf) - stop} bytes)",
-                                     stop, len(positions), "batchLength", batch_position=stop)
-        heads = _headers(view, positions)
+                                     stop, len(heads), "batchLength", batch_position=stop)
+        positions = heads["position"].tolist()
         for k, p in enumerate(positions):
             h = heads[k]
             size = _LOG_OVERHEAD + int(h["batch_length"])

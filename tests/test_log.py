@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuilder
 from aiokafka.record.legacy_records import LegacyRecordBatchBuilder as AioLegacyBuilder
-from conftest import REAL_LOGS
+from conftest import REAL_LOGS, load_vectors, vector_params
 from kafka.record.default_records import DefaultRecordBatchBuilder as KafkaPythonBuilder
 
 import kbatch
-from kbatch.errors import CorruptRecordError, CRCError
+from kbatch._core import scan
+from kbatch.errors import CorruptRecordError, CRCError, KBatchError
 from kbatch.log import (
     LogWriter,
     Segment,
@@ -450,3 +451,123 @@ def test_librdkafka_batches_through_a_written_log(tmp_path: Path) -> None:
     stamps, offsets = expect.records["timestamp"], got.records["offset"]
     for target in rng.sample(range(int(stamps.min()), int(stamps.max())), 10):
         assert log.offset_for_timestamp(target) == int(offsets[np.flatnonzero(stamps >= target)[0]])
+
+
+# ---------------------------------------------------------------------------------------------
+# kbatch._core.scan: the batch headers Segment.scan and LogDir.transactions are built on
+
+SCAN_FIELDS = [f for f in kbatch.BATCH_DTYPE.names if f != "first_record"]
+
+
+def same_headers(rows: np.ndarray, batches: np.ndarray) -> None:
+    """``scan`` rows equal decoded batch rows, in the fields scan fills."""
+    assert len(rows) == len(batches)
+    assert (rows["first_record"] == -1).all()
+    for name in SCAN_FIELDS:
+        want = batches[name].copy()
+        if name == "record_count":  # unknown without decompressing a legacy wrapper
+            want[(batches["magic"] < 2) & (batches["compression"] != 0)] = -1
+        if name in ("control_type", "coordinator_epoch"):  # a compressed control batch is not read
+            want[batches["compression"] != 0] = -1
+        assert rows[name].tolist() == want.tolist(), name
+
+
+@pytest.mark.parametrize("vector", vector_params())
+def test_scan_matches_decode_on_vectors(vector: dict) -> None:
+    data = bytes.fromhex(vector["hex"])
+    rows, consumed, err = scan(data)
+    try:
+        table = kbatch.decode(data, verify_crc=vector.get("decode_options", {}).get("check_crc", True))
+    except KBatchError as exc:
+        assert not vector["expect"]["ok"] or not vector.get("decode_options", {}).get("check_crc", True)
+        partial = getattr(exc, "partial", None)
+        if partial is not None:
+            same_headers(rows[: len(partial.batches)], partial.batches)
+        return
+    assert err is None and consumed == table.consumed_bytes
+    same_headers(rows, table.batches)
+    if vector["expect"]["ok"]:  # control types as the vector states them
+        for row, b in zip(rows, vector["expect"]["batches"], strict=True):
+            control = [r["control"] for r in b.get("records", [])[:1] if r.get("control")]
+            if b.get("is_control") and b.get("compression") == 0 and control:
+                assert (int(row["control_type"]), int(row["coordinator_epoch"])) == (
+                    control[0]["type"], control[0]["coordinator_epoch"])
+            else:
+                assert int(row["control_type"]) == -1
+    # from the second batch on: positions stay those of the whole buffer
+    if len(rows) > 1:
+        p = int(rows["position"][1])
+        rest, c, e = scan(data, p)
+        assert e is None and c == consumed - p
+        assert rest.tobytes() == rows[1:].tobytes()
+        few, c, e = scan(memoryview(data), p, p + int(rows["batch_length"][1]) + 12)
+        assert e is None and few.tobytes() == rows[1:2].tobytes()
+
+
+def scan_samples() -> list[bytes]:
+    txn = kbatch.encode([b"t"], producer_id=4, producer_epoch=1, transactional=True)
+    out = [
+        txn
+        + kbatch.encode_control("abort", 4, 1, base_offset=1, coordinator_epoch=77)
+        + kbatch.encode([b"x" * 40] * 3, base_offset=2, compression="gzip", headers=[[("h", b"v")]] * 3)
+        + kbatch.encode_control("commit", 9, 0, base_offset=5, coordinator_epoch=-3)
+        + kbatch.encode([b"y"], base_offset=6, compression="lz4"),
+    ]
+    out += [bytes.fromhex(v["hex"]) for v in load_vectors()]
+    return out
+
+
+def test_scan_control_markers() -> None:
+    data = scan_samples()[0]
+    rows, consumed, err = scan(data)
+    assert err is None and consumed == len(data)
+    assert rows[["is_control", "control_type", "coordinator_epoch"]].tolist() == [
+        (False, -1, -1), (True, 0, 77), (False, -1, -1), (True, 1, -3), (False, -1, -1)
+    ]
+    same_headers(rows, kbatch.decode(data).batches)
+    # a compressed control batch: the header is read, the record is not
+    packed = kbatch._core.encode([b"\x00\x00\x00\x00\x00\x05"], [b"\x00\x00\x00\x01"], control=True,
+                                 transactional=True, producer_id=3, producer_epoch=0, compression=1)
+    rows, _, err = scan(packed)
+    assert err is None and rows[["is_control", "control_type", "coordinator_epoch"]].tolist() == [(True, -1, -1)]
+    assert kbatch.decode(packed).batches[["control_type", "coordinator_epoch"]].tolist() == [(1, 5)]
+    with pytest.raises(ValueError):
+        scan(data, len(data) + 1)
+    with pytest.raises(ValueError):
+        scan(data, -1)
+    with pytest.raises(ValueError):
+        scan(data, 5, 3)
+
+
+def test_scan_truncated_corrupt_and_garbage_input() -> None:
+    rng = random.Random(11)
+    for data in scan_samples():
+        full, _, err = scan(data)
+        ends = (full["position"] + 12 + full["batch_length"]).tolist()
+        for cut in range(len(data) + 1):
+            rows, c, e = scan(data[:cut])
+            assert c <= cut and (e is None or isinstance(e, CorruptRecordError))
+            if err is None:  # an incomplete tail is no error: the complete batches before the cut
+                assert e is None and rows["position"].tolist() == [p for p, end in zip(
+                    full["position"].tolist(), ends, strict=True) if end <= cut]
+        for _ in range(150):
+            bad = bytearray(data)
+            for _ in range(rng.randint(1, 4)):
+                bad[rng.randrange(len(bad))] = rng.randrange(256)
+            rows, c, e = scan(bytes(bad))
+            assert e is None or isinstance(e, CorruptRecordError)
+            assert 0 <= c <= len(bad) and (rows["position"] + 12 + rows["batch_length"] <= len(bad)).all()
+            if e is not None:
+                assert c == e.batch_position <= e.position <= len(bad)
+            try:
+                table = kbatch.decode(bytes(bad), verify_crc=False)
+            except (KBatchError, ValueError):
+                continue
+            assert e is None  # whatever decode accepts, scan accepts with the same headers
+            same_headers(rows, table.batches)
+    for n in list(range(80)) + [rng.randrange(100, 5000) for _ in range(200)]:
+        junk = bytes(rng.randrange(256) for _ in range(n))
+        start = rng.randrange(n + 1)
+        rows, c, e = scan(junk, start, rng.choice([-1, rng.randrange(start, n + 1)]))
+        assert e is None or isinstance(e, CorruptRecordError)
+        assert (rows["position"] >= start).all() and (rows["position"] + 12 + rows["batch_length"] <= n).all()

@@ -17,13 +17,16 @@ import numpy as np
 import pytest
 
 import kbatch
+from kbatch import _core
 from kbatch._txn import (
+    aborted_batch_mask,
     aborted_from_markers,
     concat,
     filter_committed,
     open_transactions,
     select,
 )
+from kbatch.errors import CRCError
 from kbatch.log import TXN_INDEX_DTYPE, LogWriter, open_log
 
 
@@ -198,3 +201,122 @@ def test_last_stable_offset_stops_read(tmp_path: Path) -> None:
     assert len(log.read(isolation_level="read_committed")) == 0
     assert log.read().values() == [b"open", b"after"]
     shutil.rmtree(w.path)
+
+
+# ---------------------------------------------------------------------------------------------
+# decode(..., skip_batches=...): the aborted batches never parsed, same records as decode-then-filter
+
+
+def _rows(table: kbatch.RecordTable) -> list[tuple]:
+    r = table.records
+    return [
+        (int(r["offset"][i]), int(r["timestamp"][i]), table.key(i), table.value(i), table.headers(i),
+         int(table.batches["base_offset"][r["batch"][i]]))
+        for i in range(len(table))
+    ]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_skip_batches_equals_decode_then_filter(seed: int) -> None:
+    s = make_script(seed)
+    full = kbatch.decode(s.data)
+    aborted = [(pid, first) for pid, first, _ in s.aborted]
+    drop = aborted_batch_mask(full.batches, aborted)
+    skipped = _core.decode(s.data, skip_batches=drop)
+    # every batch keeps its row; the skipped ones have no records
+    assert len(skipped.batches) == len(full.batches)
+    assert not np.isin(np.flatnonzero(drop), skipped.records["batch"]).any()
+    keep = ~drop[full.records["batch"]]
+    assert _rows(skipped) == [row for row, k in zip(_rows(full), keep, strict=True) if k]
+    assert skipped.next_offset == full.next_offset and skipped.consumed_bytes == full.consumed_bytes
+    # without the skipped rows: what filter_committed leaves (before the last stable offset)
+    dropped = _core.decode(s.data, skip_batches=drop, keep_skipped_rows=False)
+    filtered = filter_committed(full, aborted)
+    assert _rows(dropped) == _rows(filtered)
+    assert dropped.batches["base_offset"].tolist() == filtered.batches["base_offset"].tolist()
+    assert dropped.next_offset == full.next_offset
+
+
+def test_skip_batches_neither_checks_nor_decompresses() -> None:
+    parts = [
+        kbatch.encode([b"a", b"b"]),
+        kbatch.encode([b"c" * 100] * 3, base_offset=2, compression="gzip"),
+        kbatch.encode([b"d"], base_offset=5, compression="zstd"),
+        kbatch.encode([b"e"], base_offset=6),
+    ]
+    raw = bytearray(b"".join(parts))
+    at = len(parts[0]) + 61 + 5  # inside the gzip payload
+    raw[at] ^= 0xFF
+    with pytest.raises(CRCError):
+        kbatch.decode(bytes(raw))
+    skip = np.array([False, True, False, False])
+    t = _core.decode(bytes(raw), skip_batches=skip)
+    assert t.values() == [b"a", b"b", b"d", b"e"]
+    assert t.records["batch"].tolist() == [0, 0, 2, 3]
+    assert t.batches["first_record"].tolist() == [0, 2, 2, 3]
+    t = _core.decode(bytes(raw), skip_batches=skip, keep_skipped_rows=False)
+    assert t.records["batch"].tolist() == [0, 0, 1, 2] and len(t.batches) == 3 and t.next_offset == 7
+    # a CRC error in a batch that is not skipped is still reported, at its index in the input
+    with pytest.raises(CRCError) as info:
+        _core.decode(bytes(raw), skip_batches=np.array([False, False, True, False]), keep_skipped_rows=False)
+    assert info.value.batch_index == 1 and info.value.partial.values() == [b"a", b"b"]
+    # one flag per complete batch
+    with pytest.raises(ValueError, match="skip_batches"):
+        _core.decode(bytes(raw), skip_batches=[True])
+    assert len(_core.decode(b"", skip_batches=np.zeros(0, bool)).batches) == 0
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_log_read_committed_rows_equal_filter(seed: int, tmp_path: Path) -> None:
+    """LogDir's one-call-per-chunk read_committed gives the rows filter_committed gives."""
+    s = make_script(seed)
+    path = _write(s, tmp_path, segment_bytes=1 << 20)
+    full = kbatch.decode(s.data)
+    want = filter_committed(full, [(pid, first) for pid, first, _ in s.aborted], s.lso())
+    for chunk in (1, 300, 1 << 20):
+        log = open_log(path)
+        tables = list(log.iter_tables(isolation_level="read_committed", chunk_bytes=chunk))
+        assert [row for t in tables for row in _rows(t)] == _rows(want)
+        for t in tables:  # record rows point at their batches
+            b = t.batches[t.records["batch"]]
+            assert np.all((t.records["offset"] >= b["base_offset"])
+                          & (t.records["offset"] <= b["base_offset"] + b["last_offset_delta"]))
+            assert not (t.batches["is_transactional"] & ~t.batches["is_control"]
+                        & np.isin(t.batches["base_offset"], [f for _, f, _ in s.aborted])).any()
+    assert _rows(open_log(path).read(isolation_level="read_committed")) == _rows(want)
+
+
+@pytest.mark.parametrize("seed", SEEDS[:10])
+def test_log_read_committed_with_corrupt_batches(seed: int, tmp_path: Path) -> None:
+    """An aborted batch is never checked; a corrupt kept batch is skipped with the mask still aligned."""
+    s = make_script(seed)
+    if not s.aborted:
+        pytest.skip("no aborted transaction in this script")
+    path = _write(s, tmp_path, segment_bytes=1 << 20)
+    seg = path / "00000000000000000000.log"
+    full = kbatch.decode(s.data)
+    drop = aborted_batch_mask(full.batches, [(pid, first) for pid, first, _ in s.aborted])
+    b = full.batches
+    data_batches = ~b["is_control"]
+    victim = int(np.flatnonzero(drop)[0])
+    kept = np.flatnonzero(~drop & data_batches & (b["base_offset"] < (s.lso() or 1 << 62)))
+    raw = bytearray(seg.read_bytes())
+    raw[int(b["position"][victim]) + 70] ^= 0xFF  # a record byte of an aborted batch
+    seg.write_bytes(raw)
+    expect = s.expected()
+    assert open_log(path).read(isolation_level="read_committed").records["offset"].tolist() == expect
+    with pytest.raises(CRCError):
+        open_log(path).read()
+    if len(kept) == 0:
+        return
+    hit = int(kept[len(kept) // 2])
+    raw[int(b["position"][hit]) + 70] ^= 0xFF  # and one of a batch a consumer keeps
+    seg.write_bytes(raw)
+    lost = set(range(int(b["base_offset"][hit]), int(b["base_offset"][hit] + b["last_offset_delta"][hit]) + 1))
+    for chunk in (250, 1 << 20):
+        log = open_log(path)
+        tables = list(log.iter_tables(isolation_level="read_committed", on_corruption="skip", chunk_bytes=chunk))
+        assert [o for t in tables for o in t.records["offset"].tolist()] == [o for o in expect if o not in lost]
+        assert [s_.position for s_ in log.skipped] == [int(b["position"][hit])]
+    with pytest.raises(CRCError):
+        open_log(path).read(isolation_level="read_committed")
