@@ -658,7 +658,12 @@ def _zstd_walk(src: memoryview) -> tuple[int, bool]:
             if n_src - pos < 4:
                 _corrupt(f"zstd frame {frame} is truncated (checksum)")
             pos += 4
-        bound += frame_bound if fcs < 0 else min(fcs, frame_bound)
+        if fcs > frame_bound:
+            # A header that claims more than its blocks can produce is lying; libzstd
+            # would fail it, but python-zstandard's one-shot decompress() first
+            # allocates the claimed size.
+            _corrupt(f"zstd frame {frame} claims {fcs} bytes but its blocks hold at most {frame_bound}")
+        bound += frame_bound if fcs < 0 else fcs
         frame += 1
     return bound, frame == 1 and not skippable
 

@@ -5,6 +5,7 @@ import doctest
 import pytest
 
 import kbatch
+import kbatch.__main__
 import kbatch._core
 import kbatch._dump
 import kbatch._sample
@@ -13,7 +14,17 @@ import kbatch._txn
 import kbatch.errors
 import kbatch.log
 
-MODULES = [kbatch, kbatch._core, kbatch._table, kbatch.errors, kbatch.log, kbatch._txn, kbatch._dump, kbatch._sample]
+MODULES = [
+    kbatch,
+    kbatch.__main__,
+    kbatch._core,
+    kbatch._table,
+    kbatch.errors,
+    kbatch.log,
+    kbatch._txn,
+    kbatch._dump,
+    kbatch._sample,
+]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)

@@ -21,6 +21,8 @@ from aiokafka.record.default_records import (
 import kbatch
 from kbatch.protocol import Connection, Records
 
+pytest.importorskip("confluent_kafka")  # no musllinux wheels
+
 from ..kafka_mock import CODECS, MockCluster, fetch_all, fetch_response, mock_cluster
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

@@ -1,0 +1,100 @@
+"""The ``kbatch`` command line (``kbatch ...`` or ``python -m kbatch ...``).
+
+Each subcommand lives in a module of its own that provides ``add_arguments(parser)`` and
+``run(args) -> int`` (the exit status); :data:`SUBCOMMANDS` names them, and a new one is one line
+there. The modules import only the standard library and kbatch at the top, so ``kbatch --version``
+and ``--help`` work without the optional dependencies (pyspark, pyarrow).
+
+>>> main(["--version"])  # doctest: +ELLIPSIS
+kbatch ...
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from kbatch._version import __version__
+
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+
+#: Subcommand name -> module providing ``add_arguments(parser)`` and ``run(args) -> int``.
+SUBCOMMANDS: dict[str, str] = {
+    "dump": "kbatch._dump",
+    "sample": "kbatch._sample",
+    "convert": "kbatch._convert",
+}
+
+#: What a subcommand's handler looks like: parsed arguments in, exit status out.
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _summary(doc: str | None) -> str | None:
+    """The first line of a module docstring, without its ``kbatch NAME``: label or RST quotes."""
+    if not doc:
+        return None
+    line = doc.strip().splitlines()[0]
+    if line.startswith("``kbatch") and "``: " in line:
+        line = line.split("``: ", 1)[1]
+    return line.replace("``", "")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the ``kbatch`` argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="kbatch",
+        description="Decode, inspect and convert Apache Kafka record batches.",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"kbatch {__version__}",
+        help="print the version and exit",
+    )
+    subparsers = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
+    for name, module_name in SUBCOMMANDS.items():
+        module = importlib.import_module(module_name)
+        summary = _summary(module.__doc__)
+        sub = subparsers.add_parser(name, help=summary, description=summary)
+        module.add_arguments(sub)
+        sub.set_defaults(handler=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments after the program name.
+
+    Returns
+    -------
+    int
+        The subcommand's status; 0 for ``--version``/``--help``, 2 for a usage error (as argparse
+        does).
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --version, --help and usage errors: report, don't exit
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return handler(args)
+    except BrokenPipeError:  # `kbatch dump ... | head`: stop quietly, as other tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
