@@ -67,12 +67,11 @@ import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 from crc32c import crc32c
-from typing_extensions import Self
 
 import kbatch
 from kbatch._core import BATCH_DTYPE
@@ -81,6 +80,9 @@ from kbatch._core import scan as _core_scan
 from kbatch._table import RecordTable
 from kbatch._txn import _txn_state, aborted_batch_mask, concat, select
 from kbatch.errors import CorruptRecordError, CRCError, KBatchError
+
+if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
+    from typing_extensions import Self
 
 __all__ = [
     "OFFSET_INDEX_DTYPE",
