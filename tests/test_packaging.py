@@ -269,8 +269,11 @@ def venv_python(dists: tuple[Path, Path], workdir: Path) -> Path:
     venv.create(env_dir, with_pip=True, clear=True)
     python = env_dir / "bin" / "python"
     # the same test dependencies cibuildwheel installs for a manylinux wheel
+    # Not from the source tree: `python -m pip` puts the cwd on sys.path, and an editable
+    # install's kbatch.egg-info there would make pip think kbatch is already installed.
     _run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-         f"{wheel}[test]", *_cibuildwheel_option("test-requires"))
+         f"{wheel}[test]", *_cibuildwheel_option("test-requires"), cwd=workdir)
+    _run(python, "-c", "import kbatch", cwd=workdir)
     return python
 
 
@@ -309,7 +312,7 @@ def test_stubs_match_installed_wheel(venv_python: Path, workdir: Path) -> None:
     """``mypy.stubtest``: kbatch/_core.pyi against the compiled module of the installed wheel."""
     if not (ROOT / "kbatch" / "_core.pyi").exists():
         pytest.skip("no stubs yet")
-    _run(venv_python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "mypy>=1.18")
+    _run(venv_python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "mypy>=1.18", cwd=workdir)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
     env["MYPYPATH"] = ""
     _run(venv_python, "-m", "mypy.stubtest", "kbatch._core",
