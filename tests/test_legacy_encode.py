@@ -3,8 +3,8 @@
 kafka-python's pure-Python and aiokafka's Cython legacy readers must read back what
 :func:`kbatch._legacy.encode_legacy` writes (with their CRC checks) for both magics and
 every legacy codec; for input their own builders can express, the bytes must be the
-same as theirs. Once ``kbatch.decode`` reads legacy message sets
-(``kbatch.LEGACY_SUPPORTED``), the same buffers round-trip through it too.
+same as theirs. The same buffers round-trip through ``kbatch.decode``, and the peers'
+legacy builders' output decodes with it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ kafka_codec = pytest.importorskip("kafka.codec")
 LEGACY_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3}
 LIBS = ["aiokafka", "kafka-python"]
 BASE_TS = 1_700_000_000_000
-
 
 
 def _text(rng: random.Random, n: int) -> bytes:
