@@ -383,46 +383,41 @@ cdef inline uint8_t* _write_varlong(uint8_t* p, int64_t value) noexcept nogil:
     return p + 1
 
 
-def _decode_varint(data, Py_ssize_t pos=0):
-    """Read one zigzag varint; return ``(value, next_pos)``. For tests and tools."""
+cdef tuple _one_varint(object data, Py_ssize_t pos, bint wide):
+    """One zigzag varint (``wide``: varlong) at ``pos``: ``(value, next_pos)``."""
     cdef const uint8_t[::1] mv = _byte_view(data)
-    cdef int32_t out = 0
+    cdef int32_t narrow = 0
+    cdef int64_t value = 0
     cdef const uint8_t* start
     cdef const uint8_t* p
     cdef int rc
+    cdef str name = "varlong" if wide else "varint"
     if pos < 0 or pos > mv.shape[0]:
         raise IndexError("pos out of range")
     if mv.shape[0] == 0:
-        raise CorruptRecordError("varint runs past the end of the buffer", 0, field="varint")
+        raise CorruptRecordError(f"{name} runs past the end of the buffer", 0, field=name)
     start = &mv[0]
     p = start + pos
-    rc = _read_varint(&p, start + mv.shape[0], &out)
+    if wide:
+        rc = _read_varlong(&p, start + mv.shape[0], &value)
+    else:
+        rc = _read_varint(&p, start + mv.shape[0], &narrow)
+        value = narrow
     if rc == E_VARINT_TOO_LONG:
-        raise CorruptRecordError("varint is longer than 5 bytes", pos, field="varint")
+        raise CorruptRecordError(f"{name} is longer than {10 if wide else 5} bytes", pos, field=name)
     if rc:
-        raise CorruptRecordError("varint runs past the end of the buffer", pos, field="varint")
-    return out, p - start
+        raise CorruptRecordError(f"{name} runs past the end of the buffer", pos, field=name)
+    return value, p - start
+
+
+def _decode_varint(data, Py_ssize_t pos=0):
+    """Read one zigzag varint; return ``(value, next_pos)``. For tests and tools."""
+    return _one_varint(data, pos, False)
 
 
 def _decode_varlong(data, Py_ssize_t pos=0):
     """Read one zigzag varlong; return ``(value, next_pos)``. For tests and tools."""
-    cdef const uint8_t[::1] mv = _byte_view(data)
-    cdef int64_t out = 0
-    cdef const uint8_t* start
-    cdef const uint8_t* p
-    cdef int rc
-    if pos < 0 or pos > mv.shape[0]:
-        raise IndexError("pos out of range")
-    if mv.shape[0] == 0:
-        raise CorruptRecordError("varlong runs past the end of the buffer", 0, field="varlong")
-    start = &mv[0]
-    p = start + pos
-    rc = _read_varlong(&p, start + mv.shape[0], &out)
-    if rc == E_VARINT_TOO_LONG:
-        raise CorruptRecordError("varlong is longer than 10 bytes", pos, field="varlong")
-    if rc:
-        raise CorruptRecordError("varlong runs past the end of the buffer", pos, field="varlong")
-    return out, p - start
+    return _one_varint(data, pos, True)
 
 
 def _encode_varint(int32_t value):
