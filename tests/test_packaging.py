@@ -77,7 +77,14 @@ def _version() -> str:
 
 def _run(*cmd: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
          timeout: float = 900) -> str:
-    """Run ``cmd``; return its combined output, failing the test with that output on error."""
+    """Run ``cmd``; return its combined output, failing the test with that output on error.
+
+    Without ``env``, the process's environment minus ``PYTHON*`` and ``VIRTUAL_ENV``: other
+    test modules put the source tree on ``PYTHONPATH`` (Spark's workers need it), and through
+    it pip would take kbatch for installed and the venv would import the tree, not the wheel.
+    """
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
     proc = subprocess.run(
         [str(c) for c in cmd], cwd=cwd, env=env, timeout=timeout,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
