@@ -1225,18 +1225,11 @@ def encode_arrow(
     -------
     bytes
         The batches, as :func:`kbatch.encode` would build them from the same records.
-
-    Raises
-    ------
-    NotImplementedError
-        This kbatch build has no columnar encoder (``kbatch._core.encode_arrays``).
     """
     import kbatch
     from kbatch import _core
 
-    encoder = getattr(_core, "encode_arrays", None)
-    if encoder is None:
-        raise NotImplementedError("this kbatch build has no kbatch._core.encode_arrays")
+    encoder: Any = _core.encode_arrays  # arguments are assembled dynamically below
     cols = from_arrow(source)
     args = [cols.pop(name) for name in _ARRAY_ARGS]
     for name in ("max_batch_records", "max_batch_bytes"):
