@@ -804,6 +804,28 @@ cdef enum:
     FAST_PREFIX = 1 + 10 + 5 + 5
 
 
+cdef inline void _store_record(record_t* r, const batch_t* b, const uint8_t* base, const uint8_t* key,
+                               int32_t key_length, const uint8_t* value, int32_t value_length,
+                               int64_t headers_start, int32_t header_count, int32_t batch_index,
+                               int32_t offset_delta, int64_t timestamp_delta, int8_t attributes) noexcept nogil:
+    """Write one parsed v2 data record's row (both parse paths end here)."""
+    r.offset = <int64_t>(<uint64_t>b.base_offset + <uint64_t><int64_t>offset_delta)
+    if b.timestamp_type == 1:  # LogAppendTime: the broker's time for every record
+        r.timestamp = b.max_timestamp
+    else:
+        r.timestamp = <int64_t>(<uint64_t>b.base_timestamp + <uint64_t>timestamp_delta)
+    r.key_start = key - base
+    r.key_length = key_length
+    r.value_start = value - base
+    r.value_length = value_length
+    r.headers_start = headers_start
+    r.headers_count = header_count
+    r.batch = batch_index
+    r.sequence = _sequence_at(b.base_sequence, offset_delta)
+    r.attributes = attributes
+    r._pad[0] = r._pad[1] = r._pad[2] = 0
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 cdef inline bint _parse_body_fast(const uint8_t* base, const uint8_t* p, const uint8_t* body_end,
@@ -877,21 +899,8 @@ cdef inline bint _parse_body_fast(const uint8_t* base, const uint8_t* p, const u
         hr[h].value_length = hv_length
     if unlikely(p != body_end):
         return False
-    r.offset = <int64_t>(<uint64_t>b.base_offset + <uint64_t><int64_t>offset_delta)
-    if b.timestamp_type == 1:  # LogAppendTime: the broker's time for every record
-        r.timestamp = b.max_timestamp
-    else:
-        r.timestamp = <int64_t>(<uint64_t>b.base_timestamp + <uint64_t>timestamp_delta)
-    r.key_start = key - base
-    r.key_length = key_length
-    r.value_start = value - base
-    r.value_length = value_length
-    r.headers_start = hb.size
-    r.headers_count = header_count
-    r.batch = batch_index
-    r.sequence = _sequence_at(b.base_sequence, offset_delta)
-    r.attributes = attributes
-    r._pad[0] = r._pad[1] = r._pad[2] = 0
+    _store_record(r, b, base, key, key_length, value, value_length, hb.size, header_count, batch_index,
+                  offset_delta, timestamp_delta, attributes)
     hb.size += header_count
     return True
 
@@ -994,21 +1003,8 @@ cdef inline int _parse_body(const uint8_t* base, const uint8_t* p, const uint8_t
             if value_length >= 6:
                 b.coordinator_epoch = <int32_t>_be32(value + 2)
         return 0
-    r.offset = <int64_t>(<uint64_t>b.base_offset + <uint64_t><int64_t>offset_delta)
-    if b.timestamp_type == 1:  # LogAppendTime: the broker's time for every record
-        r.timestamp = b.max_timestamp
-    else:
-        r.timestamp = <int64_t>(<uint64_t>b.base_timestamp + <uint64_t>timestamp_delta)
-    r.key_start = key - base
-    r.key_length = key_length
-    r.value_start = value - base
-    r.value_length = value_length
-    r.headers_start = hb.size
-    r.headers_count = header_count
-    r.batch = batch_index
-    r.sequence = _sequence_at(b.base_sequence, offset_delta)
-    r.attributes = attributes
-    r._pad[0] = r._pad[1] = r._pad[2] = 0
+    _store_record(r, b, base, key, key_length, value, value_length, hb.size, header_count, batch_index,
+                  offset_delta, timestamp_delta, attributes)
     hb.size += header_count
     return 0
 
