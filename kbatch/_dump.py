@@ -53,9 +53,8 @@ from kbatch.log import (
     TIME_INDEX_DTYPE,
     TXN_INDEX_DTYPE,
     Segment,
-    _frame,
-    _headers,
     _read_index,
+    _scan,
 )
 
 __all__ = ["add_arguments", "run"]
@@ -123,8 +122,7 @@ def _dump_log(path: Path, args: argparse.Namespace, o: _Out, gaps: dict[str, lis
     seg = Segment(path)
     o.line(f"Log starting offset: {seg.base_offset}", type="segment", file=str(path), base_offset=seg.base_offset)
     end = min(seg.size, max(0, int(args.max_bytes)))
-    positions, stop, err, _ = _frame(seg.data, 0, end, 1 << 62, path)
-    heads = _headers(seg.data, positions)
+    heads, stop, err, _ = _scan(seg.data, 0, end, 1 << 62, path)
     deep = args.deep_iteration or args.print_data_log
     last_offset = -1
     rc = 0
@@ -162,7 +160,7 @@ def _dump_log(path: Path, args: argparse.Namespace, o: _Out, gaps: dict[str, lis
                 last_offset = offset
                 _print_control(h, o, args)
     trailing = seg.size - stop
-    if err is None and not positions and seg.size and int(args.max_bytes) >= seg.size:
+    if err is None and not len(heads) and seg.size and int(args.max_bytes) >= seg.size:
         o.error(f"kbatch dump: {path}: not a Kafka log: no complete batch in its {seg.size} bytes", file=str(path))
         return 1
     if err is not None:
@@ -277,27 +275,38 @@ def _sanity(path: Path, entries: npt.NDArray[Any], size: int, itemsize: int, kin
     return None
 
 
-def _dump_index(path: Path, args: argparse.Namespace, o: _Out, mismatches: dict[str, list[tuple[int, int]]]) -> int:
-    base = int(path.name.split(".")[0])
-    entries = _read_index(path, OFFSET_INDEX_DTYPE)
+def _index_prologue(
+    path: Path, dtype: Any, entry_size: int, kind: str, args: argparse.Namespace, o: _Out
+) -> tuple[int, Any] | int:
+    """An index file's base offset and entries, or the exit status when there is nothing more to
+    print: the file is empty, or ``--index-sanity-check`` was asked for (and is printed here)."""
+    entries = _read_index(path, dtype)
     assert entries is not None
     if len(entries) == 0:
         o.line(f"{path} is empty.", type="empty_index", file=str(path))
         return 0
     if args.index_sanity_check:
-        problem = _sanity(path, entries, path.stat().st_size, 8, "offset")
+        problem = _sanity(path, entries, path.stat().st_size, entry_size, kind)
         if problem:
             o.error(f"kbatch dump: {problem}", file=str(path))
             return 1
         o.line(f"{path} passed sanity check.", type="sanity_check", file=str(path), passed=True)
         return 0
+    return int(path.name.split(".")[0]), entries
+
+
+def _dump_index(path: Path, args: argparse.Namespace, o: _Out, mismatches: dict[str, list[tuple[int, int]]]) -> int:
+    checked = _index_prologue(path, OFFSET_INDEX_DTYPE, 8, "offset", args, o)
+    if isinstance(checked, int):
+        return checked
+    base, entries = checked
     seg = _log_for(path)
     for e in entries:
         offset, position = base + int(e["relative_offset"]), int(e["position"])
         if seg is not None:
-            got, _, _, _ = _frame(seg.data, position, seg.size, 1, seg.path)
-            if got:
-                h = _headers(seg.data, got)[0]
+            got, _, _, _ = _scan(seg.data, position, seg.size, 1, seg.path)
+            if len(got):
+                h = got[0]
                 found = int(h["base_offset"]) + int(h["last_offset_delta"])
                 if found != offset:
                     mismatches.setdefault(str(path), []).append((offset, found))
@@ -307,19 +316,10 @@ def _dump_index(path: Path, args: argparse.Namespace, o: _Out, mismatches: dict[
 
 
 def _dump_timeindex(path: Path, args: argparse.Namespace, o: _Out, problems: list[str]) -> int:
-    base = int(path.name.split(".")[0])
-    entries = _read_index(path, TIME_INDEX_DTYPE)
-    assert entries is not None
-    if len(entries) == 0:
-        o.line(f"{path} is empty.", type="empty_index", file=str(path))
-        return 0
-    if args.index_sanity_check:
-        problem = _sanity(path, entries, path.stat().st_size, 12, "time")
-        if problem:
-            o.error(f"kbatch dump: {problem}", file=str(path))
-            return 1
-        o.line(f"{path} passed sanity check.", type="sanity_check", file=str(path), passed=True)
-        return 0
+    checked = _index_prologue(path, TIME_INDEX_DTYPE, 12, "time", args, o)
+    if isinstance(checked, int):
+        return checked
+    base, entries = checked
     seg = _log_for(path)
     heads = seg.scan("skip") if seg is not None else None
     prev = -1

@@ -181,14 +181,6 @@ def _scan(
     return heads, stop, err, err is None and limit <= stop < end
 
 
-def _frame(
-    buf: Any, pos: int, end: int, max_bytes: int, path: Path
-) -> tuple[list[int], int, CorruptRecordError | None, bool]:
-    """Batch positions from ``pos``: (positions, end of the last, error or None, more); see :func:`_scan`."""
-    heads, stop, err, more = _scan(buf, pos, end, max_bytes, path)
-    return heads["position"].tolist(), stop, err, more
-
-
 def _headers(buf: Any, positions: Sequence[int] | npt.NDArray[np.int64]) -> npt.NDArray[Any]:
     """BATCH_DTYPE rows of the batches at ``positions`` (headers only, nothing decompressed).
 
