@@ -45,6 +45,7 @@ import functools
 import struct
 import threading
 import zlib
+from collections.abc import Callable
 from typing import Final, NoReturn
 
 import cramjam
@@ -112,6 +113,10 @@ class Arena:
     ----------
     initial : int, optional
         Bytes to allocate up front (0 allocates on first use).
+    allocate : callable, optional
+        ``allocate(n)`` returns a new writable uint8 array of at least ``n`` bytes;
+        default ``np.empty``. kbatch's decoder passes one that reuses the pages of a
+        previous decode's arena.
 
     Notes
     -----
@@ -129,14 +134,23 @@ class Arena:
     (b'hello', 5)
     """
 
-    __slots__ = ("_buf", "size")
+    __slots__ = ("_allocate", "_buf", "before_grow", "size")
 
-    def __init__(self, initial: int = 0) -> None:
+    def __init__(
+        self,
+        initial: int = 0,
+        allocate: Callable[[int], npt.NDArray[np.uint8]] | None = None,
+    ) -> None:
         if initial < 0:
             raise ValueError(f"initial must be >= 0, got {initial}")
-        self._buf: npt.NDArray[np.uint8] = np.empty(initial, dtype=np.uint8)
+        #: Makes a new uint8 buffer of at least n bytes (default: np.empty).
+        self._allocate = allocate or _empty
+        self._buf: npt.NDArray[np.uint8] = self._allocate(initial)
         #: Bytes used, from the start of the buffer.
         self.size: int = 0
+        #: Called before the buffer moves (grows), e.g. to wait for a thread that is
+        #: still reading the used part through a raw pointer.
+        self.before_grow: Callable[[], object] | None = None
 
     @property
     def capacity(self) -> int:
@@ -166,13 +180,15 @@ class Arena:
         return self._buf.data[self.size : need]
 
     def _grow(self, need: int) -> None:
+        if self.before_grow is not None:
+            self.before_grow()
         cap = max(need, 2 * int(self._buf.shape[0]), 4096)
         try:
             # realloc (mremap for large buffers): the used bytes are not copied. numpy
             # refuses while any view or exported buffer still refers to the array.
             self._buf.resize(cap, refcheck=True)
-        except ValueError:
-            new = np.empty(cap, dtype=np.uint8)
+        except ValueError:  # viewed, or not numpy's to resize
+            new = self._allocate(cap)
             new[: self.size] = self._buf[: self.size]
             self._buf = new
 
@@ -202,6 +218,10 @@ class Arena:
         out = self._buf[: self.size]
         out.flags.writeable = False
         return out
+
+
+def _empty(n: int) -> npt.NDArray[np.uint8]:
+    return np.empty(n, dtype=np.uint8)
 
 
 def _as_bytes_view(src: object) -> memoryview:

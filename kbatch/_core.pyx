@@ -61,9 +61,24 @@ buffer without an error; everything else that does not parse is corrupt.
 """
 
 cimport cython
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
+from cpython.buffer cimport (
+    PyBUF_SIMPLE,
+    PyBuffer_FillInfo,
+    PyBuffer_Release,
+    PyObject_CheckBuffer,
+    PyObject_GetBuffer,
+)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_CheckExact
+from cpython.pythread cimport (
+    WAIT_LOCK,
+    PyThread_acquire_lock,
+    PyThread_allocate_lock,
+    PyThread_free_lock,
+    PyThread_release_lock,
+    PyThread_type_lock,
+)
 from cpython.sequence cimport PySequence_GetItem
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_Check
@@ -72,6 +87,8 @@ from libc.stdint cimport INT32_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, 
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 
+import _thread
+import os
 import time
 
 import numpy as np
@@ -1181,6 +1198,70 @@ cdef int _parse_legacy(const uint8_t* base, int64_t start, int64_t end, batch_t*
     return 0
 
 
+# Arena blocks. Decompressed payloads of one decode go to one arena, which
+# becomes the table's ``data``; it is usually larger than malloc's mmap
+# threshold, so each decode would get fresh pages from the kernel and pay a
+# page fault for every 4 KiB it writes. Instead, the block of the last arena
+# that was freed (the previous table gone) is kept, pages and all, for the
+# next decode: one spare, at most SPARE_MAX_BYTES, like a malloc arena keeps
+# freed memory. Allocation and release both run with the GIL held.
+
+cdef enum:
+    BLOCK_HEADER = 64                 # the block's capacity, keeping the data 64-byte aligned
+    SPARE_MAX_BYTES = 256 * 1024 * 1024
+
+cdef uint8_t* _spare = NULL
+
+
+cdef inline size_t _block_capacity(uint8_t* block) noexcept nogil:
+    return (<size_t*>block)[0]
+
+
+cdef void _release_block(void* data) noexcept:
+    """Free callback of an arena block's array: keep it as the spare (or free it)."""
+    global _spare
+    cdef uint8_t* block = <uint8_t*>data - BLOCK_HEADER
+    if _block_capacity(block) > SPARE_MAX_BYTES:
+        free(block)
+        return
+    if _spare != NULL:
+        free(_spare)
+    _spare = block
+
+
+def _arena_block(Py_ssize_t n):
+    """A writable uint8 array of at least ``n`` bytes for a decode's arena.
+
+    The spare block when it is large enough (its pages already mapped), else a
+    new one; the array's memory goes back to the spare when it is freed.
+    """
+    global _spare
+    cdef uint8_t* block
+    cdef cvarray arr
+    n = max(n, 1)
+    if _spare != NULL and _block_capacity(_spare) >= <size_t>n:
+        block = _spare
+        _spare = NULL
+    else:
+        if _spare != NULL:  # too small to be of use: give it back
+            free(_spare)
+            _spare = NULL
+        block = <uint8_t*>malloc(n + BLOCK_HEADER)
+        if block == NULL:
+            raise MemoryError()
+        (<size_t*>block)[0] = n
+    arr = <uint8_t[:_block_capacity(block)]> (block + BLOCK_HEADER)
+    arr.callback_free_data = _release_block
+    return np.asarray(arr)
+
+
+def _release_spare():
+    """Free the spare arena block now (tests, and memory-tight callers)."""
+    global _spare
+    free(_spare)
+    _spare = NULL
+
+
 cdef object _rows_array(void** rows, int64_t count, size_t itemsize, object dtype):
     """Hand a C row buffer to NumPy without copying (NumPy frees it); ``rows`` is cleared."""
     cdef cvarray arr
@@ -1206,18 +1287,150 @@ cdef inline void* _row_ptr(object array):
 # One pass over the batch headers (no GIL), then the batches in chunks of about
 # CHUNK_BYTES: their CRC-32Cs, their payloads (decompressed into one arena when
 # any batch of the buffer is compressed), then their records straight into C
-# row buffers (no GIL) while the bytes are still in cache. Each stage stops at
-# the first bad batch, so the earliest error wins and everything before it is
-# returned as the error's ``partial`` table.
+# row buffers (no GIL). Each stage stops at the first bad batch, so the
+# earliest error wins and everything before it is returned as the error's
+# ``partial`` table.
+#
+# On a machine with two or more cores, a large input is decoded as a
+# two-stage pipeline: while a parse thread turns chunk k into rows (pure C,
+# no GIL, no Python object), the calling thread checks and decompresses chunk
+# k + 1 (crc32c and the codecs release the GIL for large buffers). The
+# calling thread never moves or frees what the parse thread reads or writes
+# (the arena, the row buffers) without first waiting for it to go idle.
 
 cdef enum:
     CHUNK_BYTES = 1 << 18
+    PIPELINE_MIN_BYTES = 2 * CHUNK_BYTES  # at least two chunks, or the thread is pure overhead
 
 
 cdef struct rows_t:
     record_t* records
     int64_t size
     int64_t capacity
+
+
+cdef struct parse_job_t:
+    # Batches ``first .. end`` whose records are parsed from ``base``; rows
+    # go to ``rows`` at each batch's first_record, headers to ``hb``; the
+    # first bad batch stops the job with ``err`` filled.
+    const uint8_t* base
+    int64_t first
+    int64_t end
+    batch_t* bp
+    const int64_t* pstart
+    const int64_t* pend
+    const int64_t* last_inner
+    const uint8_t* skip
+    const int32_t* remap
+    bint verify_crc
+    rows_t* rows
+    header_buf_t* hb
+    error_t err
+
+
+cdef void _parse_chunk(parse_job_t* job) noexcept nogil:
+    cdef int64_t k
+    cdef int rc
+    cdef batch_t* b
+    cdef int32_t index
+    for k in range(job.first, job.end):
+        if job.skip != NULL and job.skip[k]:
+            continue
+        b = job.bp + k
+        index = job.remap[k] if job.remap != NULL else <int32_t>k
+        if b.magic == 2:
+            rc = _parse_records(job.base, job.pstart[k], job.pend[k], b, index,
+                                job.rows.records + b.first_record, job.hb, &job.err)
+        else:
+            rc = _parse_legacy(job.base, job.pstart[k], job.pend[k], b, job.last_inner[k], job.verify_crc,
+                               index, job.rows.records + b.first_record, job.hb, &job.err)
+        if rc != 0:
+            job.err.batch_index = k
+            job.err.batch_position = b.position
+            return
+        if not b.is_control:
+            job.rows.size += b.record_count
+
+
+# The usable cores (not the machine's, under taskset or a container's cpuset).
+_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+cdef class _Parser:
+    """Runs parse jobs, inline or on a thread of its own (``threaded``).
+
+    One job at a time: :meth:`submit` hands one over, :meth:`wait` blocks
+    (without the GIL, uninterruptibly: the job writes into buffers the caller
+    owns) until it is done. The thread exits at :meth:`close`; the locks live
+    as long as the last reference, which the thread holds until it returns.
+    """
+
+    cdef parse_job_t job
+    cdef PyThread_type_lock ready   # released by submit: a job (or quit) is there
+    cdef PyThread_type_lock done    # released by the thread: the job is finished
+    cdef bint threaded, busy, quit
+
+    def __cinit__(self, bint threaded):
+        memset(&self.job, 0, sizeof(self.job))
+        self.threaded = False
+        self.busy = False
+        self.quit = False
+        self.ready = NULL
+        self.done = NULL
+        if threaded:
+            self.ready = PyThread_allocate_lock()
+            self.done = PyThread_allocate_lock()
+            if self.ready == NULL or self.done == NULL:
+                return  # inline then
+            PyThread_acquire_lock(self.ready, WAIT_LOCK)
+            PyThread_acquire_lock(self.done, WAIT_LOCK)
+            try:
+                _thread.start_new_thread(self._run, ())
+            except RuntimeError:  # no thread to be had: parse inline
+                return
+            self.threaded = True
+
+    def __dealloc__(self):
+        if self.ready != NULL:
+            PyThread_free_lock(self.ready)
+        if self.done != NULL:
+            PyThread_free_lock(self.done)
+
+    def _run(self):
+        with nogil:
+            while True:
+                PyThread_acquire_lock(self.ready, WAIT_LOCK)
+                if self.quit:
+                    break
+                _parse_chunk(&self.job)
+                PyThread_release_lock(self.done)
+
+    cdef void submit(self) noexcept:
+        """Start ``self.job`` (filled by the caller); inline, it is done on return."""
+        if not self.threaded:
+            with nogil:
+                _parse_chunk(&self.job)
+            return
+        self.busy = True
+        PyThread_release_lock(self.ready)
+
+    cdef void wait(self) noexcept:
+        """Block until the job submitted last is finished."""
+        if self.busy:
+            with nogil:
+                PyThread_acquire_lock(self.done, WAIT_LOCK)
+            self.busy = False
+
+    def wait_idle(self):
+        """Python-callable :meth:`wait` (the arena calls it before it moves)."""
+        self.wait()
+
+    cdef void close(self) noexcept:
+        self.wait()
+        if self.threaded:
+            self.threaded = False
+            self.quit = True
+            PyThread_release_lock(self.ready)
 
 
 def decode(object data, *, bint verify_crc=True, object max_decompressed_size=None, object skip_batches=None,
@@ -1273,6 +1486,9 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     cdef const uint8_t* skip = NULL
     cdef int32_t[::1] kept_index
     cdef const int32_t* remap = NULL
+    cdef _Parser parser
+    cdef parse_job_t* job
+    cdef int64_t planned
     memset(&err, 0, sizeof(err))
     memset(&hb, 0, sizeof(hb))
     memset(&rows, 0, sizeof(rows))
@@ -1320,38 +1536,56 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
         # Pages are only touched as they are written, so reserving for a
         # typical compression ratio costs address space, not memory; it saves
         # growing (and copying) the arena while decoding.
-        arena = _compression.Arena(min(8 * n + 65536, limit))
+        arena = _compression.Arena(min(8 * n + 65536, limit), allocate=_arena_block)
     # Exact for uncompressed input (counts are checked against batch sizes
     # before any row is written); grown per chunk for compressed input.
     if not _reserve(<void**>&rows.records, &rows.capacity, need, sizeof(record_t)) or \
             not _reserve(<void**>&hb.rows, &hb.capacity, need, sizeof(header_t)):
         raise MemoryError()
 
+    parser = _Parser(_CPUS > 1 and bad > 1 and (in_arena or n >= PIPELINE_MIN_BYTES))
+    job = &parser.job
+    job.bp = bp
+    if count:
+        job.pstart = &pstart[0]
+        job.pend = &pend[0]
+        job.last_inner = &last_inner[0]
+    job.skip = skip
+    job.remap = remap
+    job.verify_crc = verify_crc
+    job.rows = &rows
+    job.hb = &hb
+    planned = 0  # rows of the batches handed to the parser so far
     try:
+        if in_arena:
+            arena.before_grow = parser.wait_idle
         k = 0
         while k < bad:
+            # Chunk k .. j: checked and decompressed here while the parser
+            # may still be busy with the chunk before it.
             j = k
             chunk = 0
             while j < bad and (j == k or chunk < CHUNK_BYTES):
                 chunk += LOG_OVERHEAD + bp[j].batch_length
                 j += 1
+            pending = None  # this chunk's error: it stands only if the parser's chunk is good
             if verify_crc:
                 stop = _check_crcs(mv, buf, bp, k, j, skip, &err)
                 if stop < j:
-                    exc = _make_error(&err, IN_INPUT, 0, 0)
-                    bad = j = stop
+                    pending = _make_error(&err, IN_INPUT, 0, 0)
+                    j = stop
             if in_arena:
                 arena_view = None  # let the arena grow in place
                 stop, exc2 = _decompress_payloads(mv, bp, k, j, pstart, pend, arena, limit, skip)
                 if exc2 is not None:
-                    exc = exc2
-                    bad = j = stop
+                    pending = exc2
+                    j = stop
                 arena_view = arena.view()
                 base = &arena_view[0] if arena_view.shape[0] > 0 else NULL
             # Row counts: v2 counts are claims to check against the bytes;
             # a legacy wrapper's comes from framing its inner message set.
             memset(&err, 0, sizeof(err))
-            need = rows.size
+            need = planned
             for stop in range(k, j):
                 if skip != NULL and skip[stop]:
                     bp[stop].first_record = need
@@ -1361,52 +1595,45 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
                             base, pstart[stop], pend[stop], bp + stop, &last_inner[stop], &err) != 0:
                         err.batch_index = stop
                         err.batch_position = bp[stop].position
-                        exc = _make_error(&err, IN_ARENA_INFLATED, pstart[stop], istart[stop])
-                        bad = j = stop
+                        pending = _make_error(&err, IN_ARENA_INFLATED, pstart[stop], istart[stop])
+                        j = stop
                         break
                 elif bp[stop].record_count > (pend[stop] - pstart[stop]) // MIN_RECORD_SIZE:
                     err.batch_index = stop
                     err.batch_position = bp[stop].position
                     _fail(&err, E_COUNT_TOO_LARGE, bp[stop].position + 57, "recordCount", -1,
                           bp[stop].record_count, pend[stop] - pstart[stop])
-                    exc = _make_error(&err, IN_INPUT, 0, 0)
-                    bad = j = stop
+                    pending = _make_error(&err, IN_INPUT, 0, 0)
+                    j = stop
                     break
                 bp[stop].first_record = need
                 if not bp[stop].is_control:
                     need += bp[stop].record_count
+            parser.wait()
+            if job.err.code:  # the chunk before failed: its error is the earlier one
+                break
+            if pending is not None:
+                exc = pending
+                bad = j
+            # The parser is idle: the row buffer may move.
             if not _reserve(<void**>&rows.records, &rows.capacity, need, sizeof(record_t)):
                 raise MemoryError()
-            memset(&err, 0, sizeof(err))
-            with nogil:
-                for stop in range(k, j):
-                    if skip != NULL and skip[stop]:
-                        continue
-                    if bp[stop].magic == 2:
-                        rc = _parse_records(base, pstart[stop], pend[stop], bp + stop,
-                                            remap[stop] if remap != NULL else <int32_t>stop,
-                                            rows.records + bp[stop].first_record, &hb, &err)
-                    else:
-                        rc = _parse_legacy(base, pstart[stop], pend[stop], bp + stop, last_inner[stop],
-                                           verify_crc, remap[stop] if remap != NULL else <int32_t>stop,
-                                           rows.records + bp[stop].first_record, &hb, &err)
-                    if rc != 0:
-                        err.batch_index = stop
-                        err.batch_position = bp[stop].position
-                        break
-                    if not bp[stop].is_control:
-                        rows.size += bp[stop].record_count
-            if err.code:
-                stop = err.batch_index
-                exc = _make_error(&err, IN_INPUT if not in_arena else
-                                  IN_ARENA_COPY if bp[stop].compression == 0 else IN_ARENA_INFLATED,
-                                  pstart[stop], istart[stop])
-                bad = stop
-                # Drop the bad batch's rows.
-                hb.size = (rows.records[rows.size - 1].headers_start + rows.records[rows.size - 1].headers_count
-                           if rows.size else 0)
-                break
+            planned = need
+            job.base = base
+            job.first = k
+            job.end = j
+            parser.submit()
             k = j
+        parser.wait()
+        if job.err.code:
+            stop = job.err.batch_index
+            exc = _make_error(&job.err, IN_INPUT if not in_arena else
+                              IN_ARENA_COPY if bp[stop].compression == 0 else IN_ARENA_INFLATED,
+                              pstart[stop], istart[stop])
+            bad = stop
+            # Drop the bad batch's rows.
+            hb.size = (rows.records[rows.size - 1].headers_start + rows.records[rows.size - 1].headers_count
+                       if rows.size else 0)
         arena_view = None
         out_data = data if arena is None else arena.result()
         kept = batches[:bad]
@@ -1418,6 +1645,9 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
         if remap != NULL and bad:
             table.next_offset = bp[bad - 1].base_offset + bp[bad - 1].last_offset_delta + 1
     finally:
+        parser.close()  # first: the parse thread may still be writing rows
+        if in_arena:
+            arena.before_grow = None
         free(rows.records)
         free(hb.rows)
     if exc is None:
@@ -1712,12 +1942,26 @@ cdef inline object _item(object seq, Py_ssize_t i):
     return PySequence_GetItem(seq, i)
 
 
+cdef inline bint _plain(object obj) noexcept:
+    """None or exact bytes: pointed at without running any Python code."""
+    return obj is None or PyBytes_CheckExact(obj)
+
+
 cdef int _gather(_Inputs inp, int64_t i, object key, object value, object timestamp, object headers,
-                 int64_t now) except -1:
+                 int64_t now, bint strict=False) except -1:
+    """Point record ``i``'s C row at its key, value and headers.
+
+    ``strict``: accept only what can be read without running Python code
+    (None, exact bytes, int and str, lists and tuples) and return 1 at
+    anything else, untouched, for the caller to start again the general way.
+    """
     cdef rec_in_t* r = inp.recs + i
     cdef hdr_in_t* h
     cdef Py_ssize_t klen, j, count
     cdef int64_t size = 0
+    if strict and not (_plain(key) and _plain(value) and (timestamp is None or PyLong_CheckExact(timestamp))
+                       and (headers is None or PyList_CheckExact(headers) or PyTuple_CheckExact(headers))):
+        return 1
     _bytes_of(key, &r.key, &r.key_length, inp, "key", i)
     _bytes_of(value, &r.value, &r.value_length, inp, "value", i)
     r.timestamp = now if timestamp is None else <int64_t>timestamp
@@ -1736,8 +1980,12 @@ cdef int _gather(_Inputs inp, int64_t i, object key, object value, object timest
             if PyTuple_CheckExact(pair) and PyTuple_GET_SIZE(pair) == 2:
                 hkey = <object>PyTuple_GET_ITEM(pair, 0)
                 hvalue = <object>PyTuple_GET_ITEM(pair, 1)
+            elif strict:
+                return 1
             else:
                 hkey, hvalue = pair
+            if strict and not _plain(hvalue):
+                return 1
             if PyUnicode_Check(hkey):
                 if PyUnicode_IS_COMPACT_ASCII(hkey):  # its UTF-8 is its data
                     h.key = <const uint8_t*>PyUnicode_DATA(hkey)
@@ -1827,9 +2075,34 @@ cdef void _write_batch_header(uint8_t* p, int64_t base_offset, int64_t size, int
     _put32(p + 57, <uint32_t>record_count)
 
 
-cdef inline void _seal(object out, uint8_t* batch, Py_ssize_t start, Py_ssize_t size) except *:
+cdef class _Span:
+    """A read-only buffer over ``size`` bytes at ``ptr``, memory its user keeps alive.
+
+    Not tracked by the garbage collector and repointed rather than remade: a
+    checksum call through it allocates nothing that could start a collection
+    (and with it arbitrary finalizers).
+    """
+
+    cdef const uint8_t* ptr
+    cdef Py_ssize_t size
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        PyBuffer_FillInfo(view, self, <void*>self.ptr, self.size, 1, flags)
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
+
+
+cdef inline uint32_t _span_crc32c(_Span span, const uint8_t* p, Py_ssize_t size) except? 0xFFFFFFFF:
+    """CRC-32C of ``size`` bytes at ``p``, holding the GIL (gil_release_mode=0)."""
+    span.ptr = p
+    span.size = size
+    return <uint32_t>_crc32c(span, 0, 0)
+
+
+cdef inline void _seal(_Span span, uint8_t* batch, Py_ssize_t size) except *:
     """Write the CRC-32C of a finished batch (attributes .. end)."""
-    _put32(batch + 17, <uint32_t>_crc32c(memoryview(out)[start + 21:start + size]))
+    _put32(batch + 17, _span_crc32c(span, batch + 21, size - 21))
 
 
 cdef int64_t _plan(rec_in_t* recs, int64_t n, int64_t max_records, int64_t max_bytes,
@@ -1869,14 +2142,69 @@ cdef struct batch_opts_t:
     int64_t max_bytes
 
 
-cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object level):
-    """Plan and write the gathered records as one or more batches."""
-    cdef int64_t nb, k, total = 0, pos = 0, first, end, max_ts, i
+cdef enum:
+    PARALLEL_COMPRESS_MIN_BYTES = 1 << 18  # below this a second thread costs more than it saves
+
+
+cdef class _CompressJob:
+    """Write and compress a range of planned batches (the encoder's compressed path).
+
+    Runs on the calling thread and, for large inputs, on a second one at the
+    same time (the codecs release the GIL). The caller keeps ``plans`` and the
+    records ``inp`` points into alive until every run has returned.
+    """
+
+    cdef _Inputs inp
+    cdef batch_opts_t opts
+    cdef const plan_t* plans
+    cdef int compression
+    cdef object level
+
+    cdef list run(self, int64_t k0, int64_t k1):
+        cdef int64_t k, first, end, i, max_ts
+        cdef object raw
+        cdef uint8_t* p
+        cdef list parts = []
+        cdef const rec_in_t* recs = self.inp.recs
+        for k in range(k0, k1):
+            first = self.plans[k].first
+            end = self.plans[k].end
+            max_ts = _max_timestamp(recs, first, end)
+            raw = PyBytes_FromStringAndSize(NULL, self.plans[k].size - BATCH_OVERHEAD)
+            p = <uint8_t*>PyBytes_AS_STRING(raw)
+            with nogil:
+                _write_records(p, recs, self.inp.hdrs, first, end)
+            parts.append(_finish_batch(raw, self.compression, self.level, self.opts.base_offset + first,
+                                       &self.opts, end - first, recs[first].timestamp, max_ts, first))
+        return parts
+
+    def run_range(self, int64_t k0, int64_t k1):
+        return self.run(k0, k1)
+
+
+cdef inline int64_t _max_timestamp(const rec_in_t* recs, int64_t first, int64_t end) noexcept nogil:
+    cdef int64_t i, max_ts = recs[first].timestamp
+    for i in range(first + 1, end):
+        if recs[i].timestamp > max_ts:
+            max_ts = recs[i].timestamp
+    return max_ts
+
+
+cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object level, bint hold_gil=False):
+    """Plan and write the gathered records as one or more batches.
+
+    ``hold_gil``: the rows point into objects nothing keeps alive but the
+    caller's (unsnapshotted) sequences: write without releasing the GIL or
+    running Python code (uncompressed only).
+    """
+    cdef int64_t nb, k, total = 0, pos = 0, first, end, half
     cdef plan_t* plans
-    cdef uint8_t* out_ptr = NULL
+    cdef uint8_t* out_ptr
     cdef uint8_t* p
-    cdef object out = None, raw
-    cdef list parts = []
+    cdef object out
+    cdef _CompressJob job
+    cdef _Beside beside
+    cdef _Span span
     if inp.n == 0:
         return b""
     plans = <plan_t*>malloc(inp.n * sizeof(plan_t))
@@ -1889,36 +2217,93 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
             if plans[k].size > MAX_BATCH_SIZE:
                 raise ValueError(f"record {plans[k].first} is larger than a batch can hold (2 GiB)")
             total += plans[k].size
-        if compression == 0:
-            out = PyBytes_FromStringAndSize(NULL, total)
-            out_ptr = <uint8_t*>PyBytes_AS_STRING(out)
+        if compression:
+            job = _CompressJob()
+            job.inp = inp
+            job.opts = o[0]
+            job.plans = plans
+            job.compression = compression
+            job.level = level
+            if _CPUS < 2 or nb < 2 or total < PARALLEL_COMPRESS_MIN_BYTES:
+                return b"".join(job.run(0, nb))
+            # Two halves of about the same raw size: the second on a thread of
+            # its own, the first here.
+            k = 0
+            half = 0
+            while k < nb - 1 and 2 * (half + plans[k].size) <= total:
+                half += plans[k].size
+                k += 1
+            k = max(k, 1)
+            try:
+                beside = _Beside(job.run_range, k, nb)
+            except RuntimeError:  # no thread to be had
+                return b"".join(job.run(0, nb))
+            try:
+                parts = job.run(0, k)
+            finally:
+                tail = beside.result()  # always waited for: it reads ``plans``
+            parts.extend(tail)
+            return b"".join(parts)
+        out = PyBytes_FromStringAndSize(NULL, total)
+        out_ptr = <uint8_t*>PyBytes_AS_STRING(out)
+        span = _Span()
         for k in range(nb):
             first = plans[k].first
             end = plans[k].end
-            max_ts = inp.recs[first].timestamp
-            for i in range(first + 1, end):
-                if inp.recs[i].timestamp > max_ts:
-                    max_ts = inp.recs[i].timestamp
-            if compression == 0:
-                p = out_ptr + pos
+            p = out_ptr + pos
+            if hold_gil:
+                _write_records(p + BATCH_OVERHEAD, inp.recs, inp.hdrs, first, end)
+            else:
                 with nogil:
                     _write_records(p + BATCH_OVERHEAD, inp.recs, inp.hdrs, first, end)
-                _write_batch_header(p, o.base_offset + first, plans[k].size, o.leader_epoch, o.attributes,
-                                    <int32_t>(end - first - 1), inp.recs[first].timestamp, max_ts,
-                                    o.producer_id, o.producer_epoch, _sequence_at(o.base_sequence, <int32_t>first),
-                                    <int32_t>(end - first))
-                _seal(out, p, pos, plans[k].size)
-                pos += plans[k].size
-            else:
-                raw = PyBytes_FromStringAndSize(NULL, plans[k].size - BATCH_OVERHEAD)
-                p = <uint8_t*>PyBytes_AS_STRING(raw)
-                with nogil:
-                    _write_records(p, inp.recs, inp.hdrs, first, end)
-                parts.append(_finish_batch(raw, compression, level, o.base_offset + first, o, end - first,
-                                           inp.recs[first].timestamp, max_ts, first))
-        return out if compression == 0 else b"".join(parts)
+            _write_batch_header(p, o.base_offset + first, plans[k].size, o.leader_epoch, o.attributes,
+                                <int32_t>(end - first - 1), inp.recs[first].timestamp,
+                                _max_timestamp(inp.recs, first, end), o.producer_id, o.producer_epoch,
+                                _sequence_at(o.base_sequence, <int32_t>first), <int32_t>(end - first))
+            _seal(span, p, plans[k].size)
+            pos += plans[k].size
+        return out
     finally:
         free(plans)
+
+
+cdef class _Beside:
+    """``fn(*args)`` on a new thread; :meth:`result` waits for it and returns its value.
+
+    The wait cannot be interrupted (KeyboardInterrupt included): the caller
+    must not release what the thread reads before it has finished.
+    """
+
+    cdef PyThread_type_lock finished
+    cdef object value
+    cdef object error
+
+    def __cinit__(self, fn, *args):
+        self.finished = PyThread_allocate_lock()
+        if self.finished == NULL:
+            raise MemoryError()
+        PyThread_acquire_lock(self.finished, WAIT_LOCK)
+        _thread.start_new_thread(self._run, (fn, args))
+
+    def __dealloc__(self):
+        if self.finished != NULL:
+            PyThread_free_lock(self.finished)
+
+    def _run(self, fn, args):
+        try:
+            self.value = fn(*args)
+        except BaseException as e:
+            self.error = e
+        finally:
+            PyThread_release_lock(self.finished)
+
+    cdef object result(self):
+        with nogil:
+            PyThread_acquire_lock(self.finished, WAIT_LOCK)
+        PyThread_release_lock(self.finished)
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 cdef object _finish_batch(object records, int compression, object level, int64_t base_offset,
@@ -1940,20 +2325,25 @@ cdef object _finish_batch(object records, int compression, object level, int64_t
                         max_ts, o.producer_id, o.producer_epoch, _sequence_at(o.base_sequence, <int32_t>seq_delta),
                         <int32_t>count)
     memcpy(p + BATCH_OVERHEAD, PyBytes_AS_STRING(payload), len(payload))
-    _seal(out, p, 0, size)
+    _seal(_Span(), p, size)
     return out
 
 
-cdef object _sequence(object seq, Py_ssize_t n, str name):
-    # A tuple snapshot: the gathered rows point into the items, so none may be
-    # dropped while encoding runs, whatever Python code the items call back into.
+cdef object _sized(object seq, Py_ssize_t n, str name):
+    """A list or tuple as it is, anything else as a tuple; ``n`` items either way."""
     if seq is None:
         return None
-    if type(seq) is not tuple:
+    if type(seq) is not list and type(seq) is not tuple:
         seq = tuple(seq)
     if len(seq) != n:
         raise ValueError(f"{name} has {len(seq)} items but values has {n}")
     return seq
+
+
+cdef inline object _snapshot(object seq):
+    # A tuple holds every item alive whatever Python code later runs (an
+    # item's __index__, a codec releasing the GIL for other threads).
+    return seq if seq is None or type(seq) is tuple else tuple(seq)
 
 
 def _now_ms():
@@ -1986,10 +2376,12 @@ def encode(object values, object keys=None, object timestamps=None, object heade
     cdef Py_ssize_t n, i
     cdef int64_t now
     cdef _Inputs inp
-    values = tuple(values) if type(values) is not tuple else values  # see _sequence
+    cdef bint strict
+    if type(values) is not list and type(values) is not tuple:
+        values = tuple(values)
     n = len(values)
-    keys = _sequence(keys, n, "keys")
-    headers = _sequence(headers, n, "headers")
+    keys = _sized(keys, n, "keys")
+    headers = _sized(headers, n, "headers")
     if timestamps is not None and isinstance(timestamps, np.ndarray):
         if timestamps.dtype.kind not in "iu":
             raise TypeError(f"timestamps must be integers, got dtype {timestamps.dtype}")
@@ -1998,19 +2390,43 @@ def encode(object values, object keys=None, object timestamps=None, object heade
             raise ValueError(f"timestamps has {ts_array.shape[0]} items but values has {n}")
         ts_fast = True
     else:
-        timestamps = _sequence(timestamps, n, "timestamps")
+        timestamps = _sized(timestamps, n, "timestamps")
     _set_opts(&o, base_offset, producer_id, producer_epoch, base_sequence, transactional,
               partition_leader_epoch, timestamp_type, max_batch_records, max_batch_bytes, compression, control)
     now = _now_ms()
+    # The C rows point into the items. Plain items (bytes, int, str, lists and
+    # tuples of them) are read without running any Python code, and an
+    # uncompressed encode then writes every byte before it runs any or lets go
+    # of the GIL: nothing can drop an item meanwhile, so the caller's lists are
+    # used as they are. Anything else (or a codec to call) first takes a tuple
+    # snapshot of each sequence, which keeps every item alive.
+    strict = compression == 0
     inp = _Inputs(n)
-    for i in range(n):
-        _gather(inp, i,
-                None if keys is None else _item(keys, i),
-                _item(values, i),
-                ts_array[i] if ts_fast else (None if timestamps is None else _item(timestamps, i)),
-                None if headers is None else _item(headers, i),
-                now)
-    return _encode_inputs(inp, &o, compression, compression_level)
+    if strict:
+        for i in range(n):
+            if _gather(inp, i,
+                       None if keys is None else _item(keys, i),
+                       _item(values, i),
+                       ts_array[i] if ts_fast else (None if timestamps is None else _item(timestamps, i)),
+                       None if headers is None else _item(headers, i),
+                       now, True):
+                strict = False
+                break
+    if not strict:
+        values = _snapshot(values)
+        keys = _snapshot(keys)
+        headers = _snapshot(headers)
+        if not ts_fast:
+            timestamps = _snapshot(timestamps)
+        inp = _Inputs(n)
+        for i in range(n):
+            _gather(inp, i,
+                    None if keys is None else _item(keys, i),
+                    _item(values, i),
+                    ts_array[i] if ts_fast else (None if timestamps is None else _item(timestamps, i)),
+                    None if headers is None else _item(headers, i),
+                    now)
+    return _encode_inputs(inp, &o, compression, compression_level, strict)
 
 
 cdef const int64_t* _offsets_ptr(object arr, int64_t n, str name, int64_t data_size) except NULL:
