@@ -1352,8 +1352,17 @@ cdef void _parse_chunk(parse_job_t* job) noexcept nogil:
             job.rows.size += b.record_count
 
 
-# The usable cores (not the machine's, under taskset or a container's cpuset).
-_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+def _usable_cpus():
+    """Cores kbatch may keep busy: ``KBATCH_THREADS`` if set (1 = the calling
+    thread only), else the cores this process may run on (taskset, cpuset)."""
+    try:
+        return max(1, int(os.environ["KBATCH_THREADS"]))
+    except (KeyError, ValueError):
+        pass
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+_CPUS = _usable_cpus()
 
 
 cdef class _Parser:

@@ -1,0 +1,209 @@
+"""The second core: decode's parse thread, parallel compression, and what stays safe.
+
+Every test runs the same input once with ``_CPUS = 1`` (everything on the calling
+thread) and once with two cores usable, and asks for identical results: tables
+column by column, errors field by field (their ``partial`` tables included), and
+encoded bytes byte for byte. The inputs are large enough (several 256 KiB chunks) for
+the threaded paths to be taken.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import struct
+
+import numpy as np
+import pytest
+
+import kbatch
+from kbatch import KBatchError
+from kbatch import _core as core
+
+N = 6000  # records: ~1 MiB uncompressed, 12 batches of 500
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def _records(n: int = N) -> tuple[list[bytes], list[bytes], list[int], list[list[tuple[str, bytes]]]]:
+    values = [b'{"i": %d, "pad": "%s"}' % (i, b"x" * (i % 170)) for i in range(n)]
+    keys = [b"key-%d" % (i * 7919 % 1000) for i in range(n)]
+    timestamps = [1_700_000_000_000 + i for i in range(n)]
+    headers = [[("h", b"%d" % i)] if i % 3 else [] for i in range(n)]
+    return values, keys, timestamps, headers
+
+
+@pytest.fixture(scope="module")
+def records() -> tuple[list[bytes], list[bytes], list[int], list[list[tuple[str, bytes]]]]:
+    return _records()
+
+
+@pytest.fixture(scope="module")
+def encoded(records) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
+    values, keys, timestamps, headers = records
+    return {
+        c: kbatch.encode(values, keys, timestamps=timestamps, headers=headers, max_batch_records=500, compression=c)
+        for c in CODECS
+    }
+
+
+def _with_cpus(monkeypatch: pytest.MonkeyPatch, n: int, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(core, "_CPUS", n)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        monkeypatch.undo()
+
+
+def _same_table(a: kbatch.RecordTable, b: kbatch.RecordTable) -> None:
+    assert np.array_equal(a.records, b.records)
+    assert np.array_equal(a.batches, b.batches)
+    assert np.array_equal(a.headers, b.headers)
+    assert bytes(memoryview(a.data)) == bytes(memoryview(b.data))
+    assert (a.consumed_bytes, a.truncated, a.next_offset) == (b.consumed_bytes, b.truncated, b.next_offset)
+
+
+def _outcome(monkeypatch: pytest.MonkeyPatch, n_cpus: int, data: bytes, **kwargs):  # type: ignore[no-untyped-def]
+    try:
+        return _with_cpus(monkeypatch, n_cpus, kbatch.decode, data, **kwargs), None
+    except KBatchError as e:
+        return None, e
+
+
+def _same_outcome(monkeypatch: pytest.MonkeyPatch, data: bytes, **kwargs) -> KBatchError | None:
+    (t1, e1), (t2, e2) = (_outcome(monkeypatch, c, data, **kwargs) for c in (1, 2))
+    if e1 is None:
+        assert e2 is None, e2
+        _same_table(t1, t2)
+        return None
+    assert e2 is not None and type(e1) is type(e2), (e1, e2)
+    assert str(e1) == str(e2)
+    assert (e1.position, e1.batch_index, e1.field) == (e2.position, e2.batch_index, e2.field)
+    _same_table(e1.partial, e2.partial)
+    return e1
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_threaded_decode_equals_inline(  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, encoded: dict[str, bytes], records, codec: str
+) -> None:
+    data = encoded[codec]
+    assert _same_outcome(monkeypatch, data) is None
+    t = kbatch.decode(data)
+    assert t.values() == records[0]
+    assert len(t.batches) == N // 500
+
+
+def _batch_starts(data: bytes) -> list[int]:
+    starts, pos = [], 0
+    while pos < len(data):
+        starts.append(pos)
+        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
+    return starts
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("which", [0, 1, 5, -1])
+@pytest.mark.parametrize("verify_crc", [True, False])
+def test_threaded_decode_errors_equal_inline(  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, encoded: dict[str, bytes], codec: str, which: int, verify_crc: bool
+) -> None:
+    data = bytearray(encoded[codec])
+    starts = _batch_starts(bytes(data))
+    k = which % len(starts)
+    # A byte in the middle of batch k's records: a CRC mismatch with verify_crc, else
+    # (mostly) a parse or decompression error in that batch.
+    end = starts[k + 1] if k + 1 < len(starts) else len(data)
+    data[(starts[k] + 61 + end) // 2] ^= 0x5A
+    err = _same_outcome(monkeypatch, bytes(data), verify_crc=verify_crc)
+    if verify_crc:
+        assert err is not None and err.batch_index == k
+    if err is not None:
+        assert err.batch_index <= k  # nothing after the damage is blamed
+        assert len(err.partial.batches) == err.batch_index
+
+
+def test_parse_error_in_one_chunk_beats_crc_error_in_the_next(monkeypatch: pytest.MonkeyPatch, encoded) -> None:  # type: ignore[no-untyped-def]
+    # Batch 1 parses badly (its CRC made to match), batch 11's CRC is wrong: the
+    # parse thread's error (earlier) must win although the calling thread finds the
+    # CRC error while batch 1 is still being parsed.
+    data = bytearray(encoded["none"])
+    starts = _batch_starts(bytes(data))
+    count_at = starts[1] + 57
+    struct.pack_into(">i", data, count_at, struct.unpack_from(">i", data, count_at)[0] - 1)  # one record too many
+    end = starts[2]
+    struct.pack_into(">I", data, starts[1] + 17, core._crc32c(bytes(data[starts[1] + 21 : end])))
+    data[starts[11] + 100] ^= 1
+    err = _same_outcome(monkeypatch, bytes(data))
+    assert err is not None and err.batch_index == 1 and err.field == "records"
+
+
+def test_arena_pages_are_reused_but_never_shared(encoded: dict[str, bytes], records) -> None:  # type: ignore[no-untyped-def]
+    data = encoded["lz4"]
+    first = kbatch.decode(data)
+    kept = np.array(first.data, copy=True)
+    second = kbatch.decode(data)  # ``first`` still alive: its arena is not the spare
+    assert np.shares_memory(np.asarray(first.data), np.asarray(second.data)) is False
+    addr = np.asarray(first.data).ctypes.data
+    del first
+    gc.collect()
+    third = kbatch.decode(data)  # takes the freed arena's pages
+    assert np.asarray(third.data).ctypes.data == addr
+    assert np.array_equal(np.asarray(third.data), kept)
+    assert third.values() == records[0] == second.values()
+    core._release_spare()
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_parallel_compression_writes_the_same_bytes(monkeypatch: pytest.MonkeyPatch, records, codec: str) -> None:  # type: ignore[no-untyped-def]
+    values, keys, timestamps, headers = records
+    kwargs = {"timestamps": timestamps, "headers": headers, "max_batch_records": 500, "compression": codec}
+    one = _with_cpus(monkeypatch, 1, kbatch.encode, values, keys, **kwargs)
+    two = _with_cpus(monkeypatch, 2, kbatch.encode, values, keys, **kwargs)
+    assert one == two
+    assert kbatch.decode(two).values() == values
+
+
+def test_parallel_compression_raises_what_a_half_raises(monkeypatch: pytest.MonkeyPatch, records) -> None:  # type: ignore[no-untyped-def]
+    values = records[0]
+    with pytest.raises(ValueError, match="level"):
+        _with_cpus(monkeypatch, 2, kbatch.encode, values, compression="gzip", compression_level=12,
+                   max_batch_records=500)
+
+
+def test_encode_falls_back_to_snapshots_midway(records) -> None:  # type: ignore[no-untyped-def]
+    # The plain path runs until record 5000, finds a bytearray, and starts again
+    # the general way: same bytes as all-bytes input.
+    values, keys, timestamps, headers = records
+    plain = kbatch.encode(values, keys, timestamps=timestamps, headers=headers)
+    mixed = list(values)
+    mixed[5000] = bytearray(values[5000])
+    hdrs = list(headers)
+    hdrs[4000] = [["h", b"4000"]]  # a list pair, not a tuple
+    assert kbatch.encode(mixed, keys, timestamps=timestamps, headers=hdrs) == plain
+    assert kbatch.encode(tuple(values), tuple(keys), timestamps=np.array(timestamps), headers=headers) == plain
+
+
+def test_python_code_run_while_gathering_cannot_free_an_item() -> None:
+    values = [bytes([65 + i % 26]) * 200 for i in range(3000)]
+    expect = list(values)
+
+    class Stamp:
+        # Runs while record 2500 is gathered: empties the caller's list, which
+        # would free every value gathered so far without the snapshot.
+        def __int__(self) -> int:
+            values.clear()
+            gc.collect()
+            return 1_700_000_000_000
+
+    timestamps: list[object] = [1_700_000_000_000] * 3000
+    timestamps[2500] = Stamp()
+    data = kbatch.encode(values, timestamps=timestamps)
+    assert values == []
+    assert kbatch.decode(data).values() == expect
+
+
+@pytest.mark.parametrize(("env", "expect"), [("1", 1), ("3", 3), ("0", 1), ("many", None)])
+def test_kbatch_threads_sets_the_cores_used(monkeypatch: pytest.MonkeyPatch, env: str, expect: int | None) -> None:
+    monkeypatch.setenv("KBATCH_THREADS", env)
+    default = len(os.sched_getaffinity(0))
+    assert core._usable_cpus() == (default if expect is None else expect)
