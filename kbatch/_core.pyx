@@ -2156,11 +2156,13 @@ cdef enum:
 
 
 cdef class _CompressJob:
-    """Write and compress a range of planned batches (the encoder's compressed path).
+    """Compress a range of planned batches (the encoder's compressed path).
 
     Runs on the calling thread and, for large inputs, on a second one at the
-    same time (the codecs release the GIL). The caller keeps ``plans`` and the
-    records ``inp`` points into alive until every run has returned.
+    same time (the codecs release the GIL). Each batch's records come from
+    ``raw`` when they were all written there up front, else they are written
+    from ``inp`` batch by batch; the caller keeps ``plans`` and whatever
+    ``inp`` points into alive until every run has returned.
     """
 
     cdef _Inputs inp
@@ -2168,9 +2170,23 @@ cdef class _CompressJob:
     cdef const plan_t* plans
     cdef int compression
     cdef object level
+    cdef object raw           # memoryview of every batch's records back to back, or None
+    cdef int64_t[::1] raw_at  # where batch k's records start in raw
+
+    cdef void write_all(self, int64_t nb, int64_t total):
+        """Write every batch's records into one (pooled) block: after this the
+        inputs are no longer read, and Python code may run."""
+        cdef int64_t k, pos = 0
+        cdef uint8_t[::1] block = _arena_block(total)
+        self.raw_at = np.empty(nb, dtype=np.int64)
+        for k in range(nb):
+            self.raw_at[k] = pos
+            _write_records(&block[pos], self.inp.recs, self.inp.hdrs, self.plans[k].first, self.plans[k].end)
+            pos += self.plans[k].size - BATCH_OVERHEAD
+        self.raw = memoryview(block)
 
     cdef list run(self, int64_t k0, int64_t k1):
-        cdef int64_t k, first, end, i, max_ts
+        cdef int64_t k, first, end, size
         cdef object raw
         cdef uint8_t* p
         cdef list parts = []
@@ -2178,13 +2194,17 @@ cdef class _CompressJob:
         for k in range(k0, k1):
             first = self.plans[k].first
             end = self.plans[k].end
-            max_ts = _max_timestamp(recs, first, end)
-            raw = PyBytes_FromStringAndSize(NULL, self.plans[k].size - BATCH_OVERHEAD)
-            p = <uint8_t*>PyBytes_AS_STRING(raw)
-            with nogil:
-                _write_records(p, recs, self.inp.hdrs, first, end)
+            size = self.plans[k].size - BATCH_OVERHEAD
+            if self.raw is not None:
+                raw = self.raw[self.raw_at[k]:self.raw_at[k] + size]
+            else:
+                raw = PyBytes_FromStringAndSize(NULL, size)
+                p = <uint8_t*>PyBytes_AS_STRING(raw)
+                with nogil:
+                    _write_records(p, recs, self.inp.hdrs, first, end)
             parts.append(_finish_batch(raw, self.compression, self.level, self.opts.base_offset + first,
-                                       &self.opts, end - first, recs[first].timestamp, max_ts, first))
+                                       &self.opts, end - first, recs[first].timestamp,
+                                       _max_timestamp(recs, first, end), first))
         return parts
 
     def run_range(self, int64_t k0, int64_t k1):
@@ -2203,8 +2223,9 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
     """Plan and write the gathered records as one or more batches.
 
     ``hold_gil``: the rows point into objects nothing keeps alive but the
-    caller's (unsnapshotted) sequences: write without releasing the GIL or
-    running Python code (uncompressed only).
+    caller's (unsnapshotted) sequences: write every record without releasing
+    the GIL or running Python code (compressed: into one block first, then
+    compress from there).
     """
     cdef int64_t nb, k, total = 0, pos = 0, first, end, half
     cdef plan_t* plans
@@ -2233,6 +2254,8 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
             job.plans = plans
             job.compression = compression
             job.level = level
+            if hold_gil:
+                job.write_all(nb, total - nb * BATCH_OVERHEAD)
             if _CPUS < 2 or nb < 2 or total < PARALLEL_COMPRESS_MIN_BYTES:
                 return b"".join(job.run(0, nb))
             # Two halves of about the same raw size: the second on a thread of
@@ -2407,9 +2430,10 @@ def encode(object values, object keys=None, object timestamps=None, object heade
     # tuples of them) are read without running any Python code, and an
     # uncompressed encode then writes every byte before it runs any or lets go
     # of the GIL: nothing can drop an item meanwhile, so the caller's lists are
-    # used as they are. Anything else (or a codec to call) first takes a tuple
-    # snapshot of each sequence, which keeps every item alive.
-    strict = compression == 0
+    # used as they are (a compressed encode writes every record before it
+    # calls a codec). Anything else first takes a tuple snapshot of each
+    # sequence, which keeps every item alive.
+    strict = True
     inp = _Inputs(n)
     if strict:
         for i in range(n):

@@ -163,7 +163,7 @@ def test_parallel_compression_writes_the_same_bytes(monkeypatch: pytest.MonkeyPa
     assert kbatch.decode(two).values() == values
 
 
-def test_parallel_compression_raises_what_a_half_raises(monkeypatch: pytest.MonkeyPatch, records) -> None:  # type: ignore[no-untyped-def]
+def test_parallel_compression_raises_codec_errors(monkeypatch: pytest.MonkeyPatch, records) -> None:  # type: ignore[no-untyped-def]
     values = records[0]
     with pytest.raises(ValueError, match="level"):
         _with_cpus(monkeypatch, 2, kbatch.encode, values, compression="gzip", compression_level=12,
@@ -207,3 +207,15 @@ def test_kbatch_threads_sets_the_cores_used(monkeypatch: pytest.MonkeyPatch, env
     monkeypatch.setenv("KBATCH_THREADS", env)
     default = len(os.sched_getaffinity(0))
     assert core._usable_cpus() == (default if expect is None else expect)
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+@pytest.mark.parametrize("keep", [True, False])
+def test_threaded_decode_with_skipped_batches(  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, encoded: dict[str, bytes], records, codec: str, keep: bool
+) -> None:
+    data = encoded[codec]
+    skip = np.arange(N // 500) % 3 == 1
+    assert _same_outcome(monkeypatch, data, skip_batches=skip, keep_skipped_rows=keep) is None
+    kept = [v for i, v in enumerate(records[0]) if not skip[i // 500]]
+    assert kbatch.decode(data, skip_batches=skip, keep_skipped_rows=keep).values() == kept
