@@ -75,7 +75,6 @@ from cpython.pythread cimport (
     WAIT_LOCK,
     PyThread_acquire_lock,
     PyThread_allocate_lock,
-    PyThread_free_lock,
     PyThread_release_lock,
     PyThread_type_lock,
 )
@@ -1328,7 +1327,8 @@ cdef struct parse_job_t:
     error_t err
 
 
-cdef void _parse_chunk(parse_job_t* job) noexcept nogil:
+cdef void _parse_chunk(void* arg) noexcept nogil:
+    cdef parse_job_t* job = <parse_job_t*>arg
     cdef int64_t k
     cdef int rc
     cdef batch_t* b
@@ -1365,81 +1365,122 @@ def _usable_cpus():
 _CPUS = _usable_cpus()
 
 
-cdef class _Parser:
-    """Runs parse jobs, inline or on a thread of its own (``threaded``).
+ctypedef void (*work_fn)(void* arg) noexcept nogil
+
+cdef extern from "pythread.h":
+    # (Cython's declarations lack nogil; neither needs the GIL)
+    unsigned long PyThread_start_new_thread(void (*func)(void*) noexcept nogil, void* arg) nogil
+    void PyThread_free_lock(PyThread_type_lock lock) nogil
+
+
+cdef struct worker_t:
+    PyThread_type_lock ready   # released by submit: a job (or quit) is there
+    PyThread_type_lock done    # released by the thread: the job is finished
+    work_fn fn
+    void* arg
+    bint quit
+
+
+cdef void _worker_main(void* state) noexcept nogil:
+    """The worker thread: plain C, never touches Python. It owns ``state``
+    once told to quit, and frees it on its way out."""
+    cdef worker_t* w = <worker_t*>state
+    while True:
+        PyThread_acquire_lock(w.ready, WAIT_LOCK)
+        if w.quit:
+            break
+        w.fn(w.arg)
+        PyThread_release_lock(w.done)
+    PyThread_free_lock(w.ready)
+    PyThread_free_lock(w.done)
+    free(w)
+
+
+cdef class _Worker:
+    """A thread of its own for pure C jobs (no GIL, no Python object).
 
     One job at a time: :meth:`submit` hands one over, :meth:`wait` blocks
-    (without the GIL, uninterruptibly: the job writes into buffers the caller
-    owns) until it is done. The thread exits at :meth:`close`; the locks live
-    as long as the last reference, which the thread holds until it returns.
+    (uninterruptibly: the job writes into buffers the caller owns) until it
+    is done. With ``threaded`` False, or when no thread can be started, jobs
+    run inline in :meth:`submit`. The thread is started with
+    ``PyThread_start_new_thread`` and never needs the GIL, so a caller that
+    holds the GIL throughout (the plain-list encoder) cannot deadlock with
+    it; :meth:`close` (also run when the object is freed) tells it to exit.
     """
 
-    cdef parse_job_t job
-    cdef PyThread_type_lock ready   # released by submit: a job (or quit) is there
-    cdef PyThread_type_lock done    # released by the thread: the job is finished
-    cdef bint threaded, busy, quit
+    cdef worker_t* w
+    cdef bint busy
 
     def __cinit__(self, bint threaded):
-        memset(&self.job, 0, sizeof(self.job))
-        self.threaded = False
+        self.w = NULL
         self.busy = False
-        self.quit = False
-        self.ready = NULL
-        self.done = NULL
-        if threaded:
-            self.ready = PyThread_allocate_lock()
-            self.done = PyThread_allocate_lock()
-            if self.ready == NULL or self.done == NULL:
-                return  # inline then
-            PyThread_acquire_lock(self.ready, WAIT_LOCK)
-            PyThread_acquire_lock(self.done, WAIT_LOCK)
-            try:
-                _thread.start_new_thread(self._run, ())
-            except RuntimeError:  # no thread to be had: parse inline
+        if not threaded:
+            return
+        cdef worker_t* w = <worker_t*>malloc(sizeof(worker_t))
+        if w == NULL:
+            return  # inline then
+        memset(w, 0, sizeof(worker_t))
+        w.ready = PyThread_allocate_lock()
+        w.done = PyThread_allocate_lock()
+        if w.ready != NULL and w.done != NULL:
+            PyThread_acquire_lock(w.ready, WAIT_LOCK)
+            PyThread_acquire_lock(w.done, WAIT_LOCK)
+            if PyThread_start_new_thread(_worker_main, w) != <unsigned long>-1:
+                self.w = w
                 return
-            self.threaded = True
+        if w.ready != NULL:
+            PyThread_free_lock(w.ready)
+        if w.done != NULL:
+            PyThread_free_lock(w.done)
+        free(w)
 
     def __dealloc__(self):
-        if self.ready != NULL:
-            PyThread_free_lock(self.ready)
-        if self.done != NULL:
-            PyThread_free_lock(self.done)
+        self.close(True)
 
-    def _run(self):
-        with nogil:
-            while True:
-                PyThread_acquire_lock(self.ready, WAIT_LOCK)
-                if self.quit:
-                    break
-                _parse_chunk(&self.job)
-                PyThread_release_lock(self.done)
+    @property
+    def threaded(self):
+        return self.w != NULL
 
-    cdef void submit(self) noexcept:
-        """Start ``self.job`` (filled by the caller); inline, it is done on return."""
-        if not self.threaded:
-            with nogil:
-                _parse_chunk(&self.job)
+    cdef void submit(self, work_fn fn, void* arg, bint keep_gil) noexcept:
+        """Start ``fn(arg)``; inline, it is done on return (``keep_gil``: without
+        letting go of the GIL)."""
+        if self.w == NULL:
+            if keep_gil:
+                fn(arg)
+            else:
+                with nogil:
+                    fn(arg)
             return
+        self.w.fn = fn
+        self.w.arg = arg
         self.busy = True
-        PyThread_release_lock(self.ready)
+        PyThread_release_lock(self.w.ready)
 
-    cdef void wait(self) noexcept:
-        """Block until the job submitted last is finished."""
-        if self.busy:
+    cdef void wait(self, bint keep_gil) noexcept:
+        """Block until the job submitted last is finished (``keep_gil``: holding
+        the GIL, so that no other Python thread runs meanwhile)."""
+        if not self.busy:
+            return
+        if keep_gil:
+            PyThread_acquire_lock(self.w.done, WAIT_LOCK)
+        else:
             with nogil:
-                PyThread_acquire_lock(self.done, WAIT_LOCK)
-            self.busy = False
+                PyThread_acquire_lock(self.w.done, WAIT_LOCK)
+        self.busy = False
 
     def wait_idle(self):
         """Python-callable :meth:`wait` (the arena calls it before it moves)."""
-        self.wait()
+        self.wait(False)
 
-    cdef void close(self) noexcept:
-        self.wait()
-        if self.threaded:
-            self.threaded = False
-            self.quit = True
-            PyThread_release_lock(self.ready)
+    cdef void close(self, bint keep_gil) noexcept:
+        """Wait for the job, then let the thread go (it frees its state)."""
+        cdef worker_t* w = self.w
+        if w == NULL:
+            return
+        self.wait(keep_gil)
+        self.w = NULL
+        w.quit = True
+        PyThread_release_lock(w.ready)
 
 
 def decode(object data, *, bint verify_crc=True, object max_decompressed_size=None, object skip_batches=None,
@@ -1495,8 +1536,9 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     cdef const uint8_t* skip = NULL
     cdef int32_t[::1] kept_index
     cdef const int32_t* remap = NULL
-    cdef _Parser parser
-    cdef parse_job_t* job
+    cdef _Worker parser
+    cdef parse_job_t pjob
+    cdef parse_job_t* job = &pjob
     cdef int64_t planned
     memset(&err, 0, sizeof(err))
     memset(&hb, 0, sizeof(hb))
@@ -1552,8 +1594,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
             not _reserve(<void**>&hb.rows, &hb.capacity, need, sizeof(header_t)):
         raise MemoryError()
 
-    parser = _Parser(_CPUS > 1 and bad > 1 and (in_arena or n >= PIPELINE_MIN_BYTES))
-    job = &parser.job
+    memset(job, 0, sizeof(parse_job_t))
     job.bp = bp
     if count:
         job.pstart = &pstart[0]
@@ -1565,6 +1606,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     job.rows = &rows
     job.hb = &hb
     planned = 0  # rows of the batches handed to the parser so far
+    parser = _Worker(_CPUS > 1 and bad > 1 and (in_arena or n >= PIPELINE_MIN_BYTES))
     try:
         if in_arena:
             arena.before_grow = parser.wait_idle
@@ -1618,7 +1660,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
                 bp[stop].first_record = need
                 if not bp[stop].is_control:
                     need += bp[stop].record_count
-            parser.wait()
+            parser.wait(False)
             if job.err.code:  # the chunk before failed: its error is the earlier one
                 break
             if pending is not None:
@@ -1631,9 +1673,9 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
             job.base = base
             job.first = k
             job.end = j
-            parser.submit()
+            parser.submit(_parse_chunk, job, False)
             k = j
-        parser.wait()
+        parser.wait(False)
         if job.err.code:
             stop = job.err.batch_index
             exc = _make_error(&job.err, IN_INPUT if not in_arena else
@@ -1654,7 +1696,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
         if remap != NULL and bad:
             table.next_offset = bp[bad - 1].base_offset + bp[bad - 1].last_offset_delta + 1
     finally:
-        parser.close()  # first: the parse thread may still be writing rows
+        parser.close(False)  # first: the parse thread may still be writing rows
         if in_arena:
             arena.before_grow = None
         free(rows.records)
@@ -2152,7 +2194,9 @@ cdef struct batch_opts_t:
 
 
 cdef enum:
-    PARALLEL_COMPRESS_MIN_BYTES = 1 << 18  # below this a second thread costs more than it saves
+    # Below these a second thread costs more than it saves.
+    PARALLEL_COMPRESS_MIN_BYTES = 1 << 18
+    PARALLEL_WRITE_MIN_BYTES = 1 << 20
 
 
 cdef class _CompressJob:
@@ -2227,14 +2271,15 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
     the GIL or running Python code (compressed: into one block first, then
     compress from there).
     """
-    cdef int64_t nb, k, total = 0, pos = 0, first, end, half
+    cdef int64_t nb, k, total = 0, pos = 0, first
     cdef plan_t* plans
     cdef uint8_t* out_ptr
-    cdef uint8_t* p
     cdef object out
     cdef _CompressJob job
     cdef _Beside beside
     cdef _Span span
+    cdef _Worker worker = None
+    cdef write_job_t wjob, wjob_here
     if inp.n == 0:
         return b""
     plans = <plan_t*>malloc(inp.n * sizeof(plan_t))
@@ -2260,12 +2305,7 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
                 return b"".join(job.run(0, nb))
             # Two halves of about the same raw size: the second on a thread of
             # its own, the first here.
-            k = 0
-            half = 0
-            while k < nb - 1 and 2 * (half + plans[k].size) <= total:
-                half += plans[k].size
-                k += 1
-            k = max(k, 1)
+            k = _halve(plans, nb, total)
             try:
                 beside = _Beside(job.run_range, k, nb)
             except RuntimeError:  # no thread to be had
@@ -2278,25 +2318,81 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
             return b"".join(parts)
         out = PyBytes_FromStringAndSize(NULL, total)
         out_ptr = <uint8_t*>PyBytes_AS_STRING(out)
-        span = _Span()
-        for k in range(nb):
-            first = plans[k].first
-            end = plans[k].end
-            p = out_ptr + pos
+        # The second half (by bytes) on a worker thread when it pays; its
+        # CRCs are computed here once it is done (crc32c is called through
+        # Python). With ``hold_gil`` the GIL is held throughout, waits included.
+        k = nb
+        if _CPUS > 1 and nb > 1 and total >= PARALLEL_WRITE_MIN_BYTES:
+            k = _halve(plans, nb, total)
+            worker = _Worker(True)
+        wjob.recs = inp.recs
+        wjob.hdrs = inp.hdrs
+        wjob.plans = plans
+        wjob.opts = o
+        for first in range(k):
+            pos += plans[first].size
+        wjob.out = out_ptr + pos
+        wjob.first = k
+        wjob.end = nb
+        try:
+            if worker is not None:
+                worker.submit(_write_batches, &wjob, hold_gil)
+            wjob_here = wjob
+            wjob_here.out = out_ptr
+            wjob_here.first = 0
+            wjob_here.end = k
             if hold_gil:
-                _write_records(p + BATCH_OVERHEAD, inp.recs, inp.hdrs, first, end)
+                _write_batches(&wjob_here)
             else:
                 with nogil:
-                    _write_records(p + BATCH_OVERHEAD, inp.recs, inp.hdrs, first, end)
-            _write_batch_header(p, o.base_offset + first, plans[k].size, o.leader_epoch, o.attributes,
-                                <int32_t>(end - first - 1), inp.recs[first].timestamp,
-                                _max_timestamp(inp.recs, first, end), o.producer_id, o.producer_epoch,
-                                _sequence_at(o.base_sequence, <int32_t>first), <int32_t>(end - first))
-            _seal(span, p, plans[k].size)
+                    _write_batches(&wjob_here)
+        finally:
+            if worker is not None:
+                worker.close(hold_gil)
+        span = _Span()
+        pos = 0
+        for k in range(nb):
+            _seal(span, out_ptr + pos, plans[k].size)
             pos += plans[k].size
         return out
     finally:
         free(plans)
+
+
+cdef int64_t _halve(const plan_t* plans, int64_t nb, int64_t total) noexcept nogil:
+    """The first batch of the second half: two halves of about the same bytes, neither empty."""
+    cdef int64_t k = 0, half = 0
+    while k < nb - 1 and 2 * (half + plans[k].size) <= total:
+        half += plans[k].size
+        k += 1
+    return k if k > 0 else 1
+
+
+cdef struct write_job_t:
+    # Batches first .. end written back to back from ``out`` (CRCs left 0).
+    const rec_in_t* recs
+    const hdr_in_t* hdrs
+    const plan_t* plans
+    const batch_opts_t* opts
+    uint8_t* out
+    int64_t first
+    int64_t end
+
+
+cdef void _write_batches(void* arg) noexcept nogil:
+    cdef write_job_t* job = <write_job_t*>arg
+    cdef const batch_opts_t* o = job.opts
+    cdef uint8_t* p = job.out
+    cdef int64_t k, first, end
+    for k in range(job.first, job.end):
+        first = job.plans[k].first
+        end = job.plans[k].end
+        _write_records(p + BATCH_OVERHEAD, job.recs, job.hdrs, first, end)
+        _write_batch_header(p, o.base_offset + first, job.plans[k].size, o.leader_epoch, o.attributes,
+                            <int32_t>(end - first - 1), job.recs[first].timestamp,
+                            _max_timestamp(job.recs, first, end), o.producer_id, o.producer_epoch,
+                            _sequence_at(o.base_sequence, <int32_t>first), <int32_t>(end - first))
+        p += job.plans[k].size
 
 
 cdef class _Beside:

@@ -220,3 +220,20 @@ def test_threaded_decode_with_skipped_batches(  # type: ignore[no-untyped-def]
     assert _same_outcome(monkeypatch, data, decode=core.decode, skip_batches=skip, keep_skipped_rows=keep) is None
     kept = [v for i, v in enumerate(records[0]) if not skip[i // 500]]
     assert core.decode(data, skip_batches=skip, keep_skipped_rows=keep).values() == kept
+
+
+@pytest.mark.parametrize("plain", [True, False])
+def test_parallel_write_writes_the_same_bytes(monkeypatch: pytest.MonkeyPatch, plain: bool) -> None:
+    # > 1 MiB uncompressed: the second half of the batches is written on the worker,
+    # from plain lists (GIL held throughout) or from snapshots (a bytearray inside).
+    values, keys, timestamps, headers = _records(2 * N)
+    if not plain:
+        values[-1] = bytearray(values[-1])
+    kwargs = {"timestamps": timestamps, "headers": headers, "max_batch_records": 500}
+    one = _with_cpus(monkeypatch, 1, kbatch.encode, values, keys, **kwargs)
+    two = _with_cpus(monkeypatch, 2, kbatch.encode, values, keys, **kwargs)
+    assert len(one) > 1 << 20
+    assert one == two
+    t = kbatch.decode(two)  # CRCs of both halves checked
+    assert t.values() == [bytes(v) for v in values]
+    assert t.keys() == keys
