@@ -755,6 +755,24 @@ cdef inline uint32_t _crc32_ieee(const uint8_t* p, int64_t n) noexcept nogil:
     return crc
 
 
+cdef class _Span:
+    """A read-only buffer over ``size`` bytes at ``ptr``, memory its user keeps alive.
+
+    Not tracked by the garbage collector and repointed rather than remade: a
+    checksum call through it allocates nothing that could start a collection
+    (and with it arbitrary finalizers).
+    """
+
+    cdef const uint8_t* ptr
+    cdef Py_ssize_t size
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        PyBuffer_FillInfo(view, self, <void*>self.ptr, self.size, 1, flags)
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
+
+
 cdef int64_t _check_crcs(object mv, const uint8_t* buf, batch_t* batches, int64_t first, int64_t end,
                          const uint8_t* skip, error_t* err) except -2:
     """Checksums of batches ``first .. end``; return the first bad one, or ``end``.
@@ -766,13 +784,16 @@ cdef int64_t _check_crcs(object mv, const uint8_t* buf, batch_t* batches, int64_
     """
     cdef int64_t k, start, stop
     cdef uint32_t computed
+    cdef _Span span = _Span()
     for k in range(first, end):
         if skip != NULL and skip[k]:
             continue
         stop = batches[k].position + LOG_OVERHEAD + batches[k].batch_length
         if batches[k].magic == 2:
             start = batches[k].position + 21
-            computed = _crc32c(mv[start:stop])
+            span.ptr = buf + start
+            span.size = stop - start
+            computed = _crc32c(span)  # (releases the GIL for large batches)
         else:
             start = batches[k].position + 16
             computed = _crc32_ieee(buf + start, stop - start)
@@ -2124,24 +2145,6 @@ cdef void _write_batch_header(uint8_t* p, int64_t base_offset, int64_t size, int
     _put16(p + 51, <uint16_t>producer_epoch)
     _put32(p + 53, <uint32_t>base_sequence)
     _put32(p + 57, <uint32_t>record_count)
-
-
-cdef class _Span:
-    """A read-only buffer over ``size`` bytes at ``ptr``, memory its user keeps alive.
-
-    Not tracked by the garbage collector and repointed rather than remade: a
-    checksum call through it allocates nothing that could start a collection
-    (and with it arbitrary finalizers).
-    """
-
-    cdef const uint8_t* ptr
-    cdef Py_ssize_t size
-
-    def __getbuffer__(self, Py_buffer* view, int flags):
-        PyBuffer_FillInfo(view, self, <void*>self.ptr, self.size, 1, flags)
-
-    def __releasebuffer__(self, Py_buffer* view):
-        pass
 
 
 cdef inline uint32_t _span_crc32c(_Span span, const uint8_t* p, Py_ssize_t size) except? 0xFFFFFFFF:
