@@ -18,7 +18,15 @@ from __future__ import annotations
 from typing import Any
 
 from kbatch import _core
-from kbatch._core import BATCH_DTYPE, HEADER_DTYPE, RECORD_DTYPE, BatchBuilder, encode_control
+from kbatch._core import (
+    BATCH_DTYPE,
+    HEADER_DTYPE,
+    RECORD_DTYPE,
+    BatchBuilder,
+    encode_control,
+    get_threads,
+    set_threads,
+)
 from kbatch._table import HeaderColumns, Record, RecordTable
 from kbatch._version import __version__
 from kbatch.errors import CorruptRecordError, CRCError, KBatchError, UnsupportedError
@@ -43,8 +51,10 @@ __all__ = [
     "decode",
     "encode",
     "encode_control",
+    "get_threads",
     "open_log",
     "open_logs",
+    "set_threads",
 ]
 
 COMPRESSION_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

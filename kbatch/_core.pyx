@@ -1386,6 +1386,40 @@ def _usable_cpus():
 _CPUS = _usable_cpus()
 
 
+def set_threads(int n):
+    """Set how many threads kbatch may keep busy; return the previous setting.
+
+    Parameters
+    ----------
+    n : int
+        1 keeps decode and encode on the calling thread; 2 or more lets large
+        decodes and encodes use a second thread (kbatch never uses more than
+        two). The default is ``KBATCH_THREADS`` if set, else the cores this
+        process may run on.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> previous = set_threads(1)
+    >>> set_threads(previous)
+    1
+    """
+    global _CPUS
+    if n < 1:
+        raise ValueError(f"threads must be >= 1, got {n}")
+    previous = _CPUS
+    _CPUS = n
+    return previous
+
+
+def get_threads():
+    """How many threads kbatch may keep busy (see :func:`set_threads`)."""
+    return _CPUS
+
+
 ctypedef void (*work_fn)(void* arg) noexcept nogil
 
 cdef extern from "pythread.h":

@@ -237,3 +237,16 @@ def test_parallel_write_writes_the_same_bytes(monkeypatch: pytest.MonkeyPatch, p
     t = kbatch.decode(two)  # CRCs of both halves checked
     assert t.values() == [bytes(v) for v in values]
     assert t.keys() == keys
+
+
+def test_set_threads_round_trips_and_rejects_zero() -> None:
+    previous = kbatch.set_threads(1)
+    try:
+        assert kbatch.get_threads() == 1
+        assert core._CPUS == 1
+        with pytest.raises(ValueError, match=">= 1"):
+            kbatch.set_threads(0)
+        assert kbatch.set_threads(2) == 1
+        assert kbatch.get_threads() == 2
+    finally:
+        kbatch.set_threads(previous)

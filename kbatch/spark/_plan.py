@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kbatch._core import set_threads
 from kbatch.arrow import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, to_record_batches
 from kbatch.log import LogDir, open_log, open_logs
 
@@ -457,6 +458,9 @@ def read_slice(piece: LogSlice, opts: Options) -> Iterator[Any]:
     converted at a time). With ``failOnDataLoss=false`` corrupt batches are skipped
     (and logged) instead of failing the task.
     """
+    # Spark runs a task on each core it was given: a parse thread of kbatch's own would
+    # only compete with the task next to it.
+    set_threads(1)
     log = open_log(piece.path)
     try:
         tables = log.iter_tables(
