@@ -9,12 +9,16 @@ Run the table: ``python bench/test_bench_core.py`` (or through pytest-benchmark:
 
 | id                     | what is timed                                                     |
 |------------------------|-------------------------------------------------------------------|
-| decode-kbatch          | ``kbatch.decode`` with CRC-32C verification, all columns          |
+| decode-kbatch          | ``kbatch.decode`` with CRC-32C verification, all columns (with    |
+|                        | two usable cores, records parsed on a second thread)              |
+| decode-kbatch-1t       | the same, ``kbatch.set_threads(1)``: the calling thread only      |
 | decode-aiokafka        | aiokafka's reader iterating every record, touching offset,        |
 |                        | timestamp, key, value and headers (no CRC check)                  |
 | decode-aiokafka-crc    | the same plus ``validate_crc()`` per batch, as its consumer does  |
 | values-kbatch          | ``kbatch.decode(...).values()``: every value as Python bytes      |
-| encode-kbatch          | ``kbatch.encode`` from Python lists                               |
+| encode-kbatch          | ``kbatch.encode`` from Python lists (second half of the batches   |
+|                        | written on a second thread)                                       |
+| encode-kbatch-1t       | the same on the calling thread only                               |
 | encode-aiokafka        | aiokafka's ``DefaultRecordBatchBuilder``, one ``append`` a record |
 """
 
@@ -50,6 +54,20 @@ def encoded() -> bytes:
 
 def kbatch_decode() -> int:
     return len(kbatch.decode(encoded()))
+
+
+def one_thread(fn: Callable[[], int]) -> Callable[[], int]:
+    """``fn`` with ``kbatch.set_threads(1)``: the calling thread only."""
+
+    @functools.wraps(fn)
+    def run() -> int:
+        previous = kbatch.set_threads(1)
+        try:
+            return fn()
+        finally:
+            kbatch.set_threads(previous)
+
+    return run
 
 
 def kbatch_values() -> int:
@@ -98,10 +116,12 @@ def aiokafka_encode() -> int:
 
 CASES: dict[str, Callable[[], int]] = {
     "decode-kbatch": kbatch_decode,
+    "decode-kbatch-1t": one_thread(kbatch_decode),
     "decode-aiokafka": aiokafka_decode,
     "decode-aiokafka-crc": aiokafka_decode_crc,
     "values-kbatch": kbatch_values,
     "encode-kbatch": kbatch_encode,
+    "encode-kbatch-1t": one_thread(kbatch_encode),
     "encode-aiokafka": aiokafka_encode,
 }
 PEER = {"decode": "decode-aiokafka", "values": "decode-aiokafka", "encode": "encode-aiokafka"}
@@ -113,7 +133,7 @@ def test_core(benchmark: Any, case: str) -> None:
     assert fn() == N  # every side really processed every record
     benchmark.extra_info["records"] = N
     benchmark.extra_info["bytes"] = len(encoded())
-    benchmark.pedantic(fn, rounds=5 if case.endswith("kbatch") else 3, iterations=1, warmup_rounds=1)
+    benchmark.pedantic(fn, rounds=5 if "kbatch" in case else 3, iterations=1, warmup_rounds=1)
 
 
 def best_of(rounds: int = 7) -> dict[str, float]:
