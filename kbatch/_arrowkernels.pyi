@@ -1,5 +1,7 @@
 # Stubs for kbatch/_arrowkernels.pyx (the C loops behind kbatch.arrow).
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -35,3 +37,13 @@ def gather2(
     npt.NDArray[np.int32] | npt.NDArray[np.int64],
     npt.NDArray[np.uint8],
 ]: ...
+def spark_columns(
+    data: npt.NDArray[np.uint8],
+    records: npt.NDArray[np.uint8],
+    headers: npt.NDArray[np.uint8],
+    ts_types: npt.NDArray[np.int32] | None,
+    with_headers: bool,
+    views: bool,
+    large: bool,
+    chunk: int = 0,
+) -> dict[str, Any]: ...

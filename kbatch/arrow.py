@@ -15,8 +15,10 @@ for a record without headers (as Spark's source does), ``timestampType`` is Kafk
 CreateTime, 1 LogAppendTime, -1 none: magic 0), the extras are the raw batch fields (-1 =
 none, as in the batch header).
 
-Columns are built from kbatch's NumPy columns with vectorised NumPy and Arrow kernels, never
-with a Python object per record. Which layouts copy the key/value/header bytes:
+Columns are built in one pass over the table's rows by a C kernel (``kbatch._arrowkernels``;
+large tables are split into chunks that a helper thread shares when the second core is free),
+or with vectorised NumPy when it is not compiled, never with a Python object per record. Which
+layouts copy the key/value/header bytes:
 
 ``binary="binary_view"``
     **No copy.** Each value is a 16-byte view (length, 4-byte prefix, buffer index, offset)
@@ -24,14 +26,16 @@ with a Python object per record. Which layouts copy the key/value/header bytes:
     decompression arena otherwise); values of up to 12 bytes are inlined in their view, as
     the format requires. The Arrow arrays keep ``table.data`` alive. Polars' native layout.
 ``binary="binary"`` (the default: what Spark requires) and ``"large_binary"``
-    **One copy** of the bytes, gathered by Arrow's C++ cast from the zero-copy view array:
-    in a Kafka batch every value is followed by the next record's framing, so values are
-    never back to back in ``table.data``. The one exception is detected and kept zero-copy:
-    when the values happen to be contiguous (a single record, or all keys null), the
-    offsets array points straight into ``table.data``.
+    **One copy** of the bytes, gathered by the kernel: in a Kafka batch every value is
+    followed by the next record's framing, so values are never back to back in
+    ``table.data``. The one exception is detected and kept zero-copy: when the values
+    happen to be contiguous (a single record, or all keys null), the offsets array points
+    straight into ``table.data``.
 
 Offsets, timestamps and the other fixed-width columns are always new arrays (RecordTable
-stores them row-wise, Arrow column-wise): 4-8 bytes per record each.
+stores them row-wise, Arrow column-wise): 4-8 bytes per record each. Constant columns
+(``topic``, ``partition``, a ``timestampType`` shared by every batch) are filled without
+reading the rows.
 
 The other direction, :func:`from_arrow` and :func:`binary_arrays`, turns Arrow tables,
 arrays, pandas Series and NumPy columns back into the flat columns of kbatch's columnar
@@ -94,6 +98,10 @@ _BINARY_KINDS = ("binary", "large_binary", "binary_view")
 _WINDOW_STEP = 1 << 30
 _WINDOW_SIZE = (1 << 31) - 1
 _INLINE = 12  # binary_view: values of up to 12 bytes live in the view itself
+
+#: Records per chunk of :func:`to_arrow`'s kernel: a table of more than one chunk is
+#: converted by this thread and a helper thread, each taking the next chunk (0: one thread).
+_THREAD_CHUNK = 8_192
 
 #: Default caps of one Arrow record batch (rows, and key + value + header bytes).
 DEFAULT_BATCH_ROWS = 65_536
@@ -439,10 +447,25 @@ def _constant_string(pa: Any, value: str | None, n: int) -> Any:
     if value is None:
         return pa.nulls(n, pa.string())
     raw = value.encode()
-    offsets = np.arange(n + 1, dtype=np.int64) * len(raw)
-    if offsets[-1] > _WINDOW_SIZE:
+    if n * len(raw) > _WINDOW_SIZE:
         return pa.array([value] * n, type=pa.string())
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(raw * n)])
+    step = len(raw)
+    offsets = np.arange(0, (n + 1) * step, step, dtype=np.int32) if step else np.zeros(n + 1, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
+
+
+def _fixed_width(pa: Any, type_: Any, values: np.ndarray) -> Any:
+    """A fixed-width Arrow array over ``values`` (not copied), nothing null."""
+    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
+
+
+def _constant(pa: Any, type_: Any, n: int, value: int | None) -> Any:
+    """A fixed-width column holding ``value`` (null when None) in every row."""
+    if value is None:
+        return pa.nulls(n, type_)
+    dtype = np.dtype(type_.to_pandas_dtype())
+    # np.zeros is calloc: fresh, untouched pages for a large column
+    return _fixed_width(pa, type_, np.zeros(n, dtype=dtype) if value == 0 else np.full(n, value, dtype=dtype))
 
 
 def _header_rows(table: RecordTable, records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -467,14 +490,12 @@ def _header_rows(table: RecordTable, records: np.ndarray) -> tuple[np.ndarray, n
     return rows, counts, offsets
 
 
-def _headers_list(pa: Any, binary: str, counts: np.ndarray, offsets: np.ndarray, keys: Any, vals: Any) -> Any:
+def _headers_list(pa: Any, binary: str, validity: Any, nulls: int, offsets: np.ndarray, keys: Any, vals: Any) -> Any:
     btype, stype = _types(binary)
     htype = _headers_type(btype, stype)
     struct = pa.StructArray.from_arrays([keys, vals], fields=list(htype.value_type))
-    validity, nulls = _validity(pa, (counts - 1).astype(np.int32))
-    return pa.Array.from_buffers(
-        htype, len(counts), [validity, pa.py_buffer(offsets.astype(np.int32))], nulls, children=[struct]
-    )
+    n = len(offsets) - 1
+    return pa.Array.from_buffers(htype, n, [validity, pa.py_buffer(offsets)], nulls, children=[struct])
 
 
 def _headers_column(pa: Any, table: RecordTable, records: np.ndarray, binary: str) -> Any:
@@ -482,44 +503,114 @@ def _headers_column(pa: Any, table: RecordTable, records: np.ndarray, binary: st
     keys, vals = _pair(
         table.data, rows["key_start"], rows["key_length"], rows["value_start"], rows["value_length"], binary, True
     )
-    return _headers_list(pa, binary, counts, offsets, keys, vals)
+    validity, nulls = _validity(pa, (counts - 1).astype(np.int32))  # no headers: null, as Spark's source
+    return _headers_list(pa, binary, validity, nulls, offsets.astype(np.int32), keys, vals)
 
 
-def _fused(pa: Any, table: RecordTable, records: np.ndarray, binary: str) -> tuple[Any, Any, Any] | None:
-    """Key, value and headers columns in one pass over ``table.data`` (compiled kernels only)."""
+def _kernel_columns(
+    pa: Any, table: RecordTable, records: np.ndarray, binary: str, include_headers: bool
+) -> dict[str, Any] | None:
+    """The record columns from :func:`kbatch._arrowkernels.spark_columns`, in one pass.
+
+    None when the kernels are not compiled or the general path is needed (key or value
+    bytes contiguous, so kept zero-copy; views into more than one window). A
+    ``timestampType`` shared by every batch is returned as that int.
+    """
+    from kbatch._core import HEADER_DTYPE, RECORD_DTYPE, get_threads
+
     kernels = _kernels
     data = table.data
     u8 = _as_u8(data)
-    if kernels is None or len(u8) > _WINDOW_SIZE or len(records) < 2:
+    headers = table.headers.view(np.ndarray)
+    if (
+        kernels is None
+        or records.dtype != RECORD_DTYPE
+        or headers.dtype != HEADER_DTYPE
+        or (binary == "binary_view" and len(u8) > _WINDOW_SIZE)
+    ):
         return None
     ks, kl, vs, vl = records["key_start"], records["key_length"], records["value_start"], records["value_length"]
     if _contiguous(pa, u8, ks, kl, binary) is not None or _contiguous(pa, u8, vs, vl, binary) is not None:
         return None
-    rows, counts, offsets = _header_rows(table, records)
-    h = table.headers.view(np.ndarray)
-    args = (u8, ks, kl, vs, vl, h["key_start"], h["key_length"], h["value_start"], h["value_length"])
-    hstart = _field(records, "headers_start", np.int64)
-    hcount = _field(records, "headers_count", np.int32)
+    n = len(records)
+    ts_types = table.batches["timestamp_type"]
+    constant_type = len(ts_types) > 0 and bool((ts_types == ts_types[0]).all())
+    out = kernels.spark_columns(
+        u8,
+        _row_bytes(records),
+        _row_bytes(headers),
+        None if constant_type else ts_types.astype(np.int32),
+        include_headers,
+        binary == "binary_view",
+        binary == "large_binary",
+        _THREAD_CHUNK if get_threads() > 1 else 0,
+    )
     btype, stype = _types(binary)
-    hkl, hvl = rows["key_length"], rows["value_length"]
-    if binary == "binary_view":
-        kv, vv, hkv, hvv = kernels.record_views(*args, hstart, hcount, _WINDOW_STEP, _WINDOW_SIZE)
-        arrays = [_view_array(pa, data, u8, v, ln) for v, ln in ((kv, kl), (vv, vl), (hkv, hkl), (hvv, hvl))]
-    else:
-        parts = kernels.record_gather(*args, hstart, hcount)
-        arrays = []
-        for (off, raw), ln in zip(parts, (kl, vl, hkl, hvl), strict=True):
-            if binary == "binary":
-                if off[-1] > _WINDOW_SIZE:
-                    return None
-                off = off.astype(np.int32)
-            validity, nulls = _validity(pa, ln)
-            arrays.append(
-                pa.Array.from_buffers(btype, len(off) - 1, [validity, pa.py_buffer(off), pa.py_buffer(raw)], nulls)
-            )
-    key, value, hkey, hval = arrays
-    hkey = _to_string(pa, hkey, stype)
-    return key, value, _headers_list(pa, binary, counts, offsets, hkey, hval)
+    data_buffer = pa.py_buffer(data if not isinstance(data, np.ndarray) else u8)
+    list_validity, list_nulls, list_offsets = out["headers"]
+    header_rows = int(list_offsets[-1])
+
+    def array(name: str, type_: Any, length: int) -> Any:
+        validity, nulls, buffers = out[name]
+        buffers = [pa.py_buffer(b) for b in buffers]
+        if binary == "binary_view":
+            buffers.append(data_buffer)
+        return pa.Array.from_buffers(type_, length, [_py_buffer(pa, validity), *buffers], nulls)
+
+    header_list = None
+    if include_headers:
+        hkey = array("hkey", btype if out["non_ascii"] else stype, header_rows)
+        if out["non_ascii"]:  # checked (and bad UTF-8 replaced) only when a key is not ASCII
+            hkey = _to_string(pa, hkey, stype)
+        hvalue = array("hvalue", btype, header_rows)
+        header_list = _headers_list(pa, binary, _py_buffer(pa, list_validity), list_nulls, list_offsets, hkey, hvalue)
+    return {
+        "key": array("key", btype, n),
+        "value": array("value", btype, n),
+        "offset": _fixed_width(pa, pa.int64(), out["offset"]),
+        "timestamp": _fixed_width(pa, pa.timestamp("us", tz="UTC"), out["timestamp"]),
+        "timestampType": (
+            int(ts_types[0])  # every batch's: a constant column
+            if constant_type
+            else _fixed_width(pa, pa.int32(), out["timestampType"])
+        ),
+        "headers": header_list,
+    }
+
+
+def _py_buffer(pa: Any, array: np.ndarray | None) -> Any:
+    return None if array is None else pa.py_buffer(array)
+
+
+def _row_bytes(rows: np.ndarray) -> npt.NDArray[np.uint8]:
+    """The bytes of structured rows, C-contiguous (a copy only for a strided view)."""
+    return np.ascontiguousarray(rows).view(np.uint8).reshape(-1)
+
+
+def _numpy_columns(
+    pa: Any, table: RecordTable, records: np.ndarray, binary: str, include_headers: bool
+) -> dict[str, Any]:
+    """The record columns from NumPy columns (and the byte kernels when compiled)."""
+    key, value = _pair(
+        table.data,
+        records["key_start"],
+        records["key_length"],
+        records["value_start"],
+        records["value_length"],
+        binary,
+        False,
+    )
+    ts = _field(records, "timestamp", np.int64)
+    np.multiply(ts, 1000, out=ts)
+    ts_type = table.batches["timestamp_type"].astype(np.int32)[_field(records, "batch", np.intp)]
+    return {
+        "key": key,
+        "value": value,
+        "offset": pa.array(_field(records, "offset", np.int64)),
+        "timestamp": _fixed_width(pa, pa.timestamp("us", tz="UTC"), ts),
+        "timestampType": pa.array(ts_type),
+        "headers": _headers_column(pa, table, records, binary) if include_headers else None,
+    }
 
 
 def _columns(
@@ -534,41 +625,39 @@ def _columns(
 ) -> list[Any]:
     pa = _pa()
     n = len(records)
-    data = table.data
-    fused = _fused(pa, table, records, binary) if include_headers else None
-    if fused is not None:
-        key, value, headers = fused
-    else:
-        key, value = _pair(
-            data,
-            records["key_start"],
-            records["key_length"],
-            records["value_start"],
-            records["value_length"],
-            binary,
-            False,
-        )
-        headers = _headers_column(pa, table, records, binary) if include_headers else None
+    partition = None if partition is None else int(partition)
+    built = _kernel_columns(pa, table, records, binary, include_headers)
+    if built is None:
+        built = _numpy_columns(pa, table, records, binary, include_headers)
+    constants: dict[int | None, Any] = {}
+
+    def int32_column(value: Any) -> Any:
+        # an array as it is; a constant (None: null) as one array per value, which
+        # partition and timestampType share when equal (both 0, often)
+        if value is not None and not isinstance(value, int):
+            return value
+        if value not in constants:
+            constants[value] = _constant(pa, pa.int32(), n, value)
+        return constants[value]
+
     cols = [
-        key,
-        value,
+        built["key"],
+        built["value"],
         _constant_string(pa, topic, n),
-        pa.nulls(n, pa.int32()) if partition is None else pa.array(np.full(n, partition, dtype=np.int32)),
-        pa.array(_field(records, "offset", np.int64)),
+        int32_column(partition),
+        built["offset"],
+        built["timestamp"],
+        int32_column(built["timestampType"]),
     ]
-    ts = _field(records, "timestamp", np.int64)
-    np.multiply(ts, 1000, out=ts)
-    cols.append(pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, pa.py_buffer(ts)]))
-    batch = _field(records, "batch", np.intp)
-    batches = table.batches
-
-    def per_batch(name: str, dtype: Any) -> Any:
-        return pa.array(batches[name].astype(dtype)[batch])
-
-    cols.append(per_batch("timestamp_type", np.int32))
     if include_headers:
-        cols.append(headers)
+        cols.append(built["headers"])
     if extra_columns:
+        batch = _field(records, "batch", np.intp)
+        batches = table.batches
+
+        def per_batch(name: str, dtype: Any) -> Any:
+            return pa.array(batches[name].astype(dtype)[batch])
+
         cols += [
             per_batch("partition_leader_epoch", np.int32),
             per_batch("producer_id", np.int64),
@@ -612,7 +701,7 @@ def to_arrow(
         ``isTransactional``.
     binary : {"binary", "large_binary", "binary_view"}, default "binary"
         Layout of the byte columns: ``binary_view`` copies no bytes (views into
-        ``table.data``); ``binary`` (Spark's) and ``large_binary`` copy them once, in C++.
+        ``table.data``); ``binary`` (Spark's) and ``large_binary`` copy them once.
 
     Returns
     -------

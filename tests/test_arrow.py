@@ -17,13 +17,16 @@ arrow = pytest.importorskip("kbatch.arrow")
 KINDS = ["binary", "large_binary", "binary_view"]
 
 
-@pytest.fixture(params=["kernels", "numpy"])
+@pytest.fixture(params=["kernels", "threads", "numpy"])
 def impl(request, monkeypatch):
-    """Run a test with the compiled kernels and again with the NumPy fallback."""
+    """Run a test with the compiled kernels (one thread, then two threads over chunks of 8
+    records, the smallest) and again with the NumPy fallback."""
     if request.param == "numpy":
         monkeypatch.setattr(arrow, "_kernels", None)
     elif arrow._kernels is None:
         pytest.skip("kbatch._arrowkernels is not compiled")
+    else:
+        monkeypatch.setattr(arrow, "_THREAD_CHUNK", 8 if request.param == "threads" else 0)
     return request.param
 
 
@@ -234,12 +237,9 @@ def test_binary_column_edges(impl):
         arrow.binary_column(buf, [0, 1], [1], binary="binary")
 
 
-def test_filtered_table_gathers_headers(impl):
-    vals, keys, ts, hs = _mixed(5, 120)
-    t = kbatch.decode(kbatch.encode(vals, keys, timestamps=ts, headers=hs, max_batch_records=10))
-    keep = np.arange(len(t)) % 3 != 0
-    sub = RecordTable(
-        records=t.records[keep],
+def _with_records(t: RecordTable, records: np.ndarray) -> RecordTable:
+    return RecordTable(
+        records=records,
         batches=t.batches,
         headers=t.headers.view(np.ndarray),
         data=t.data,
@@ -247,10 +247,63 @@ def test_filtered_table_gathers_headers(impl):
         truncated=False,
         next_offset=t.next_offset,
     )
+
+
+def test_filtered_table_gathers_headers(impl):
+    vals, keys, ts, hs = _mixed(5, 120)
+    t = kbatch.decode(kbatch.encode(vals, keys, timestamps=ts, headers=hs, max_batch_records=10))
+    keep = np.arange(len(t)) % 3 != 0
+    sub = _with_records(t, t.records[keep])
     for kind in KINDS:
         at = arrow.to_arrow(sub, binary=kind)
         at.validate(full=True)
         assert _actual(at) == _expected(sub)
+
+
+def test_repeated_records_repeat_their_headers(impl):
+    vals, keys, ts, hs = _mixed(6, 40)
+    t = kbatch.decode(kbatch.encode(vals, keys, timestamps=ts, headers=hs))
+    # more header rows than the table has (each record three times), in another order
+    sub = _with_records(t, t.records[np.repeat(np.arange(len(t))[::-1], 3)])
+    for kind in KINDS:
+        at = arrow.to_arrow(sub, binary=kind)
+        at.validate(full=True)
+        assert _actual(at) == _expected(sub)
+
+
+def test_threads_agree_with_one_thread(monkeypatch):
+    if arrow._kernels is None:
+        pytest.skip("kbatch._arrowkernels is not compiled")
+    vals, keys, ts, hs = _mixed(7, 20_000)
+    t = kbatch.decode(kbatch.encode(vals, keys, timestamps=ts, headers=hs, max_batch_records=500))
+    for kind in KINDS:
+        monkeypatch.setattr(arrow, "_THREAD_CHUNK", 0)
+        one = arrow.to_arrow(t, topic="t", partition=1, binary=kind)
+        monkeypatch.setattr(arrow, "_THREAD_CHUNK", 1000)  # 20 chunks, each thread taking the next
+        for _ in range(3):
+            assert arrow.to_arrow(t, topic="t", partition=1, binary=kind).equals(one)
+
+
+@pytest.mark.parametrize("chunk", [0, 8])
+def test_kernel_rejects_rows_outside_the_data(chunk, monkeypatch):
+    if arrow._kernels is None:
+        pytest.skip("kbatch._arrowkernels is not compiled")
+    monkeypatch.setattr(arrow, "_THREAD_CHUNK", chunk)
+    vals, keys, ts, hs = _mixed(8, 64)
+    t = kbatch.decode(kbatch.encode(vals, keys, timestamps=ts, headers=hs))
+    bad_value, bad_headers = t.records.copy(), t.records.copy()
+    bad_value["value_length"][40] = len(t.data)
+    bad_headers["headers_start"][41] = len(t.headers)
+    bad_headers["headers_count"][41] = 1
+    for records, match in ((bad_value, "record 40: .* outside the data"), (bad_headers, "record 41's headers")):
+        for kind in KINDS:
+            with pytest.raises(ValueError, match=match):
+                arrow.to_arrow(_with_records(t, records), binary=kind)
+    mixed_types = TABLES["log-append-txn"]()  # two timestamp types: a per-batch column
+    records = mixed_types.records.copy()
+    records["batch"][1] = 7
+    with pytest.raises(ValueError, match="batch 7 is outside"):
+        arrow.to_arrow(_with_records(mixed_types, records))
 
 
 # ---------------------------------------------------------------- batches, streams, peers
@@ -407,3 +460,18 @@ def test_docstring_examples():
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     result = doctest.testmod(arrow, optionflags=flags)
     assert result.failed == 0 and result.attempted > 10
+
+
+def test_to_arrow_on_one_thread_is_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    # kbatch.set_threads(1) (as in Spark tasks) keeps the kernel on the calling thread.
+    import kbatch.arrow as arrow
+
+    monkeypatch.setattr(arrow, "_THREAD_CHUNK", 8)
+    t = kbatch.decode(kbatch.encode([b"v%d" % i for i in range(100)], headers=[[("h", b"x")]] * 100))
+    two = t.to_arrow(binary="binary_view")
+    previous = kbatch.set_threads(1)
+    try:
+        one = t.to_arrow(binary="binary_view")
+    finally:
+        kbatch.set_threads(previous)
+    assert one.equals(two)
