@@ -4,17 +4,21 @@
 comments allowed) into a specialised decoder and encoder per version: Python
 source generated once per (message, version), with every length checked
 against the end of the input before it is used. Messages are plain dicts;
-``records`` fields are zero-copy :class:`Records` views whose ``.decode()``
-hands them to :func:`kbatch.decode`. An optional C kernel
-(``kbatch/protocol/_kernel.pyx``) decodes arrays of flat structs (Metadata
-topics and partitions, Fetch partitions, ...); without it everything still
-works, in pure Python, with the same results and the same errors.
+``records`` fields are zero-copy :class:`Records` views (buffers themselves)
+whose ``.decode()`` hands them to :func:`kbatch.decode`; arrays whose structs
+have ``mapKey`` fields decode to :class:`KeyedList` (a list with lookup by
+key). Two C kernels (``kbatch/protocol/_kernel.pyx``) decode and encode arrays
+of flat structs (Metadata topics and partitions, Fetch partitions, ...) and
+hand anything unusual back to the generated Python; with
+``KBATCH_PROTOCOL_PURE=1`` in the environment everything runs in the
+generated Python, with the same results and the same errors.
 
 Public API: :func:`default_schema` (kbatch's own definitions of ApiVersions,
 Metadata, Produce, Fetch, ListOffsets, InitProducerId, AddPartitionsToTxn,
 EndTxn and FindCoordinator), :meth:`Schema.from_directory` (any directory of
 Kafka's definition files), :class:`Message` (``encode``, ``encode_parts``,
-``decode``, ``decode_from``), request/response framing with headers
+``decode``, ``decode_from``), :class:`Records`, :class:`KeyedList`,
+request/response framing with headers
 (:func:`encode_request`, :func:`decode_response`, ...), a small blocking
 :class:`Connection`, and :class:`ProtocolError`.
 
@@ -29,6 +33,7 @@ Kafka's definition files), :class:`Message` (``encode``, ``encode_parts``,
 
 from ._connection import Connection
 from ._errors import ProtocolError
+from ._keyed import KeyedList
 from ._message import (
     Message,
     Schema,
@@ -44,6 +49,7 @@ from ._schema import MessageSpec, parse_message
 
 __all__ = [
     "Connection",
+    "KeyedList",
     "Message",
     "MessageSpec",
     "ProtocolError",

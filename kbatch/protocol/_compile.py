@@ -10,9 +10,10 @@ Decoding checks every length against ``end`` before reading, so nothing is
 read out of bounds and an array count larger than the bytes left is an error
 before anything is allocated. Errors are raised at the failing site with the
 field's path built from the loop indices in scope, so the fast path pays
-nothing for them. Arrays of flat structs go to the optional C kernel
-(``_kernel.pyx``) first when it is built; it hands anything unusual back to
-the generated Python, which then decodes (or rejects) the same bytes.
+nothing for them. Arrays of flat structs go to the C kernels
+(``_kernel.pyx``) first, when decoding and when encoding (unless
+``KBATCH_PROTOCOL_PURE`` is set); they hand anything unusual back to the
+generated Python, which then decodes or encodes (or rejects) the same input.
 
 Wire grammar (Kafka protocol guide)::
 
@@ -39,22 +40,25 @@ from collections.abc import Callable
 from typing import Any
 
 from ._errors import ProtocolError
-from ._records import Records
+from ._kernel import decode_struct_array, encode_struct_array
+from ._keyed import KeyedList, keyed
+from ._records import records_slice
 from ._schema import FIXED_FORMATS, INT_RANGES, ZERO_UUID, FieldSpec
 
-__all__ = ["KERNEL", "compile_decoder", "compile_encoder", "find_encode_error", "literal_default"]
+__all__ = ["ENCODE_KERNEL", "KERNEL", "compile_decoder", "compile_encoder", "find_encode_error", "literal_default"]
 
 KERNEL: Callable[..., tuple[list[dict[str, Any]], int] | None] | None
-try:  # the optional C kernel for arrays of flat structs (kbatch/protocol/_kernel.pyx)
-    from ._kernel import decode_struct_array as KERNEL
-except ImportError:  # pragma: no cover - pure-Python install
-    KERNEL = None
+ENCODE_KERNEL: Callable[..., bytearray | None] | None
+# the C kernels for arrays of flat structs (kbatch/protocol/_kernel.pyx); the
+# generated Python gives the same results (and raises the errors) without them
+KERNEL, ENCODE_KERNEL = decode_struct_array, encode_struct_array
 if os.environ.get("KBATCH_PROTOCOL_PURE", "") not in ("", "0"):  # test the pure-Python path
-    KERNEL = None
+    KERNEL = ENCODE_KERNEL = None
 
-# Arrays shorter than this are decoded in Python even with the kernel (its
-# call overhead is larger than the work).
+# Arrays shorter than this are decoded (encoded) in Python even with the
+# kernel (its call overhead is larger than the work).
 KERNEL_MIN_COUNT = 4
+ENCODE_KERNEL_MIN_COUNT = 2
 
 _KERNEL_KINDS = {"bool": 0, "int8": 1, "int16": 2, "uint16": 3, "int32": 4, "uint32": 5, "int64": 6, "float64": 7}
 
@@ -142,8 +146,6 @@ def _nbytes(v: Any) -> int:
 
 
 def _as_view(v: Any) -> memoryview:
-    if type(v) is Records:
-        return v.view
     view = memoryview(v)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
@@ -183,7 +185,7 @@ _BASE_GLOBALS: dict[str, Any] = {
     "_SAFE_UNKNOWN": uuid.SafeUUID.unknown,
     "_Z": ZERO_UUID,
     "_from_bytes": int.from_bytes,
-    "_Records": Records,
+    "_rslice": records_slice,
     "_new": object.__new__,
     "_I16": _I16,
     "_I32": _I32,
@@ -205,6 +207,29 @@ def literal_default(f: FieldSpec, version: int, gen: _Gen) -> str:
 
 def _is_fixed(f: FieldSpec) -> bool:
     return not f.array and f.kind in FIXED_FORMATS
+
+
+def _kernel_op(f: FieldSpec, g: _Gen, nested: Callable[[FieldSpec], Any], subs: list[Any]) -> int | None:
+    """The C kernels' op byte for an untagged field, or None if they cannot handle it.
+
+    An array of structs gets op 19 and its program (``nested(f)``) appended
+    to ``subs`` when it has one, else op 17 (accepted only when empty).
+    """
+    v = g.version
+    flags = (0x20 if g.compact(f) else 0) | (0x40 if v in f.nullable else 0)
+    if not f.array:
+        if f.kind in _KERNEL_KINDS:
+            return _KERNEL_KINDS[f.kind]
+        return {"uuid": 18, "string": 8 | flags, "records": 15 | flags, "bytes": 16 | flags}.get(f.kind)
+    if f.kind in _KERNEL_KINDS and f.kind not in ("bool", "float64"):
+        return (8 + _KERNEL_KINDS[f.kind]) | flags
+    if f.kind == "struct":
+        program = nested(f)
+        if program is None:
+            return 17 | flags
+        subs.append(program)
+        return 19 | flags
+    return None
 
 
 class _Gen:
@@ -478,7 +503,7 @@ class _Decoder:
             g.globs["_kernel"] = g.kernel
             res = g.var("r")
             g.emit(i2, f"{res} = _kernel(buf, pos, end, {n}, {g.const(program, 'prog')}, {g.flexible}, "
-                       f"data, _Records) if {n} >= {KERNEL_MIN_COUNT} else None")
+                       f"data) if {n} >= {KERNEL_MIN_COUNT} else None")
             g.emit(i2, f"if {res} is not None:")
             g.emit(i2, f"    {out}, pos = {res}")
             g.emit(i2, "else:")
@@ -491,12 +516,22 @@ class _Decoder:
         i3 = i2 + "    "
         elem = self.element(f, f.kind, path + "[{" + idx + "}]", i3, False, compact)
         g.emit(i3, f"{append}({elem})")
+        wrap = self.key_wrap(f)
+        if wrap is not None:  # the kernel wraps the lists it builds itself
+            g.emit(i2, f"{out} = {g.const(wrap, 'kl')}({out})")
         return out
+
+    def key_wrap(self, f: FieldSpec) -> Callable[[list[Any]], KeyedList] | None:
+        """For an array of structs with ``mapKey`` fields: what makes a :class:`KeyedList` of it."""
+        if f.kind != "struct" or not f.array:
+            return None
+        key_fields = tuple(sub.key for sub in f.fields or [] if sub.map_key and sub.present(self.g.version))
+        return keyed(key_fields) if key_fields else None
 
     def kernel_program(self, f: FieldSpec, depth: int = 0) -> tuple[Any, ...] | None:
         """The C kernel's program for an array of structs, or None if it does not apply.
 
-        ``(ops, keys, template, subprograms)``; see ``_kernel.pyx``.
+        ``(ops, keys, template, subprograms, wrap)``; see ``_kernel.pyx``.
         """
         g = self.g
         v = g.version
@@ -514,32 +549,14 @@ class _Decoder:
                     return None  # a mutable value cannot be shared by every element
                 template[sub.key] = absent
                 continue
-            flags = (0x20 if g.compact(sub) else 0) | (0x40 if v in sub.nullable else 0)
-            if not sub.array and sub.kind in _KERNEL_KINDS:
-                ops.append(_KERNEL_KINDS[sub.kind])
-            elif not sub.array and sub.kind == "uuid":
-                ops.append(18)
-            elif not sub.array and sub.kind == "string":
-                ops.append(8 | flags)
-            elif not sub.array and sub.kind == "records":
-                ops.append(15 | flags)
-            elif not sub.array and sub.kind == "bytes":
-                ops.append(16 | flags)
-            elif sub.array and sub.kind in _KERNEL_KINDS and sub.kind not in ("bool", "float64"):
-                ops.append((8 + _KERNEL_KINDS[sub.kind]) | flags)
-            elif sub.array and sub.kind == "struct":
-                nested = self.kernel_program(sub, depth + 1) if depth < 4 else None
-                if nested is not None:
-                    ops.append(19 | flags)
-                    subs.append(nested)
-                else:
-                    ops.append(17 | flags)
-            else:
-                return None
+            op = _kernel_op(sub, g, lambda s: self.kernel_program(s, depth + 1) if depth < 4 else None, subs)
+            if op is None or (op & 0x1F == 17 and self.key_wrap(sub) is not None):
+                return None  # (an empty keyed array must still become a KeyedList)
+            ops.append(op)
             keys.append(sub.key)
         if not ops:
             return None
-        return bytes(ops), tuple(keys), template, tuple(subs)
+        return bytes(ops), tuple(keys), template, tuple(subs), self.key_wrap(f)
 
     def absent_value(self, f: FieldSpec) -> Any:
         """What a tagged field decodes as when it is not on the wire."""
@@ -598,8 +615,7 @@ class _Decoder:
             elif kind == "bytes":
                 g.emit(i2, f"{out} = bytes(buf[pos:pos + {n}])")
             else:
-                g.emit(i2, f"{out} = _new(_Records)")
-                g.emit(i2, f"{out}.view = data[pos:pos + {n}]")
+                g.emit(i2, f"{out} = _rslice(data, pos, {n})")
             g.emit(i2, f"pos += {n}")
         elif kind == "struct":
             if nullable:
@@ -625,7 +641,7 @@ def compile_decoder(fields: list[FieldSpec], version: int, flexible: bool, name:
     ``data`` is a ``memoryview`` of the input (``records`` values are slices
     of it) and ``buf`` the same bytes as ``bytes``/``bytearray`` when the
     input is one (indexing them is faster), else ``data`` again. ``kernel``
-    is the optional C function for arrays of flat structs (None: pure Python).
+    is the C function for arrays of flat structs (None: pure Python).
     """
     g = _Gen(version, flexible, kernel)
     g.emit("", "def _decode(data, buf, pos, end):")
@@ -656,7 +672,7 @@ class _Encoder:
         g = self.g
         v = g.version
         g.emit(ind, f"if not isinstance({m}, dict):")
-        g.raise_(ind + "    ", "Expected dict, got {type(" + m + ").__name__}", path)
+        g.raise_(ind + "    ", "Expected dict, got {type(" + m + ").__name__}", path, "-1")
         present = [f for f in fields if f.present(v)]
         untagged = [f for f in present if not f.is_tagged(v)]
         tagged = sorted((f for f in present if f.is_tagged(v)), key=lambda f: f.tag or 0)
@@ -765,12 +781,53 @@ class _Encoder:
             g.emit(i2, f"if {n}:")
             g.emit(i2, f"    b += _arr({fmt!r}, {n}).pack(*{val})")
             return
+        program = self.kernel_program(f) if f.kind == "struct" and g.kernel is not None else None
+        if program is not None:
+            g.globs["_ekernel"] = g.kernel
+            res = g.var("r")
+            g.emit(i2, f"{res} = _ekernel({val}, {g.const(program, 'prog')}, {g.flexible}, b, parts, "
+                       f"{ZERO_COPY_THRESHOLD}) if {n} >= {ENCODE_KERNEL_MIN_COUNT} else None")
+            g.emit(i2, f"if {res} is not None:")
+            g.emit(i2, f"    b = {res}")
+            g.emit(i2, "else:")
+            i2 = i2 + "    "
         idx = g.var("i")
         e = g.var("e")
         g.emit(i2, f"for {idx} in range({n}):")
         i3 = i2 + "    "
         g.emit(i3, f"{e} = {val}[{idx}]")
         self.element(f, f.kind, e, path + "[{" + idx + "}]", i3, False, compact)
+
+    def kernel_program(self, f: FieldSpec, depth: int = 0) -> tuple[Any, ...] | None:
+        """The C encode kernel's program for an array of structs, or None if it does not apply.
+
+        ``(ops, keys, defaults, subprograms, checks)``; see ``_kernel.pyx``.
+        """
+        g = self.g
+        v = g.version
+        ops = bytearray()
+        keys: list[str] = []
+        defaults: list[Any] = []
+        subs: list[tuple[Any, ...]] = []
+        checks: list[tuple[str, int, Any]] = []
+        for sub in f.fields or []:
+            if not sub.present(v):
+                if not sub.ignorable:
+                    checks.append((sub.key, 3, None))
+            elif sub.is_tagged(v):
+                mode = 0 if sub.kind == "struct" and not sub.array else 2 if sub.array else 1
+                checks.append((sub.key, mode, sub.default(v) if mode == 1 else None))
+            else:
+                op = _kernel_op(sub, g, lambda s: self.kernel_program(s, depth + 1) if depth < 4 else None, subs)
+                if op is None:
+                    return None
+                ops.append(op)
+                keys.append(sub.key)
+                default = sub.default(v)
+                defaults.append(tuple(default) if isinstance(default, list) else default)
+        if not ops:
+            return None
+        return bytes(ops), tuple(keys), tuple(defaults), tuple(subs), tuple(checks)
 
     def element(self, f: FieldSpec, kind: str, val: str, path: str, ind: str, nullable: bool,
                 compact: bool) -> None:
@@ -825,10 +882,13 @@ class _Encoder:
             raise ValueError(kind)
 
 
-def compile_encoder(fields: list[FieldSpec], version: int, flexible: bool,
-                    name: str) -> tuple[Callable[[dict[str, Any], list[Any]], None], str]:
-    """Compile ``_encode(m, parts)`` for one version; it appends buffers to ``parts``."""
-    g = _Gen(version, flexible)
+def compile_encoder(fields: list[FieldSpec], version: int, flexible: bool, name: str,
+                    kernel: Any = ENCODE_KERNEL) -> tuple[Callable[[dict[str, Any], list[Any]], None], str]:
+    """Compile ``_encode(m, parts)`` for one version; it appends buffers to ``parts``.
+
+    ``kernel`` is the C function for arrays of flat structs (None: pure Python).
+    """
+    g = _Gen(version, flexible, kernel)
     g.emit("", "def _encode(m, parts):")
     g.emit("    ", "b = bytearray()")
     _Encoder(g).struct_body(fields, "m", "$", "    ")
@@ -908,6 +968,5 @@ def _check_value(f: FieldSpec, value: Any, version: int, flexible: bool, path: s
     try:
         memoryview(value)
     except TypeError:
-        if not isinstance(value, Records):
-            return ProtocolError(f"Expected a bytes-like object, got {type(value).__name__}", -1, path)
+        return ProtocolError(f"Expected a bytes-like object, got {type(value).__name__}", -1, path)
     return None

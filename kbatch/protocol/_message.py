@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ._compile import KERNEL, compile_decoder, compile_encoder, find_encode_error
+from ._compile import ENCODE_KERNEL, KERNEL, compile_decoder, compile_encoder, find_encode_error
 from ._errors import ProtocolError
 from ._schema import MessageSpec, parse_message
 
@@ -59,7 +59,9 @@ class Message:
     uuid                      ``uuid.UUID`` (the zero UUID for "none")
     []bool, []int*, []float   ``tuple`` (immutable: one allocation, not two)
     []string, []uuid, ...     ``list``
-    struct / []struct         ``dict`` / ``list[dict]``
+    struct / []struct         ``dict`` / ``list[dict]``; a
+                              :class:`~kbatch.protocol.KeyedList` (lookup by
+                              key) when the struct has ``mapKey`` fields
     unknown tagged fields     ``d["_unknown_tags"] = {tag: bytes}``, only if any
     ========================  =================================================
 
@@ -148,7 +150,8 @@ class Message:
         fn = self._encoders.get(version)
         if fn is None:
             self._check_version(version)
-            fn, src = compile_encoder(self.spec.fields, version, version in self.spec.flexible, self.name)
+            fn, src = compile_encoder(self.spec.fields, version, version in self.spec.flexible, self.name,
+                                      kernel=ENCODE_KERNEL if self.kernel else None)
             self._encoders[version] = fn
             self._sources[("encode", version)] = src
         return fn
@@ -203,8 +206,9 @@ class Message:
         """Encode into a list of buffers without copying large ``records`` values.
 
         The concatenation of the parts is the encoding. Records of 2 KiB or
-        more are their own part (a view of the caller's buffer), so a Produce
-        request or Fetch response can go to ``socket.sendmsg`` as it is.
+        more are their own part (a ``memoryview`` of the caller's buffer), so
+        a Produce request or Fetch response can go to ``socket.sendmsg`` as it
+        is; the other parts are ``bytearray`` objects.
         """
         parts: list[Any] = []
         fn = self.encoder(version)
@@ -221,6 +225,10 @@ class Message:
 
     def encode(self, message: dict[str, Any], version: int) -> bytes:
         """Encode ``message`` as ``version``; return the body bytes (no size, no header).
+
+        The parts of :meth:`encode_parts` are joined into one new ``bytes``
+        (sized once, each records value copied once); for big records that
+        copy is most of the cost, and :meth:`encode_parts` avoids it.
 
         Raises
         ------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +53,8 @@ def snake(name: str) -> str:
     >>> snake("HighWatermark")
     'high_watermark'
     """
-    return _SNAKE.sub("_", name).lower()
+    # interned, as the keys of dict literals are: lookups then match by identity
+    return sys.intern(_SNAKE.sub("_", name).lower())
 
 
 @dataclass(frozen=True)

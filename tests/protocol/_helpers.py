@@ -26,3 +26,12 @@ def semantic(fields: list[Any]) -> list[dict[str, Any]]:
             "fields": semantic(f.fields) if f.fields else None,
         })
     return out
+
+
+def types(value: Any) -> Any:
+    """The type of every value in a decoded message, nested like it."""
+    if isinstance(value, dict):
+        return {k: types(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return (type(value), [types(v) for v in value])
+    return type(value)

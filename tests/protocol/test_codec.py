@@ -28,6 +28,7 @@ from kbatch.protocol import (
 from kbatch.protocol._schema import strip_comments
 
 from . import strategies
+from ._helpers import types
 
 KITCHEN_SINK = r"""
 // A message with every field type. "//" inside a string is not a comment.
@@ -310,7 +311,7 @@ def test_records_are_zero_copy_views() -> None:
     assert rec == payload and len(rec) == len(payload) and rec.tobytes() == payload
     # encode_parts hands big records back without copying them
     parts = fetch.encode_parts(out, 11)
-    assert any(isinstance(p, memoryview) and p.obj is data for p in parts)
+    assert any(isinstance(p, memoryview) and p.obj is rec for p in parts)
     assert b"".join(parts) == data
 
 
@@ -398,7 +399,7 @@ KERNEL_CASES = [("MetadataResponse", v) for v in (1, 9, 12)] + [
 
 @pytest.mark.parametrize(("name", "version"), KERNEL_CASES)
 def test_c_kernel_matches_python(name: str, version: int) -> None:
-    """The optional C kernel for flat struct arrays decodes exactly as the Python path."""
+    """The C kernels for flat struct arrays decode and encode exactly as the Python path."""
     fast = default_schema()[name]
     pure = Message(fast.spec, kernel=False)
 
@@ -407,7 +408,10 @@ def test_c_kernel_matches_python(name: str, version: int) -> None:
     def run(data: st.DataObject) -> None:
         msg = data.draw(strategies.struct(fast.spec.fields, version, big=True))
         encoded = fast.encode(msg, version)
-        assert fast.decode(encoded, version) == pure.decode(encoded, version)
+        assert encoded == pure.encode(msg, version) == b"".join(fast.encode_parts(msg, version))
+        decoded = fast.decode(encoded, version)
+        assert decoded == pure.decode(encoded, version)
+        assert types(decoded) == types(pure.decode(encoded, version))  # KeyedList, Records, tuples alike
         for cut in sorted({len(encoded) // 3, len(encoded) // 2, len(encoded) - 1}):
             errors = []
             for m in (fast, pure):

@@ -10,7 +10,7 @@ import pytest
 
 MODULES = ["kbatch.protocol", "kbatch.protocol._message", "kbatch.protocol._schema",
            "kbatch.protocol._records", "kbatch.protocol._compile", "kbatch.protocol._connection",
-           "kbatch.protocol._errors"]
+           "kbatch.protocol._errors", "kbatch.protocol._keyed", "kbatch.protocol._kernel"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -19,5 +19,6 @@ def test_docstring_examples(name: str) -> None:
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     result = doctest.testmod(module, optionflags=flags)
     assert result.failed == 0
-    if name in ("kbatch.protocol", "kbatch.protocol._message", "kbatch.protocol._schema"):
+    if name in ("kbatch.protocol", "kbatch.protocol._message", "kbatch.protocol._schema",
+                "kbatch.protocol._keyed", "kbatch.protocol._kernel"):
         assert result.attempted > 0

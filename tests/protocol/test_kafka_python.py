@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from kafka.protocol.api_header import ResponseClassRegistry
 from kafka.protocol.api_message import ApiMessage, ApiMessageData
 
-from kbatch.protocol import Records, Schema
+from kbatch.protocol import Message, Records, Schema
 from kbatch.protocol._schema import ZERO_UUID, FieldSpec
 
 from . import strategies
-from ._helpers import KAFKA_PYTHON_DEFINITIONS
+from ._helpers import KAFKA_PYTHON_DEFINITIONS, types
 
 SCHEMA = Schema.from_directory(KAFKA_PYTHON_DEFINITIONS)
 MESSAGES = [m for m in SCHEMA if m.type in ("request", "response")]
@@ -107,6 +107,7 @@ def norm(fields: list[FieldSpec], d: Any, version: int) -> Any:
 @pytest.mark.parametrize(("name", "version"), CASES, ids=[f"{n}-v{v}" for n, v in CASES])
 def test_same_bytes_as_kafka_python(name: str, version: int) -> None:
     msg = SCHEMA[name]
+    pure = Message(msg.spec, kernel=False)
     cls = kp_class(name)
     fields = msg.spec.fields
 
@@ -122,6 +123,9 @@ def test_same_bytes_as_kafka_python(name: str, version: int) -> None:
         # each decodes the other's bytes (identical here) to the same values
         back = msg.decode(theirs, version)
         assert norm(fields, back, version) == norm(fields, value, version)
+        # the C kernels and the generated Python agree, down to the types
+        assert pure.encode(value, version) == ours
+        assert types(pure.decode(ours, version)) == types(back)
         kback = cls.decode(ours, version=version)
         assert norm(fields, kback, version) == norm(fields, value, version)
 
