@@ -1311,7 +1311,7 @@ cdef inline void* _row_ptr(object array):
 # earliest error wins and everything before it is returned as the error's
 # ``partial`` table.
 #
-# On a machine with two or more cores, a large input is decoded as a
+# On a machine with two or more cores, compressed input is decoded as a
 # two-stage pipeline: while a parse thread turns chunk k into rows (pure C,
 # no GIL, no Python object), the calling thread checks and decompresses chunk
 # k + 1 (crc32c and the codecs release the GIL for large buffers). The
@@ -1320,7 +1320,6 @@ cdef inline void* _row_ptr(object array):
 
 cdef enum:
     CHUNK_BYTES = 1 << 18
-    PIPELINE_MIN_BYTES = 2 * CHUNK_BYTES  # at least two chunks, or the thread is pure overhead
 
 
 cdef struct rows_t:
@@ -1661,7 +1660,11 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     job.rows = &rows
     job.hb = &hb
     planned = 0  # rows of the batches handed to the parser so far
-    parser = _Worker(_CPUS > 1 and bad > 1 and (in_arena or n >= PIPELINE_MIN_BYTES))
+    # Only decompression is worth a second thread: for uncompressed input the
+    # parse and the CRC pass both stream memory, and split across two cores
+    # they measured no faster (slower when the machine is busy) than one
+    # core's cache-warm chunk after chunk.
+    parser = _Worker(_CPUS > 1 and bad > 1 and in_arena)
     try:
         if in_arena:
             arena.before_grow = parser.wait_idle

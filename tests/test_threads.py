@@ -3,8 +3,9 @@
 Every test runs the same input once with ``_CPUS = 1`` (everything on the calling
 thread) and once with two cores usable, and asks for identical results: tables
 column by column, errors field by field (their ``partial`` tables included), and
-encoded bytes byte for byte. The inputs are large enough (several 256 KiB chunks) for
-the threaded paths to be taken.
+encoded bytes byte for byte. The inputs are large enough for the threaded paths to be
+taken (compressed decodes, compressed encodes, uncompressed encodes over 1 MiB);
+uncompressed decodes stay on one thread either way and must agree all the same.
 """
 
 from __future__ import annotations
