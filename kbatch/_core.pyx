@@ -70,7 +70,6 @@ from cpython.buffer cimport (
 )
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.long cimport PyLong_CheckExact
 from cpython.pythread cimport (
     WAIT_LOCK,
     PyThread_acquire_lock,
@@ -97,6 +96,24 @@ from kbatch._table import RecordTable
 from kbatch.errors import CorruptRecordError, CRCError, KBatchError, UnsupportedError
 
 cdef extern from "Python.h":
+    # The plain-list gather reads items through borrowed PyObject* (no
+    # reference counting); these are the same macros on raw pointers.
+    ctypedef struct PyObject
+    PyObject** _items "PySequence_Fast_ITEMS"(PyObject* seq) noexcept
+    Py_ssize_t _items_size "PySequence_Fast_GET_SIZE"(PyObject* seq) noexcept
+    bint _is_bytes "PyBytes_CheckExact"(PyObject* o) noexcept
+    char* _bytes_data "PyBytes_AS_STRING"(PyObject* o) noexcept
+    Py_ssize_t _bytes_size "PyBytes_GET_SIZE"(PyObject* o) noexcept
+    bint _is_int "PyLong_CheckExact"(PyObject* o) noexcept
+    long long _int_value "PyLong_AsLongLongAndOverflow"(PyObject* o, int* overflow) noexcept
+    bint _is_list "PyList_CheckExact"(PyObject* o) noexcept
+    bint _is_tuple "PyTuple_CheckExact"(PyObject* o) noexcept
+    bint _is_str "PyUnicode_CheckExact"(PyObject* o) noexcept
+    bint _is_ascii "PyUnicode_IS_COMPACT_ASCII"(PyObject* o) noexcept
+    void* _str_data "PyUnicode_DATA"(PyObject* o) noexcept
+    Py_ssize_t _str_length "PyUnicode_GET_LENGTH"(PyObject* o) noexcept
+    const char* _str_utf8 "PyUnicode_AsUTF8AndSize"(PyObject* o, Py_ssize_t* size) noexcept
+    void PyErr_Clear() noexcept
     const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
     bint PyUnicode_IS_COMPACT_ASCII(object)
     void* PyUnicode_DATA(object)
@@ -2051,26 +2068,99 @@ cdef inline object _item(object seq, Py_ssize_t i):
     return PySequence_GetItem(seq, i)
 
 
-cdef inline bint _plain(object obj) noexcept:
-    """None or exact bytes: pointed at without running any Python code."""
-    return obj is None or PyBytes_CheckExact(obj)
+cdef enum:
+    PREFETCH_AHEAD = 8
+
+
+cdef inline bint _point_plain(PyObject* o, PyObject* none, const uint8_t** ptr, int64_t* length) noexcept:
+    """None or exact bytes: point at it (True); anything else: False."""
+    if o == none:
+        ptr[0] = NULL
+        length[0] = -1
+        return True
+    if _is_bytes(o):
+        ptr[0] = <const uint8_t*>_bytes_data(o)
+        length[0] = _bytes_size(o)
+        return True
+    return False
+
+
+cdef int _gather_plain(_Inputs inp, int64_t i, PyObject* key, PyObject* value, PyObject* timestamp,
+                       PyObject* headers, PyObject* none, int64_t now) noexcept:
+    """:func:`_gather` for plain items through borrowed pointers: 0, or 1 at
+    anything else (errors included), for the caller to start again with
+    :func:`_gather` (which then says what is wrong). Runs no Python code and
+    creates no Python object."""
+    cdef rec_in_t* r = inp.recs + i
+    cdef hdr_in_t* h
+    cdef PyObject** pairs
+    cdef PyObject* pair
+    cdef PyObject* hkey
+    cdef Py_ssize_t j, count = 0, klen
+    cdef int64_t size = 0
+    cdef int overflow = 0
+    if not (_point_plain(key, none, &r.key, &r.key_length) and _point_plain(value, none, &r.value, &r.value_length)):
+        return 1
+    if timestamp == none:
+        r.timestamp = now
+    elif _is_int(timestamp):
+        r.timestamp = _int_value(timestamp, &overflow)
+        if overflow:
+            return 1
+    else:
+        return 1
+    if headers != none:
+        if not (_is_list(headers) or _is_tuple(headers)):
+            return 1
+        count = _items_size(headers)
+    r.headers_first = inp.nh
+    r.headers_count = count
+    if count:
+        if not _reserve(<void**>&inp.hdrs, &inp.hcap, inp.nh + count, sizeof(hdr_in_t)):
+            return 1
+        h = inp.hdrs + inp.nh
+        inp.nh += count
+        pairs = _items(headers)
+        for j in range(count):
+            pair = pairs[j]
+            if not (_is_tuple(pair) and _items_size(pair) == 2):
+                return 1
+            hkey = _items(pair)[0]
+            if _is_str(hkey):
+                if _is_ascii(hkey):
+                    h.key = <const uint8_t*>_str_data(hkey)
+                    h.key_length = _str_length(hkey)
+                else:
+                    h.key = <const uint8_t*>_str_utf8(hkey, &klen)
+                    if h.key == NULL:
+                        PyErr_Clear()
+                        return 1
+                    h.key_length = klen
+            elif _is_bytes(hkey):
+                h.key = <const uint8_t*>_bytes_data(hkey)
+                h.key_length = _bytes_size(hkey)
+            else:
+                return 1
+            if not _point_plain(_items(pair)[1], none, &h.value, &h.value_length):
+                return 1
+            size += (_varint_size(<int32_t>h.key_length) + h.key_length
+                     + _varint_size(<int32_t>h.value_length) + (h.value_length if h.value_length > 0 else 0))
+            h += 1
+    if r.key_length > MAX_BATCH_SIZE or r.value_length > MAX_BATCH_SIZE or size > MAX_BATCH_SIZE:
+        return 1
+    r.headers_size = size
+    return 0
 
 
 cdef int _gather(_Inputs inp, int64_t i, object key, object value, object timestamp, object headers,
-                 int64_t now, bint strict=False) except -1:
-    """Point record ``i``'s C row at its key, value and headers.
-
-    ``strict``: accept only what can be read without running Python code
-    (None, exact bytes, int and str, lists and tuples) and return 1 at
-    anything else, untouched, for the caller to start again the general way.
-    """
+                 int64_t now) except -1:
+    """Point record ``i``'s C row at its key, value and headers (any
+    bytes-like items; Python code they run is fine: the caller holds
+    snapshots). :func:`_gather_plain` is the fast path for plain items."""
     cdef rec_in_t* r = inp.recs + i
     cdef hdr_in_t* h
     cdef Py_ssize_t klen, j, count
     cdef int64_t size = 0
-    if strict and not (_plain(key) and _plain(value) and (timestamp is None or PyLong_CheckExact(timestamp))
-                       and (headers is None or PyList_CheckExact(headers) or PyTuple_CheckExact(headers))):
-        return 1
     _bytes_of(key, &r.key, &r.key_length, inp, "key", i)
     _bytes_of(value, &r.value, &r.value_length, inp, "value", i)
     r.timestamp = now if timestamp is None else <int64_t>timestamp
@@ -2089,12 +2179,8 @@ cdef int _gather(_Inputs inp, int64_t i, object key, object value, object timest
             if PyTuple_CheckExact(pair) and PyTuple_GET_SIZE(pair) == 2:
                 hkey = <object>PyTuple_GET_ITEM(pair, 0)
                 hvalue = <object>PyTuple_GET_ITEM(pair, 1)
-            elif strict:
-                return 1
             else:
                 hkey, hvalue = pair
-            if strict and not _plain(hvalue):
-                return 1
             if PyUnicode_Check(hkey):
                 if PyUnicode_IS_COMPACT_ASCII(hkey):  # its UTF-8 is its data
                     h.key = <const uint8_t*>PyUnicode_DATA(hkey)
@@ -2545,6 +2631,11 @@ def encode(object values, object keys=None, object timestamps=None, object heade
     cdef int64_t now
     cdef _Inputs inp
     cdef bint strict
+    cdef PyObject* none
+    cdef PyObject** vitems
+    cdef PyObject** kitems
+    cdef PyObject** titems
+    cdef PyObject** hitems
     if type(values) is not list and type(values) is not tuple:
         values = tuple(values)
     n = len(values)
@@ -2571,16 +2662,27 @@ def encode(object values, object keys=None, object timestamps=None, object heade
     # sequence, which keeps every item alive.
     strict = True
     inp = _Inputs(n)
-    if strict:
-        for i in range(n):
-            if _gather(inp, i,
-                       None if keys is None else _item(keys, i),
-                       _item(values, i),
-                       ts_array[i] if ts_fast else (None if timestamps is None else _item(timestamps, i)),
-                       None if headers is None else _item(headers, i),
-                       now, True):
-                strict = False
-                break
+    none = <PyObject*>None
+    vitems = _items(<PyObject*>values)
+    kitems = NULL if keys is None else _items(<PyObject*>keys)
+    titems = NULL if timestamps is None or ts_fast else _items(<PyObject*>timestamps)
+    hitems = NULL if headers is None else _items(<PyObject*>headers)
+    for i in range(n):
+        # The items are scattered objects: ask for those of a few records
+        # ahead while this one is read (the gather is bound by these misses).
+        if i + PREFETCH_AHEAD < n:
+            __builtin_prefetch(vitems[i + PREFETCH_AHEAD])
+            if kitems != NULL:
+                __builtin_prefetch(kitems[i + PREFETCH_AHEAD])
+            if hitems != NULL:
+                __builtin_prefetch(hitems[i + PREFETCH_AHEAD])
+        if _gather_plain(inp, i, none if kitems == NULL else kitems[i], vitems[i],
+                         none if titems == NULL else titems[i], none if hitems == NULL else hitems[i],
+                         none, now):
+            strict = False
+            break
+        if ts_fast:
+            inp.recs[i].timestamp = ts_array[i]
     if not strict:
         values = _snapshot(values)
         keys = _snapshot(keys)

@@ -251,3 +251,29 @@ def test_set_threads_round_trips_and_rejects_zero() -> None:
         assert kbatch.get_threads() == 2
     finally:
         kbatch.set_threads(previous)
+
+
+def test_plain_gather_edge_items_match_the_general_path() -> None:
+    # Items the borrowed-pointer gather takes itself (non-ASCII str keys, None header
+    # values, tuples) give the same bytes as the general path (forced by a bytearray).
+    values = [b"v%d" % i for i in range(50)]
+    headers = [(("clé", None), (b"k", b"x")) if i % 2 else [("ключ", b"y")] for i in range(50)]
+    plain = kbatch.encode(values, timestamps=list(range(50)), headers=headers)
+    forced = kbatch.encode([*values[:-1], bytearray(values[-1])], timestamps=list(range(50)), headers=headers)
+    assert plain == forced
+    t = kbatch.decode(plain)
+    assert t.record(1).headers == [("clé", None), ("k", b"x")]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"timestamps": [2**63]}, OverflowError),
+        ({"headers": [[("\udc80", b"x")]]}, UnicodeEncodeError),
+        ({"headers": [[(1, b"x")]]}, TypeError),
+        ({"headers": [[("k", "str value")]]}, TypeError),
+    ],
+)
+def test_plain_gather_leaves_errors_to_the_general_path(kwargs: dict, error: type) -> None:  # type: ignore[type-arg]
+    with pytest.raises(error):
+        kbatch.encode([b"v"], **kwargs)
