@@ -68,7 +68,7 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 from aiokafka.record._crecords import DefaultRecordBatchBuilder  # noqa: E402
-from workload import BATCH_RECORDS, core_workload  # noqa: E402
+from workload import BATCH_RECORDS, core_workload, one_thread  # noqa: E402
 
 import kbatch  # noqa: E402
 from kbatch.arrow import encode_arrow, to_arrow  # noqa: E402
@@ -108,12 +108,7 @@ def to_arrow_view() -> int:
     return int(to_arrow(table(), topic="events", partition=0, binary="binary_view").num_rows)
 
 
-def to_arrow_view_1thread() -> int:
-    previous = kbatch.set_threads(1)
-    try:
-        return to_arrow_view()
-    finally:
-        kbatch.set_threads(previous)
+to_arrow_view_1thread = one_thread(to_arrow_view)
 
 
 def to_arrow_pylist() -> int:

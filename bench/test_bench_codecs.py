@@ -72,7 +72,7 @@ import zstandard
 from aiokafka import codec as aiokafka_codec
 from aiokafka.record._crecords import DefaultRecordBatchBuilder, MemoryRecords
 from aiokafka.record._crecords import default_records as aiokafka_default_records
-from workload import BATCH_RECORDS, core_workload
+from workload import BATCH_RECORDS, core_workload, one_thread
 
 import kbatch
 
@@ -158,22 +158,9 @@ def kbatch_decode(codec: str) -> Callable[[], int]:
     return lambda: len(kbatch.decode(data))
 
 
-def one_thread(make: Callable[[str], Callable[[], int]]) -> Callable[[str], Callable[[], int]]:
+def on_one_thread(make: Callable[[str], Callable[[], int]]) -> Callable[[str], Callable[[], int]]:
     """The same contender with ``kbatch.set_threads(1)``: the calling thread only."""
-
-    def make_1t(codec: str) -> Callable[[], int]:
-        fn = make(codec)
-
-        def run() -> int:
-            previous = kbatch.set_threads(1)
-            try:
-                return fn()
-            finally:
-                kbatch.set_threads(previous)
-
-        return run
-
-    return make_1t
+    return lambda codec: one_thread(make(codec))
 
 
 def aiokafka_decode(codec: str) -> Callable[[], int]:
@@ -193,7 +180,7 @@ def aiokafka_decode(codec: str) -> Callable[[], int]:
 
 DECODERS: dict[str, Callable[[str], Callable[[], int]]] = {
     "kbatch": kbatch_decode,
-    "kbatch-1t": one_thread(kbatch_decode),
+    "kbatch-1t": on_one_thread(kbatch_decode),
     "decompress": decompress_alone,
     "aiokafka": aiokafka_decode,
 }
@@ -274,7 +261,7 @@ def aiokafka_encode(codec: str) -> Callable[[], int]:
 
 ENCODERS: dict[str, Callable[[str], Callable[[], int]]] = {
     "kbatch": kbatch_encode,
-    "kbatch-1t": one_thread(kbatch_encode),
+    "kbatch-1t": on_one_thread(kbatch_encode),
     "compress": compress_alone,
     "aiokafka": aiokafka_encode,
 }

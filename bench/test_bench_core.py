@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from workload import BATCH_RECORDS, core_workload
+from workload import BATCH_RECORDS, core_workload, one_thread
 
 import kbatch
 
@@ -53,20 +53,6 @@ def encoded() -> bytes:
 
 def kbatch_decode() -> int:
     return len(kbatch.decode(encoded()))
-
-
-def one_thread(fn: Callable[[], int]) -> Callable[[], int]:
-    """``fn`` with ``kbatch.set_threads(1)``: the calling thread only."""
-
-    @functools.wraps(fn)
-    def run() -> int:
-        previous = kbatch.set_threads(1)
-        try:
-            return fn()
-        finally:
-            kbatch.set_threads(previous)
-
-    return run
 
 
 def kbatch_values() -> int:

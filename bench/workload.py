@@ -17,9 +17,11 @@ True
 
 from __future__ import annotations
 
+import functools
 import random
+from collections.abc import Callable
 
-__all__ = ["BATCH_RECORDS", "BASE_TIMESTAMP", "core_workload"]
+__all__ = ["BATCH_RECORDS", "BASE_TIMESTAMP", "core_workload", "one_thread"]
 
 #: Records per batch in the workload (what a producer with ``linger.ms`` fills).
 BATCH_RECORDS = 500
@@ -100,3 +102,18 @@ def core_workload(
         timestamps.append(ts)
         headers.append([("trace-id", hexes[h + 8 : h + 24])])
     return values, keys, timestamps, headers
+
+
+def one_thread(fn: Callable[[], int]) -> Callable[[], int]:
+    """``fn`` run under ``kbatch.set_threads(1)``: kbatch on the calling thread only."""
+    import kbatch
+
+    @functools.wraps(fn)
+    def run() -> int:
+        previous = kbatch.set_threads(1)
+        try:
+            return fn()
+        finally:
+            kbatch.set_threads(previous)
+
+    return run

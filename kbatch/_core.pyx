@@ -2321,8 +2321,8 @@ cdef struct batch_opts_t:
 
 cdef enum:
     # Below these a second thread costs more than it saves.
-    PARALLEL_COMPRESS_MIN_BYTES = 1 << 18
-    PARALLEL_WRITE_MIN_BYTES = 1 << 20
+    PARALLEL_COMPRESS_MIN_BYTES = 1 << 20
+    PARALLEL_WRITE_MIN_BYTES = 1 << 22
 
 
 cdef class _CompressJob:

@@ -4,7 +4,7 @@ Every test runs the same input once with ``_CPUS = 1`` (everything on the callin
 thread) and once with two cores usable, and asks for identical results: tables
 column by column, errors field by field (their ``partial`` tables included), and
 encoded bytes byte for byte. The inputs are large enough for the threaded paths to be
-taken (compressed decodes, compressed encodes, uncompressed encodes over 1 MiB);
+taken (compressed decodes, compressed encodes over 1 MiB, uncompressed encodes over 4 MiB);
 uncompressed decodes stay on one thread either way and must agree all the same.
 """
 
@@ -21,7 +21,7 @@ import kbatch
 from kbatch import KBatchError
 from kbatch import _core as core
 
-N = 6000  # records: ~1 MiB uncompressed, 12 batches of 500
+N = 6000  # records: ~0.8 MB uncompressed, 12 batches of 500
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
@@ -155,8 +155,8 @@ def test_arena_pages_are_reused_but_never_shared(encoded: dict[str, bytes], reco
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-def test_parallel_compression_writes_the_same_bytes(monkeypatch: pytest.MonkeyPatch, records, codec: str) -> None:  # type: ignore[no-untyped-def]
-    values, keys, timestamps, headers = records
+def test_parallel_compression_writes_the_same_bytes(monkeypatch: pytest.MonkeyPatch, codec: str) -> None:
+    values, keys, timestamps, headers = _records(2 * N)  # > 1 MiB uncompressed: two threads
     kwargs = {"timestamps": timestamps, "headers": headers, "max_batch_records": 500, "compression": codec}
     one = _with_cpus(monkeypatch, 1, kbatch.encode, values, keys, **kwargs)
     two = _with_cpus(monkeypatch, 2, kbatch.encode, values, keys, **kwargs)
@@ -225,15 +225,15 @@ def test_threaded_decode_with_skipped_batches(  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("plain", [True, False])
 def test_parallel_write_writes_the_same_bytes(monkeypatch: pytest.MonkeyPatch, plain: bool) -> None:
-    # > 1 MiB uncompressed: the second half of the batches is written on the worker,
+    # > 4 MiB uncompressed: the second half of the batches is written on the worker,
     # from plain lists (GIL held throughout) or from snapshots (a bytearray inside).
-    values, keys, timestamps, headers = _records(2 * N)
+    values, keys, timestamps, headers = _records(6 * N)
     if not plain:
         values[-1] = bytearray(values[-1])
     kwargs = {"timestamps": timestamps, "headers": headers, "max_batch_records": 500}
     one = _with_cpus(monkeypatch, 1, kbatch.encode, values, keys, **kwargs)
     two = _with_cpus(monkeypatch, 2, kbatch.encode, values, keys, **kwargs)
-    assert len(one) > 1 << 20
+    assert len(one) > 4 << 20
     assert one == two
     t = kbatch.decode(two)  # CRCs of both halves checked
     assert t.values() == [bytes(v) for v in values]

@@ -301,6 +301,21 @@ class _Gen:
         return "\n".join(out) + "\n"
 
 
+def _kernel_first(g: _Gen, indent: str, name: str, call: str, n: str, min_count: int, assign: str) -> str:
+    """Emit a kernel call for arrays of ``min_count`` or more items with the generated
+    Python as its fallback; return the fallback branch's indent.
+
+    ``assign`` takes the kernel's result (``None``: not for the kernel) as ``{}``.
+    """
+    g.globs[name] = g.kernel
+    res = g.var("r")
+    g.emit(indent, f"{res} = {call} if {n} >= {min_count} else None")
+    g.emit(indent, f"if {res} is not None:")
+    g.emit(indent, "    " + assign.format(res))
+    g.emit(indent, "else:")
+    return indent + "    "
+
+
 def _min_size(fields: list[FieldSpec], version: int, flexible: bool, gen: _Gen) -> int:
     """Smallest number of bytes a struct can take in ``version``."""
     total = 1 if flexible else 0
@@ -500,14 +515,9 @@ class _Decoder:
             return out
         program = self.kernel_program(f) if f.kind == "struct" and g.kernel is not None else None
         if program is not None:
-            g.globs["_kernel"] = g.kernel
-            res = g.var("r")
-            g.emit(i2, f"{res} = _kernel(buf, pos, end, {n}, {g.const(program, 'prog')}, {g.flexible}, "
-                       f"data) if {n} >= {KERNEL_MIN_COUNT} else None")
-            g.emit(i2, f"if {res} is not None:")
-            g.emit(i2, f"    {out}, pos = {res}")
-            g.emit(i2, "else:")
-            i2 = i2 + "    "
+            i2 = _kernel_first(g, i2, "_kernel",
+                               f"_kernel(buf, pos, end, {n}, {g.const(program, 'prog')}, {g.flexible}, data)",
+                               n, KERNEL_MIN_COUNT, f"{out}, pos = {{}}")
         idx = g.var("i")
         append = g.var("ap")
         g.emit(i2, f"{out} = []")
@@ -783,14 +793,10 @@ class _Encoder:
             return
         program = self.kernel_program(f) if f.kind == "struct" and g.kernel is not None else None
         if program is not None:
-            g.globs["_ekernel"] = g.kernel
-            res = g.var("r")
-            g.emit(i2, f"{res} = _ekernel({val}, {g.const(program, 'prog')}, {g.flexible}, b, parts, "
-                       f"{ZERO_COPY_THRESHOLD}) if {n} >= {ENCODE_KERNEL_MIN_COUNT} else None")
-            g.emit(i2, f"if {res} is not None:")
-            g.emit(i2, f"    b = {res}")
-            g.emit(i2, "else:")
-            i2 = i2 + "    "
+            i2 = _kernel_first(g, i2, "_ekernel",
+                               f"_ekernel({val}, {g.const(program, 'prog')}, {g.flexible}, b, parts, "
+                               f"{ZERO_COPY_THRESHOLD})",
+                               n, ENCODE_KERNEL_MIN_COUNT, "b = {}")
         idx = g.var("i")
         e = g.var("e")
         g.emit(i2, f"for {idx} in range({n}):")
