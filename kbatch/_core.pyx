@@ -1322,7 +1322,7 @@ cdef inline void* _row_ptr(object array):
 # decode
 #
 # One pass over the batch headers (no GIL), then the batches in chunks of about
-# CHUNK_BYTES: their CRC-32Cs, their payloads (decompressed into one arena when
+# _CHUNK_BYTES: their CRC-32Cs, their payloads (decompressed into one arena when
 # any batch of the buffer is compressed), then their records straight into C
 # row buffers (no GIL). Each stage stops at the first bad batch, so the
 # earliest error wins and everything before it is returned as the error's
@@ -1335,8 +1335,9 @@ cdef inline void* _row_ptr(object array):
 # calling thread never moves or frees what the parse thread reads or writes
 # (the arena, the row buffers) without first waiting for it to go idle.
 
-cdef enum:
-    CHUNK_BYTES = 1 << 18
+#: Input bytes per chunk (CRC'd, decompressed and parsed together; a parse
+#: thread's unit of work). A module global so that tests can shrink it.
+_CHUNK_BYTES = 1 << 18
 
 
 cdef struct rows_t:
@@ -1608,6 +1609,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     cdef int32_t[::1] kept_index
     cdef const int32_t* remap = NULL
     cdef _Worker parser
+    cdef int64_t chunk_bytes
     cdef parse_job_t pjob
     cdef parse_job_t* job = &pjob
     cdef int64_t planned
@@ -1680,8 +1682,9 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     # Only decompression is worth a second thread: for uncompressed input the
     # parse and the CRC pass both stream memory, and split across two cores
     # they measured no faster (slower when the machine is busy) than one
-    # core's cache-warm chunk after chunk.
-    parser = _Worker(_CPUS > 1 and bad > 1 and in_arena)
+    # core's cache-warm chunk after chunk. One chunk has nothing to overlap.
+    chunk_bytes = _CHUNK_BYTES
+    parser = _Worker(_CPUS > 1 and in_arena and bad > 1 and n > chunk_bytes)
     try:
         if in_arena:
             arena.before_grow = parser.wait_idle
@@ -1691,7 +1694,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
             # may still be busy with the chunk before it.
             j = k
             chunk = 0
-            while j < bad and (j == k or chunk < CHUNK_BYTES):
+            while j < bad and (j == k or chunk < chunk_bytes):
                 chunk += LOG_OVERHEAD + bp[j].batch_length
                 j += 1
             pending = None  # this chunk's error: it stands only if the parser's chunk is good

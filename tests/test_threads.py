@@ -49,6 +49,9 @@ def encoded(records) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
 
 def _with_cpus(monkeypatch: pytest.MonkeyPatch, n: int, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
     monkeypatch.setattr(core, "_CPUS", n)
+    # 16 KiB chunks: every compressed input here is several chunks, so the parse
+    # thread has work to overlap and errors to order (the same chunks inline).
+    monkeypatch.setattr(core, "_CHUNK_BYTES", 16384)
     try:
         return fn(*args, **kwargs)
     finally:
@@ -123,17 +126,20 @@ def test_threaded_decode_errors_equal_inline(  # type: ignore[no-untyped-def]
         assert len(err.partial.batches) == err.batch_index
 
 
-def test_parse_error_in_one_chunk_beats_crc_error_in_the_next(monkeypatch: pytest.MonkeyPatch, encoded) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
+def test_parse_error_in_one_chunk_beats_crc_error_in_the_next(  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, encoded, codec: str
+) -> None:
     # Batch 1 parses badly (its CRC made to match), batch 11's CRC is wrong: the
     # parse thread's error (earlier) must win although the calling thread finds the
     # CRC error while batch 1 is still being parsed.
-    data = bytearray(encoded["none"])
+    data = bytearray(encoded[codec])
     starts = _batch_starts(bytes(data))
     count_at = starts[1] + 57
     struct.pack_into(">i", data, count_at, struct.unpack_from(">i", data, count_at)[0] - 1)  # one record too many
     end = starts[2]
     struct.pack_into(">I", data, starts[1] + 17, core._crc32c(bytes(data[starts[1] + 21 : end])))
-    data[starts[11] + 100] ^= 1
+    data[starts[11] + 30] ^= 1  # in batch 11's header, under its CRC
     err = _same_outcome(monkeypatch, bytes(data))
     assert err is not None and err.batch_index == 1 and err.field == "records"
 
@@ -277,3 +283,9 @@ def test_plain_gather_edge_items_match_the_general_path() -> None:
 def test_plain_gather_leaves_errors_to_the_general_path(kwargs: dict, error: type) -> None:  # type: ignore[type-arg]
     with pytest.raises(error):
         kbatch.encode([b"v"], **kwargs)
+
+
+def test_the_worker_thread_starts_and_runs_jobs_here() -> None:
+    # (else every "threaded" case above would quietly have run inline)
+    assert core._Worker(True).threaded
+    assert not core._Worker(False).threaded
