@@ -2345,17 +2345,36 @@ cdef class _CompressJob:
     cdef object level
     cdef object raw           # memoryview of every batch's records back to back, or None
     cdef int64_t[::1] raw_at  # where batch k's records start in raw
+    cdef object codec         # _compression.compress
 
     cdef void write_all(self, int64_t nb, int64_t total):
-        """Write every batch's records into one (pooled) block: after this the
-        inputs are no longer read, and Python code may run."""
+        """Write every batch's records into one (pooled) block, the second half
+        on the C worker when it pays, without letting go of the GIL: after
+        this the inputs are no longer read, and Python code may run."""
         cdef int64_t k, pos = 0
         cdef uint8_t[::1] block = _arena_block(total)
+        cdef raw_job_t job, here
+        cdef _Worker worker = None
         self.raw_at = np.empty(nb, dtype=np.int64)
         for k in range(nb):
             self.raw_at[k] = pos
-            _write_records(&block[pos], self.inp.recs, self.inp.hdrs, self.plans[k].first, self.plans[k].end)
             pos += self.plans[k].size - BATCH_OVERHEAD
+        job.recs = self.inp.recs
+        job.hdrs = self.inp.hdrs
+        job.plans = self.plans
+        job.raw_at = &self.raw_at[0]
+        job.out = &block[0]
+        job.first = nb
+        job.end = nb
+        here = job
+        here.first = 0
+        if _CPUS > 1 and nb > 1 and total >= PARALLEL_WRITE_MIN_BYTES:
+            job.first = here.end = _halve(self.plans, nb, total)
+            worker = _Worker(True)
+            worker.submit(_write_raw, &job, True)
+        _write_raw(&here)
+        if worker is not None:
+            worker.close(True)
         self.raw = memoryview(block)
 
     cdef list run(self, int64_t k0, int64_t k1):
@@ -2375,13 +2394,61 @@ cdef class _CompressJob:
                 p = <uint8_t*>PyBytes_AS_STRING(raw)
                 with nogil:
                     _write_records(p, recs, self.inp.hdrs, first, end)
-            parts.append(_finish_batch(raw, self.compression, self.level, self.opts.base_offset + first,
-                                       &self.opts, end - first, recs[first].timestamp,
-                                       _max_timestamp(recs, first, end), first))
+            payload = self.codec(self.compression, raw, self.level)
+            parts.append(payload if PyBytes_CheckExact(payload) else bytes(payload))  # assemble needs bytes
         return parts
 
     def run_range(self, int64_t k0, int64_t k1):
         return self.run(k0, k1)
+
+    cdef object assemble(self, list payloads):
+        """The batches (header, compressed records, CRC) in one new ``bytes``,
+        each payload copied once."""
+        cdef int64_t k, first, end, size, total = 0
+        cdef Py_ssize_t nb = len(payloads)
+        cdef const uint8_t* src
+        cdef uint8_t* p
+        cdef const rec_in_t* recs = self.inp.recs
+        cdef const batch_opts_t* o = &self.opts
+        cdef _Span span = _Span()
+        for payload in payloads:
+            if BATCH_OVERHEAD + PyBytes_GET_SIZE(payload) > MAX_BATCH_SIZE:
+                raise ValueError("batch is larger than a batch can hold (2 GiB)")
+            total += BATCH_OVERHEAD + PyBytes_GET_SIZE(payload)
+        out = PyBytes_FromStringAndSize(NULL, total)
+        p = <uint8_t*>PyBytes_AS_STRING(out)
+        for k in range(nb):
+            payload = <object>PyList_GET_ITEM(payloads, k)
+            first = self.plans[k].first
+            end = self.plans[k].end
+            size = BATCH_OVERHEAD + PyBytes_GET_SIZE(payload)
+            _write_batch_header(p, o.base_offset + first, size, o.leader_epoch, o.attributes,
+                                <int32_t>(end - first - 1), recs[first].timestamp,
+                                _max_timestamp(recs, first, end), o.producer_id, o.producer_epoch,
+                                _sequence_at(o.base_sequence, <int32_t>first), <int32_t>(end - first))
+            src = <const uint8_t*>PyBytes_AS_STRING(payload)
+            memcpy(p + BATCH_OVERHEAD, src, size - BATCH_OVERHEAD)
+            _seal(span, p, size)
+            p += size
+        return out
+
+
+cdef struct raw_job_t:
+    # The records (no batch header) of batches first .. end, each at raw_at[k] in out.
+    const rec_in_t* recs
+    const hdr_in_t* hdrs
+    const plan_t* plans
+    const int64_t* raw_at
+    uint8_t* out
+    int64_t first
+    int64_t end
+
+
+cdef void _write_raw(void* arg) noexcept nogil:
+    cdef raw_job_t* job = <raw_job_t*>arg
+    cdef int64_t k
+    for k in range(job.first, job.end):
+        _write_records(job.out + job.raw_at[k], job.recs, job.hdrs, job.plans[k].first, job.plans[k].end)
 
 
 cdef inline int64_t _max_timestamp(const rec_in_t* recs, int64_t first, int64_t end) noexcept nogil:
@@ -2428,23 +2495,25 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
             job.plans = plans
             job.compression = compression
             job.level = level
+            from kbatch import _compression
+            job.codec = _compression.compress
             if hold_gil:
                 job.write_all(nb, total - nb * BATCH_OVERHEAD)
             if _CPUS < 2 or nb < 2 or total < PARALLEL_COMPRESS_MIN_BYTES:
-                return b"".join(job.run(0, nb))
+                return job.assemble(job.run(0, nb))
             # Two halves of about the same raw size: the second on a thread of
             # its own, the first here.
             k = _halve(plans, nb, total)
             try:
                 beside = _Beside(job.run_range, k, nb)
             except RuntimeError:  # no thread to be had
-                return b"".join(job.run(0, nb))
+                return job.assemble(job.run(0, nb))
             try:
                 parts = job.run(0, k)
             finally:
                 tail = beside.result()  # always waited for: it reads ``plans``
             parts.extend(tail)
-            return b"".join(parts)
+            return job.assemble(parts)
         out = PyBytes_FromStringAndSize(NULL, total)
         out_ptr = <uint8_t*>PyBytes_AS_STRING(out)
         # The second half (by bytes) on a worker thread when it pays; its

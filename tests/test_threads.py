@@ -289,3 +289,14 @@ def test_the_worker_thread_starts_and_runs_jobs_here() -> None:
     # (else every "threaded" case above would quietly have run inline)
     assert core._Worker(True).threaded
     assert not core._Worker(False).threaded
+
+
+def test_compressed_encode_writes_its_raw_halves_on_two_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    # > 4 MiB uncompressed: the raw block is written in two halves (C worker), then
+    # compressed in two halves (Python thread): same bytes as one thread.
+    values, keys, timestamps, headers = _records(6 * N)
+    kwargs = {"timestamps": timestamps, "headers": headers, "max_batch_records": 500, "compression": "lz4"}
+    one = _with_cpus(monkeypatch, 1, kbatch.encode, values, keys, **kwargs)
+    two = _with_cpus(monkeypatch, 2, kbatch.encode, values, keys, **kwargs)
+    assert one == two
+    assert kbatch.decode(two).values() == values
