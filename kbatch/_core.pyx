@@ -2328,6 +2328,20 @@ cdef enum:
     PARALLEL_WRITE_MIN_BYTES = 1 << 22
 
 
+cdef struct write_job_t:
+    # Batches first .. end for a writer thread: _write_batches (whole batches
+    # back to back from ``out``, CRCs left 0; ``opts`` set) or _write_raw (their
+    # records only, batch k at ``raw_at[k]``).
+    const rec_in_t* recs
+    const hdr_in_t* hdrs
+    const plan_t* plans
+    const batch_opts_t* opts
+    const int64_t* raw_at
+    uint8_t* out
+    int64_t first
+    int64_t end
+
+
 cdef class _CompressJob:
     """Compress a range of planned batches (the encoder's compressed path).
 
@@ -2353,12 +2367,13 @@ cdef class _CompressJob:
         this the inputs are no longer read, and Python code may run."""
         cdef int64_t k, pos = 0
         cdef uint8_t[::1] block = _arena_block(total)
-        cdef raw_job_t job, here
+        cdef write_job_t job, here
         cdef _Worker worker = None
         self.raw_at = np.empty(nb, dtype=np.int64)
         for k in range(nb):
             self.raw_at[k] = pos
             pos += self.plans[k].size - BATCH_OVERHEAD
+        memset(&job, 0, sizeof(job))
         job.recs = self.inp.recs
         job.hdrs = self.inp.hdrs
         job.plans = self.plans
@@ -2433,19 +2448,9 @@ cdef class _CompressJob:
         return out
 
 
-cdef struct raw_job_t:
-    # The records (no batch header) of batches first .. end, each at raw_at[k] in out.
-    const rec_in_t* recs
-    const hdr_in_t* hdrs
-    const plan_t* plans
-    const int64_t* raw_at
-    uint8_t* out
-    int64_t first
-    int64_t end
-
-
 cdef void _write_raw(void* arg) noexcept nogil:
-    cdef raw_job_t* job = <raw_job_t*>arg
+    """A write_job_t's records only (no batch header), batch k at ``raw_at[k]`` in ``out``."""
+    cdef write_job_t* job = <write_job_t*>arg
     cdef int64_t k
     for k in range(job.first, job.end):
         _write_records(job.out + job.raw_at[k], job.recs, job.hdrs, job.plans[k].first, job.plans[k].end)
@@ -2523,6 +2528,7 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
         if _CPUS > 1 and nb > 1 and total >= PARALLEL_WRITE_MIN_BYTES:
             k = _halve(plans, nb, total)
             worker = _Worker(True)
+        memset(&wjob, 0, sizeof(wjob))
         wjob.recs = inp.recs
         wjob.hdrs = inp.hdrs
         wjob.plans = plans
@@ -2566,15 +2572,6 @@ cdef int64_t _halve(const plan_t* plans, int64_t nb, int64_t total) noexcept nog
     return k if k > 0 else 1
 
 
-cdef struct write_job_t:
-    # Batches first .. end written back to back from ``out`` (CRCs left 0).
-    const rec_in_t* recs
-    const hdr_in_t* hdrs
-    const plan_t* plans
-    const batch_opts_t* opts
-    uint8_t* out
-    int64_t first
-    int64_t end
 
 
 cdef void _write_batches(void* arg) noexcept nogil:
