@@ -24,15 +24,11 @@ import _thread
 import numpy as np
 
 
-def gather(const uint8_t[::1] data, const int64_t[:] starts, const int32_t[:] lengths, bint large):
-    """Copy the slices back to back: ``(offsets int32/int64 [n+1], values uint8)``.
-
-    Raises ValueError when a slice reaches outside ``data`` or (``large`` False) when the
-    values pass 2**31-1 bytes.
-    """
-    cdef Py_ssize_t n = starts.shape[0], i
+cdef inline int64_t _check(const uint8_t[::1] data, const int64_t[:] starts, const int32_t[:] lengths,
+                           Py_ssize_t n, bint large) except -1:
+    cdef Py_ssize_t i
     cdef int64_t size = data.shape[0], total = 0, s, ln
-    if lengths.shape[0] != n:
+    if lengths.shape[0] != n or starts.shape[0] != n:
         raise ValueError("starts and lengths differ in length")
     for i in range(n):
         ln = lengths[i]
@@ -43,6 +39,17 @@ def gather(const uint8_t[::1] data, const int64_t[:] starts, const int32_t[:] le
             total += ln
     if not large and total > 2147483647:
         raise ValueError("values pass 2**31-1 bytes: use large_binary")
+    return total
+
+
+def gather(const uint8_t[::1] data, const int64_t[:] starts, const int32_t[:] lengths, bint large):
+    """Copy the slices back to back: ``(offsets int32/int64 [n+1], values uint8)``.
+
+    Raises ValueError when a slice reaches outside ``data`` or (``large`` False) when the
+    values pass 2**31-1 bytes.
+    """
+    cdef Py_ssize_t n = starts.shape[0], i
+    cdef int64_t total = _check(data, starts, lengths, n, large), size = data.shape[0], ln
     out = np.empty(total, dtype=np.uint8)
     offsets = np.empty(n + 1, dtype=np.int64 if large else np.int32)
     cdef uint8_t[::1] o = out
@@ -117,24 +124,6 @@ def views(const uint8_t[::1] data, const int64_t[:] starts, const int32_t[:] len
         raise ValueError(f"slice {bad_i} ({starts[bad_i]}, {lengths[bad_i]}) reaches outside the data "
                          f"({size} bytes) or its 2 GiB view window")
     return out
-
-
-cdef inline int64_t _check(const uint8_t[::1] data, const int64_t[:] starts, const int32_t[:] lengths,
-                           Py_ssize_t n, bint large) except -1:
-    cdef Py_ssize_t i
-    cdef int64_t size = data.shape[0], total = 0, s, ln
-    if lengths.shape[0] != n or starts.shape[0] != n:
-        raise ValueError("starts and lengths differ in length")
-    for i in range(n):
-        ln = lengths[i]
-        if ln > 0:
-            s = starts[i]
-            if s < 0 or s + ln > size:
-                raise ValueError(f"slice {i} ({s}, {ln}) reaches outside the data ({size} bytes)")
-            total += ln
-    if not large and total > 2147483647:
-        raise ValueError("values pass 2**31-1 bytes: use large_binary")
-    return total
 
 
 cdef inline int _shift(int64_t window_step) except -1:

@@ -790,7 +790,16 @@ cdef class _Span:
         pass
 
 
-cdef int64_t _check_crcs(object mv, const uint8_t* buf, batch_t* batches, int64_t first, int64_t end,
+cdef inline uint32_t _span_crc32c(_Span span, const uint8_t* p, Py_ssize_t size,
+                                  int gil_release_mode) except? 0xFFFFFFFF:
+    """CRC-32C of ``size`` bytes at ``p`` through crc32c (``gil_release_mode``:
+    crc32c's; 0 holds the GIL, -1 lets it go for large buffers)."""
+    span.ptr = p
+    span.size = size
+    return <uint32_t>_crc32c(span, 0, gil_release_mode)
+
+
+cdef int64_t _check_crcs(const uint8_t* buf, batch_t* batches, int64_t first, int64_t end,
                          const uint8_t* skip, error_t* err) except -2:
     """Checksums of batches ``first .. end``; return the first bad one, or ``end``.
 
@@ -808,9 +817,7 @@ cdef int64_t _check_crcs(object mv, const uint8_t* buf, batch_t* batches, int64_
         stop = batches[k].position + LOG_OVERHEAD + batches[k].batch_length
         if batches[k].magic == 2:
             start = batches[k].position + 21
-            span.ptr = buf + start
-            span.size = stop - start
-            computed = _crc32c(span)  # (releases the GIL for large batches)
+            computed = _span_crc32c(span, buf + start, stop - start, -1)
         else:
             start = batches[k].position + 16
             computed = _crc32_ieee(buf + start, stop - start)
@@ -1699,7 +1706,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
                 j += 1
             pending = None  # this chunk's error: it stands only if the parser's chunk is good
             if verify_crc:
-                stop = _check_crcs(mv, buf, bp, k, j, skip, &err)
+                stop = _check_crcs(buf, bp, k, j, skip, &err)
                 if stop < j:
                     pending = _make_error(&err, IN_INPUT, 0, 0)
                     j = stop
@@ -2273,16 +2280,9 @@ cdef void _write_batch_header(uint8_t* p, int64_t base_offset, int64_t size, int
     _put32(p + 57, <uint32_t>record_count)
 
 
-cdef inline uint32_t _span_crc32c(_Span span, const uint8_t* p, Py_ssize_t size) except? 0xFFFFFFFF:
-    """CRC-32C of ``size`` bytes at ``p``, holding the GIL (gil_release_mode=0)."""
-    span.ptr = p
-    span.size = size
-    return <uint32_t>_crc32c(span, 0, 0)
-
-
 cdef inline void _seal(_Span span, uint8_t* batch, Py_ssize_t size) except *:
     """Write the CRC-32C of a finished batch (attributes .. end)."""
-    _put32(batch + 17, _span_crc32c(span, batch + 21, size - 21))
+    _put32(batch + 17, _span_crc32c(span, batch + 21, size - 21, 0))
 
 
 cdef int64_t _plan(rec_in_t* recs, int64_t n, int64_t max_records, int64_t max_bytes,
