@@ -53,7 +53,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -68,7 +67,7 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 from aiokafka.record._crecords import DefaultRecordBatchBuilder  # noqa: E402
-from workload import BATCH_RECORDS, core_workload, one_thread  # noqa: E402
+from workload import BATCH_RECORDS, core_workload, machine, one_thread  # noqa: E402
 
 import kbatch  # noqa: E402
 from kbatch.arrow import encode_arrow, to_arrow  # noqa: E402
@@ -312,16 +311,6 @@ def best_of(fn: Callable[[], Any], rounds: int) -> float:
     return best
 
 
-def _machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; {platform.system()}"
-
-
 def _versions() -> str:
     out = [f"Python {sys.version.split()[0]}"]
     for name in ("pyarrow", "pyspark", "aiokafka", "numpy", "pandas"):
@@ -332,7 +321,7 @@ def _versions() -> str:
 
 def main() -> None:
     print(f"## kbatch.arrow and Spark ({N_RECORDS:,} records in process, {N_SPARK:,} in Spark)\n")
-    print(f"Machine: {_machine()}  \nVersions: {_versions()}\n")
+    print(f"Machine: {machine()}  \nVersions: {_versions()}\n")
     print("| case | best time | records/s | vs. baseline |")
     print("| --- | ---: | ---: | ---: |")
     times = {}

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import functools
 import os
-import platform
 import struct
 import sys
 import time
@@ -72,7 +71,7 @@ import zstandard
 from aiokafka import codec as aiokafka_codec
 from aiokafka.record._crecords import DefaultRecordBatchBuilder, MemoryRecords
 from aiokafka.record._crecords import default_records as aiokafka_default_records
-from workload import BATCH_RECORDS, core_workload, one_thread
+from workload import BATCH_RECORDS, core_workload, machine, one_thread
 
 import kbatch
 
@@ -327,17 +326,6 @@ def best_of(
     return best, results
 
 
-def _machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    load = f", load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""
-    return f"{cpu}, {os.cpu_count()} CPUs{load}; {platform.system()} {platform.release()}"
-
-
 def _versions() -> str:
     names = ["kbatch", "aiokafka", "numpy", "cramjam", "lz4", "zstandard", "python-snappy"]
     out = [f"Python {sys.version.split()[0]}"]
@@ -359,7 +347,7 @@ def main(decode_rounds: int = 5, encode_rounds: int = 3, *, cpu_time: bool = Fal
     1-thread column then).
     """
     timer = time.process_time if cpu_time else time.perf_counter
-    print(f"Machine: {_machine()}")
+    print(f"Machine: {machine()}")
     print(f"Versions: {_versions()}")
     mb = uncompressed_size() / 1e6
     print(

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from workload import BATCH_RECORDS, core_workload, one_thread
+from workload import BATCH_RECORDS, core_workload, machine, one_thread
 
 import kbatch
 
@@ -143,20 +143,14 @@ def table(best: dict[str, float]) -> str:
     return "\n".join(rows)
 
 
-def machine() -> str:
+def versions() -> str:
     import aiokafka
     import numpy
 
-    cpu = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, kbatch {kbatch.__version__}, "
-            f"aiokafka {aiokafka.__version__}, numpy {numpy.__version__}; {N} records, {len(encoded())} bytes")
+    return (f"Python {platform.python_version()}, kbatch {kbatch.__version__}, aiokafka {aiokafka.__version__}, "
+            f"numpy {numpy.__version__}; {N} records, {len(encoded())} bytes")
 
 
 if __name__ == "__main__":
-    print(machine())
+    print(f"{machine()}; {versions()}")
     print(table(best_of()))

@@ -18,10 +18,12 @@ True
 from __future__ import annotations
 
 import functools
+import os
+import platform
 import random
 from collections.abc import Callable
 
-__all__ = ["BATCH_RECORDS", "BASE_TIMESTAMP", "core_workload", "one_thread"]
+__all__ = ["BATCH_RECORDS", "BASE_TIMESTAMP", "core_workload", "machine", "one_thread"]
 
 #: Records per batch in the workload (what a producer with ``linger.ms`` fills).
 BATCH_RECORDS = 500
@@ -117,3 +119,15 @@ def one_thread(fn: Callable[[], int]) -> Callable[[], int]:
             kbatch.set_threads(previous)
 
     return run
+
+
+def machine() -> str:
+    """CPU model, usable cores and the load average now: the line every bench table starts with."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    load = f", load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""
+    return f"{cpu}, {os.cpu_count()} CPUs{load}; {platform.system()} {platform.release()}"
