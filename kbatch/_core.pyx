@@ -1335,8 +1335,9 @@ cdef inline void* _row_ptr(object array):
 # earliest error wins and everything before it is returned as the error's
 # ``partial`` table.
 #
-# On a machine with two or more cores, compressed input is decoded as a
-# two-stage pipeline: while a parse thread turns chunk k into rows (pure C,
+# On a machine with two or more cores, uncompressed input of _SPLIT_BYTES or
+# more is parsed from both ends at once (see _parse_split), and compressed
+# input is decoded as a two-stage pipeline: while a parse thread turns chunk k into rows (pure C,
 # no GIL, no Python object), the calling thread checks and decompresses chunk
 # k + 1 (crc32c and the codecs release the GIL for large buffers). The
 # calling thread never moves or frees what the parse thread reads or writes
@@ -1345,6 +1346,12 @@ cdef inline void* _row_ptr(object array):
 #: Input bytes per chunk (CRC'd, decompressed and parsed together; a parse
 #: thread's unit of work). A module global so that tests can shrink it.
 _CHUNK_BYTES = 1 << 18
+#: Uncompressed input from this size on is parsed on two threads (when
+#: allowed); below it, starting a thread costs more than it saves.
+_SPLIT_BYTES = 1 << 20
+#: Tests only: batches the calling thread parses from the back before the
+#: parse thread starts, so that the join of the two sides is certain to run.
+_SPLIT_BACK_FIRST = 0
 
 
 cdef struct rows_t:
@@ -1363,7 +1370,7 @@ cdef struct parse_job_t:
     batch_t* bp
     const int64_t* pstart
     const int64_t* pend
-    const int64_t* last_inner
+    int64_t* last_inner
     const uint8_t* skip
     const int32_t* remap
     bint verify_crc
@@ -1372,29 +1379,251 @@ cdef struct parse_job_t:
     error_t err
 
 
+cdef inline int _parse_batch(parse_job_t* job, int64_t k) noexcept nogil:
+    """Parse batch ``k`` of a job (unless skipped): rows at its first_record,
+    headers appended to ``job.hb``. Returns 0, or -1 with ``job.err`` filled."""
+    cdef batch_t* b = job.bp + k
+    cdef int32_t index
+    cdef int rc
+    if job.skip != NULL and job.skip[k]:
+        return 0
+    index = job.remap[k] if job.remap != NULL else <int32_t>k
+    if b.magic == 2:
+        rc = _parse_records(job.base, job.pstart[k], job.pend[k], b, index,
+                            job.rows.records + b.first_record, job.hb, &job.err)
+    else:
+        rc = _parse_legacy(job.base, job.pstart[k], job.pend[k], b, job.last_inner[k], job.verify_crc,
+                           index, job.rows.records + b.first_record, job.hb, &job.err)
+    if rc != 0:
+        job.err.batch_index = k
+        job.err.batch_position = b.position
+    return rc
+
+
+cdef int64_t _place_rows(const uint8_t* base, batch_t* bp, int64_t first, int64_t end, const int64_t* pstart,
+                         const int64_t* pend, int64_t* last_inner, const uint8_t* skip, int64_t* need,
+                         error_t* err) noexcept nogil:
+    """Give batches ``first .. end`` their first_record, counting rows in ``need``.
+
+    Returns the first batch whose records cannot be placed (``err`` filled;
+    see :func:`_place_error`), or ``end``. A v2 record count is a claim,
+    checked against the batch's bytes; a legacy wrapper's is counted by
+    framing its inner message set (decompressed in ``base``).
+    """
+    cdef int64_t k
+    cdef batch_t* b
+    for k in range(first, end):
+        b = bp + k
+        b.first_record = need[0]
+        if skip != NULL and skip[k]:
+            continue
+        if b.magic < 2:
+            if b.compression and _frame_legacy_inner(base, pstart[k], pend[k], b, last_inner + k, err) != 0:
+                err.batch_index = k
+                err.batch_position = b.position
+                return k
+        elif b.record_count > (pend[k] - pstart[k]) // MIN_RECORD_SIZE:
+            err.batch_index = k
+            err.batch_position = b.position
+            _fail(err, E_COUNT_TOO_LARGE, b.position + 57, "recordCount", -1, b.record_count, pend[k] - pstart[k])
+            return k
+        if not b.is_control:
+            need[0] += b.record_count
+    return end
+
+
+cdef object _place_error(const error_t* err, const batch_t* bp, int64_t k, int64_t payload_start,
+                         int64_t input_start):
+    """The exception for a batch :func:`_place_rows` stopped at."""
+    return _make_error(err, IN_ARENA_INFLATED if bp[k].magic < 2 else IN_INPUT, payload_start, input_start)
+
+
 cdef void _parse_chunk(void* arg) noexcept nogil:
     cdef parse_job_t* job = <parse_job_t*>arg
     cdef int64_t k
-    cdef int rc
-    cdef batch_t* b
-    cdef int32_t index
     for k in range(job.first, job.end):
-        if job.skip != NULL and job.skip[k]:
-            continue
-        b = job.bp + k
-        index = job.remap[k] if job.remap != NULL else <int32_t>k
-        if b.magic == 2:
-            rc = _parse_records(job.base, job.pstart[k], job.pend[k], b, index,
-                                job.rows.records + b.first_record, job.hb, &job.err)
-        else:
-            rc = _parse_legacy(job.base, job.pstart[k], job.pend[k], b, job.last_inner[k], job.verify_crc,
-                               index, job.rows.records + b.first_record, job.hb, &job.err)
-        if rc != 0:
-            job.err.batch_index = k
-            job.err.batch_position = b.position
+        if _parse_batch(job, k) != 0:
             return
-        if not b.is_control:
-            job.rows.size += b.record_count
+        if not job.bp[k].is_control and not (job.skip != NULL and job.skip[k]):
+            job.rows.size += job.bp[k].record_count
+
+
+# Uncompressed input on two threads. Nothing is decompressed and every
+# batch's rows are placed before any batch is parsed, so batches can be
+# parsed in any order and by either thread: the parse thread takes them one
+# at a time from the front, while the calling thread checks every CRC (the
+# crc32c module is called with the GIL) and then takes batches from the back
+# until the two meet. Each side appends header rows to a buffer of its own;
+# the back's are moved behind the front's once both are done, and the rows
+# of its batches renumbered. A batch is taken by compare-and-swap on one
+# word holding both ends of the range left.
+
+cdef extern from *:
+    """
+    /* Take the next batch of a shared range from its front or its back; -1
+       once the range is empty. *range packs the next front batch (low 32
+       bits) and one past the last back batch (high 32 bits). */
+    static inline int64_t kb_take(uint64_t* range, int from_back) {
+        uint64_t s = __atomic_load_n(range, __ATOMIC_ACQUIRE), t;
+        uint32_t lo, hi;
+        do {
+            lo = (uint32_t)s;
+            hi = (uint32_t)(s >> 32);
+            if (lo >= hi) return -1;
+            t = from_back ? s - ((uint64_t)1 << 32) : s + 1;
+        } while (!__atomic_compare_exchange_n(range, &s, t, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+        return from_back ? (int64_t)hi - 1 : (int64_t)lo;
+    }
+    /* Drop the batches from `end` on from a range (those not yet taken). */
+    static inline void kb_cut(uint64_t* range, uint32_t end) {
+        uint64_t s = __atomic_load_n(range, __ATOMIC_ACQUIRE), t;
+        do {
+            if ((uint32_t)(s >> 32) <= end) return;
+            t = ((uint64_t)end << 32) | (uint32_t)s;
+        } while (!__atomic_compare_exchange_n(range, &s, t, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+    }
+    static inline uint64_t kb_load(uint64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+    static inline void kb_store(uint64_t* word, uint64_t v) { __atomic_store_n(word, v, __ATOMIC_RELEASE); }
+    """
+    int64_t kb_take(uint64_t* range, int from_back) noexcept nogil
+    void kb_cut(uint64_t* range, uint32_t end) noexcept nogil
+    uint64_t kb_load(uint64_t* word) noexcept nogil
+    void kb_store(uint64_t* word, uint64_t v) noexcept nogil
+
+
+cdef struct split_t:
+    uint64_t range          # batches not yet taken (see kb_take)
+    uint64_t front_failed   # set by the front on its first bad batch: the back stops
+    int64_t* hstart         # per batch: its header rows in its side's buffer,
+    int64_t* hend           # hstart[k] .. hend[k]
+
+
+cdef struct side_t:
+    parse_job_t job         # this side's header buffer and error
+    split_t* split
+    bint from_back
+    int64_t budget          # batches it may still take (-1: no limit)
+
+
+cdef void _parse_side(void* arg) noexcept nogil:
+    """One side of a split parse: take batches and parse them until the range
+    is empty or a batch is bad (the front's failure also stops the back)."""
+    cdef side_t* side = <side_t*>arg
+    cdef split_t* split = side.split
+    cdef int64_t k
+    while side.budget != 0 and not (side.from_back and kb_load(&split.front_failed)):
+        side.budget -= 1
+        k = kb_take(&split.range, side.from_back)
+        if k < 0:
+            return
+        split.hstart[k] = side.job.hb.size
+        if _parse_batch(&side.job, k) != 0:
+            if not side.from_back:
+                kb_store(&split.front_failed, 1)
+            return
+        split.hend[k] = side.job.hb.size
+
+
+cdef bint _join_sides(split_t* split, batch_t* bp, int64_t end, const uint8_t* skip, rows_t* rows,
+                      header_buf_t* front, const header_buf_t* back) noexcept nogil:
+    """After a split parse: the rows of batches ``0 .. end`` with one header
+    buffer, ``front``. Batches below the front's end of the range are the
+    front's, and their headers are in place; the back's follow, moved over
+    in batch order. False when out of memory."""
+    cdef int64_t k, r, first, total, delta
+    cdef int64_t split_at = <uint32_t>split.range
+    cdef int64_t kept = 0
+    if split_at > end:
+        split_at = end
+    if split_at > 0:
+        kept = split.hend[split_at - 1]
+    total = kept
+    for k in range(split_at, end):
+        total += split.hend[k] - split.hstart[k]
+    if not _reserve(<void**>&front.rows, &front.capacity, total, sizeof(header_t)):
+        return False
+    for k in range(split_at, end):
+        delta = kept - split.hstart[k]
+        memcpy(front.rows + kept, back.rows + split.hstart[k], (split.hend[k] - split.hstart[k]) * sizeof(header_t))
+        if delta != 0 and not bp[k].is_control and not (skip != NULL and skip[k]):
+            first = bp[k].first_record
+            for r in range(first, first + bp[k].record_count):
+                rows.records[r].headers_start += delta
+        kept += split.hend[k] - split.hstart[k]
+    front.size = kept
+    return True
+
+
+cdef object _parse_split(_Worker parser, parse_job_t* job, const uint8_t* buf, int64_t* bad, rows_t* rows):
+    """Place, check and parse uncompressed batches ``0 .. bad[0]`` on two
+    threads (see above). Returns the exception of the first bad batch, and
+    lowers ``bad[0]`` to it, or None; ``rows`` and ``job.hb`` hold the rows
+    of the batches before it either way."""
+    cdef int64_t n = bad[0], need = 0, placed, crc_end = n, end
+    cdef error_t place_err, crc_err
+    cdef const error_t* first_err = NULL
+    cdef split_t split
+    cdef side_t front, back
+    cdef header_buf_t back_hb
+    cdef int64_t[::1] marks = np.empty(2 * n, dtype=np.int64)
+    memset(&place_err, 0, sizeof(error_t))
+    memset(&crc_err, 0, sizeof(error_t))
+    memset(&back_hb, 0, sizeof(header_buf_t))
+    placed = _place_rows(job.base, job.bp, 0, n, job.pstart, job.pend, job.last_inner, job.skip, &need,
+                         &place_err)
+    split.range = <uint64_t>placed << 32
+    split.front_failed = 0
+    split.hstart = &marks[0]
+    split.hend = &marks[n]
+    front.job = job[0]
+    front.split = &split
+    front.from_back = False
+    back.job = job[0]
+    back.job.hb = &back_hb
+    back.split = &split
+    back.from_back = True
+    front.budget = -1
+    back.budget = _SPLIT_BACK_FIRST
+    try:
+        if not (_reserve(<void**>&rows.records, &rows.capacity, need, sizeof(record_t))
+                and _reserve(<void**>&job.hb.rows, &job.hb.capacity, need, sizeof(header_t))
+                and _reserve(<void**>&back_hb.rows, &back_hb.capacity, need // 2, sizeof(header_t))):
+            raise MemoryError()
+        if back.budget > 0:  # (tests: give the back a head start)
+            with nogil:
+                _parse_side(&back)
+        back.budget = -1
+        parser.submit(_parse_side, &front, False)
+        if job.verify_crc:
+            crc_end = _check_crcs(buf, job.bp, 0, n, job.skip, &crc_err)
+            kb_cut(&split.range, <uint32_t>min(crc_end, placed))
+        with nogil:
+            _parse_side(&back)
+        parser.wait(False)
+        # The earliest bad batch wins; at the same batch, its CRC error.
+        end = n
+        if front.job.err.code and front.job.err.batch_index < end:
+            end = front.job.err.batch_index
+            first_err = &front.job.err
+        if back.job.err.code and back.job.err.batch_index < end:
+            end = back.job.err.batch_index
+            first_err = &back.job.err
+        if placed < end:
+            end = placed
+            first_err = &place_err
+        if crc_end <= end and crc_end < n:
+            end = crc_end
+            first_err = &crc_err
+        if not _join_sides(&split, job.bp, end, job.skip, rows, job.hb, &back_hb):
+            raise MemoryError()
+        rows.size = job.bp[end].first_record if end < placed else need
+    finally:
+        parser.wait(False)  # the front may still be parsing if the CRC check raised
+        free(back_hb.rows)
+    bad[0] = end
+    if first_err == NULL:
+        return None
+    return _make_error(first_err, IN_INPUT, 0, 0)
 
 
 def _usable_cpus():
@@ -1609,7 +1838,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     cdef int64_t[::1] last_inner
     cdef const uint8_t* base = buf
     cdef const uint8_t[::1] arena_view
-    cdef bint in_arena = False
+    cdef bint in_arena = False, split
     cdef object batches, arena = None, exc = None, limit = None, skip_arr = None
     cdef const uint8_t[::1] skip_view
     cdef const uint8_t* skip = NULL
@@ -1686,16 +1915,21 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     job.rows = &rows
     job.hb = &hb
     planned = 0  # rows of the batches handed to the parser so far
-    # Only decompression is worth a second thread: for uncompressed input the
-    # parse and the CRC pass both stream memory, and split across two cores
-    # they measured no faster (slower when the machine is busy) than one
-    # core's cache-warm chunk after chunk. One chunk has nothing to overlap.
     chunk_bytes = _CHUNK_BYTES
-    parser = _Worker(_CPUS > 1 and in_arena and bad > 1 and n > chunk_bytes)
+    # Two threads: compressed input as a pipeline of chunks (one chunk has
+    # nothing to overlap); uncompressed input split by batches.
+    split = not in_arena and _CPUS > 1 and 1 < bad < 0xFFFFFFFF and n >= _SPLIT_BYTES
+    parser = _Worker(split or (_CPUS > 1 and in_arena and bad > 1 and n > chunk_bytes))
     try:
         if in_arena:
             arena.before_grow = parser.wait_idle
         k = 0
+        if split:
+            job.base = buf
+            exc2 = _parse_split(parser, job, buf, &bad, &rows)
+            if exc2 is not None:
+                exc = exc2
+            k = bad
         while k < bad:
             # Chunk k .. j: checked and decompressed here while the parser
             # may still be busy with the chunk before it.
@@ -1722,29 +1956,10 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
             # a legacy wrapper's comes from framing its inner message set.
             memset(&err, 0, sizeof(err))
             need = planned
-            for stop in range(k, j):
-                if skip != NULL and skip[stop]:
-                    bp[stop].first_record = need
-                    continue
-                if bp[stop].magic < 2:
-                    if bp[stop].compression and _frame_legacy_inner(
-                            base, pstart[stop], pend[stop], bp + stop, &last_inner[stop], &err) != 0:
-                        err.batch_index = stop
-                        err.batch_position = bp[stop].position
-                        pending = _make_error(&err, IN_ARENA_INFLATED, pstart[stop], istart[stop])
-                        j = stop
-                        break
-                elif bp[stop].record_count > (pend[stop] - pstart[stop]) // MIN_RECORD_SIZE:
-                    err.batch_index = stop
-                    err.batch_position = bp[stop].position
-                    _fail(&err, E_COUNT_TOO_LARGE, bp[stop].position + 57, "recordCount", -1,
-                          bp[stop].record_count, pend[stop] - pstart[stop])
-                    pending = _make_error(&err, IN_INPUT, 0, 0)
-                    j = stop
-                    break
-                bp[stop].first_record = need
-                if not bp[stop].is_control:
-                    need += bp[stop].record_count
+            stop = _place_rows(base, bp, k, j, &pstart[0], &pend[0], &last_inner[0], skip, &need, &err)
+            if stop < j:
+                pending = _place_error(&err, bp, stop, pstart[stop], istart[stop])
+                j = stop
             parser.wait(False)
             if job.err.code:  # the chunk before failed: its error is the earlier one
                 break

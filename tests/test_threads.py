@@ -4,8 +4,8 @@ Every test runs the same input once with ``_CPUS = 1`` (everything on the callin
 thread) and once with two cores usable, and asks for identical results: tables
 column by column, errors field by field (their ``partial`` tables included), and
 encoded bytes byte for byte. The inputs are large enough for the threaded paths to be
-taken (compressed decodes, compressed encodes over 1 MiB, uncompressed encodes over 4 MiB);
-uncompressed decodes stay on one thread either way and must agree all the same.
+taken (compressed decodes, compressed encodes over 1 MiB, uncompressed encodes over 4 MiB),
+or the thresholds are lowered so that they are (uncompressed decodes, split by batches).
 """
 
 from __future__ import annotations
@@ -48,14 +48,14 @@ def encoded(records) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
 
 
 def _with_cpus(monkeypatch: pytest.MonkeyPatch, n: int, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(core, "_CPUS", n)
-    # 16 KiB chunks: every compressed input here is several chunks, so the parse
-    # thread has work to overlap and errors to order (the same chunks inline).
-    monkeypatch.setattr(core, "_CHUNK_BYTES", 16384)
-    try:
+    with monkeypatch.context() as m:
+        m.setattr(core, "_CPUS", n)
+        # 16 KiB chunks: every compressed input here is several chunks, so the parse
+        # thread has work to overlap and errors to order (the same chunks inline).
+        m.setattr(core, "_CHUNK_BYTES", 16384)
+        # and every uncompressed input is parsed from both ends at once
+        m.setattr(core, "_SPLIT_BYTES", 16384)
         return fn(*args, **kwargs)
-    finally:
-        monkeypatch.undo()
 
 
 def _same_table(a: kbatch.RecordTable, b: kbatch.RecordTable) -> None:
@@ -142,6 +142,50 @@ def test_parse_error_in_one_chunk_beats_crc_error_in_the_next(  # type: ignore[n
     data[starts[11] + 30] ^= 1  # in batch 11's header, under its CRC
     err = _same_outcome(monkeypatch, bytes(data))
     assert err is not None and err.batch_index == 1 and err.field == "records"
+
+
+@pytest.mark.parametrize("back_first", [0, 4, 12])
+@pytest.mark.parametrize(
+    "damage", [None, "crc 0", "crc 10", "crc 11 parse 3", "parse 10", "parse 2 parse 9", "count 7 crc 7"]
+)
+@pytest.mark.parametrize("verify_crc", [True, False])
+def test_split_decode_equals_inline(  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, encoded, records, back_first: int, damage: str | None, verify_crc: bool
+) -> None:
+    # Uncompressed input parsed from both ends: the calling thread first takes
+    # ``back_first`` batches from the back (all 12: the parse thread gets none), so
+    # the back's headers are certainly moved behind the front's. Damage: a CRC
+    # mismatch, a parse error (its CRC made to match) or a record count the batch
+    # cannot hold, at the batches named; the earliest must win, a CRC error first.
+    monkeypatch.setattr(core, "_SPLIT_BACK_FIRST", back_first)
+    data = bytearray(encoded["none"])
+    starts = _batch_starts(bytes(data))
+    ends = [*starts[1:], len(data)]
+    words = (damage or "").split()
+    for kind, k in zip(words[::2], map(int, words[1::2])):
+        if kind == "crc":
+            data[starts[k] + 30] ^= 1
+        elif kind == "parse":
+            data[starts[k] + 61] ^= 0x40  # the first record's length
+            struct.pack_into(">I", data, starts[k] + 17, core._crc32c(bytes(data[starts[k] + 21 : ends[k]])))
+        else:
+            struct.pack_into(">i", data, starts[k] + 57, 10**6)
+    err = _same_outcome(monkeypatch, bytes(data), verify_crc=verify_crc)
+    expect = None
+    if damage is not None:
+        hits = [int(k) for kind, k in zip(words[::2], words[1::2]) if verify_crc or kind != "crc"]
+        expect = min(hits) if hits else None
+    if expect is None:
+        assert err is None
+        t = core.decode(bytes(data), verify_crc=verify_crc)
+        assert t.values() == records[0]
+        assert [h for i in range(len(t)) for h in t.headers(i)] == [h for hs in records[3] for h in hs]
+    else:
+        assert err is not None and err.batch_index == expect
+        assert isinstance(err, kbatch.CRCError) == (verify_crc and f"crc {expect}" in damage)
+        n = expect * 500
+        assert err.partial.values() == records[0][:n]
+        assert [h for i in range(n) for h in err.partial.headers(i)] == [h for hs in records[3][:n] for h in hs]
 
 
 def test_arena_pages_are_reused_but_never_shared(encoded: dict[str, bytes], records) -> None:  # type: ignore[no-untyped-def]
