@@ -1353,6 +1353,9 @@ _SPLIT_BYTES = 1 << 20
 #: parse thread starts, so that the join of the two sides is certain to run.
 _SPLIT_BACK_FIRST = 0
 
+cdef enum:
+    CRC_AHEAD = 4  # batches the CRC check keeps ahead of the front
+
 
 cdef struct rows_t:
     record_t* records
@@ -1451,9 +1454,10 @@ cdef void _parse_chunk(void* arg) noexcept nogil:
 # Uncompressed input on two threads. Nothing is decompressed and every
 # batch's rows are placed before any batch is parsed, so batches can be
 # parsed in any order and by either thread: the parse thread takes them one
-# at a time from the front, while the calling thread checks every CRC (the
-# crc32c module is called with the GIL) and then takes batches from the back
-# until the two meet. Each side appends header rows to a buffer of its own;
+# at a time from the front, the calling thread from the back, until the two
+# meet. The calling thread also checks the CRCs (the crc32c module is called
+# with the GIL): the front's a few batches ahead of the parse thread, its
+# own just before parsing them. Each side appends header rows to a buffer of its own;
 # the back's are moved behind the front's once both are done, and the rows
 # of its batches renumbered. A batch is taken by compare-and-swap on one
 # word holding both ends of the range left.
@@ -1502,26 +1506,26 @@ cdef struct side_t:
     parse_job_t job         # this side's header buffer and error
     split_t* split
     bint from_back
-    int64_t budget          # batches it may still take (-1: no limit)
 
 
-cdef void _parse_side(void* arg) noexcept nogil:
-    """One side of a split parse: take batches and parse them until the range
-    is empty or a batch is bad (the front's failure also stops the back)."""
+cdef inline bint _parse_taken(side_t* side, int64_t k) noexcept nogil:
+    """Parse batch ``k``, taken by ``side``; False if it is bad (the front's
+    failure also stops the back)."""
+    side.split.hstart[k] = side.job.hb.size
+    if _parse_batch(&side.job, k) != 0:
+        if not side.from_back:
+            kb_store(&side.split.front_failed, 1)
+        return False
+    side.split.hend[k] = side.job.hb.size
+    return True
+
+
+cdef void _parse_front(void* arg) noexcept nogil:
+    """The parse thread's side: batches from the front until none is left or one is bad."""
     cdef side_t* side = <side_t*>arg
-    cdef split_t* split = side.split
-    cdef int64_t k
-    while side.budget != 0 and not (side.from_back and kb_load(&split.front_failed)):
-        side.budget -= 1
-        k = kb_take(&split.range, side.from_back)
-        if k < 0:
-            return
-        split.hstart[k] = side.job.hb.size
-        if _parse_batch(&side.job, k) != 0:
-            if not side.from_back:
-                kb_store(&split.front_failed, 1)
-            return
-        split.hend[k] = side.job.hb.size
+    cdef int64_t k = kb_take(&side.split.range, False)
+    while k >= 0 and _parse_taken(side, k):
+        k = kb_take(&side.split.range, False)
 
 
 cdef bint _join_sides(split_t* split, batch_t* bp, int64_t end, const uint8_t* skip, rows_t* rows,
@@ -1559,8 +1563,10 @@ cdef object _parse_split(_Worker parser, parse_job_t* job, const uint8_t* buf, i
     threads (see above). Returns the exception of the first bad batch, and
     lowers ``bad[0]`` to it, or None; ``rows`` and ``job.hb`` hold the rows
     of the batches before it either way."""
-    cdef int64_t n = bad[0], need = 0, placed, crc_end = n, end
-    cdef error_t place_err, crc_err
+    cdef int64_t n = bad[0], need = 0, placed, crc_end = n, end, checked = 0, stop, k, head_start
+    cdef uint64_t s
+    cdef bint good
+    cdef error_t place_err, crc_err, err
     cdef const error_t* first_err = NULL
     cdef split_t split
     cdef side_t front, back
@@ -1582,23 +1588,53 @@ cdef object _parse_split(_Worker parser, parse_job_t* job, const uint8_t* buf, i
     back.job.hb = &back_hb
     back.split = &split
     back.from_back = True
-    front.budget = -1
-    back.budget = _SPLIT_BACK_FIRST
     try:
         if not (_reserve(<void**>&rows.records, &rows.capacity, need, sizeof(record_t))
                 and _reserve(<void**>&job.hb.rows, &job.hb.capacity, need, sizeof(header_t))
                 and _reserve(<void**>&back_hb.rows, &back_hb.capacity, need // 2, sizeof(header_t))):
             raise MemoryError()
-        if back.budget > 0:  # (tests: give the back a head start)
+        # The back. The CRCs of the front's batches are checked a few batches
+        # ahead of it (so that it parses them from cache), each batch taken
+        # from the back just before it is parsed here. (Tests may have the
+        # back take batches before the front starts.)
+        if job.verify_crc and placed < n and _check_crcs(buf, job.bp, placed, placed + 1, job.skip, &crc_err) == placed:
+            crc_end = placed  # its CRC error outranks the bad count found in it
+        head_start = _SPLIT_BACK_FIRST
+        if head_start == 0:
+            parser.submit(_parse_front, &front, False)
+        while True:
+            s = kb_load(&split.range)
+            if job.verify_crc:
+                stop = min(<int64_t><uint32_t>s + CRC_AHEAD, <int64_t>(s >> 32), crc_end)
+                if checked < stop:
+                    checked = _check_crcs(buf, job.bp, checked, stop, job.skip, &crc_err)
+                    if checked < stop:  # the lowest bad CRC: nothing above it is wanted
+                        crc_end = checked
+                        kb_cut(&split.range, <uint32_t>crc_end)
+            if kb_load(&split.front_failed):
+                break
+            k = kb_take(&split.range, True)
+            if k < 0:
+                break
+            if job.verify_crc and _check_crcs(buf, job.bp, k, k + 1, job.skip, &err) == k:
+                if k < crc_end:
+                    crc_end = k
+                    crc_err = err
+                continue
             with nogil:
-                _parse_side(&back)
-        back.budget = -1
-        parser.submit(_parse_side, &front, False)
-        if job.verify_crc:
-            crc_end = _check_crcs(buf, job.bp, 0, n, job.skip, &crc_err)
-            kb_cut(&split.range, <uint32_t>min(crc_end, placed))
-        with nogil:
-            _parse_side(&back)
+                good = _parse_taken(&back, k)
+            head_start -= 1
+            if head_start == 0:
+                parser.submit(_parse_front, &front, False)
+            if not good:
+                break
+        if head_start > 0:
+            parser.submit(_parse_front, &front, False)
+        if job.verify_crc:  # the rest of the front's batches
+            s = kb_load(&split.range)
+            stop = min(<int64_t>(s >> 32), crc_end)
+            if checked < stop and _check_crcs(buf, job.bp, checked, stop, job.skip, &crc_err) < stop:
+                crc_end = crc_err.batch_index
         parser.wait(False)
         # The earliest bad batch wins; at the same batch, its CRC error.
         end = n
