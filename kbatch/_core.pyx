@@ -2611,6 +2611,10 @@ cdef class _CompressJob:
     cdef object raw           # memoryview of every batch's records back to back, or None
     cdef int64_t[::1] raw_at  # where batch k's records start in raw
     cdef object codec         # _compression.compress
+    cdef int64_t raw_bytes    # of every batch's records, uncompressed
+    cdef int64_t next_batch   # the next batch to compress, by either thread
+    cdef int64_t end_batch
+    cdef list payloads
 
     cdef void write_all(self, int64_t nb, int64_t total):
         """Write every batch's records into one (pooled) block, the second half
@@ -2643,13 +2647,40 @@ cdef class _CompressJob:
             worker.close(True)
         self.raw = memoryview(block)
 
-    cdef list run(self, int64_t k0, int64_t k1):
+    cdef list run(self, int64_t nb):
+        """Compress batches ``0 .. nb`` here and, for large inputs, on a
+        second thread at the same time; the compressed payloads in order."""
+        cdef _Beside beside
+        self.payloads = [None] * nb
+        self.next_batch = 0
+        self.end_batch = nb
+        if _CPUS < 2 or nb < 2 or self.raw_bytes < PARALLEL_COMPRESS_MIN_BYTES:
+            self.take()
+            return self.payloads
+        try:
+            beside = _Beside(self.take_batches)
+        except RuntimeError:  # no thread to be had
+            self.take()
+            return self.payloads
+        try:
+            self.take()
+        finally:
+            beside.result()  # always waited for: it reads ``plans``
+        return self.payloads
+
+    def take_batches(self):
+        self.take()
+
+    cdef void take(self) except *:
+        """Compress the next batch neither thread has taken until none is left
+        (the GIL makes taking one atomic); the first error stops both."""
         cdef int64_t k, first, end, size
         cdef object raw
         cdef uint8_t* p
-        cdef list parts = []
         cdef const rec_in_t* recs = self.inp.recs
-        for k in range(k0, k1):
+        while self.next_batch < self.end_batch:
+            k = self.next_batch
+            self.next_batch = k + 1
             first = self.plans[k].first
             end = self.plans[k].end
             size = self.plans[k].size - BATCH_OVERHEAD
@@ -2660,12 +2691,12 @@ cdef class _CompressJob:
                 p = <uint8_t*>PyBytes_AS_STRING(raw)
                 with nogil:
                     _write_records(p, recs, self.inp.hdrs, first, end)
-            payload = self.codec(self.compression, raw, self.level)
-            parts.append(payload if PyBytes_CheckExact(payload) else bytes(payload))  # assemble needs bytes
-        return parts
-
-    def run_range(self, int64_t k0, int64_t k1):
-        return self.run(k0, k1)
+            try:
+                payload = self.codec(self.compression, raw, self.level)
+            except BaseException:
+                self.next_batch = self.end_batch
+                raise
+            self.payloads[k] = payload if PyBytes_CheckExact(payload) else bytes(payload)  # assemble needs bytes
 
     cdef object assemble(self, list payloads):
         """The batches (header, compressed records, CRC) in one new ``bytes``,
@@ -2753,23 +2784,10 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
             job.level = level
             from kbatch import _compression
             job.codec = _compression.compress
+            job.raw_bytes = total - nb * BATCH_OVERHEAD
             if hold_gil:
-                job.write_all(nb, total - nb * BATCH_OVERHEAD)
-            if _CPUS < 2 or nb < 2 or total < PARALLEL_COMPRESS_MIN_BYTES:
-                return job.assemble(job.run(0, nb))
-            # Two halves of about the same raw size: the second on a thread of
-            # its own, the first here.
-            k = _halve(plans, nb, total)
-            try:
-                beside = _Beside(job.run_range, k, nb)
-            except RuntimeError:  # no thread to be had
-                return job.assemble(job.run(0, nb))
-            try:
-                parts = job.run(0, k)
-            finally:
-                tail = beside.result()  # always waited for: it reads ``plans``
-            parts.extend(tail)
-            return job.assemble(parts)
+                job.write_all(nb, job.raw_bytes)
+            return job.assemble(job.run(nb))
         out = PyBytes_FromStringAndSize(NULL, total)
         out_ptr = <uint8_t*>PyBytes_AS_STRING(out)
         # The second half (by bytes) on a worker thread when it pays; its
