@@ -1528,34 +1528,73 @@ cdef void _parse_front(void* arg) noexcept nogil:
         k = kb_take(&side.split.range, False)
 
 
-cdef bint _join_sides(split_t* split, batch_t* bp, int64_t end, const uint8_t* skip, rows_t* rows,
-                      header_buf_t* front, const header_buf_t* back) noexcept nogil:
+cdef struct join_t:
+    # Back batches first .. end to move behind the front's headers, batch
+    # ``first``'s going to ``out[at]``.
+    const split_t* split
+    const batch_t* bp
+    const uint8_t* skip
+    record_t* records
+    header_t* out
+    const header_t* back
+    int64_t first
+    int64_t end
+    int64_t at
+
+
+cdef void _join_range(void* arg) noexcept nogil:
+    """Move a join_t's header rows and renumber its batches' records."""
+    cdef join_t* j = <join_t*>arg
+    cdef int64_t k, r, first, count, delta, at = j.at
+    for k in range(j.first, j.end):
+        count = j.split.hend[k] - j.split.hstart[k]
+        delta = at - j.split.hstart[k]
+        memcpy(j.out + at, j.back + j.split.hstart[k], count * sizeof(header_t))
+        if delta != 0 and not j.bp[k].is_control and not (j.skip != NULL and j.skip[k]):
+            first = j.bp[k].first_record
+            for r in range(first, first + j.bp[k].record_count):
+                j.records[r].headers_start += delta
+        at += count
+
+
+cdef int _join_sides(_Worker parser, split_t* split, batch_t* bp, int64_t end, const uint8_t* skip,
+                     rows_t* rows, header_buf_t* front, const header_buf_t* back) except -1:
     """After a split parse: the rows of batches ``0 .. end`` with one header
     buffer, ``front``. Batches below the front's end of the range are the
     front's, and their headers are in place; the back's follow, moved over
-    in batch order. False when out of memory."""
-    cdef int64_t k, r, first, total, delta
-    cdef int64_t split_at = <uint32_t>split.range
-    cdef int64_t kept = 0
-    if split_at > end:
-        split_at = end
-    if split_at > 0:
-        kept = split.hend[split_at - 1]
-    total = kept
+    in batch order, half of them by the (idle) parse thread."""
+    cdef int64_t k, total, mid
+    cdef int64_t split_at = min(<int64_t><uint32_t>split.range, end)
+    cdef join_t here, there
+    here.split = split
+    here.bp = bp
+    here.skip = skip
+    here.records = rows.records
+    here.back = back.rows
+    here.first = split_at
+    here.end = end
+    here.at = split.hend[split_at - 1] if split_at > 0 else 0
+    total = here.at
     for k in range(split_at, end):
         total += split.hend[k] - split.hstart[k]
     if not _reserve(<void**>&front.rows, &front.capacity, total, sizeof(header_t)):
-        return False
-    for k in range(split_at, end):
-        delta = kept - split.hstart[k]
-        memcpy(front.rows + kept, back.rows + split.hstart[k], (split.hend[k] - split.hstart[k]) * sizeof(header_t))
-        if delta != 0 and not bp[k].is_control and not (skip != NULL and skip[k]):
-            first = bp[k].first_record
-            for r in range(first, first + bp[k].record_count):
-                rows.records[r].headers_start += delta
-        kept += split.hend[k] - split.hstart[k]
-    front.size = kept
-    return True
+        raise MemoryError()
+    here.out = front.rows
+    front.size = total
+    if end - split_at < 2:
+        _join_range(&here)
+        return 0
+    mid = split_at + (end - split_at) // 2
+    there = here
+    there.first = mid
+    for k in range(split_at, mid):
+        there.at += split.hend[k] - split.hstart[k]
+    here.end = mid
+    parser.submit(_join_range, &there, False)
+    with nogil:
+        _join_range(&here)
+    parser.wait(False)
+    return 0
 
 
 cdef object _parse_split(_Worker parser, parse_job_t* job, const uint8_t* buf, int64_t* bad, rows_t* rows):
@@ -1650,8 +1689,7 @@ cdef object _parse_split(_Worker parser, parse_job_t* job, const uint8_t* buf, i
         if crc_end <= end and crc_end < n:
             end = crc_end
             first_err = &crc_err
-        if not _join_sides(&split, job.bp, end, job.skip, rows, job.hb, &back_hb):
-            raise MemoryError()
+        _join_sides(parser, &split, job.bp, end, job.skip, rows, job.hb, &back_hb)
         rows.size = job.bp[end].first_record if end < placed else need
     finally:
         parser.wait(False)  # the front may still be parsing if the CRC check raised
