@@ -16,6 +16,8 @@ import struct
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import kbatch
 from kbatch import KBatchError
@@ -186,6 +188,25 @@ def test_split_decode_equals_inline(  # type: ignore[no-untyped-def]
         n = expect * 500
         assert err.partial.values() == records[0][:n]
         assert [h for i in range(n) for h in err.partial.headers(i)] == [h for hs in records[3][:n] for h in hs]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    flips=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(1, 255)), min_size=1, max_size=3),
+    back_first=st.integers(0, 12),
+    verify_crc=st.booleans(),
+)
+def test_split_decode_of_damaged_input_equals_inline(  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, encoded, flips: list[tuple[float, int]], back_first: int, verify_crc: bool
+) -> None:
+    # Any bytes flipped anywhere: two threads and one agree on the error (or its
+    # absence) and on every row before it.
+    data = bytearray(encoded["none"])
+    for where, mask in flips:
+        data[int(where * len(data))] ^= mask
+    with monkeypatch.context() as m:
+        m.setattr(core, "_SPLIT_BACK_FIRST", back_first)
+        _same_outcome(m, bytes(data), verify_crc=verify_crc)
 
 
 def test_arena_pages_are_reused_but_never_shared(encoded: dict[str, bytes], records) -> None:  # type: ignore[no-untyped-def]
