@@ -164,7 +164,7 @@ def test_split_decode_equals_inline(  # type: ignore[no-untyped-def]
     starts = _batch_starts(bytes(data))
     ends = [*starts[1:], len(data)]
     words = (damage or "").split()
-    for kind, k in zip(words[::2], map(int, words[1::2])):
+    for kind, k in zip(words[::2], map(int, words[1::2]), strict=True):
         if kind == "crc":
             data[starts[k] + 30] ^= 1
         elif kind == "parse":
@@ -175,7 +175,7 @@ def test_split_decode_equals_inline(  # type: ignore[no-untyped-def]
     err = _same_outcome(monkeypatch, bytes(data), verify_crc=verify_crc)
     expect = None
     if damage is not None:
-        hits = [int(k) for kind, k in zip(words[::2], words[1::2]) if verify_crc or kind != "crc"]
+        hits = [int(k) for kind, k in zip(words[::2], words[1::2], strict=True) if verify_crc or kind != "crc"]
         expect = min(hits) if hits else None
     if expect is None:
         assert err is None
@@ -238,8 +238,9 @@ def test_parallel_compression_writes_the_same_bytes(monkeypatch: pytest.MonkeyPa
 def test_parallel_compression_raises_codec_errors(monkeypatch: pytest.MonkeyPatch, records) -> None:  # type: ignore[no-untyped-def]
     values = records[0]
     with pytest.raises(ValueError, match="level"):
-        _with_cpus(monkeypatch, 2, kbatch.encode, values, compression="gzip", compression_level=12,
-                   max_batch_records=500)
+        _with_cpus(
+            monkeypatch, 2, kbatch.encode, values, compression="gzip", compression_level=12, max_batch_records=500
+        )
 
 
 def test_encode_falls_back_to_snapshots_midway(records) -> None:  # type: ignore[no-untyped-def]
