@@ -2614,6 +2614,9 @@ cdef struct batch_opts_t:
 cdef enum:
     # Below these a second thread costs more than it saves.
     PARALLEL_COMPRESS_MIN_BYTES = 1 << 20
+    # Outputs from this size on have their pages mapped in one call first
+    # (above malloc's largest mmap threshold, 32 MiB, they are always fresh).
+    POPULATE_MIN_BYTES = 4 << 20
     PARALLEL_WRITE_MIN_BYTES = 1 << 22
 
 
@@ -2881,11 +2884,42 @@ cdef int64_t _halve(const plan_t* plans, int64_t nb, int64_t total) noexcept nog
 
 
 
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    #include <unistd.h>
+    #ifndef MADV_POPULATE_WRITE
+    #define MADV_POPULATE_WRITE 23  /* Linux 5.14; older kernels refuse it (EINVAL) */
+    #endif
+    /* Map the pages of [p, p + n) in one call, not one page fault at a time
+       as they are first written: a large new output (beyond malloc's mmap
+       threshold) gets fresh pages every time. Best effort: errors ignored. */
+    static void kb_populate(void* p, size_t n) {
+        static long page = 0;
+        uintptr_t start, end;
+        if (page == 0) page = sysconf(_SC_PAGESIZE);
+        if (page <= 0) return;
+        start = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1);
+        end = ((uintptr_t)p + n) & ~(uintptr_t)(page - 1);
+        if (end > start) (void)madvise((void*)start, end - start, MADV_POPULATE_WRITE);
+    }
+    #else
+    static void kb_populate(void* p, size_t n) { (void)p; (void)n; }
+    #endif
+    """
+    void kb_populate(void* p, size_t n) noexcept nogil
+
+
 cdef void _write_batches(void* arg) noexcept nogil:
     cdef write_job_t* job = <write_job_t*>arg
     cdef const batch_opts_t* o = job.opts
     cdef uint8_t* p = job.out
-    cdef int64_t k, first, end
+    cdef int64_t k, first, end, size = 0
+    for k in range(job.first, job.end):
+        size += job.plans[k].size
+    if size >= POPULATE_MIN_BYTES:
+        kb_populate(p, size)
     for k in range(job.first, job.end):
         first = job.plans[k].first
         end = job.plans[k].end
