@@ -1597,12 +1597,13 @@ cdef int _join_sides(_Worker parser, split_t* split, batch_t* bp, int64_t end, c
     return 0
 
 
-cdef object _parse_split(_Worker parser, parse_job_t* job, const uint8_t* buf, int64_t* bad, rows_t* rows):
-    """Place, check and parse uncompressed batches ``0 .. bad[0]`` on two
-    threads (see above). Returns the exception of the first bad batch, and
+cdef object _parse_split(_Worker parser, parse_job_t* job, int64_t* bad, rows_t* rows):
+    """Place, check and parse uncompressed batches ``0 .. bad[0]`` (in
+    ``job.base``, the input) on two threads (see above). Returns the exception of the first bad batch, and
     lowers ``bad[0]`` to it, or None; ``rows`` and ``job.hb`` hold the rows
     of the batches before it either way."""
     cdef int64_t n = bad[0], need = 0, placed, crc_end = n, end, checked = 0, stop, k, head_start
+    cdef const uint8_t* buf = job.base
     cdef uint64_t s
     cdef bint good
     cdef error_t place_err, crc_err, err
@@ -2000,7 +2001,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
         k = 0
         if split:
             job.base = buf
-            exc2 = _parse_split(parser, job, buf, &bad, &rows)
+            exc2 = _parse_split(parser, job, &bad, &rows)
             if exc2 is not None:
                 exc = exc2
             k = bad
@@ -2691,22 +2692,20 @@ cdef class _CompressJob:
     cdef list run(self, int64_t nb):
         """Compress batches ``0 .. nb`` here and, for large inputs, on a
         second thread at the same time; the compressed payloads in order."""
-        cdef _Beside beside
+        cdef _Beside beside = None
         self.payloads = [None] * nb
         self.next_batch = 0
         self.end_batch = nb
-        if _CPUS < 2 or nb < 2 or self.raw_bytes < PARALLEL_COMPRESS_MIN_BYTES:
-            self.take()
-            return self.payloads
-        try:
-            beside = _Beside(self.take_batches)
-        except RuntimeError:  # no thread to be had
-            self.take()
-            return self.payloads
+        if _CPUS > 1 and nb > 1 and self.raw_bytes >= PARALLEL_COMPRESS_MIN_BYTES:
+            try:
+                beside = _Beside(self.take_batches)
+            except RuntimeError:  # no thread to be had: all of them here
+                pass
         try:
             self.take()
         finally:
-            beside.result()  # always waited for: it reads ``plans``
+            if beside is not None:
+                beside.result()  # always waited for: it reads ``plans``
         return self.payloads
 
     def take_batches(self):
@@ -2800,7 +2799,6 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
     cdef uint8_t* out_ptr
     cdef object out
     cdef _CompressJob job
-    cdef _Beside beside
     cdef _Span span
     cdef _Worker worker = None
     cdef write_job_t wjob, wjob_here
@@ -2896,9 +2894,8 @@ cdef extern from *:
        as they are first written: a large new output (beyond malloc's mmap
        threshold) gets fresh pages every time. Best effort: errors ignored. */
     static void kb_populate(void* p, size_t n) {
-        static long page = 0;
+        long page = sysconf(_SC_PAGESIZE);
         uintptr_t start, end;
-        if (page == 0) page = sysconf(_SC_PAGESIZE);
         if (page <= 0) return;
         start = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1);
         end = ((uintptr_t)p + n) & ~(uintptr_t)(page - 1);
