@@ -18,8 +18,8 @@ _Headers: TypeAlias = (
     Iterable[tuple[str | bytes, Buffer | None]] | Mapping[str, Buffer | None] | Mapping[bytes, Buffer | None]
 )
 _Timestamps: TypeAlias = Iterable[int | None] | npt.NDArray[np.integer[Any]]
-# Arrow-style binary columns for encode_arrays: int64 offsets (n + 1), a byte buffer, a mask
-_Offsets: TypeAlias = npt.NDArray[np.int64]
+# Arrow-style binary columns for encode_arrays: int32 or int64 offsets (n + 1), a byte buffer, a mask
+_Offsets: TypeAlias = npt.NDArray[np.int32] | npt.NDArray[np.int64]
 _Valid: TypeAlias = npt.NDArray[np.bool_] | npt.NDArray[np.uint8]
 
 #: One row per data record (offset, timestamp, key/value/header positions in ``data``, ...).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 
 import numpy as np
 import pytest
@@ -401,7 +402,11 @@ def test_from_arrow_columns():
     cols = arrow.from_arrow(at)
     vals, _, ts, hs = _mixed()
     n = len(vals)
-    assert cols["value_offsets"].shape == (n + 1,) and cols["value_offsets"].dtype == np.int64
+    assert cols["value_offsets"].shape == (n + 1,)
+    # binary -> its own int32 offsets, not a copy
+    value_chunk = at.column("value").chunk(0)
+    assert cols["value_offsets"].dtype == np.int32
+    assert cols["value_offsets"].ctypes.data == value_chunk.buffers()[1].address + 4 * value_chunk.offset
     assert cols["value_valid"].tolist() == [v is not None for v in vals]
     assert cols["timestamps"].tolist() == ts
     assert cols["header_offsets"].tolist() == np.concatenate([[0], np.cumsum([len(h) for h in hs])]).tolist()
@@ -412,7 +417,27 @@ def test_from_arrow_columns():
     df = at.to_pandas(types_mapper=pd.ArrowDtype)
     again = arrow.from_arrow(df)
     assert again["value_offsets"].tolist() == cols["value_offsets"].tolist()
+    large = arrow.from_arrow(at.set_column(1, "value", at.column("value").cast(pa.large_binary())))
+    assert large["value_offsets"].dtype == np.int64
+    assert large["value_offsets"].tolist() == cols["value_offsets"].tolist()
     assert again["timestamps"].tolist() == ts
+
+
+@pytest.mark.parametrize(("unit", "mul", "div"), [("s", 1000, 1), ("ms", 1, 1), ("us", 1, 1000), ("ns", 1, 10**6)])
+def test_from_arrow_timestamps_in_every_unit(unit: str, mul: int, div: int) -> None:
+    raw = [1_700_000_000, -7, None, 0, 12_345]  # in ``unit``; -7 is before the epoch
+    column = pa.array(raw, type=pa.timestamp(unit, tz="UTC")).slice(0)
+    before = int(time.time() * 1000)
+    ms = arrow.from_arrow(pa.table({"value": [b"v"] * 5, "timestamp": column}))["timestamps"]
+    after = int(time.time() * 1000)
+    assert ms.dtype == np.int64
+    for got, want in zip(ms.tolist(), raw, strict=True):
+        if want is None:
+            assert before <= got <= after  # a null timestamp is stamped now, as a producer does
+        else:
+            assert got == want * mul // div  # floor, as Spark turns micros into millis
+    sliced = arrow.from_arrow({"value": [b"v"] * 2, "timestamp": column.slice(3, 2)})["timestamps"]
+    assert sliced.tolist() == [0, 12_345 * mul // div]
 
 
 needs_encoder = pytest.mark.skipif(
