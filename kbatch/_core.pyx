@@ -81,9 +81,9 @@ from cpython.sequence cimport PySequence_GetItem
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_Check
 from cython.view cimport array as cvarray
-from libc.stdint cimport INT32_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport INT32_MAX, SIZE_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy, memmove, memset
 
 import _thread
 import os
@@ -378,22 +378,23 @@ cdef inline const uint8_t* _varlong_at(const uint8_t* p, int64_t* out) noexcept 
     return NULL
 
 
+cdef extern from *:
+    """
+    /* Bytes of an unsigned value as a base-128 varint: ceil(significant
+       bits / 7), at least 1, with no branch to mispredict. */
+    static inline int kb_varint_bytes32(uint32_t v) { return (38 - __builtin_clz(v | 1)) / 7; }
+    static inline int kb_varint_bytes64(uint64_t v) { return (70 - __builtin_clzll(v | 1)) / 7; }
+    """
+    int kb_varint_bytes32(uint32_t v) noexcept nogil
+    int kb_varint_bytes64(uint64_t v) noexcept nogil
+
+
 cdef inline int _varint_size(int32_t value) noexcept nogil:
-    cdef uint32_t v = (<uint32_t>value << 1) ^ <uint32_t>(value >> 31)
-    cdef int n = 1
-    while v >= 0x80:
-        v >>= 7
-        n += 1
-    return n
+    return kb_varint_bytes32((<uint32_t>value << 1) ^ <uint32_t>(value >> 31))
 
 
 cdef inline int _varlong_size(int64_t value) noexcept nogil:
-    cdef uint64_t v = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
-    cdef int n = 1
-    while v >= 0x80:
-        v >>= 7
-        n += 1
-    return n
+    return kb_varint_bytes64((<uint64_t>value << 1) ^ <uint64_t>(value >> 63))
 
 
 cdef inline uint8_t* _write_varint(uint8_t* p, int32_t value) noexcept nogil:
@@ -1242,68 +1243,109 @@ cdef int _parse_legacy(const uint8_t* base, int64_t start, int64_t end, batch_t*
     return 0
 
 
-# Arena blocks. Decompressed payloads of one decode go to one arena, which
-# becomes the table's ``data``; it is usually larger than malloc's mmap
-# threshold, so each decode would get fresh pages from the kernel and pay a
-# page fault for every 4 KiB it writes. Instead, the block of the last arena
-# that was freed (the previous table gone) is kept, pages and all, for the
-# next decode: one spare, at most SPARE_MAX_BYTES, like a malloc arena keeps
-# freed memory. Allocation and release both run with the GIL held.
+# Spare blocks. Decompressed payloads of one decode go to one arena, which
+# becomes the table's ``data``, and an encode gathers its records into C rows
+# first; these are usually larger than malloc's mmap threshold, so each call
+# would get fresh pages from the kernel and pay a page fault for every 4 KiB
+# it writes. Instead, freed blocks are kept, pages and all, for the next
+# call, like a malloc arena keeps freed memory: at most SPARE_BLOCKS of them
+# and SPARE_MAX_BYTES in all, the largest kept. A block is taken and given
+# back with the GIL held.
 
 cdef enum:
     BLOCK_HEADER = 64                 # the block's capacity, keeping the data 64-byte aligned
+    SPARE_BLOCKS = 4
     SPARE_MAX_BYTES = 256 * 1024 * 1024
 
-cdef uint8_t* _spare = NULL
+cdef uint8_t* _spares[SPARE_BLOCKS]   # blocks (not their data), NULL = empty slot
 
 
 cdef inline size_t _block_capacity(uint8_t* block) noexcept nogil:
     return (<size_t*>block)[0]
 
 
-cdef void _release_block(void* data) noexcept:
-    """Free callback of an arena block's array: keep it as the spare (or free it)."""
-    global _spare
-    cdef uint8_t* block = <uint8_t*>data - BLOCK_HEADER
-    if _block_capacity(block) > SPARE_MAX_BYTES:
-        free(block)
+cdef uint8_t* _alloc_block(size_t n) noexcept:
+    """The data of a block of at least ``n`` bytes: the smallest spare that fits,
+    else a new one; NULL when out of memory (GIL held)."""
+    cdef int i, best = -1
+    cdef uint8_t* block
+    if n == 0:
+        n = 1
+    for i in range(SPARE_BLOCKS):
+        if _spares[i] != NULL and _block_capacity(_spares[i]) >= n and (
+                best < 0 or _block_capacity(_spares[i]) < _block_capacity(_spares[best])):
+            best = i
+    if best >= 0:
+        block = _spares[best]
+        _spares[best] = NULL
+        return block + BLOCK_HEADER
+    if n > SIZE_MAX - BLOCK_HEADER:
+        return NULL
+    block = <uint8_t*>malloc(n + BLOCK_HEADER)
+    if block == NULL:
+        return NULL
+    (<size_t*>block)[0] = n
+    return block + BLOCK_HEADER
+
+
+cdef inline uint8_t* _take_block(size_t n) except NULL:
+    """:func:`_alloc_block`, raising MemoryError."""
+    cdef uint8_t* data = _alloc_block(n)
+    if data == NULL:
+        raise MemoryError()
+    return data
+
+
+cdef void _give_block(void* data) noexcept:
+    """Take back a block's data: kept as a spare in place of smaller ones, or freed."""
+    cdef uint8_t* block
+    cdef uint8_t* smallest
+    cdef size_t kept = 0
+    cdef int i, at
+    if data == NULL:
         return
-    if _spare != NULL:
-        free(_spare)
-    _spare = block
+    block = <uint8_t*>data - BLOCK_HEADER
+    for i in range(SPARE_BLOCKS):
+        if _spares[i] != NULL:
+            kept += _block_capacity(_spares[i])
+    while True:
+        at = -1
+        for i in range(SPARE_BLOCKS):  # an empty slot, else the smallest spare
+            if _spares[i] == NULL:
+                at = i
+                break
+            if at < 0 or _block_capacity(_spares[i]) < _block_capacity(_spares[at]):
+                at = i
+        smallest = _spares[at]
+        if smallest == NULL and kept + _block_capacity(block) <= SPARE_MAX_BYTES:
+            _spares[at] = block
+            return
+        if smallest == NULL or _block_capacity(smallest) >= _block_capacity(block):
+            free(block)  # over the limit, and no smaller spare to make room
+            return
+        kept -= _block_capacity(smallest)
+        free(smallest)
+        _spares[at] = NULL
 
 
 def _arena_block(Py_ssize_t n):
     """A writable uint8 array of at least ``n`` bytes for a decode's arena.
 
-    The spare block when it is large enough (its pages already mapped), else a
-    new one; the array's memory goes back to the spare when it is freed.
+    A spare block when one is large enough (its pages already mapped), else a
+    new one; the array's memory goes back to the spares when it is freed.
     """
-    global _spare
-    cdef uint8_t* block
-    cdef cvarray arr
-    n = max(n, 1)
-    if _spare != NULL and _block_capacity(_spare) >= <size_t>n:
-        block = _spare
-        _spare = NULL
-    else:
-        if _spare != NULL:  # too small to be of use: give it back
-            free(_spare)
-            _spare = NULL
-        block = <uint8_t*>malloc(n + BLOCK_HEADER)
-        if block == NULL:
-            raise MemoryError()
-        (<size_t*>block)[0] = n
-    arr = <uint8_t[:_block_capacity(block)]> (block + BLOCK_HEADER)
-    arr.callback_free_data = _release_block
+    cdef uint8_t* data = _take_block(<size_t>max(n, 1))
+    cdef cvarray arr = <uint8_t[:_block_capacity(data - BLOCK_HEADER)]> data
+    arr.callback_free_data = _give_block
     return np.asarray(arr)
 
 
 def _release_spare():
-    """Free the spare arena block now (tests, and memory-tight callers)."""
-    global _spare
-    free(_spare)
-    _spare = NULL
+    """Free the spare blocks now (tests, and memory-tight callers)."""
+    cdef int i
+    for i in range(SPARE_BLOCKS):
+        free(_spares[i])
+        _spares[i] = NULL
 
 
 cdef object _rows_array(void** rows, int64_t count, size_t itemsize, object dtype):
@@ -2298,21 +2340,37 @@ cdef class _Inputs:
     cdef list keep
 
     def __cinit__(self, int64_t n):
-        self.recs = <rec_in_t*>malloc((n if n > 0 else 1) * sizeof(rec_in_t))
+        # Spare blocks (pages already mapped): a large encode's rows are written once and read twice.
+        self.recs = <rec_in_t*>_take_block(max(n, 1) * sizeof(rec_in_t))
         self.hdrs = NULL
         self.n = n
         self.nh = 0
         self.hcap = 0
         self.keep = []
-        if self.recs == NULL:
-            raise MemoryError()
 
     def __dealloc__(self):
-        free(self.recs)
-        free(self.hdrs)
+        _give_block(self.recs)
+        _give_block(self.hdrs)
+
+    cdef bint room_for_headers(self, int64_t count) noexcept:
+        """Make room for ``count`` more header rows (False when out of memory)."""
+        cdef int64_t cap = self.hcap
+        cdef hdr_in_t* grown
+        if self.nh + count <= cap:
+            return True
+        cap = max(2 * cap, self.nh + count, 16)
+        grown = <hdr_in_t*>_alloc_block(cap * sizeof(hdr_in_t))
+        if grown == NULL:
+            return False
+        if self.nh:
+            memcpy(grown, self.hdrs, self.nh * sizeof(hdr_in_t))
+        _give_block(self.hdrs)
+        self.hdrs = grown
+        self.hcap = cap
+        return True
 
     cdef hdr_in_t* add_headers(self, int64_t count) except NULL:
-        if not _reserve(<void**>&self.hdrs, &self.hcap, self.nh + count, sizeof(hdr_in_t)):
+        if not self.room_for_headers(count):
             raise MemoryError()
         self.nh += count
         return self.hdrs + self.nh - count
@@ -2416,7 +2474,7 @@ cdef int _gather_plain(_Inputs inp, int64_t i, PyObject* key, PyObject* value, P
     r.headers_first = inp.nh
     r.headers_count = count
     if count:
-        if not _reserve(<void**>&inp.hdrs, &inp.hcap, inp.nh + count, sizeof(hdr_in_t)):
+        if not inp.room_for_headers(count):
             return 1
         h = inp.hdrs + inp.nh
         inp.nh += count
@@ -2601,6 +2659,72 @@ cdef int64_t _plan(rec_in_t* recs, int64_t n, int64_t max_records, int64_t max_b
     return nb
 
 
+cdef struct plan_job_t:
+    # Records first .. end planned into ``plans`` (batch indices from 0,
+    # record indices absolute); ``nb`` batches.
+    rec_in_t* recs
+    int64_t first
+    int64_t end
+    int64_t max_records
+    int64_t max_bytes
+    plan_t* plans
+    int64_t nb
+
+
+cdef void _plan_range(void* arg) noexcept nogil:
+    cdef plan_job_t* job = <plan_job_t*>arg
+    cdef int64_t k
+    job.nb = _plan(job.recs + job.first, job.end - job.first, job.max_records, job.max_bytes, job.plans)
+    for k in range(job.nb):
+        job.plans[k].first += job.first
+        job.plans[k].end += job.first
+
+
+cdef int64_t _plan_records(rec_in_t* recs, int64_t n, int64_t max_records, int64_t max_bytes,
+                           plan_t* plans) except -1:
+    """:func:`_plan` (``plans`` has room for ``n``), the second half on a worker
+    thread when record counts set the batch boundaries.
+
+    The back half starts at a multiple of ``max_records``, as if a batch
+    began there. It did if the front's last batch could not have taken its
+    first record (full, or that record would pass ``max_bytes``); otherwise
+    the back is planned again from that last batch.
+    """
+    cdef plan_job_t front, back
+    cdef const plan_t* last
+    cdef int64_t split = n // 2, body
+    cdef _Worker worker
+    if max_records < split:
+        split -= split % max_records
+    if not (_CPUS > 1 and n >= PARALLEL_PLAN_MIN and 0 < max_records <= split):
+        with nogil:
+            return _plan(recs, n, max_records, max_bytes, plans)
+    front.recs = back.recs = recs
+    front.max_records = back.max_records = max_records
+    front.max_bytes = back.max_bytes = max_bytes
+    front.first = 0
+    front.end = back.first = split
+    back.end = n
+    front.plans = plans
+    back.plans = plans + split  # the front needs at most ``split`` entries
+    worker = _Worker(True)
+    worker.submit(_plan_range, &back, False)
+    with nogil:
+        _plan_range(&front)
+    worker.close(False)
+    last = plans + front.nb - 1
+    body = _body_size(recs + split, recs[split].timestamp - recs[last.first].timestamp,
+                      <int32_t>(split - last.first)) if split - last.first < max_records else 0
+    if split - last.first >= max_records or last.size + _varint_size(<int32_t>body) + body > max_bytes:
+        memmove(plans + front.nb, back.plans, back.nb * sizeof(plan_t))
+        return front.nb + back.nb
+    back.first = last.first  # the front's last batch goes on: plan again from there
+    back.plans = plans + front.nb - 1
+    with nogil:
+        _plan_range(&back)
+    return front.nb - 1 + back.nb
+
+
 cdef struct batch_opts_t:
     int64_t base_offset
     int64_t producer_id
@@ -2615,24 +2739,32 @@ cdef struct batch_opts_t:
 cdef enum:
     # Below these a second thread costs more than it saves.
     PARALLEL_COMPRESS_MIN_BYTES = 1 << 20
-    # Outputs from this size on have their pages mapped in one call first
-    # (above malloc's largest mmap threshold, 32 MiB, they are always fresh).
+    # Outputs from this size on have their pages mapped in one call first.
     POPULATE_MIN_BYTES = 4 << 20
+    # ... and from this size on in huge pages: above glibc's largest mmap
+    # threshold (32 MiB on 64-bit), an output is always a fresh mapping.
+    HUGE_MIN_BYTES = 32 << 20
     PARALLEL_WRITE_MIN_BYTES = 1 << 22
+    # Records from which the batches are planned on two threads.
+    PARALLEL_PLAN_MIN = 1 << 15
 
 
 cdef struct write_job_t:
-    # Batches first .. end for a writer thread: _write_batches (whole batches
-    # back to back from ``out``, CRCs left 0; ``opts`` set) or _write_raw (their
-    # records only, batch k at ``raw_at[k]``).
+    # Planned batches for a writer: _write_raw writes batches first .. end,
+    # records only; _write_front takes whole batches (CRC left 0) from the
+    # front of ``range`` (see kb_take), publishing in ``front_done`` one past
+    # the last it has written. Batch k goes to ``out + at[k]``.
     const rec_in_t* recs
     const hdr_in_t* hdrs
     const plan_t* plans
     const batch_opts_t* opts
-    const int64_t* raw_at
+    const int64_t* at
     uint8_t* out
     int64_t first
     int64_t end
+    uint64_t range
+    uint64_t front_done
+    int64_t populate        # _write_front maps out[0 .. populate) first (0: no)
 
 
 cdef class _CompressJob:
@@ -2674,7 +2806,7 @@ cdef class _CompressJob:
         job.recs = self.inp.recs
         job.hdrs = self.inp.hdrs
         job.plans = self.plans
-        job.raw_at = &self.raw_at[0]
+        job.at = &self.raw_at[0]
         job.out = &block[0]
         job.first = nb
         job.end = nb
@@ -2771,11 +2903,11 @@ cdef class _CompressJob:
 
 
 cdef void _write_raw(void* arg) noexcept nogil:
-    """A write_job_t's records only (no batch header), batch k at ``raw_at[k]`` in ``out``."""
+    """A write_job_t's records only (no batch header), batch k at ``at[k]`` in ``out``."""
     cdef write_job_t* job = <write_job_t*>arg
     cdef int64_t k
     for k in range(job.first, job.end):
-        _write_records(job.out + job.raw_at[k], job.recs, job.hdrs, job.plans[k].first, job.plans[k].end)
+        _write_records(job.out + job.at[k], job.recs, job.hdrs, job.plans[k].first, job.plans[k].end)
 
 
 cdef inline int64_t _max_timestamp(const rec_in_t* recs, int64_t first, int64_t end) noexcept nogil:
@@ -2794,22 +2926,16 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
     the GIL or running Python code (compressed: into one block first, then
     compress from there).
     """
-    cdef int64_t nb, k, total = 0, pos = 0, first
+    cdef int64_t nb, k, total = 0
     cdef plan_t* plans
-    cdef uint8_t* out_ptr
-    cdef object out
     cdef _CompressJob job
-    cdef _Span span
-    cdef _Worker worker = None
-    cdef write_job_t wjob, wjob_here
     if inp.n == 0:
         return b""
     plans = <plan_t*>malloc(inp.n * sizeof(plan_t))
     if plans == NULL:
         raise MemoryError()
     try:
-        with nogil:
-            nb = _plan(inp.recs, inp.n, o.max_records, o.max_bytes, plans)
+        nb = _plan_records(inp.recs, inp.n, o.max_records, o.max_bytes, plans)
         for k in range(nb):
             if plans[k].size > MAX_BATCH_SIZE:
                 raise ValueError(f"record {plans[k].first} is larger than a batch can hold (2 GiB)")
@@ -2827,48 +2953,78 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
             if hold_gil:
                 job.write_all(nb, job.raw_bytes)
             return job.assemble(job.run(nb))
-        out = PyBytes_FromStringAndSize(NULL, total)
-        out_ptr = <uint8_t*>PyBytes_AS_STRING(out)
-        # The second half (by bytes) on a worker thread when it pays; its
-        # CRCs are computed here once it is done (crc32c is called through
-        # Python). With ``hold_gil`` the GIL is held throughout, waits included.
-        k = nb
-        if _CPUS > 1 and nb > 1 and total >= PARALLEL_WRITE_MIN_BYTES:
-            k = _halve(plans, nb, total)
+        return _write_uncompressed(inp, o, plans, nb, total, hold_gil)
+    finally:
+        free(plans)
+
+
+cdef object _write_uncompressed(_Inputs inp, const batch_opts_t* o, const plan_t* plans, int64_t nb,
+                                int64_t total, bint hold_gil):
+    """The planned batches, uncompressed, in one new ``bytes``.
+
+    Each batch's CRC is computed (through crc32c, with the GIL) right after
+    the batch is written, while it is still in cache. On two threads, a C
+    worker writes batches from the front and the calling thread from the
+    back; the calling thread also seals the front's batches as they are
+    published. With ``hold_gil`` the GIL is held throughout, waits included.
+    """
+    cdef object out = PyBytes_FromStringAndSize(NULL, total)
+    cdef uint8_t* out_ptr = <uint8_t*>PyBytes_AS_STRING(out)
+    cdef int64_t* at = <int64_t*>malloc(nb * sizeof(int64_t))
+    cdef int64_t k, pos = 0, sealed = 0, mine = 0
+    cdef bint two = _CPUS > 1 and nb > 1 and total >= PARALLEL_WRITE_MIN_BYTES
+    cdef _Worker worker = None
+    cdef _Span span = _Span()
+    cdef write_job_t job
+    if at == NULL:
+        raise MemoryError()
+    try:
+        for k in range(nb):
+            at[k] = pos
+            pos += plans[k].size
+        memset(&job, 0, sizeof(job))
+        job.recs = inp.recs
+        job.hdrs = inp.hdrs
+        job.plans = plans
+        job.opts = o
+        job.at = at
+        job.out = out_ptr
+        job.range = <uint64_t>nb << 32
+        if total >= HUGE_MIN_BYTES:
+            kb_huge(out_ptr, total)
+        if two:
+            # The worker maps the first half's pages, this thread the second's.
+            mine = at[_halve(plans, nb, total)]
+            if total >= POPULATE_MIN_BYTES:
+                job.populate = mine
             worker = _Worker(True)
-        memset(&wjob, 0, sizeof(wjob))
-        wjob.recs = inp.recs
-        wjob.hdrs = inp.hdrs
-        wjob.plans = plans
-        wjob.opts = o
-        for first in range(k):
-            pos += plans[first].size
-        wjob.out = out_ptr + pos
-        wjob.first = k
-        wjob.end = nb
+            worker.submit(_write_front, &job, hold_gil)
+        if total >= POPULATE_MIN_BYTES:
+            kb_populate(out_ptr + mine, total - mine)
         try:
-            if worker is not None:
-                worker.submit(_write_batches, &wjob, hold_gil)
-            wjob_here = wjob
-            wjob_here.out = out_ptr
-            wjob_here.first = 0
-            wjob_here.end = k
-            if hold_gil:
-                _write_batches(&wjob_here)
-            else:
-                with nogil:
-                    _write_batches(&wjob_here)
+            k = kb_take(&job.range, two)
+            while k >= 0:
+                if hold_gil:
+                    _write_batch(&job, k)
+                else:
+                    with nogil:
+                        _write_batch(&job, k)
+                _seal(span, out_ptr + at[k], plans[k].size)
+                if two:
+                    pos = <int64_t>kb_load(&job.front_done)
+                    while sealed < pos:
+                        _seal(span, out_ptr + at[sealed], plans[sealed].size)
+                        sealed += 1
+                k = kb_take(&job.range, two)
         finally:
             if worker is not None:
                 worker.close(hold_gil)
-        span = _Span()
-        pos = 0
-        for k in range(nb):
-            _seal(span, out_ptr + pos, plans[k].size)
-            pos += plans[k].size
+        if two:
+            for k in range(sealed, <int64_t>job.front_done):
+                _seal(span, out_ptr + at[k], plans[k].size)
         return out
     finally:
-        free(plans)
+        free(at)
 
 
 cdef int64_t _halve(const plan_t* plans, int64_t nb, int64_t total) noexcept nogil:
@@ -2890,42 +3046,67 @@ cdef extern from *:
     #ifndef MADV_POPULATE_WRITE
     #define MADV_POPULATE_WRITE 23  /* Linux 5.14; older kernels refuse it (EINVAL) */
     #endif
+    #ifndef MADV_HUGEPAGE
+    #define MADV_HUGEPAGE 14
+    #endif
+    static int kb_pages(void* p, size_t n, uintptr_t align, uintptr_t* start, uintptr_t* end) {
+        long page = sysconf(_SC_PAGESIZE);
+        if (page <= 0) return 0;
+        if (align < (uintptr_t)page) align = (uintptr_t)page;
+        *start = ((uintptr_t)p + align - 1) & ~(align - 1);
+        *end = ((uintptr_t)p + n) & ~(align - 1);
+        return *end > *start;
+    }
     /* Map the pages of [p, p + n) in one call, not one page fault at a time
        as they are first written: a large new output (beyond malloc's mmap
        threshold) gets fresh pages every time. Best effort: errors ignored. */
     static void kb_populate(void* p, size_t n) {
-        long page = sysconf(_SC_PAGESIZE);
         uintptr_t start, end;
-        if (page <= 0) return;
-        start = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1);
-        end = ((uintptr_t)p + n) & ~(uintptr_t)(page - 1);
-        if (end > start) (void)madvise((void*)start, end - start, MADV_POPULATE_WRITE);
+        if (kb_pages(p, n, 0, &start, &end))
+            (void)madvise((void*)start, end - start, MADV_POPULATE_WRITE);
+    }
+    /* Ask for transparent huge pages over the 2 MiB-aligned part of
+       [p, p + n) (where THP is "madvise"): 512 times fewer faults, so that
+       zeroing the fresh pages is most of what mapping them costs. Only for
+       an output certain to be a mapping of its own (HUGE_MIN_BYTES), never
+       for the middle of malloc's heap. Best effort: errors ignored. */
+    static void kb_huge(void* p, size_t n) {
+        uintptr_t start, end;
+        if (kb_pages(p, n, (uintptr_t)2 << 20, &start, &end))
+            (void)madvise((void*)start, end - start, MADV_HUGEPAGE);
     }
     #else
     static void kb_populate(void* p, size_t n) { (void)p; (void)n; }
+    static void kb_huge(void* p, size_t n) { (void)p; (void)n; }
     #endif
     """
     void kb_populate(void* p, size_t n) noexcept nogil
+    void kb_huge(void* p, size_t n) noexcept nogil
 
 
-cdef void _write_batches(void* arg) noexcept nogil:
-    cdef write_job_t* job = <write_job_t*>arg
+cdef void _write_batch(const write_job_t* job, int64_t k) noexcept nogil:
+    """Batch ``k``, whole but for its CRC, at ``job.out + job.at[k]``."""
     cdef const batch_opts_t* o = job.opts
-    cdef uint8_t* p = job.out
-    cdef int64_t k, first, end, size = 0
-    for k in range(job.first, job.end):
-        size += job.plans[k].size
-    if size >= POPULATE_MIN_BYTES:
-        kb_populate(p, size)
-    for k in range(job.first, job.end):
-        first = job.plans[k].first
-        end = job.plans[k].end
-        _write_records(p + BATCH_OVERHEAD, job.recs, job.hdrs, first, end)
-        _write_batch_header(p, o.base_offset + first, job.plans[k].size, o.leader_epoch, o.attributes,
-                            <int32_t>(end - first - 1), job.recs[first].timestamp,
-                            _max_timestamp(job.recs, first, end), o.producer_id, o.producer_epoch,
-                            _sequence_at(o.base_sequence, <int32_t>first), <int32_t>(end - first))
-        p += job.plans[k].size
+    cdef uint8_t* p = job.out + job.at[k]
+    cdef int64_t first = job.plans[k].first, end = job.plans[k].end
+    _write_records(p + BATCH_OVERHEAD, job.recs, job.hdrs, first, end)
+    _write_batch_header(p, o.base_offset + first, job.plans[k].size, o.leader_epoch, o.attributes,
+                        <int32_t>(end - first - 1), job.recs[first].timestamp,
+                        _max_timestamp(job.recs, first, end), o.producer_id, o.producer_epoch,
+                        _sequence_at(o.base_sequence, <int32_t>first), <int32_t>(end - first))
+
+
+cdef void _write_front(void* arg) noexcept nogil:
+    """The writer thread's side: batches from the front until none is left."""
+    cdef write_job_t* job = <write_job_t*>arg
+    cdef int64_t k
+    if job.populate:
+        kb_populate(job.out, job.populate)
+    k = kb_take(&job.range, False)
+    while k >= 0:
+        _write_batch(job, k)
+        kb_store(&job.front_done, <uint64_t>(k + 1))
+        k = kb_take(&job.range, False)
 
 
 cdef class _Beside:
@@ -3107,23 +3288,162 @@ def encode(object values, object keys=None, object timestamps=None, object heade
     return _encode_inputs(inp, &o, compression, compression_level, strict)
 
 
-cdef const int64_t* _offsets_ptr(object arr, int64_t n, str name, int64_t data_size) except NULL:
-    """Checked int64 offsets: n + 1 entries, non-decreasing, inside ``data_size``."""
-    cdef const int64_t[::1] view = arr
-    cdef int64_t i
-    cdef bint ok = True
-    if view.shape[0] != n + 1:
-        raise ValueError(f"{name} has {view.shape[0]} entries, expected {n + 1}")
-    if view[0] < 0 or view[n] > data_size:
-        raise ValueError(f"{name} point outside their data ({data_size} bytes)")
-    with nogil:
-        for i in range(n):
-            if view[i + 1] < view[i]:
-                ok = False
+# Encoding from Arrow-style columns. Each binary column is ``offsets``
+# (int32 or int64, n + 1 entries, into ``data``), ``data`` and an optional
+# ``valid`` mask; headers are a list column (``header_offsets``, n + 1, into
+# the header rows) over two binary columns. One pass turns them into the
+# encoder's C rows, checking every range it will read as it goes (so the
+# offsets need not be checked first), on two threads for large inputs.
+
+cdef struct bin_col_t:
+    const uint8_t* base     # NULL when the column is absent (all null)
+    const void* offsets
+    const uint8_t* valid    # NULL: no nulls
+    int64_t size            # bytes in the data
+    bint wide               # int64 offsets, else int32
+
+
+cdef struct gather_t:
+    bin_col_t value
+    bin_col_t key
+    bin_col_t hkey
+    bin_col_t hval
+    const void* hoff        # NULL: no headers
+    bint hwide
+    int64_t nh              # header rows
+    const int64_t* ts       # NULL: now
+    int64_t now
+    rec_in_t* recs
+    hdr_in_t* hdrs
+    int64_t first           # records first .. end
+    int64_t end
+    int64_t bad             # the first bad record (end: none), and ...
+    int bad_field           # ... what is wrong with it (GATHER_*)
+
+
+cdef enum:
+    GATHER_VALUE = 1
+    GATHER_KEY = 2
+    GATHER_HEADERS = 3
+    GATHER_HEADER_KEY = 4
+    GATHER_HEADER_VALUE = 5
+    GATHER_TOO_LARGE = 6
+    # Below this many records, gathering on a second thread costs more than it saves.
+    PARALLEL_GATHER_MIN = 1 << 15
+
+_GATHER_FIELDS = {
+    GATHER_VALUE: "its value offsets decrease or point outside the value data",
+    GATHER_KEY: "its key offsets decrease or point outside the key data",
+    GATHER_HEADERS: "its header_offsets decrease or point outside the header rows",
+    GATHER_HEADER_KEY: "a header's key offsets decrease or point outside their data",
+    GATHER_HEADER_VALUE: "a header's value offsets decrease or point outside their data",
+    GATHER_TOO_LARGE: "a field over 2 GiB",
+}
+
+
+cdef inline int64_t _offset_at(const void* offsets, bint wide, int64_t i) noexcept nogil:
+    return (<const int64_t*>offsets)[i] if wide else (<const int32_t*>offsets)[i]
+
+
+cdef inline bint _point_at(const bin_col_t* c, int64_t i, const uint8_t** ptr, int64_t* length) noexcept nogil:
+    """Entry ``i`` of a binary column (null: NULL, -1); False if its range is not inside the data."""
+    cdef int64_t start, stop
+    if c.base == NULL or (c.valid != NULL and not c.valid[i]):
+        ptr[0] = NULL
+        length[0] = -1
+        return True
+    start = _offset_at(c.offsets, c.wide, i)
+    stop = _offset_at(c.offsets, c.wide, i + 1)
+    if start < 0 or stop < start or stop > c.size:
+        return False
+    ptr[0] = c.base + start
+    length[0] = stop - start
+    return True
+
+
+cdef inline void _gather_fail(gather_t* g, int64_t i, int field) noexcept nogil:
+    g.bad = i
+    g.bad_field = field
+
+
+cdef void _gather_columns(void* arg) noexcept nogil:
+    """Records ``first .. end`` of a gather_t as C rows; stops at the first bad one."""
+    # A copy on the stack: the row stores cannot alias it, so its fields stay in registers.
+    cdef gather_t g = (<gather_t*>arg)[0]
+    cdef rec_in_t* r
+    cdef hdr_in_t* h
+    cdef int64_t i, j, hfirst, hend, size
+    g.bad = g.end
+    for i in range(g.first, g.end):
+        r = g.recs + i
+        r.timestamp = g.ts[i] if g.ts != NULL else g.now
+        if not _point_at(&g.value, i, &r.value, &r.value_length):
+            _gather_fail(&g, i, GATHER_VALUE)
+            break
+        if not _point_at(&g.key, i, &r.key, &r.key_length):
+            _gather_fail(&g, i, GATHER_KEY)
+            break
+        r.headers_first = 0
+        r.headers_count = 0
+        size = 0
+        if g.hoff != NULL:
+            hfirst = _offset_at(g.hoff, g.hwide, i)
+            hend = _offset_at(g.hoff, g.hwide, i + 1)
+            if hfirst < 0 or hend < hfirst or hend > g.nh:
+                _gather_fail(&g, i, GATHER_HEADERS)
                 break
-    if not ok:
-        raise ValueError(f"{name} decrease at entry {i + 1}")
-    return &view[0]
+            for j in range(hfirst, hend):
+                h = g.hdrs + j
+                if not _point_at(&g.hkey, j, &h.key, &h.key_length) or h.key == NULL:
+                    _gather_fail(&g, i, GATHER_HEADER_KEY)
+                    break
+                if not _point_at(&g.hval, j, &h.value, &h.value_length):
+                    _gather_fail(&g, i, GATHER_HEADER_VALUE)
+                    break
+                size += (_varint_size(<int32_t>h.key_length) + h.key_length
+                         + _varint_size(<int32_t>h.value_length)
+                         + (h.value_length if h.value_length > 0 else 0))
+            if g.bad != g.end:
+                break
+            r.headers_first = hfirst
+            r.headers_count = hend - hfirst
+        r.headers_size = size
+        if r.value_length > MAX_BATCH_SIZE or r.key_length > MAX_BATCH_SIZE or size > MAX_BATCH_SIZE:
+            _gather_fail(&g, i, GATHER_TOO_LARGE)
+            break
+    (<gather_t*>arg).bad = g.bad
+    (<gather_t*>arg).bad_field = g.bad_field
+
+
+cdef int _set_binary(bin_col_t* c, object offsets, object data, object valid, int64_t n, str name, str entry,
+                     list keep) except -1:
+    """Fill ``c`` from one binary column of ``n`` entries (``offsets`` None:
+    absent); checks shapes only. ``keep`` gets what ``c`` points into."""
+    cdef const uint8_t[::1] view
+    cdef object off, mask
+    memset(c, 0, sizeof(bin_col_t))
+    if offsets is None:
+        return 0
+    off = np.asarray(offsets)
+    if off.dtype not in (np.int32, np.int64) or off.ndim != 1:
+        off = np.asarray(offsets, dtype=np.int64)
+    off = np.ascontiguousarray(off)
+    if off.shape[0] != n + 1:
+        raise ValueError(f"{name}_offsets has {off.shape[0]} entries, expected {n + 1}")
+    view = _byte_view(data)
+    keep.extend([off, data])
+    c.offsets = <const void*>(<size_t>off.ctypes.data)
+    c.wide = off.dtype == np.int64
+    c.size = view.shape[0]
+    c.base = &view[0] if view.shape[0] else <const uint8_t*>c  # any non-NULL: no byte is read at size 0
+    if valid is not None:
+        mask = np.ascontiguousarray(valid).view(np.uint8)
+        if mask.ndim != 1 or mask.shape[0] != n:
+            raise ValueError(f"{name}_valid must have one entry per {entry}")
+        keep.append(mask)
+        if mask.shape[0]:
+            c.valid = <const uint8_t*>(<size_t>mask.ctypes.data)
+    return 0
 
 
 def encode_arrays(object value_offsets, object value_data, object value_valid=None,
@@ -3136,123 +3456,72 @@ def encode_arrays(object value_offsets, object value_data, object value_valid=No
                   int64_t max_batch_bytes=0, int compression=0, object compression_level=None):
     """Encode records given as Arrow-style columns (no Python object per record).
 
-    Binary columns are ``offsets`` (int64, n + 1 entries, into ``data``), ``data``
-    (any byte buffer) and an optional ``valid`` mask (uint8/bool, 0 = null);
-    keys may be left out (all null). Headers: ``header_offsets`` (int64, n + 1)
-    ranges per record into the flat header columns ``hkey_*`` / ``hval_*``.
-    ``timestamps``: int64 per record (None: now). Batch options are those of
-    :func:`kbatch.encode`.
+    Binary columns are ``offsets`` (int32 or int64, n + 1 entries, into
+    ``data``), ``data`` (any byte buffer) and an optional ``valid`` mask
+    (uint8/bool, 0 = null); keys may be left out (all null). Headers:
+    ``header_offsets`` (n + 1) ranges per record into the flat header columns
+    ``hkey_*`` / ``hval_*``. ``timestamps``: int64 per record (None: now).
+    Batch options are those of :func:`kbatch.encode`.
     """
     cdef batch_opts_t o
-    cdef const uint8_t[::1] vdata = _byte_view(value_data)
-    cdef int64_t n = len(value_offsets) - 1, i, j, size, now
-    cdef const int64_t* voff
-    cdef const int64_t* koff = NULL
-    cdef const int64_t* hoff = NULL
-    cdef const int64_t* hkoff = NULL
-    cdef const int64_t* hvoff = NULL
-    cdef const uint8_t[::1] kdata
-    cdef const uint8_t[::1] hkdata
-    cdef const uint8_t[::1] hvdata
-    cdef const uint8_t[::1] vvalid
-    cdef const uint8_t[::1] kvalid
-    cdef const uint8_t[::1] hvvalid
-    cdef const int64_t[::1] ts
-    cdef const uint8_t* vbase
-    cdef const uint8_t* kbase = NULL
-    cdef const uint8_t* hkbase = NULL
-    cdef const uint8_t* hvbase = NULL
+    cdef gather_t g, second
+    cdef object hoff, ts = None
+    cdef int64_t n = len(value_offsets) - 1
     cdef _Inputs inp
-    cdef rec_in_t* r
-    cdef hdr_in_t* h
-    cdef int64_t nh = 0
-    cdef bint has_vvalid = value_valid is not None
-    cdef bint has_kvalid = key_valid is not None and key_offsets is not None
-    cdef bint has_hvvalid = hval_valid is not None and header_offsets is not None
-    cdef bint has_ts = timestamps is not None
+    cdef _Worker worker = None
+    cdef list keep = []
     if n < 0:
         raise ValueError("value_offsets needs at least one entry")
     _set_opts(&o, base_offset, producer_id, producer_epoch, base_sequence, transactional,
               partition_leader_epoch, timestamp_type, max_batch_records, max_batch_bytes, compression, False)
-    voff = _offsets_ptr(value_offsets, n, "value_offsets", vdata.shape[0])
-    vbase = &vdata[0] if vdata.shape[0] else NULL
-    if value_valid is not None:
-        vvalid = np.ascontiguousarray(value_valid).view(np.uint8)
-        if vvalid.shape[0] != n:
-            raise ValueError("value_valid must have one entry per record")
-    if key_offsets is not None:
-        kdata = _byte_view(key_data)
-        koff = _offsets_ptr(key_offsets, n, "key_offsets", kdata.shape[0])
-        kbase = &kdata[0] if kdata.shape[0] else NULL
-        if key_valid is not None:
-            kvalid = np.ascontiguousarray(key_valid).view(np.uint8)
-            if kvalid.shape[0] != n:
-                raise ValueError("key_valid must have one entry per record")
+    memset(&g, 0, sizeof(g))
+    _set_binary(&g.value, value_offsets, value_data, value_valid, n, "value", "record", keep)
+    _set_binary(&g.key, key_offsets, key_data, key_valid, n, "key", "record", keep)
     if timestamps is not None:
         ts = np.ascontiguousarray(timestamps, dtype=np.int64)
-        if ts.shape[0] != n:
+        if ts.ndim != 1 or ts.shape[0] != n:
             raise ValueError("timestamps must have one entry per record")
+        if n:
+            g.ts = <const int64_t*>(<size_t>ts.ctypes.data)
     if header_offsets is not None:
-        hoff_arr = np.ascontiguousarray(header_offsets, dtype=np.int64)
-        nh = int(hoff_arr[len(hoff_arr) - 1]) if len(hoff_arr) else 0
-        hkdata = _byte_view(hkey_data)
-        hvdata = _byte_view(hval_data)
-        hoff = _offsets_ptr(hoff_arr, n, "header_offsets", nh)
-        hkoff = _offsets_ptr(hkey_offsets, nh, "hkey_offsets", hkdata.shape[0])
-        hvoff = _offsets_ptr(hval_offsets, nh, "hval_offsets", hvdata.shape[0])
-        hkbase = &hkdata[0] if hkdata.shape[0] else NULL
-        hvbase = &hvdata[0] if hvdata.shape[0] else NULL
-        if hval_valid is not None:
-            hvvalid = np.ascontiguousarray(hval_valid).view(np.uint8)
-            if hvvalid.shape[0] != nh:
-                raise ValueError("hval_valid must have one entry per header")
-    now = _now_ms()
+        hoff = np.asarray(header_offsets)
+        if hoff.dtype not in (np.int32, np.int64) or hoff.ndim != 1:
+            hoff = np.asarray(header_offsets, dtype=np.int64)
+        hoff = np.ascontiguousarray(hoff)
+        if hoff.shape[0] != n + 1:
+            raise ValueError(f"header_offsets has {hoff.shape[0]} entries, expected {n + 1}")
+        g.nh = len(hkey_offsets) - 1
+        if len(hval_offsets) - 1 != g.nh:
+            raise ValueError("hkey_offsets and hval_offsets must have the same length")
+        _set_binary(&g.hkey, hkey_offsets, hkey_data, None, g.nh, "hkey", "header", keep)
+        _set_binary(&g.hval, hval_offsets, hval_data, hval_valid, g.nh, "hval", "header", keep)
+        keep.append(hoff)
+        g.hoff = <const void*>(<size_t>hoff.ctypes.data)
+        g.hwide = hoff.dtype == np.int64
+    g.now = _now_ms()
     inp = _Inputs(n)
-    inp.keep.extend([value_data, key_data, hkey_data, hval_data])
-    if nh:
-        inp.add_headers(nh)
-    with nogil:
-        for i in range(n):
-            r = inp.recs + i
-            r.timestamp = ts[i] if has_ts else now
-            if has_vvalid and not vvalid[i]:
-                r.value = NULL
-                r.value_length = -1
-            else:
-                r.value = vbase + voff[i]
-                r.value_length = voff[i + 1] - voff[i]
-            if koff == NULL or (has_kvalid and not kvalid[i]):
-                r.key = NULL
-                r.key_length = -1
-            else:
-                r.key = kbase + koff[i]
-                r.key_length = koff[i + 1] - koff[i]
-            r.headers_first = 0
-            r.headers_count = 0
-            r.headers_size = 0
-            if hoff != NULL:
-                r.headers_first = hoff[i]
-                r.headers_count = hoff[i + 1] - hoff[i]
-                size = 0
-                for j in range(hoff[i], hoff[i + 1]):
-                    h = inp.hdrs + j
-                    h.key = hkbase + hkoff[j]
-                    h.key_length = hkoff[j + 1] - hkoff[j]
-                    if has_hvvalid and not hvvalid[j]:
-                        h.value = NULL
-                        h.value_length = -1
-                    else:
-                        h.value = hvbase + hvoff[j]
-                        h.value_length = hvoff[j + 1] - hvoff[j]
-                    size += (_varint_size(<int32_t>h.key_length) + h.key_length
-                             + _varint_size(<int32_t>h.value_length)
-                             + (h.value_length if h.value_length > 0 else 0))
-                r.headers_size = size
-    for i in range(n):
-        r = inp.recs + i
-        if r.value_length > MAX_BATCH_SIZE or r.key_length > MAX_BATCH_SIZE or r.headers_size > MAX_BATCH_SIZE \
-                or r.value_length < -1 or r.key_length < -1 or r.headers_count < 0:
-            raise ValueError(f"record {i} has offsets that are not increasing or a field over 2 GiB")
+    inp.keep.extend(keep)
+    inp.keep.append(ts)
+    if g.nh > 0:
+        inp.add_headers(g.nh)
+    g.recs = inp.recs
+    g.hdrs = inp.hdrs
+    g.end = n
+    if _CPUS > 1 and n >= PARALLEL_GATHER_MIN:
+        second = g
+        second.first = g.end = n // 2
+        worker = _Worker(True)
+        worker.submit(_gather_columns, &second, False)
+    try:
+        with nogil:
+            _gather_columns(&g)
+    finally:
+        if worker is not None:
+            worker.close(False)
+    if g.bad == g.end and worker is not None:
+        g = second
+    if g.bad < g.end:
+        raise ValueError(f"record {g.bad}: {_GATHER_FIELDS[g.bad_field]}")
     return _encode_inputs(inp, &o, compression, compression_level)
 
 

@@ -366,3 +366,109 @@ def test_compressed_encode_writes_its_raw_halves_on_two_threads(monkeypatch: pyt
     two = _with_cpus(monkeypatch, 2, kbatch.encode, values, keys, **kwargs)
     assert one == two
     assert kbatch.decode(two).values() == values
+
+
+# Planning (which records go in which batch) runs on two threads from 32,768 records
+# (PARALLEL_PLAN_MIN) when record counts set the boundaries: the back half is planned
+# as if a batch began at a multiple of max_batch_records, and planned again from the
+# front's last batch when that batch could have gone on (a byte limit binding).
+PLAN_RECORDS = 40_001
+
+
+@pytest.mark.parametrize(
+    ("max_records", "max_bytes"),
+    [
+        (500, None),  # counts decide: the split holds
+        (333, None),  # a split point that is not half
+        (20_000, None),  # the front is exactly one full batch
+        (7, None),  # many small batches
+        (500, 9_000),  # bytes bind first: planned again from the front's last batch
+        (500, 20_000),  # bytes bind now and then
+        (50_000, None),  # one batch larger than the split: inline
+    ],
+)
+def test_split_plan_equals_inline(monkeypatch: pytest.MonkeyPatch, max_records: int, max_bytes: int | None) -> None:
+    rng = np.random.default_rng(max_records + (max_bytes or 0))
+    sizes = rng.integers(0, 60, PLAN_RECORDS)
+    values = [b"v" * int(s) for s in sizes]
+    timestamps = (1_700_000_000_000 + np.cumsum(rng.integers(0, 300, PLAN_RECORDS))).tolist()
+    kwargs = {"timestamps": timestamps, "max_batch_records": max_records, "max_batch_bytes": max_bytes}
+    one = _with_cpus(monkeypatch, 1, kbatch.encode, values, **kwargs)
+    two = _with_cpus(monkeypatch, 2, kbatch.encode, values, **kwargs)
+    assert one == two
+    t = kbatch.decode(two)
+    assert t.values() == values
+    counts = t.batches["record_count"]
+    assert counts.max() <= max_records
+    if max_bytes is not None:
+        assert (t.batches["batch_length"] + 12 <= max_bytes).all()
+    assert (counts[:-1] == max_records).all() or max_bytes is not None
+
+
+def _arrow_columns(n: int) -> dict:  # type: ignore[type-arg]
+    pa = pytest.importorskip("pyarrow")
+    values, keys, timestamps, headers = _records(n)
+    return {
+        "value": pa.array(values, pa.binary()),
+        "key": pa.array(keys, pa.binary()),
+        "timestamp": pa.array(timestamps, pa.timestamp("ms", tz="UTC")),
+        "headers": pa.array(
+            [[{"key": k, "value": v} for k, v in h] or None for h in headers],
+            pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
+        ),
+    }
+
+
+def test_arrow_columns_gathered_on_two_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbatch.arrow import encode_arrow
+
+    cols = _arrow_columns(PLAN_RECORDS)
+    one = _with_cpus(monkeypatch, 1, encode_arrow, cols, max_batch_records=500)
+    two = _with_cpus(monkeypatch, 2, encode_arrow, cols, max_batch_records=500)
+    assert one == two
+    values, keys, timestamps, headers = _records(PLAN_RECORDS)
+    assert one == kbatch.encode(values, keys, timestamps=timestamps, headers=headers, max_batch_records=500)
+
+
+@pytest.mark.parametrize("where", ["value", "key", "hkey", "hval", "header"])
+@pytest.mark.parametrize("record", [5, 30_000])  # in the front half, in the back half
+def test_bad_column_offsets_name_the_same_record_on_two_threads(
+    monkeypatch: pytest.MonkeyPatch, where: str, record: int
+) -> None:
+    from kbatch.arrow import from_arrow
+
+    cols = from_arrow(_arrow_columns(PLAN_RECORDS))
+    header = int(cols["header_offsets"][record])
+    name, at = {
+        "value": ("value_offsets", record + 1),
+        "key": ("key_offsets", record + 1),
+        "hkey": ("hkey_offsets", header + 1),
+        "hval": ("hval_offsets", header + 1),
+        "header": ("header_offsets", record + 1),
+    }[where]
+    bad = np.array(cols[name], dtype=np.int64)  # (a copy: int64 whatever the Arrow width)
+    bad[at] = bad[at - 1] - 1  # decreases at ``at``
+    cols[name] = bad
+    if where in ("hkey", "hval") and cols["header_offsets"][record + 1] == header:
+        cols["header_offsets"] = np.array(cols["header_offsets"], dtype=np.int64)
+        cols["header_offsets"][record + 1 :] += 1  # give the record a header to read
+    args = [cols.pop(k) for k in ("value_offsets", "value_data", "value_valid", "key_offsets", "key_data",
+                                  "key_valid", "timestamps")]  # fmt: skip
+    messages = []
+    for cpus in (1, 2):
+        with pytest.raises(ValueError, match=f"record {record}: ") as e:
+            _with_cpus(monkeypatch, cpus, core.encode_arrays, *args, **cols, max_batch_records=500)
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
+
+
+def test_the_first_bad_record_wins_across_the_two_halves(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbatch.arrow import from_arrow
+
+    cols = from_arrow(_arrow_columns(PLAN_RECORDS))
+    bad = np.array(cols["value_offsets"], dtype=np.int64)
+    bad[30_001] = -1  # back half: before the data
+    bad[9] = bad[10] + 1  # front half: decreases at entry 10, so record 9 is the first bad one
+    for cpus in (1, 2):
+        with pytest.raises(ValueError, match="record 9: its value offsets"):
+            _with_cpus(monkeypatch, cpus, core.encode_arrays, bad, cols["value_data"])
