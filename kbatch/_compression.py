@@ -36,7 +36,7 @@ zstd frame (RFC 8878)::
 Decompression never allocates more than ``limit`` bytes on the word of the input: every
 size a payload claims is checked against ``limit`` (and against what its compressed size can
 possibly produce) before the arena grows. All codec calls release the GIL inside the
-libraries (zlib, cramjam, python-lz4, python-zstandard).
+libraries (zlib, cramjam, python-lz4, python-zstandard, libdeflate).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from collections.abc import Callable
 from typing import Final, NoReturn
 
 import cramjam
+import deflate
 import lz4.block  # type: ignore[import-untyped]
 import lz4.frame  # type: ignore[import-untyped]
 import numpy as np
@@ -312,8 +313,9 @@ def _gzip_compress(data: memoryview, level: int | None) -> bytes:
         level = 6  # Deflater.DEFAULT_COMPRESSION, GzipCompression.DEFAULT_LEVEL
     if not 1 <= level <= 9:
         raise ValueError(f"gzip compression level must be 1..9 or -1, got {level}")
-    c = zlib.compressobj(level, zlib.DEFLATED, 31)
-    return c.compress(data) + c.flush()
+    # libdeflate: one gzip member, as GZIPOutputStream writes; at level 6 1.6x faster than
+    # zlib here, for about the same size (bench/test_bench_compression.py).
+    return bytes(deflate.gzip_compress(data, level))  # (a bytearray: a copy, ~1% of the time)
 
 
 # --------------------------------------------------------------------------- snappy
