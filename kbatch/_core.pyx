@@ -1297,35 +1297,34 @@ cdef inline uint8_t* _take_block(size_t n) except NULL:
 
 
 cdef void _give_block(void* data) noexcept:
-    """Take back a block's data: kept as a spare in place of smaller ones, or freed."""
+    """Take back a block's data: kept as a spare, in place of smaller ones if need be, or freed."""
     cdef uint8_t* block
-    cdef uint8_t* smallest
     cdef size_t kept = 0
-    cdef int i, at
+    cdef int i, free_slot = -1, smallest
     if data == NULL:
         return
     block = <uint8_t*>data - BLOCK_HEADER
+    if _block_capacity(block) > SPARE_MAX_BYTES:
+        free(block)
+        return
     for i in range(SPARE_BLOCKS):
         if _spares[i] != NULL:
             kept += _block_capacity(_spares[i])
-    while True:
-        at = -1
-        for i in range(SPARE_BLOCKS):  # an empty slot, else the smallest spare
-            if _spares[i] == NULL:
-                at = i
-                break
-            if at < 0 or _block_capacity(_spares[i]) < _block_capacity(_spares[at]):
-                at = i
-        smallest = _spares[at]
-        if smallest == NULL and kept + _block_capacity(block) <= SPARE_MAX_BYTES:
-            _spares[at] = block
+        elif free_slot < 0:
+            free_slot = i
+    while free_slot < 0 or kept + _block_capacity(block) > SPARE_MAX_BYTES:
+        smallest = -1
+        for i in range(SPARE_BLOCKS):
+            if _spares[i] != NULL and (smallest < 0 or _block_capacity(_spares[i]) < _block_capacity(_spares[smallest])):
+                smallest = i
+        if smallest < 0 or _block_capacity(_spares[smallest]) >= _block_capacity(block):
+            free(block)  # no smaller spare to make room for it
             return
-        if smallest == NULL or _block_capacity(smallest) >= _block_capacity(block):
-            free(block)  # over the limit, and no smaller spare to make room
-            return
-        kept -= _block_capacity(smallest)
-        free(smallest)
-        _spares[at] = NULL
+        kept -= _block_capacity(_spares[smallest])
+        free(_spares[smallest])
+        _spares[smallest] = NULL
+        free_slot = smallest
+    _spares[free_slot] = block
 
 
 def _arena_block(Py_ssize_t n):
@@ -1338,6 +1337,11 @@ def _arena_block(Py_ssize_t n):
     cdef cvarray arr = <uint8_t[:_block_capacity(data - BLOCK_HEADER)]> data
     arr.callback_free_data = _give_block
     return np.asarray(arr)
+
+
+def _spare_sizes():
+    """The capacities of the spare blocks, largest first (tests)."""
+    return sorted([_block_capacity(_spares[i]) for i in range(SPARE_BLOCKS) if _spares[i] != NULL], reverse=True)
 
 
 def _release_spare():

@@ -225,6 +225,29 @@ def test_arena_pages_are_reused_but_never_shared(encoded: dict[str, bytes], reco
     core._release_spare()
 
 
+def test_spare_blocks_keep_the_largest() -> None:
+    # Arenas of three decodes in turn (as a benchmark decoding gzip, snappy, then lz4
+    # does): the newest, largest one must be kept even past the 256 MiB of spares, the
+    # smaller ones making room, or every later decode would fault in fresh pages.
+    core._release_spare()
+    mib = 1 << 20
+    for size in (70 * mib, 112 * mib, 113 * mib):
+        block = core._arena_block(size)  # (untouched: no page is mapped)
+        del block  # back to the spares
+    assert core._spare_sizes() == [113 * mib, 112 * mib]  # 70 + 112 + 113 MiB > 256 MiB
+    again = core._arena_block(100 * mib)  # the smallest spare that fits
+    assert core._spare_sizes() == [113 * mib]
+    del again
+    core._arena_block(300 * mib)  # over the limit itself: freed, the spares kept
+    assert core._spare_sizes() == [113 * mib, 112 * mib]
+    core._release_spare()
+    live = [core._arena_block(size * mib) for size in (1, 2, 3, 4, 5)]
+    del live  # at most four spares: the smallest goes
+    assert core._spare_sizes() == [5 * mib, 4 * mib, 3 * mib, 2 * mib]
+    core._release_spare()
+    assert core._spare_sizes() == []
+
+
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_parallel_compression_writes_the_same_bytes(monkeypatch: pytest.MonkeyPatch, codec: str) -> None:
     values, keys, timestamps, headers = _records(2 * N)  # > 1 MiB uncompressed: two threads
