@@ -83,13 +83,14 @@ from cpython.unicode cimport PyUnicode_Check
 from cython.view cimport array as cvarray
 from libc.stdint cimport INT32_MAX, SIZE_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy, memmove, memset
+from libc.string cimport memcmp, memcpy, memmove, memset
 
 import _thread
 import os
 import time
 
 import numpy as np
+import cramjam as _cramjam
 from crc32c import crc32c as _crc32c
 
 from kbatch._table import RecordTable
@@ -2067,7 +2068,8 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
                     j = stop
             if in_arena:
                 arena_view = None  # let the arena grow in place
-                stop, exc2 = _decompress_payloads(mv, bp, k, j, pstart, pend, arena, limit, skip)
+                stop, exc2 = _decompress_payloads(mv, buf, bp, k, j, pstart, pend, arena, limit, skip,
+                                                  parser.threaded)
                 if exc2 is not None:
                     pending = exc2
                     j = stop
@@ -2266,9 +2268,217 @@ cdef object _table(object batches, rows_t* rows, header_buf_t* hb, object out_da
     )
 
 
-cdef tuple _decompress_payloads(object mv, batch_t* bp, int64_t first, int64_t end,
+# Compressed chunks on two threads. Where a payload tells the exact size of
+# each piece it decompresses to (a zstd frame that declares its content
+# size, as kbatch and librdkafka write them, though Java's streaming frames
+# do not; each block of xerial or raw snappy, whose size leads its data),
+# every piece can be given its place in the arena before it is decompressed.
+# When every batch of a chunk is such a payload, the chunk's room is reserved
+# at once and its pieces are decompressed by the calling thread and a helper
+# thread together (cramjam runs libzstd and snappy without the GIL), each
+# taking the next piece neither has taken. Anything else, or any failure, and
+# the chunk goes through _compression one batch at a time, which says what
+# is wrong.
+#
+# zstd frame (RFC 8878)::
+#
+#     magic 0xFD2FB528 LE | descriptor | [window] | [dict id] | [content size]
+#     | blocks (3-byte LE header: last(1) type(2) size(21)) | [checksum: 4]
+#
+# snappy, xerial framing or one raw block::
+#
+#     0x82 "SNAPPY" 0x00 | version: int32 BE (>= 1) | compatible: int32 BE
+#     | (length: int32 BE | raw block)...
+#     raw block = uncompressed length: varint32 LE | elements
+
+cdef int64_t _zstd_single_size(const uint8_t* p, int64_t n) noexcept nogil:
+    """The content size of a payload that is exactly one well-formed zstd frame
+    declaring it (and whose blocks can produce it); -1 for anything else."""
+    cdef int64_t pos = 5, fcs = 0, bound = 0, bsize, need
+    cdef int fcs_bytes, hlen, btype, i
+    cdef uint32_t bh
+    cdef uint8_t fhd
+    if n < 5 or (<uint32_t>p[0] | <uint32_t>p[1] << 8 | <uint32_t>p[2] << 16
+                 | <uint32_t>p[3] << 24) != <uint32_t>0xFD2FB528:
+        return -1
+    fhd = p[4]
+    if fhd & 0x08 or not (fhd >> 6 or fhd & 0x20):  # reserved bit set; no content size
+        return -1
+    fcs_bytes = (1 << (fhd >> 6)) if fhd >> 6 else 1  # 1 (single segment), 2, 4, 8
+    hlen = (0 if fhd & 0x20 else 1) + ((1 << ((fhd & 3) - 1)) if fhd & 3 else 0) + fcs_bytes
+    if n - pos < hlen:
+        return -1
+    for i in range(fcs_bytes):
+        fcs |= <int64_t>p[pos + hlen - fcs_bytes + i] << (8 * i)
+    if fcs_bytes == 2:
+        fcs += 256
+    if fcs < 0:
+        return -1
+    pos += hlen
+    while True:
+        if n - pos < 3:
+            return -1
+        bh = <uint32_t>p[pos] | <uint32_t>p[pos + 1] << 8 | <uint32_t>p[pos + 2] << 16
+        pos += 3
+        btype = (bh >> 1) & 3
+        bsize = bh >> 3
+        if btype == 3 or bsize > 131072:
+            return -1
+        need = 1 if btype == 1 else bsize
+        bound += 131072 if btype == 2 else bsize
+        if n - pos < need:
+            return -1
+        pos += need
+        if bh & 1:
+            break
+    if fhd & 0x04:
+        pos += 4
+    if pos != n or fcs > bound:
+        return -1
+    return fcs
+
+
+cdef int64_t _snappy_block_size(const uint8_t* p, int64_t n) noexcept nogil:
+    """The declared size of a raw snappy block (-1: no valid length, or more
+    than its compressed size can produce, as _compression checks it)."""
+    cdef uint64_t size = 0
+    cdef int i = 0
+    while True:
+        if i >= n or i == 5:
+            return -1
+        size |= <uint64_t>(p[i] & 0x7F) << (7 * i)
+        if p[i] < 0x80:
+            break
+        i += 1
+    if size > <uint64_t>0xFFFFFFFF or <int64_t>size > 22 * n + 8:  # _SNAPPY_MAX_RATIO
+        return -1
+    return <int64_t>size
+
+
+cdef int64_t _plain_pieces(int codec, const uint8_t* p, int64_t n, int64_t src, list pieces,
+                           object decompress) except -2:
+    """Append a payload's pieces, ``(start, stop, size, decompress)`` with
+    start/stop in the input (the payload starts at ``src``), to ``pieces``;
+    their total size, or -1 when the payload is not plain (zstd and snappy
+    only; see above)."""
+    cdef int64_t pos, length, size, total = 0
+    if codec == 4:
+        size = _zstd_single_size(p, n)
+        if size >= 0:
+            pieces.append((src, src + n, size, decompress))
+        return size
+    if codec != 2 or n == 0:
+        return -1
+    if n < 16 or memcmp(p, b"\x82SNAPPY\x00", 8) != 0:  # one raw block (librdkafka)
+        size = _snappy_block_size(p, n)
+        if size >= 0:
+            pieces.append((src, src + n, size, decompress))
+        return size
+    if <int32_t>_be32(p + 8) < 1:  # SnappyCodec.MINIMUM_COMPATIBLE_VERSION
+        return -1
+    pos = 16
+    while pos < n:
+        if n - pos < 4:
+            return -1
+        length = <int32_t>_be32(p + pos)
+        pos += 4
+        if length <= 0 or length > n - pos:  # (and a second xerial header: inline)
+            return -1
+        size = _snappy_block_size(p + pos, length)
+        if size < 0:
+            return -1
+        pieces.append((src + pos, src + pos + length, size, decompress))
+        total += size
+        pos += length
+    return total
+
+
+class _Pieces:
+    """Payload pieces to decompress into their places, taken one at a time by either thread."""
+
+    def __init__(self, items):
+        self.items = items  # (decompress_into, src, dst)
+        self.order = iter(range(len(items)))  # next() on it is atomic under the GIL
+        self.failed = False
+
+    def run(self):
+        for i in self.order:
+            if self.failed:
+                return
+            decompress, src, dst = self.items[i]
+            try:
+                if decompress(src, dst) != len(dst):
+                    self.failed = True
+            except Exception:
+                self.failed = True
+
+
+_helper = None
+_helper_pid = 0
+
+
+def _helper_thread():
+    """A one-thread executor for this process (a forked child makes its own)."""
+    global _helper, _helper_pid
+    if _helper is None or _helper_pid != os.getpid():
+        from concurrent.futures import ThreadPoolExecutor
+        _helper = ThreadPoolExecutor(1, thread_name_prefix="kbatch-inflate")
+        _helper_pid = os.getpid()
+    return _helper
+
+
+cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t first, int64_t end,
+                         int64_t[::1] pstart, int64_t[::1] pend, object arena, object limit,
+                         const uint8_t* skip) except -1:
+    """Batches ``first .. end`` decompressed on two threads when each payload is
+    plain (see above); False, the arena as it was, if not."""
+    cdef int64_t k, size, total = 0
+    cdef list pieces = [], spans = []
+    codecs = {4: _cramjam.zstd.decompress_into, 2: _cramjam.snappy.decompress_raw_into}
+    for k in range(first, end):
+        if skip != NULL and skip[k]:
+            continue
+        if bp[k].magic != 2:
+            return False
+        if bp[k].compression not in codecs:
+            return False
+        size = _plain_pieces(bp[k].compression, base + pstart[k], pend[k] - pstart[k], pstart[k], pieces,
+                             codecs[bp[k].compression])
+        if size < 0:
+            return False
+        spans.append((k, total, size, None))
+        total += size
+    if len(pieces) < 2 or total > limit - arena.size:
+        return False
+    start = arena.size
+    with arena.reserve(total) as out:
+        items = []
+        at = 0
+        for a, b, size, decompress in pieces:
+            items.append((decompress, mv[a:b], out[at:at + size]))
+            at += size
+        work = _Pieces(items)
+        helper = _helper_thread().submit(work.run)
+        try:
+            work.run()
+        finally:
+            # Not started yet (busy with another caller's chunk): nothing left for it to do.
+            # Started: it writes into ``out``, so wait for it whatever happens.
+            if not helper.cancel():
+                helper.result()
+            del items, work.items
+    if work.failed:
+        return False
+    for k, at, size, _ in spans:
+        pstart[k] = start + at
+        pend[k] = start + at + size
+    arena.commit(total)
+    return True
+
+
+cdef tuple _decompress_payloads(object mv, const uint8_t* base, batch_t* bp, int64_t first, int64_t end,
                                 int64_t[::1] pstart, int64_t[::1] pend, object arena, object limit,
-                                const uint8_t* skip):
+                                const uint8_t* skip, bint two):
     """Append batches ``first .. end``'s records to the arena, decompressed.
 
     Uncompressed batches are copied so that every payload of the buffer lives
@@ -2279,6 +2489,8 @@ cdef tuple _decompress_payloads(object mv, batch_t* bp, int64_t first, int64_t e
     from kbatch import _compression
 
     cdef int64_t k, start, stop
+    if two and _inflate_chunk(mv, base, bp, first, end, pstart, pend, arena, limit, skip):
+        return end, None
     for k in range(first, end):
         if skip != NULL and skip[k]:
             continue

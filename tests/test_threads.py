@@ -495,3 +495,103 @@ def test_the_first_bad_record_wins_across_the_two_halves(monkeypatch: pytest.Mon
     for cpus in (1, 2):
         with pytest.raises(ValueError, match="record 9: its value offsets"):
             _with_cpus(monkeypatch, cpus, core.encode_arrays, bad, cols["value_data"])
+
+
+# Compressed chunks on two threads: when every batch of a chunk tells the exact size of
+# what it decompresses to (a zstd frame declaring its content size; xerial or raw snappy
+# blocks), its pieces are decompressed by the calling thread and a helper thread into
+# places reserved in the arena. Anything else goes one batch at a time, as inline.
+
+
+def _batches(frames: list[bytes]) -> bytes:
+    """Batches of 20 records each, their payloads compressed as ``frames`` says:
+    zstd "sized" or "stream" (no content size, as Java writes it), snappy "xerial" or "raw"."""
+    import cramjam
+    import zstandard
+
+    from kbatch import _compression
+    from tests.refcodec import Rec, batch
+
+    out = []
+    rng = np.random.default_rng(7)
+    for i, kind in enumerate(frames):
+        # half random bytes: ~2 KiB per compressed batch, several batches per 16 KiB chunk
+        raw = b"".join(
+            Rec(value=rng.integers(0, 256, 60, dtype=np.uint8).tobytes() * 2, key=b"k%d" % j).encode(j)
+            for j in range(20)
+        )
+        codec = 4
+        if kind == b"sized":
+            payload = zstandard.ZstdCompressor(level=3).compress(raw)
+        elif kind == b"stream":
+            cobj = zstandard.ZstdCompressor(level=3, write_content_size=False).compressobj()
+            payload = cobj.compress(raw) + cobj.flush()
+        elif kind == b"xerial":
+            payload, codec = _compression.compress(_compression.SNAPPY, raw), 2
+        else:  # raw snappy, as librdkafka writes it
+            payload, codec = bytes(cramjam.snappy.compress_raw(raw)), 2
+        out.append(batch(payload, base_offset=20 * i, record_count=20, last_offset_delta=19, attributes=codec))
+    return b"".join(out)
+
+
+def _count_piece_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    run = core._Pieces.run
+
+    def counted(self) -> None:  # type: ignore[no-untyped-def]
+        calls.append(len(self.items))
+        run(self)
+
+    monkeypatch.setattr(core._Pieces, "run", counted)
+    return calls
+
+
+@pytest.mark.parametrize("codec", ["zstd", "snappy"])
+def test_chunks_decompress_on_two_threads(
+    monkeypatch: pytest.MonkeyPatch, encoded: dict[str, bytes], codec: str
+) -> None:
+    calls = _count_piece_runs(monkeypatch)
+    (t1, e1), (t2, e2) = (_outcome(monkeypatch, c, encoded[codec]) for c in (1, 2))
+    assert e1 is None and e2 is None
+    _same_table(t1, t2)
+    # every chunk of several batches (16 KiB chunks) took the path; the helper thread runs
+    # too unless the calling thread took every piece before it started (then it is cancelled)
+    assert len(calls) >= 3
+
+
+@pytest.mark.parametrize(("plain", "other"), [(b"sized", b"stream"), (b"xerial", b"raw"), (b"raw", b"sized")])
+def test_chunks_mixing_payloads_decode_as_inline(monkeypatch: pytest.MonkeyPatch, plain: bytes, other: bytes) -> None:
+    # zstd frames without a size go one batch at a time; raw and xerial snappy and sized
+    # zstd all take the two-thread path, alone or mixed in one chunk
+    data = _batches([plain] * 40 + [other] * 40 + [plain, other] * 20)
+    calls = _count_piece_runs(monkeypatch)
+    (t1, _), (t2, _) = (_outcome(monkeypatch, c, data) for c in (1, 2))
+    _same_table(t1, t2)
+    assert len(t2.records) == 120 * 20
+    assert calls
+
+
+@pytest.mark.parametrize("kind", [b"sized", b"xerial"])
+@pytest.mark.parametrize("damage", ["data", "size_claim", "limit"])
+def test_chunk_failures_fall_back_to_inline_errors(monkeypatch: pytest.MonkeyPatch, kind: bytes, damage: str) -> None:
+    data = bytearray(_batches([kind] * 120))
+    t = kbatch.decode(bytes(data))
+    k = 77
+    pos, length = int(t.batches["position"][k]), int(t.batches["batch_length"][k])
+    payload = pos + 61
+    kwargs: dict = {"verify_crc": False}  # type: ignore[type-arg]
+    if damage == "data" and kind == b"sized":  # the framing checks out, libzstd fails it
+        data[pos + 12 + length - 6] ^= 0x5A
+    elif damage == "data":  # (snappy has no checksum) a copy reaching before the block's start
+        data[pos + 12 + length - 5 : pos + 12 + length] = b"\x03\xff\xff\xff\x7f"
+    elif damage == "size_claim" and kind == b"sized":  # content size one larger than the data
+        assert data[payload + 4] & 0x20  # single segment: the size follows the descriptor
+        data[payload + 5] += 1
+    elif damage == "size_claim":  # the first xerial block's declared length, one larger
+        data[payload + 20] += 1
+    else:  # the arena limit falls inside batch k
+        kwargs["max_decompressed_size"] = len(memoryview(t.data)) * k // 120 + 100
+    e = _same_outcome(monkeypatch, bytes(data), **kwargs)
+    assert isinstance(e, kbatch.CorruptRecordError)
+    assert e.batch_index == k
+    assert len(e.partial.records) == k * 20  # every batch before the bad one
