@@ -2271,11 +2271,14 @@ cdef object _table(object batches, rows_t* rows, header_buf_t* hb, object out_da
 # Compressed chunks on two threads. Where a payload tells the exact size of
 # each piece it decompresses to (a zstd frame that declares its content
 # size, as kbatch and librdkafka write them, though Java's streaming frames
-# do not; each block of xerial or raw snappy, whose size leads its data),
-# every piece can be given its place in the arena before it is decompressed.
+# do not; each block of xerial or raw snappy, whose size leads its data; a
+# gzip member, by its trailer, checked once inflated), every piece can be
+# given its place in the arena before it is decompressed. (Kafka's LZ4 frame
+# does not say what its blocks decompress to; summing the lengths in their
+# sequences cost as much as it saved: lz4 goes one batch at a time.)
 # When every batch of a chunk is such a payload, the chunk's room is reserved
 # at once and its pieces are decompressed by the calling thread and a helper
-# thread together (cramjam runs libzstd and snappy without the GIL), each
+# thread together (cramjam runs libzstd, snappy and inflate without the GIL), each
 # taking the next piece neither has taken. Anything else, or any failure, and
 # the chunk goes through _compression one batch at a time, which says what
 # is wrong.
@@ -2359,13 +2362,21 @@ cdef int64_t _plain_pieces(int codec, const uint8_t* p, int64_t n, int64_t src, 
                            object decompress) except -2:
     """Append a payload's pieces, ``(start, stop, size, decompress)`` with
     start/stop in the input (the payload starts at ``src``), to ``pieces``;
-    their total size, or -1 when the payload is not plain (zstd and snappy
-    only; see above)."""
+    their total size, or -1 when the payload is not plain (see above)."""
     cdef int64_t pos, length, size, total = 0
     if codec == 4:
         size = _zstd_single_size(p, n)
         if size >= 0:
             pieces.append((src, src + n, size, decompress))
+        return size
+    if codec == 1:  # taken at its trailer's word (ISIZE), as _compression._gunzip's fast path
+        if n < 18 or p[0] != 0x1F or p[1] != 0x8B or p[2] != 8:
+            return -1
+        size = <int64_t>(<uint32_t>p[n - 4] | <uint32_t>p[n - 3] << 8 | <uint32_t>p[n - 2] << 16
+                         | <uint32_t>p[n - 1] << 24)
+        if size < 8192 or size > 1032 * n:  # _CRAMJAM_GZIP_MIN, _DEFLATE_MAX_RATIO
+            return -1
+        pieces.append((src, src + n, size, decompress))
         return size
     if codec != 2 or n == 0:
         return -1
@@ -2434,7 +2445,8 @@ cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t fi
     plain (see above); False, the arena as it was, if not."""
     cdef int64_t k, size, total = 0
     cdef list pieces = [], spans = []
-    codecs = {4: _cramjam.zstd.decompress_into, 2: _cramjam.snappy.decompress_raw_into}
+    codecs = {4: _cramjam.zstd.decompress_into, 2: _cramjam.snappy.decompress_raw_into,
+              1: _cramjam.gzip.decompress_into}
     for k in range(first, end):
         if skip != NULL and skip[k]:
             continue

@@ -505,7 +505,8 @@ def test_the_first_bad_record_wins_across_the_two_halves(monkeypatch: pytest.Mon
 
 def _batches(frames: list[bytes]) -> bytes:
     """Batches of 20 records each, their payloads compressed as ``frames`` says:
-    zstd "sized" or "stream" (no content size, as Java writes it), snappy "xerial" or "raw"."""
+    zstd "sized" or "stream" (no content size, as Java writes it), snappy "xerial" or "raw",
+    gzip "gzip" (one member) or "gzip2" (two members)."""
     import cramjam
     import zstandard
 
@@ -516,8 +517,10 @@ def _batches(frames: list[bytes]) -> bytes:
     rng = np.random.default_rng(7)
     for i, kind in enumerate(frames):
         # half random bytes: ~2 KiB per compressed batch, several batches per 16 KiB chunk
+        # (gzip: 8 KiB or more uncompressed, below that inflate goes one batch at a time)
+        repeat = 8 if kind.startswith(b"gzip") else 2
         raw = b"".join(
-            Rec(value=rng.integers(0, 256, 60, dtype=np.uint8).tobytes() * 2, key=b"k%d" % j).encode(j)
+            Rec(value=rng.integers(0, 256, 60, dtype=np.uint8).tobytes() * repeat, key=b"k%d" % j).encode(j)
             for j in range(20)
         )
         codec = 4
@@ -528,6 +531,20 @@ def _batches(frames: list[bytes]) -> bytes:
             payload = cobj.compress(raw) + cobj.flush()
         elif kind == b"xerial":
             payload, codec = _compression.compress(_compression.SNAPPY, raw), 2
+        elif kind == b"gzip":
+            payload, codec = _compression.compress(_compression.GZIP, raw), 1
+        elif kind == b"lz4":  # Kafka's frame, 64 KiB blocks
+            payload, codec = _compression.compress(_compression.LZ4, raw), 3
+        elif kind == b"lz4-hc":  # LZ4 HC blocks, and a stored one where it does not pay
+            payload, codec = _compression.compress(_compression.LZ4, raw, 12), 3
+        elif kind == b"lz4-checksums":  # block and content checksums: liblz4, one batch at a time
+            import lz4.frame
+
+            payload, codec = lz4.frame.compress(raw, block_checksum=True, content_checksum=True), 3
+        elif kind == b"gzip2":  # two members: the trailer of the second does not tell the size
+            half = len(raw) // 2
+            payload = _compression.compress(_compression.GZIP, raw[:half])
+            payload, codec = payload + _compression.compress(_compression.GZIP, raw[half:]), 1
         else:  # raw snappy, as librdkafka writes it
             payload, codec = bytes(cramjam.snappy.compress_raw(raw)), 2
         out.append(batch(payload, base_offset=20 * i, record_count=20, last_offset_delta=19, attributes=codec))
@@ -546,7 +563,7 @@ def _count_piece_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-@pytest.mark.parametrize("codec", ["zstd", "snappy"])
+@pytest.mark.parametrize("codec", ["gzip", "zstd", "snappy"])
 def test_chunks_decompress_on_two_threads(
     monkeypatch: pytest.MonkeyPatch, encoded: dict[str, bytes], codec: str
 ) -> None:
@@ -559,7 +576,17 @@ def test_chunks_decompress_on_two_threads(
     assert len(calls) >= 3
 
 
-@pytest.mark.parametrize(("plain", "other"), [(b"sized", b"stream"), (b"xerial", b"raw"), (b"raw", b"sized")])
+@pytest.mark.parametrize(
+    ("plain", "other"),
+    [
+        (b"sized", b"stream"),
+        (b"xerial", b"raw"),
+        (b"raw", b"sized"),
+        (b"gzip", b"gzip2"),
+        (b"sized", b"lz4"),  # lz4: one batch at a time
+        (b"lz4-hc", b"lz4-checksums"),
+    ],
+)
 def test_chunks_mixing_payloads_decode_as_inline(monkeypatch: pytest.MonkeyPatch, plain: bytes, other: bytes) -> None:
     # zstd frames without a size go one batch at a time; raw and xerial snappy and sized
     # zstd all take the two-thread path, alone or mixed in one chunk
@@ -568,10 +595,13 @@ def test_chunks_mixing_payloads_decode_as_inline(monkeypatch: pytest.MonkeyPatch
     (t1, _), (t2, _) = (_outcome(monkeypatch, c, data) for c in (1, 2))
     _same_table(t1, t2)
     assert len(t2.records) == 120 * 20
-    assert calls
+    if plain.startswith(b"lz4"):
+        assert not calls  # lz4 goes one batch at a time
+    else:
+        assert calls
 
 
-@pytest.mark.parametrize("kind", [b"sized", b"xerial"])
+@pytest.mark.parametrize("kind", [b"sized", b"xerial", b"gzip", b"lz4"])  # (lz4: inline)
 @pytest.mark.parametrize("damage", ["data", "size_claim", "limit"])
 def test_chunk_failures_fall_back_to_inline_errors(monkeypatch: pytest.MonkeyPatch, kind: bytes, damage: str) -> None:
     data = bytearray(_batches([kind] * 120))
@@ -580,15 +610,19 @@ def test_chunk_failures_fall_back_to_inline_errors(monkeypatch: pytest.MonkeyPat
     pos, length = int(t.batches["position"][k]), int(t.batches["batch_length"][k])
     payload = pos + 61
     kwargs: dict = {"verify_crc": False}  # type: ignore[type-arg]
-    if damage == "data" and kind == b"sized":  # the framing checks out, libzstd fails it
-        data[pos + 12 + length - 6] ^= 0x5A
+    if damage == "data" and kind != b"xerial":  # the framing checks out, the codec fails it
+        data[pos + 12 + length - 12] ^= 0x5A
     elif damage == "data":  # (snappy has no checksum) a copy reaching before the block's start
         data[pos + 12 + length - 5 : pos + 12 + length] = b"\x03\xff\xff\xff\x7f"
     elif damage == "size_claim" and kind == b"sized":  # content size one larger than the data
         assert data[payload + 4] & 0x20  # single segment: the size follows the descriptor
         data[payload + 5] += 1
-    elif damage == "size_claim":  # the first xerial block's declared length, one larger
+    elif damage == "size_claim" and kind == b"xerial":  # the first block's declared length, one larger
         data[payload + 20] += 1
+    elif damage == "size_claim" and kind == b"lz4":  # the first block's size, one smaller
+        data[payload + 7] -= 1
+    elif damage == "size_claim":  # gzip's ISIZE, one larger
+        data[pos + 12 + length - 4] ^= 1
     else:  # the arena limit falls inside batch k
         kwargs["max_decompressed_size"] = len(memoryview(t.data)) * k // 120 + 100
     e = _same_outcome(monkeypatch, bytes(data), **kwargs)
