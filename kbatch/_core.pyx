@@ -3643,6 +3643,17 @@ cdef void _gather_columns(void* arg) noexcept nogil:
     (<gather_t*>arg).bad_field = g.bad_field
 
 
+cdef object _offsets_array(object offsets, int64_t n, str name):
+    """``offsets`` as a contiguous int32 or int64 array of ``n + 1`` entries (other types: int64)."""
+    off = np.asarray(offsets)
+    if off.dtype not in (np.int32, np.int64) or off.ndim != 1:
+        off = np.asarray(offsets, dtype=np.int64)
+    off = np.ascontiguousarray(off)
+    if off.shape[0] != n + 1:
+        raise ValueError(f"{name} has {off.shape[0]} entries, expected {n + 1}")
+    return off
+
+
 cdef int _set_binary(bin_col_t* c, object offsets, object data, object valid, int64_t n, str name, str entry,
                      list keep) except -1:
     """Fill ``c`` from one binary column of ``n`` entries (``offsets`` None:
@@ -3652,12 +3663,7 @@ cdef int _set_binary(bin_col_t* c, object offsets, object data, object valid, in
     memset(c, 0, sizeof(bin_col_t))
     if offsets is None:
         return 0
-    off = np.asarray(offsets)
-    if off.dtype not in (np.int32, np.int64) or off.ndim != 1:
-        off = np.asarray(offsets, dtype=np.int64)
-    off = np.ascontiguousarray(off)
-    if off.shape[0] != n + 1:
-        raise ValueError(f"{name}_offsets has {off.shape[0]} entries, expected {n + 1}")
+    off = _offsets_array(offsets, n, f"{name}_offsets")
     view = _byte_view(data)
     keep.extend([off, data])
     c.offsets = <const void*>(<size_t>off.ctypes.data)
@@ -3712,12 +3718,7 @@ def encode_arrays(object value_offsets, object value_data, object value_valid=No
         if n:
             g.ts = <const int64_t*>(<size_t>ts.ctypes.data)
     if header_offsets is not None:
-        hoff = np.asarray(header_offsets)
-        if hoff.dtype not in (np.int32, np.int64) or hoff.ndim != 1:
-            hoff = np.asarray(header_offsets, dtype=np.int64)
-        hoff = np.ascontiguousarray(hoff)
-        if hoff.shape[0] != n + 1:
-            raise ValueError(f"header_offsets has {hoff.shape[0]} entries, expected {n + 1}")
+        hoff = _offsets_array(header_offsets, n, "header_offsets")
         g.nh = len(hkey_offsets) - 1
         if len(hval_offsets) - 1 != g.nh:
             raise ValueError("hkey_offsets and hval_offsets must have the same length")
