@@ -629,3 +629,19 @@ def test_chunk_failures_fall_back_to_inline_errors(monkeypatch: pytest.MonkeyPat
     assert isinstance(e, kbatch.CorruptRecordError)
     assert e.batch_index == k
     assert len(e.partial.records) == k * 20  # every batch before the bad one
+
+
+def test_decodes_from_several_threads_share_the_helper(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One helper thread per process serves every caller: callers that find it busy do their
+    # chunks alone (their queued job is cancelled), and nobody waits on anybody else's chunk.
+    import concurrent.futures
+
+    data = _batches([b"sized", b"xerial", b"gzip"] * 60)
+    want = _outcome(monkeypatch, 1, data)[0]
+    with monkeypatch.context() as m:
+        m.setattr(core, "_CPUS", 2)
+        m.setattr(core, "_CHUNK_BYTES", 16384)
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            tables = list(pool.map(lambda _: kbatch.decode(data), range(16)))
+    for t in tables:
+        _same_table(want, t)
