@@ -2274,25 +2274,17 @@ cdef object _table(object batches, rows_t* rows, header_buf_t* hb, object out_da
 # do not; each block of xerial or raw snappy, whose size leads its data; a
 # gzip member, by its trailer, checked once inflated), every piece can be
 # given its place in the arena before it is decompressed. (Kafka's LZ4 frame
-# does not say what its blocks decompress to; summing the lengths in their
-# sequences cost as much as it saved: lz4 goes one batch at a time.)
+# does not say what its blocks decompress to; the ways around that tried so
+# far, in docs/DESIGN.md, cost as much as they saved: lz4 goes one batch at
+# a time.)
 # When every batch of a chunk is such a payload, the chunk's room is reserved
 # at once and its pieces are decompressed by the calling thread and a helper
 # thread together (cramjam runs libzstd, snappy and inflate without the GIL), each
 # taking the next piece neither has taken. Anything else, or any failure, and
 # the chunk goes through _compression one batch at a time, which says what
-# is wrong.
-#
-# zstd frame (RFC 8878)::
-#
-#     magic 0xFD2FB528 LE | descriptor | [window] | [dict id] | [content size]
-#     | blocks (3-byte LE header: last(1) type(2) size(21)) | [checksum: 4]
-#
-# snappy, xerial framing or one raw block::
-#
-#     0x82 "SNAPPY" 0x00 | version: int32 BE (>= 1) | compatible: int32 BE
-#     | (length: int32 BE | raw block)...
-#     raw block = uncompressed length: varint32 LE | elements
+# is wrong. The zstd frame and xerial framing are those of
+# kbatch/_compression.py's grammar; a raw snappy block starts with its
+# uncompressed length (varint32, little-endian base 128).
 
 cdef int64_t _zstd_single_size(const uint8_t* p, int64_t n) noexcept nogil:
     """The content size of a payload that is exactly one well-formed zstd frame
@@ -2438,6 +2430,11 @@ def _helper_thread():
     return _helper
 
 
+#: Codec id -> cramjam's decompress-into-a-buffer, for the payloads _plain_pieces takes.
+_DECOMPRESS_INTO = {1: _cramjam.gzip.decompress_into, 2: _cramjam.snappy.decompress_raw_into,
+                    4: _cramjam.zstd.decompress_into}
+
+
 cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t first, int64_t end,
                          int64_t[::1] pstart, int64_t[::1] pend, object arena, object limit,
                          const uint8_t* skip) except -1:
@@ -2445,20 +2442,16 @@ cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t fi
     plain (see above); False, the arena as it was, if not."""
     cdef int64_t k, size, total = 0
     cdef list pieces = [], spans = []
-    codecs = {4: _cramjam.zstd.decompress_into, 2: _cramjam.snappy.decompress_raw_into,
-              1: _cramjam.gzip.decompress_into}
     for k in range(first, end):
         if skip != NULL and skip[k]:
             continue
-        if bp[k].magic != 2:
-            return False
-        if bp[k].compression not in codecs:
+        if bp[k].magic != 2 or bp[k].compression not in _DECOMPRESS_INTO:
             return False
         size = _plain_pieces(bp[k].compression, base + pstart[k], pend[k] - pstart[k], pstart[k], pieces,
-                             codecs[bp[k].compression])
+                             _DECOMPRESS_INTO[bp[k].compression])
         if size < 0:
             return False
-        spans.append((k, total, size, None))
+        spans.append((k, total, size))
         total += size
     if len(pieces) < 2 or total > limit - arena.size:
         return False
@@ -2481,7 +2474,7 @@ cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t fi
             del items, work.items
     if work.failed:
         return False
-    for k, at, size, _ in spans:
+    for k, at, size in spans:
         pstart[k] = start + at
         pend[k] = start + at + size
     arena.commit(total)
@@ -2924,7 +2917,7 @@ cdef int64_t _plan_records(rec_in_t* recs, int64_t n, int64_t max_records, int64
     cdef _Worker worker
     if max_records < split:
         split -= split % max_records
-    if not (_CPUS > 1 and n >= PARALLEL_PLAN_MIN and 0 < max_records <= split):
+    if not (_CPUS > 1 and n >= PARALLEL_RECORDS_MIN and 0 < max_records <= split):
         with nogil:
             return _plan(recs, n, max_records, max_bytes, plans)
     front.recs = back.recs = recs
@@ -2973,8 +2966,9 @@ cdef enum:
     # threshold (32 MiB on 64-bit), an output is always a fresh mapping.
     HUGE_MIN_BYTES = 32 << 20
     PARALLEL_WRITE_MIN_BYTES = 1 << 22
-    # Records from which the batches are planned on two threads.
-    PARALLEL_PLAN_MIN = 1 << 15
+    # Records from which an encode's columns are gathered and its batches
+    # planned on two threads.
+    PARALLEL_RECORDS_MIN = 1 << 15
 
 
 cdef struct write_job_t:
@@ -3556,8 +3550,6 @@ cdef enum:
     GATHER_HEADER_KEY = 4
     GATHER_HEADER_VALUE = 5
     GATHER_TOO_LARGE = 6
-    # Below this many records, gathering on a second thread costs more than it saves.
-    PARALLEL_GATHER_MIN = 1 << 15
 
 _GATHER_FIELDS = {
     GATHER_VALUE: "its value offsets decrease or point outside the value data",
@@ -3736,7 +3728,7 @@ def encode_arrays(object value_offsets, object value_data, object value_valid=No
     g.recs = inp.recs
     g.hdrs = inp.hdrs
     g.end = n
-    if _CPUS > 1 and n >= PARALLEL_GATHER_MIN:
+    if _CPUS > 1 and n >= PARALLEL_RECORDS_MIN:
         second = g
         second.first = g.end = n // 2
         worker = _Worker(True)

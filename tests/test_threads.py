@@ -392,7 +392,7 @@ def test_compressed_encode_writes_its_raw_halves_on_two_threads(monkeypatch: pyt
 
 
 # Planning (which records go in which batch) runs on two threads from 32,768 records
-# (PARALLEL_PLAN_MIN) when record counts set the boundaries: the back half is planned
+# (PARALLEL_RECORDS_MIN) when record counts set the boundaries: the back half is planned
 # as if a batch began at a multiple of max_batch_records, and planned again from the
 # front's last batch when that batch could have gone on (a byte limit binding).
 PLAN_RECORDS = 40_001
