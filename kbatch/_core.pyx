@@ -2481,6 +2481,265 @@ cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t fi
     return True
 
 
+# LZ4 frames in C. Kafka's LZ4 frame (kbatch/_compression.py has its grammar)
+# does not say what its blocks decompress to, so an lz4 chunk cannot be laid
+# out piece by piece as above. But a block never decompresses to more than
+# the frame's maximum block size, which bounds each batch: the front half of
+# a chunk's batches is decompressed from the start of its room, the back half
+# by the other thread from past the front's bound, and the back's bytes are
+# then moved down to close the gap (one memmove of half a chunk, in cache).
+# Only frames as Java and librdkafka write them take this path ("plain":
+# FLG 0x60, no checksums, no content size, every block within the maximum and
+# the input); liblz4's LZ4_decompress_safe, which never reads or writes out of
+# bounds, is called through the lz4 package's own extension module. Without
+# it, or for anything else, or on any failure, _compression decodes the
+# batch, one block at a time, and says what is wrong.
+
+ctypedef int (*lz4_decompress_fn)(const char* src, char* dst, int src_size, int dst_capacity) noexcept nogil
+
+cdef extern from *:
+    """
+    #if defined(_WIN32)
+    static void* kb_symbol(const char* path, const char* name) { (void)path; (void)name; return NULL; }
+    #else
+    #include <dlfcn.h>
+    /* A function of a shared object that this process has already loaded
+       (NULL when it is not loaded or has no such symbol). The reference that
+       dlopen takes is kept: the module stays loaded as long as Python runs. */
+    static void* kb_symbol(const char* path, const char* name) {
+        void* lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+        return lib ? dlsym(lib, name) : NULL;
+    }
+    #endif
+    """
+    void* kb_symbol(const char* path, const char* name) noexcept
+
+cdef lz4_decompress_fn _lz4_found = NULL       # what _lz4_load found
+cdef lz4_decompress_fn _lz4_decompress = NULL  # what is used (tests turn it off)
+cdef int64_t _lz4_c_chunks = 0                 # chunks decompressed this way (tests)
+#: The 7 header bytes of a plain frame, for block size values 4 .. 7 (64 KiB .. 4 MiB).
+cdef uint8_t _lz4_plain[4][7]
+
+
+def _lz4_load():
+    """Find liblz4's LZ4_decompress_safe in the lz4 package and check it on one block."""
+    global _lz4_found, _lz4_decompress
+    from kbatch import _compression
+    try:
+        import lz4.block
+        import lz4.block._block as module
+    except ImportError:
+        return
+    cdef lz4_decompress_fn f = <lz4_decompress_fn>kb_symbol(os.fsencode(module.__file__), b"LZ4_decompress_safe")
+    if f == NULL:
+        return
+    cdef bytes raw = b"kbatch: LZ4_decompress_safe " * 40
+    cdef bytes block = lz4.block.compress(raw, store_size=False)
+    cdef bytearray out = bytearray(len(raw) + 16)
+    cdef char* o = out
+    if f(block, o, len(block), len(out)) != len(raw) or bytes(out[:len(raw)]) != raw:
+        return
+    for bsv in range(4, 8):
+        header = _compression._LZ4_MAGIC + bytes((0x60, bsv << 4))
+        header += bytes((_compression._lz4_hc(header[4:]),))
+        memcpy(_lz4_plain[bsv - 4], <const char*>header, 7)
+    _lz4_found = _lz4_decompress = f
+
+
+_lz4_load()
+
+
+def _lz4_in_c(object use=None):
+    """Tests: whether plain LZ4 frames are decompressed in C, and how many
+    chunks were; ``use`` False turns it off, True back on (when found)."""
+    global _lz4_decompress
+    if use is not None:
+        _lz4_decompress = _lz4_found if use else NULL
+    return _lz4_decompress != NULL, _lz4_c_chunks
+
+
+cdef inline uint32_t _le32(const uint8_t* p) noexcept nogil:
+    return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef int64_t _lz4_plain_bound(const uint8_t* p, int64_t n) noexcept nogil:
+    """A bound on what a plain LZ4 frame decompresses to; -1 if it is not plain."""
+    cdef int64_t pos = 7, bound = 0, size, max_block
+    cdef uint32_t word
+    cdef int bsv
+    if n < 11:
+        return -1
+    bsv = p[5] >> 4  # (0 .. 15; the plain headers have 4 .. 7)
+    if bsv < 4 or bsv > 7 or memcmp(p, _lz4_plain[bsv - 4], 7) != 0:
+        return -1
+    max_block = <int64_t>1 << (2 * bsv + 8)
+    while True:
+        if n - pos < 4:
+            return -1
+        word = _le32(p + pos)
+        pos += 4
+        size = word & 0x7FFFFFFF
+        if size == 0:
+            return bound  # EndMark (what follows it is ignored, as Java does)
+        if size > max_block or size > n - pos:
+            return -1
+        bound += size if word >> 31 else max_block  # stored: as it is
+        pos += size
+
+
+cdef int64_t _lz4_plain_into(const uint8_t* p, uint8_t* out) noexcept nogil:
+    """Decompress a frame that _lz4_plain_bound took into ``out`` (room for its
+    bound); the bytes written, or -1 if a block is corrupt."""
+    cdef int64_t pos = 7, at = 0, size
+    cdef int max_block = 1 << (2 * (p[5] >> 4) + 8), got
+    cdef uint32_t word
+    while True:
+        word = _le32(p + pos)
+        pos += 4
+        size = word & 0x7FFFFFFF
+        if size == 0:
+            return at
+        if word >> 31:  # stored uncompressed
+            memcpy(out + at, p + pos, size)
+            at += size
+        else:
+            got = _lz4_decompress(<const char*>p + pos, <char*>out + at, <int>size, max_block)
+            if got < 0:
+                return -1
+            at += got
+        pos += size
+
+
+cdef struct lz4_job_t:
+    const uint8_t* src      # the input
+    const int64_t* pstart   # payloads in the input, by batch
+    const uint8_t* skip     # by batch; may be NULL
+    int64_t first           # the chunk's first batch; what follows is by batch - first
+    uint64_t range          # batches not yet taken (see kb_take)
+    uint8_t* out            # the chunk's room
+    const int64_t* slot     # where a batch taken from the back goes (the bounds before it)
+    int64_t* at             # where each batch went
+    int64_t* size           # what each decompressed to
+    int64_t used            # the front's bytes, one batch after the other from ``out``
+    int64_t back_first      # the first batch the back took
+    bint front_failed, back_failed
+
+
+cdef bint _lz4_take(lz4_job_t* job, bint from_back) noexcept nogil:
+    """Decompress batches taken from one end of the chunk until none is left;
+    False (and the rest of the range dropped) at a corrupt block."""
+    cdef int64_t i, k, got
+    cdef uint8_t* dst
+    i = kb_take(&job.range, from_back)
+    while i >= 0:
+        k = job.first + i
+        if job.skip == NULL or not job.skip[k]:
+            dst = job.out + (job.slot[i] if from_back else job.used)
+            got = _lz4_plain_into(job.src + job.pstart[k], dst)
+            if got < 0:
+                kb_cut(&job.range, 0)
+                return False
+            job.at[i] = dst - job.out
+            job.size[i] = got
+            if not from_back:
+                job.used += got
+        if from_back:
+            job.back_first = i
+        i = kb_take(&job.range, from_back)
+    return True
+
+
+cdef void _lz4_back(void* arg) noexcept nogil:
+    cdef lz4_job_t* job = <lz4_job_t*>arg
+    job.back_failed = not _lz4_take(job, True)
+
+
+#: Idle C threads that take lz4 batches from the back of a chunk (one per concurrent decode).
+_lz4_helpers = []
+_lz4_helpers_pid = 0
+
+
+cdef _Worker _lz4_helper():
+    global _lz4_helpers, _lz4_helpers_pid
+    if _lz4_helpers_pid != os.getpid():  # (a forked child has none of its parent's threads)
+        _lz4_helpers = []
+        _lz4_helpers_pid = os.getpid()
+    try:
+        return _lz4_helpers.pop()  # atomic under the GIL
+    except IndexError:
+        return _Worker(True)
+
+
+cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int64_t end,
+                             int64_t[::1] pstart, int64_t[::1] pend, object arena, object limit,
+                             const uint8_t* skip, bint two) except -1:
+    """Batches ``first .. end`` decompressed in C when each is a plain LZ4 frame
+    (see above), on two threads with ``two``; False, the arena as it was, if not."""
+    global _lz4_c_chunks
+    cdef int64_t i, k, bound, count = end - first, start, used = 0
+    cdef int64_t[::1] slot = np.empty(count + 1, np.int64)
+    cdef int64_t[::1] at = np.empty(count, np.int64)
+    cdef int64_t[::1] size = np.zeros(count, np.int64)
+    cdef lz4_job_t job
+    cdef _Worker helper = None
+    cdef uint8_t[::1] room
+    if _lz4_decompress == NULL or count == 0:
+        return False
+    slot[0] = 0
+    for i in range(count):
+        k = first + i
+        bound = 0
+        if skip == NULL or not skip[k]:
+            if bp[k].magic != 2 or bp[k].compression != 3:
+                return False
+            bound = _lz4_plain_bound(src + pstart[k], pend[k] - pstart[k])
+            if bound < 0:
+                return False
+        slot[i + 1] = slot[i] + bound
+    if slot[count] > limit - arena.size:
+        return False  # maybe not in fact: _compression knows
+    memset(&job, 0, sizeof(job))
+    job.src = src
+    job.pstart = &pstart[0]
+    job.skip = skip
+    job.first = first
+    job.range = <uint64_t>count << 32
+    job.slot = &slot[0]
+    job.at = &at[0]
+    job.size = &size[0]
+    job.back_first = count
+    if two and count > 1:
+        helper = _lz4_helper()
+    start = arena.size
+    with arena.reserve(slot[count]) as out:
+        room = out
+        job.out = &room[0]
+        if helper is not None:
+            helper.submit(_lz4_back, &job, False)
+        with nogil:
+            job.front_failed = not _lz4_take(&job, False)
+        if helper is not None:
+            helper.wait(False)
+            _lz4_helpers.append(helper)
+        used = job.used
+        if not (job.front_failed or job.back_failed):
+            # The back's batches, each at its slot, moved down behind the front's.
+            for i in range(job.back_first, count):
+                memmove(job.out + used, job.out + at[i], size[i])
+                at[i] = used
+                used += size[i]
+        room = None  # (before ``out`` is released)
+    if job.front_failed or job.back_failed:
+        return False
+    for i in range(count):
+        k = first + i
+        if skip == NULL or not skip[k]:
+            pstart[k] = start + at[i]
+            pend[k] = pstart[k] + size[i]
+    arena.commit(used)
+    _lz4_c_chunks += 1
+    return True
+
 cdef tuple _decompress_payloads(object mv, const uint8_t* base, batch_t* bp, int64_t first, int64_t end,
                                 int64_t[::1] pstart, int64_t[::1] pend, object arena, object limit,
                                 const uint8_t* skip, bint two):
@@ -2495,6 +2754,8 @@ cdef tuple _decompress_payloads(object mv, const uint8_t* base, batch_t* bp, int
 
     cdef int64_t k, start, stop
     if two and _inflate_chunk(mv, base, bp, first, end, pstart, pend, arena, limit, skip):
+        return end, None
+    if _inflate_lz4_chunk(base, bp, first, end, pstart, pend, arena, limit, skip, two):
         return end, None
     for k in range(first, end):
         if skip != NULL and skip[k]:

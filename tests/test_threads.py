@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import os
 import struct
+import sys
 
 import numpy as np
 import pytest
@@ -541,6 +542,17 @@ def _batches(frames: list[bytes]) -> bytes:
             import lz4.frame
 
             payload, codec = lz4.frame.compress(raw, block_checksum=True, content_checksum=True), 3
+        elif kind.startswith(b"lz4-") and kind[4:] in _LZ4_BLOCK_SIZES:  # python-lz4's frame, plain
+            import lz4.frame
+
+            payload = lz4.frame.compress(
+                raw,
+                block_size=_LZ4_BLOCK_SIZES[kind[4:]],
+                block_linked=False,
+                store_size=False,
+                content_checksum=False,
+            )
+            codec = 3
         elif kind == b"gzip2":  # two members: the trailer of the second does not tell the size
             half = len(raw) // 2
             payload = _compression.compress(_compression.GZIP, raw[:half])
@@ -549,6 +561,20 @@ def _batches(frames: list[bytes]) -> bytes:
             payload, codec = bytes(cramjam.snappy.compress_raw(raw)), 2
         out.append(batch(payload, base_offset=20 * i, record_count=20, last_offset_delta=19, attributes=codec))
     return b"".join(out)
+
+
+def _lz4_block_sizes() -> dict[bytes, int]:
+    import lz4.frame
+
+    return {
+        b"64k": lz4.frame.BLOCKSIZE_MAX64KB,
+        b"256k": lz4.frame.BLOCKSIZE_MAX256KB,
+        b"1m": lz4.frame.BLOCKSIZE_MAX1MB,
+        b"4m": lz4.frame.BLOCKSIZE_MAX4MB,
+    }
+
+
+_LZ4_BLOCK_SIZES = _lz4_block_sizes()
 
 
 def _count_piece_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -583,7 +609,7 @@ def test_chunks_decompress_on_two_threads(
         (b"xerial", b"raw"),
         (b"raw", b"sized"),
         (b"gzip", b"gzip2"),
-        (b"sized", b"lz4"),  # lz4: one batch at a time
+        (b"sized", b"lz4"),  # lz4: a path of its own (below)
         (b"lz4-hc", b"lz4-checksums"),
     ],
 )
@@ -596,7 +622,7 @@ def test_chunks_mixing_payloads_decode_as_inline(monkeypatch: pytest.MonkeyPatch
     _same_table(t1, t2)
     assert len(t2.records) == 120 * 20
     if plain.startswith(b"lz4"):
-        assert not calls  # lz4 goes one batch at a time
+        assert not calls  # lz4 has a path of its own (below)
     else:
         assert calls
 
@@ -631,12 +657,134 @@ def test_chunk_failures_fall_back_to_inline_errors(monkeypatch: pytest.MonkeyPat
     assert len(e.partial.records) == k * 20  # every batch before the bad one
 
 
+# Plain LZ4 frames (FLG 0x60: Java's and librdkafka's) are decompressed in C, a chunk's
+# halves on two threads with a gap between them closed afterwards; _compression (one block
+# at a time through cramjam) is the reference they must equal, and what they fall back on.
+
+
+@pytest.fixture
+def python_lz4():  # type: ignore[no-untyped-def]
+    """Decompress LZ4 through _compression only, for the duration of the test."""
+    core._lz4_in_c(False)
+    try:
+        yield
+    finally:
+        core._lz4_in_c(True)
+
+
+def _lz4_c_chunks() -> int:
+    return int(core._lz4_in_c()[1])
+
+
+def _decoded_three_ways(monkeypatch: pytest.MonkeyPatch, data: bytes, **kwargs):  # type: ignore[no-untyped-def]
+    """(table or error) through _compression, then in C on one thread, then on two."""
+    core._lz4_in_c(False)
+    try:
+        reference = _outcome(monkeypatch, 1, data, **kwargs)
+    finally:
+        core._lz4_in_c(True)
+    before = _lz4_c_chunks()
+    one, two = (_outcome(monkeypatch, c, data, **kwargs) for c in (1, 2))
+    return reference, one, two, _lz4_c_chunks() - before
+
+
+def test_lz4_is_decompressed_in_c() -> None:
+    # the lz4 package (a dependency) exports liblz4's LZ4_decompress_safe from its extension
+    # module on Linux, where kbatch ships wheels: finding it keeps lz4 decodes at codec speed
+    if sys.platform != "linux":
+        pytest.skip("kbatch ships Linux wheels only; elsewhere lz4 may go through cramjam")
+    assert core._lz4_in_c()[0]
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        [b"lz4"],
+        [b"lz4-hc"],  # HC blocks and stored (uncompressed) ones
+        [b"lz4-64k", b"lz4-256k", b"lz4-1m", b"lz4-4m"],  # every block size python-lz4 writes
+        [b"lz4", b"lz4-checksums"],  # a chunk with a frame that is not plain: all through _compression
+    ],
+)
+def test_lz4_in_c_equals_python(monkeypatch: pytest.MonkeyPatch, kinds: list[bytes]) -> None:
+    data = _batches(kinds * (120 // len(kinds)))
+    (t0, e0), (t1, e1), (t2, e2), chunks = _decoded_three_ways(monkeypatch, data)
+    assert e0 is None and e1 is None and e2 is None
+    _same_table(t0, t1)
+    _same_table(t0, t2)
+    assert len(t0.records) == 120 * 20
+    if b"lz4-checksums" in kinds:
+        assert chunks == 0
+    else:
+        assert chunks >= 2 * 3  # every 16 KiB chunk, twice
+
+
+def test_lz4_in_c_with_skipped_batches(monkeypatch: pytest.MonkeyPatch, python_lz4: None) -> None:
+    data = _batches([b"lz4", b"lz4-hc"] * 60)
+    skip = np.zeros(120, dtype=bool)
+    skip[::3] = True
+    skip[40:47] = True  # (whole halves of a chunk)
+    want = _outcome(monkeypatch, 1, data, decode=core.decode, skip_batches=skip)[0]
+    core._lz4_in_c(True)
+    before = _lz4_c_chunks()
+    for cpus in (1, 2):
+        got = _outcome(monkeypatch, cpus, data, decode=core.decode, skip_batches=skip)[0]
+        _same_table(want, got)
+    assert _lz4_c_chunks() - before >= 2 * 3
+    assert len(want.records) == (120 - int(skip.sum())) * 20
+
+
+def test_lz4_in_c_limit_between_the_bound_and_the_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The room reserved is each block's maximum: a limit that the data fits but the bound
+    # does not sends the chunk to _compression, which decodes it (and it fails only when
+    # the data itself is over the limit)
+    data = _batches([b"lz4"] * 120)
+    size = len(memoryview(kbatch.decode(data).data))
+    (t0, e0), (t1, e1), (t2, e2), _ = _decoded_three_ways(monkeypatch, data, max_decompressed_size=size)
+    assert e0 is None and e1 is None and e2 is None
+    _same_table(t0, t1)
+    _same_table(t0, t2)
+    for _, e in _decoded_three_ways(monkeypatch, data, max_decompressed_size=size - 1)[:3]:
+        assert isinstance(e, kbatch.CorruptRecordError) and e.batch_index == 119
+        assert "max_decompressed_size" in str(e)
+
+
+@pytest.mark.parametrize("byte", [4, 5, 6])  # FLG, BD, HC
+def test_lz4_in_c_every_descriptor_byte_as_python(monkeypatch: pytest.MonkeyPatch, byte: int) -> None:
+    # Only the four plain headers are taken in C; any other descriptor (reserved bits, block
+    # size values 0-3 and 8-15, checksum flags, a wrong HC) decodes or fails as _compression says
+    data = _batches([b"lz4"] * 3)
+    at = int(kbatch.decode(data).batches["position"][0]) + 61 + byte
+    for value in range(256):
+        damaged = bytearray(data)
+        damaged[at] = value
+        (t0, e0), (t1, e1), (t2, e2), _ = _decoded_three_ways(monkeypatch, bytes(damaged), verify_crc=False)
+        if e0 is None:
+            assert e1 is None and e2 is None
+            _same_table(t0, t1)
+            _same_table(t0, t2)
+        else:
+            for e in (e1, e2):
+                assert e is not None and (str(e), e.batch_index) == (str(e0), e0.batch_index)
+
+
+@pytest.mark.parametrize("k", range(40, 48))  # every place in a 16 KiB chunk: front, back, between
+def test_lz4_in_c_corrupt_block_gives_the_python_error(monkeypatch: pytest.MonkeyPatch, k: int) -> None:
+    data = bytearray(_batches([b"lz4"] * 120))
+    pos = int(kbatch.decode(bytes(data)).batches["position"][k])
+    data[pos + 61 + 11] ^= 0xFF  # the first block's first token
+    errors = [e for _, e in _decoded_three_ways(monkeypatch, bytes(data), verify_crc=False)[:3]]
+    for e in errors:
+        assert isinstance(e, kbatch.CorruptRecordError) and e.batch_index == k, e
+        assert (str(e), e.position, e.field) == (str(errors[0]), errors[0].position, errors[0].field)
+        assert len(e.partial.records) == k * 20
+
+
 def test_decodes_from_several_threads_share_the_helper(monkeypatch: pytest.MonkeyPatch) -> None:
     # One helper thread per process serves every caller: callers that find it busy do their
     # chunks alone (their queued job is cancelled), and nobody waits on anybody else's chunk.
     import concurrent.futures
 
-    data = _batches([b"sized", b"xerial", b"gzip"] * 60)
+    data = _batches([b"sized", b"xerial", b"gzip", b"lz4"] * 45)
     want = _outcome(monkeypatch, 1, data)[0]
     with monkeypatch.context() as m:
         m.setattr(core, "_CPUS", 2)
