@@ -339,7 +339,7 @@ def _versions() -> str:
     return ", ".join(out)
 
 
-def main(decode_rounds: int = 5, encode_rounds: int = 3, *, cpu_time: bool = False) -> None:
+def main(decode_rounds: int = 5, encode_rounds: int = 5, *, cpu_time: bool = False) -> None:
     """Print the decode and encode tables (markdown) with machine and versions.
 
     ``cpu_time`` times with ``time.process_time`` instead of wall time: steadier on a

@@ -750,7 +750,20 @@ def _zstd_compress(data: memoryview, level: int | None) -> bytes:
         raise ValueError(f"zstd compression level must be -131072..22, got {level}")
     # One frame with its content size; Java and librdkafka read it, and so does every
     # reader that cannot stream.
-    return zstandard.ZstdCompressor(level=level).compress(data)
+    return _zstd_compressor(level).compress(data)
+
+
+def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
+    """This thread's compressor for ``level`` (see _zstd_dctx): making one sets up its
+    tables, about 15% of compressing a 90 KB batch at level 3."""
+    try:
+        by_level: dict[int, zstandard.ZstdCompressor] = _local.cctx
+    except AttributeError:
+        by_level = _local.cctx = {}
+    compressor = by_level.get(level)
+    if compressor is None:
+        compressor = by_level[level] = zstandard.ZstdCompressor(level=level)
+    return compressor
 
 
 # --------------------------------------------------------------------------- API

@@ -250,6 +250,22 @@ def test_lz4_magic0_writes_the_kafka_3160_checksum() -> None:
     assert C.compress(C.LZ4, b"", magic=1)[:7] == bytes.fromhex("04224d18604082")
 
 
+def test_zstd_compressors_are_kept_per_thread_and_level() -> None:
+    # made once per thread and level (their tables cost ~15% of a batch), never shared by
+    # two threads; a kept one writes the same bytes as a new one
+    import concurrent.futures
+
+    one, again = C._zstd_compressor(3), C._zstd_compressor(3)
+    assert one is again and C._zstd_compressor(7) is not one
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        assert pool.submit(C._zstd_compressor, 3).result() is not one
+    data = bytes(range(256)) * 400
+    for level in (3, 7):
+        made = zstandard.ZstdCompressor(level=level).compress(data)
+        assert C.compress(C.ZSTD, data, level) == made
+        assert C.compress(C.ZSTD, data, level) == made
+
+
 def test_zstd_writes_one_frame_with_content_size() -> None:
     data = SIZES["100KiB"]
     blob = C.compress(C.ZSTD, data)
