@@ -35,6 +35,13 @@ the same batches (``KBATCH_BENCH_SPARK_RECORDS``, default 200,000; the issue's r
     ``.log`` files, ``mapInPandas`` decoding each file with aiokafka's ``MemoryRecords``
     into the same columns (key, value, topic, partition, offset, timestamp,
     timestampType), then ``noop``.
+``spark-python-source-floor``
+    Not a contender: what any Python data source costs Spark here. A data source of the
+    same schema whose ``read()`` yields one prebuilt Arrow batch of workload records (10,000
+    rows) again and again, the same number of rows over the same 4 partitions, decoding
+    nothing. What is left is Spark's side: it turns every Arrow batch a Python data
+    source yields into rows (and projects them once more before the sink). Its "vs.
+    aiokafka" is the most any Python data source can reach on this machine.
 
 Run under pytest-benchmark (``pytest bench/test_bench_arrow.py``), or print the markdown
 table with machine and versions from the repository root: ``PYTHONPATH=. python
@@ -70,7 +77,7 @@ from aiokafka.record._crecords import DefaultRecordBatchBuilder  # noqa: E402
 from workload import BATCH_RECORDS, core_workload, machine, one_thread  # noqa: E402
 
 import kbatch  # noqa: E402
-from kbatch.arrow import encode_arrow, to_arrow  # noqa: E402
+from kbatch.arrow import encode_arrow, spark_ddl, to_arrow  # noqa: E402
 
 N_RECORDS = int(os.environ.get("KBATCH_BENCH_RECORDS", "200000"))
 N_SPARK = int(os.environ.get("KBATCH_BENCH_SPARK_RECORDS", "200000"))
@@ -270,14 +277,59 @@ def spark_session() -> Any:
     return spark
 
 
+_FLOOR_ROWS = 10_000
+
+
+def _floor_source(n: int) -> Any:
+    """The ``spark-python-source-floor`` data source (see the module docstring)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    sink = pa.BufferOutputStream()
+    one = to_arrow(table(), topic="events", partition=0, include_headers=False).slice(0, _FLOOR_ROWS)
+    with pa.ipc.new_stream(sink, one.schema) as writer:
+        writer.write_table(one)
+    ipc = sink.getvalue().to_pybytes()
+
+    class FloorReader(DataSourceReader):
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(i) for i in range(SPARK_PARTITIONS)]
+
+        def read(self, partition: InputPartition) -> Iterator[Any]:
+            import pyarrow
+
+            batch = pyarrow.ipc.open_stream(ipc).read_next_batch()
+            # n rows in all, as build_root spreads them
+            left = n // SPARK_PARTITIONS + (n % SPARK_PARTITIONS if partition.value == SPARK_PARTITIONS - 1 else 0)
+            while left > 0:
+                yield batch if left >= _FLOOR_ROWS else batch.slice(0, left)
+                left -= _FLOOR_ROWS
+
+    class Floor(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "kbatch-bench-floor"
+
+        def schema(self) -> str:
+            return spark_ddl(include_headers=False)
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            return FloorReader()
+
+    return Floor
+
+
 def spark_runs(root: Path) -> dict[str, Callable[[], None]]:
     spark = spark_session()
+    spark.dataSource.register(_floor_source(N_SPARK))
     return {
         "spark-kafka-log": lambda: (
             spark.read.format("kafka-log").load(str(root)).write.format("noop").mode("overwrite").save()
         ),
         "spark-binaryfile-aiokafka": lambda: (
             _aiokafka_pipeline(spark, root).write.format("noop").mode("overwrite").save()
+        ),
+        "spark-python-source-floor": lambda: (
+            spark.read.format("kbatch-bench-floor").load().write.format("noop").mode("overwrite").save()
         ),
     }
 
@@ -288,7 +340,7 @@ def spark_root(tmp_path_factory: Any) -> Path:
     return build_root(tmp_path_factory.mktemp("bench-logs"), N_SPARK)
 
 
-@pytest.mark.parametrize("name", ["spark-kafka-log", "spark-binaryfile-aiokafka"])
+@pytest.mark.parametrize("name", ["spark-kafka-log", "spark-binaryfile-aiokafka", "spark-python-source-floor"])
 def test_spark(benchmark: Any, spark_root: Path, name: str) -> None:
     run = spark_runs(spark_root)[name]
     run()  # warm: JVM, Python workers
