@@ -54,9 +54,7 @@ def extension(name: str, source: str, **kwargs) -> Extension:
 
 
 extensions = [
-    # zlib's crc32 for magic 0/1; dlopen/dlsym (in libdl before glibc 2.34) to find liblz4's
-    # LZ4_decompress_safe in the lz4 package's extension module
-    extension("kbatch._core", "kbatch/_core.pyx", libraries=["z"] + (["dl"] if sys.platform == "linux" else [])),
+    extension("kbatch._core", "kbatch/_core.pyx", libraries=["z"]),  # zlib's crc32 for magic 0/1
     extension("kbatch.protocol._kernel", "kbatch/protocol/_kernel.pyx"),
     extension("kbatch._arrowkernels", "kbatch/_arrowkernels.pyx"),
 ]

@@ -81,7 +81,9 @@ from cpython.sequence cimport PySequence_GetItem
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_Check
 from cython.view cimport array as cvarray
-from libc.stdint cimport INT32_MAX, SIZE_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport (
+    INT32_MAX, SIZE_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
+)
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memmove, memset
 
@@ -2483,36 +2485,21 @@ cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t fi
 
 # LZ4 frames in C. Kafka's LZ4 frame (kbatch/_compression.py has its grammar)
 # does not say what its blocks decompress to, so an lz4 chunk cannot be laid
-# out piece by piece as above. But a block never decompresses to more than
-# the frame's maximum block size, which bounds each batch: the front half of
-# a chunk's batches is decompressed from the start of its room, the back half
-# by the other thread from past the front's bound, and the back's bytes are
-# then moved down to close the gap (one memmove of half a chunk, in cache).
-# Only frames as Java and librdkafka write them take this path ("plain":
-# FLG 0x60, no checksums, no content size, every block within the maximum and
-# the input); liblz4's LZ4_decompress_safe, which never reads or writes out of
-# bounds, is called through the lz4 package's own extension module. Without
-# it, or for anything else, or on any failure, _compression decodes the
-# batch, one block at a time, and says what is wrong.
+# out piece by piece as above. But no block decompresses to more than the
+# frame's maximum block size, which bounds each batch. The calling thread
+# takes a chunk's batches from the front, each right behind the one before;
+# a helper thread takes them from the back, each into its slot (the bounds of
+# the batches before it); then the back's batches are moved down behind the
+# front's (a memmove of what the back did, in cache). Only frames as Java,
+# librdkafka and kbatch write them take this path ("plain": FLG 0x60, no
+# checksums, no content size, every block within the maximum and the input).
+# The blocks go through liblz4's LZ4_decompress_safe, which never reads or
+# writes outside the buffers it is given, in the lz4 package's own extension
+# module (which exports liblz4). Without it, for anything else, or on any
+# failure, _compression decodes the chunk one block at a time and says what
+# is wrong.
 
 ctypedef int (*lz4_decompress_fn)(const char* src, char* dst, int src_size, int dst_capacity) noexcept nogil
-
-cdef extern from *:
-    """
-    #if defined(_WIN32)
-    static void* kb_symbol(const char* path, const char* name) { (void)path; (void)name; return NULL; }
-    #else
-    #include <dlfcn.h>
-    /* A function of a shared object that this process has already loaded
-       (NULL when it is not loaded or has no such symbol). The reference that
-       dlopen takes is kept: the module stays loaded as long as Python runs. */
-    static void* kb_symbol(const char* path, const char* name) {
-        void* lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-        return lib ? dlsym(lib, name) : NULL;
-    }
-    #endif
-    """
-    void* kb_symbol(const char* path, const char* name) noexcept
 
 cdef lz4_decompress_fn _lz4_found = NULL       # what _lz4_load found
 cdef lz4_decompress_fn _lz4_decompress = NULL  # what is used (tests turn it off)
@@ -2521,18 +2508,31 @@ cdef int64_t _lz4_c_chunks = 0                 # chunks decompressed this way (t
 cdef uint8_t _lz4_plain[4][7]
 
 
+cdef bint _lz4_tried = False                  # _lz4_load has run
+
+
 def _lz4_load():
-    """Find liblz4's LZ4_decompress_safe in the lz4 package and check it on one block."""
-    global _lz4_found, _lz4_decompress
+    """Find liblz4's LZ4_decompress_safe in the lz4 package and check it on one block.
+
+    Through ctypes (its dlopen), on the first lz4 chunk: kbatch's own module then
+    needs no libdl, whose dlopen/dlsym would tie a wheel built on glibc 2.34 or
+    later to it.
+    """
+    global _lz4_found, _lz4_decompress, _lz4_tried
+    _lz4_tried = True
     from kbatch import _compression
     try:
+        import ctypes
         import lz4.block
         import lz4.block._block as module
-    except ImportError:
+
+        lib = ctypes.CDLL(module.__file__, mode=os.RTLD_NOW | os.RTLD_NOLOAD)  # loaded already
+        address = ctypes.cast(lib.LZ4_decompress_safe, ctypes.c_void_p).value
+    except (ImportError, OSError, AttributeError):  # no ctypes, no such module or symbol
         return
-    cdef lz4_decompress_fn f = <lz4_decompress_fn>kb_symbol(os.fsencode(module.__file__), b"LZ4_decompress_safe")
-    if f == NULL:
+    if not address:
         return
+    cdef lz4_decompress_fn f = <lz4_decompress_fn><uintptr_t>address
     cdef bytes raw = b"kbatch: LZ4_decompress_safe " * 40
     cdef bytes block = lz4.block.compress(raw, store_size=False)
     cdef bytearray out = bytearray(len(raw) + 16)
@@ -2546,13 +2546,12 @@ def _lz4_load():
     _lz4_found = _lz4_decompress = f
 
 
-_lz4_load()
-
-
 def _lz4_in_c(object use=None):
     """Tests: whether plain LZ4 frames are decompressed in C, and how many
     chunks were; ``use`` False turns it off, True back on (when found)."""
     global _lz4_decompress
+    if not _lz4_tried:
+        _lz4_load()
     if use is not None:
         _lz4_decompress = _lz4_found if use else NULL
     return _lz4_decompress != NULL, _lz4_c_chunks
@@ -2683,6 +2682,8 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
     cdef lz4_job_t job
     cdef _Worker helper = None
     cdef uint8_t[::1] room
+    if not _lz4_tried:
+        _lz4_load()
     if _lz4_decompress == NULL or count == 0:
         return False
     slot[0] = 0
