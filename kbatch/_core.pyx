@@ -2503,20 +2503,17 @@ ctypedef int (*lz4_decompress_fn)(const char* src, char* dst, int src_size, int 
 
 cdef lz4_decompress_fn _lz4_found = NULL       # what _lz4_load found
 cdef lz4_decompress_fn _lz4_decompress = NULL  # what is used (tests turn it off)
+cdef bint _lz4_tried = False                   # _lz4_load has run
 cdef int64_t _lz4_c_chunks = 0                 # chunks decompressed this way (tests)
 #: The 7 header bytes of a plain frame, for block size values 4 .. 7 (64 KiB .. 4 MiB).
 cdef uint8_t _lz4_plain[4][7]
 
 
-cdef bint _lz4_tried = False                  # _lz4_load has run
-
-
 def _lz4_load():
     """Find liblz4's LZ4_decompress_safe in the lz4 package and check it on one block.
 
-    Through ctypes (its dlopen), on the first lz4 chunk: kbatch's own module then
-    needs no libdl, whose dlopen/dlsym would tie a wheel built on glibc 2.34 or
-    later to it.
+    Through ctypes (its dlopen), on the first lz4 chunk: called from here,
+    dlopen/dlsym would tie a wheel built on glibc 2.34 or later to that glibc.
     """
     global _lz4_found, _lz4_decompress, _lz4_tried
     _lz4_tried = True
@@ -2677,7 +2674,7 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
     global _lz4_c_chunks
     cdef int64_t i, k, bound, count = end - first, start, used = 0
     cdef int64_t[::1] slot = np.empty(count + 1, np.int64)
-    cdef int64_t[::1] at = np.empty(count, np.int64)
+    cdef int64_t[::1] at = np.zeros(count, np.int64)
     cdef int64_t[::1] size = np.zeros(count, np.int64)
     cdef lz4_job_t job
     cdef _Worker helper = None
@@ -2697,8 +2694,8 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
             if bound < 0:
                 return False
         slot[i + 1] = slot[i] + bound
-    if slot[count] > limit - arena.size:
-        return False  # maybe not in fact: _compression knows
+    if slot[count] == 0 or slot[count] > limit - arena.size:
+        return False  # nothing to write; or too much, maybe not in fact: _compression knows
     memset(&job, 0, sizeof(job))
     job.src = src
     job.pstart = &pstart[0]
@@ -2740,6 +2737,7 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
     arena.commit(used)
     _lz4_c_chunks += 1
     return True
+
 
 cdef tuple _decompress_payloads(object mv, const uint8_t* base, batch_t* bp, int64_t first, int64_t end,
                                 int64_t[::1] pstart, int64_t[::1] pend, object arena, object limit,

@@ -718,18 +718,21 @@ def test_lz4_in_c_equals_python(monkeypatch: pytest.MonkeyPatch, kinds: list[byt
         assert chunks >= 2 * 3  # every 16 KiB chunk, twice
 
 
-def test_lz4_in_c_with_skipped_batches(monkeypatch: pytest.MonkeyPatch, python_lz4: None) -> None:
+@pytest.mark.parametrize("skipped", ["some", "all"])
+def test_lz4_in_c_with_skipped_batches(monkeypatch: pytest.MonkeyPatch, python_lz4: None, skipped: str) -> None:
     data = _batches([b"lz4", b"lz4-hc"] * 60)
     skip = np.zeros(120, dtype=bool)
     skip[::3] = True
-    skip[40:47] = True  # (whole halves of a chunk)
+    skip[40:56] = True  # (whole chunks)
+    if skipped == "all":  # nothing to decompress: no chunk takes the C path
+        skip[:] = True
     want = _outcome(monkeypatch, 1, data, decode=core.decode, skip_batches=skip)[0]
     core._lz4_in_c(True)
     before = _lz4_c_chunks()
     for cpus in (1, 2):
         got = _outcome(monkeypatch, cpus, data, decode=core.decode, skip_batches=skip)[0]
         _same_table(want, got)
-    assert _lz4_c_chunks() - before >= 2 * 3
+    assert (_lz4_c_chunks() - before >= 2 * 3) == (skipped == "some")
     assert len(want.records) == (120 - int(skip.sum())) * 20
 
 
