@@ -2490,56 +2490,65 @@ cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t fi
 # takes a chunk's batches from the front, each right behind the one before;
 # a helper thread takes them from the back, each into its slot (the bounds of
 # the batches before it); then the back's batches are moved down behind the
-# front's (a memmove of what the back did, in cache). Only frames as Java,
-# librdkafka and kbatch write them take this path ("plain": FLG 0x60, no
-# checksums, no content size, every block within the maximum and the input).
-# The blocks go through liblz4's LZ4_decompress_safe, which never reads or
-# writes outside the buffers it is given, in the lz4 package's own extension
-# module (which exports liblz4). Without it, for anything else, or on any
-# failure, _compression decodes the chunk one block at a time and says what
-# is wrong.
+# front's (a memmove of what the back did, in cache). Every v2 frame of
+# independent blocks takes this path, as Java and librdkafka write them (FLG
+# 0x60), kafka-python (0x68: a content size, skipped as Java does) and aiokafka
+# (0x70: block checksums), and each is checked as _compression checks it: the
+# descriptor's HC; with any checksum flag (where _compression hands the frame
+# to liblz4's frame decoder) every block checksum, the content checksum and
+# a content size. The blocks go through liblz4's LZ4_decompress_safe, which
+# never reads or writes outside the buffers it is given, and the checksums
+# through its XXH32, both in the lz4 package's own extension modules (which
+# export liblz4). Without them, for anything else (magic 0 and 1, dependent
+# blocks, a dictionary id) or on any failure, _compression decodes the chunk
+# one block at a time and says what is wrong.
 
 ctypedef int (*lz4_decompress_fn)(const char* src, char* dst, int src_size, int dst_capacity) noexcept nogil
+ctypedef uint32_t (*xxh32_fn)(const void* data, size_t size, uint32_t seed) noexcept nogil
 
 cdef lz4_decompress_fn _lz4_found = NULL       # what _lz4_load found
 cdef lz4_decompress_fn _lz4_decompress = NULL  # what is used (tests turn it off)
+cdef xxh32_fn _xxh32 = NULL
 cdef bint _lz4_tried = False                   # _lz4_load has run
 cdef int64_t _lz4_c_chunks = 0                 # chunks decompressed this way (tests)
-#: The 7 header bytes of a plain frame, for block size values 4 .. 7 (64 KiB .. 4 MiB).
-cdef uint8_t _lz4_plain[4][7]
 
 
 def _lz4_load():
-    """Find liblz4's LZ4_decompress_safe in the lz4 package and check it on one block.
+    """Find liblz4's LZ4_decompress_safe and XXH32 in the lz4 package; check both.
 
     Through ctypes (its dlopen), on the first lz4 chunk: called from here,
     dlopen/dlsym would tie a wheel built on glibc 2.34 or later to that glibc.
     """
-    global _lz4_found, _lz4_decompress, _lz4_tried
+    global _lz4_found, _lz4_decompress, _lz4_tried, _xxh32
     _lz4_tried = True
     from kbatch import _compression
     try:
         import ctypes
         import lz4.block
-        import lz4.block._block as module
+        import lz4.block._block as block_module
+        import lz4.frame._frame as frame_module
 
-        lib = ctypes.CDLL(module.__file__, mode=os.RTLD_NOW | os.RTLD_NOLOAD)  # loaded already
-        address = ctypes.cast(lib.LZ4_decompress_safe, ctypes.c_void_p).value
+        def address(module, name):
+            lib = ctypes.CDLL(module.__file__, mode=os.RTLD_NOW | os.RTLD_NOLOAD)  # loaded already
+            return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value or 0
+
+        decompress_at = address(block_module, "LZ4_decompress_safe")
+        xxh32_at = address(frame_module, "XXH32")
     except (ImportError, OSError, AttributeError):  # no ctypes, no such module or symbol
         return
-    if not address:
+    if not decompress_at or not xxh32_at:
         return
-    cdef lz4_decompress_fn f = <lz4_decompress_fn><uintptr_t>address
+    cdef lz4_decompress_fn f = <lz4_decompress_fn><uintptr_t>decompress_at
+    cdef xxh32_fn h = <xxh32_fn><uintptr_t>xxh32_at
     cdef bytes raw = b"kbatch: LZ4_decompress_safe " * 40
     cdef bytes block = lz4.block.compress(raw, store_size=False)
     cdef bytearray out = bytearray(len(raw) + 16)
     cdef char* o = out
     if f(block, o, len(block), len(out)) != len(raw) or bytes(out[:len(raw)]) != raw:
         return
-    for bsv in range(4, 8):
-        header = _compression._LZ4_MAGIC + bytes((0x60, bsv << 4))
-        header += bytes((_compression._lz4_hc(header[4:]),))
-        memcpy(_lz4_plain[bsv - 4], <const char*>header, 7)
+    if (h(<const char*>raw, 10, 0) >> 8) & 0xFF != _compression._lz4_hc(raw[:10]):
+        return
+    _xxh32 = h
     _lz4_found = _lz4_decompress = f
 
 
@@ -2558,43 +2567,61 @@ cdef inline uint32_t _le32(const uint8_t* p) noexcept nogil:
     return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
 
 
-cdef int64_t _lz4_plain_bound(const uint8_t* p, int64_t n) noexcept nogil:
-    """A bound on what a plain LZ4 frame decompresses to; -1 if it is not plain."""
-    cdef int64_t pos = 7, bound = 0, size, max_block
+cdef enum:
+    LZ4_BLOCK_CHECKSUM = 0x10    # FLG bits
+    LZ4_CONTENT_SIZE = 0x08
+    LZ4_CONTENT_CHECKSUM = 0x04
+
+
+cdef int64_t _lz4_frame_bound(const uint8_t* p, int64_t n) noexcept nogil:
+    """A bound on what an LZ4 frame of independent blocks decompresses to, its
+    descriptor and framing checked; -1 for anything else (see above)."""
+    cdef int64_t pos, bound = 0, size, max_block, tail
     cdef uint32_t word
-    cdef int bsv
-    if n < 11:
+    cdef uint8_t flg, bd
+    if n < 11 or _le32(p) != 0x184D2204:
         return -1
-    bsv = p[5] >> 4  # (0 .. 15; the plain headers have 4 .. 7)
-    if bsv < 4 or bsv > 7 or memcmp(p, _lz4_plain[bsv - 4], 7) != 0:
+    flg = p[4]
+    bd = p[5]
+    if flg >> 6 != 1 or flg & 0x03 or not flg & 0x20 or bd & 0x8F or bd >> 4 < 4:
         return -1
-    max_block = <int64_t>1 << (2 * bsv + 8)
+    pos = 15 if flg & LZ4_CONTENT_SIZE else 7
+    if n < pos + 4 or (_xxh32(p + 4, pos - 5, 0) >> 8) & 0xFF != p[pos - 1]:
+        return -1
+    max_block = <int64_t>1 << (2 * (bd >> 4) + 8)
+    tail = 4 if flg & LZ4_BLOCK_CHECKSUM else 0
     while True:
         if n - pos < 4:
             return -1
         word = _le32(p + pos)
         pos += 4
         size = word & 0x7FFFFFFF
-        if size == 0:
-            return bound  # EndMark (what follows it is ignored, as Java does)
-        if size > max_block or size > n - pos:
+        if size == 0:  # EndMark (what follows it is ignored, as Java does)
+            if flg & LZ4_CONTENT_CHECKSUM and n - pos < 4:
+                return -1
+            return bound
+        if size > max_block or size + tail > n - pos:
             return -1
         bound += size if word >> 31 else max_block  # stored: as it is
-        pos += size
+        pos += size + tail
 
 
-cdef int64_t _lz4_plain_into(const uint8_t* p, uint8_t* out) noexcept nogil:
-    """Decompress a frame that _lz4_plain_bound took into ``out`` (room for its
-    bound); the bytes written, or -1 if a block is corrupt."""
-    cdef int64_t pos = 7, at = 0, size
+cdef int64_t _lz4_frame_into(const uint8_t* p, uint8_t* out) noexcept nogil:
+    """Decompress a frame that _lz4_frame_bound took into ``out`` (room for its
+    bound); the bytes written, or -1 if a block or a checksum is bad."""
+    cdef uint8_t flg = p[4]
+    cdef int64_t pos = 15 if flg & LZ4_CONTENT_SIZE else 7, at = 0, size
     cdef int max_block = 1 << (2 * (p[5] >> 4) + 8), got
+    cdef bint checked = (flg & (LZ4_BLOCK_CHECKSUM | LZ4_CONTENT_CHECKSUM)) != 0
     cdef uint32_t word
     while True:
         word = _le32(p + pos)
         pos += 4
         size = word & 0x7FFFFFFF
         if size == 0:
-            return at
+            break
+        if flg & LZ4_BLOCK_CHECKSUM and _xxh32(p + pos, size, 0) != _le32(p + pos + size):
+            return -1
         if word >> 31:  # stored uncompressed
             memcpy(out + at, p + pos, size)
             at += size
@@ -2603,7 +2630,14 @@ cdef int64_t _lz4_plain_into(const uint8_t* p, uint8_t* out) noexcept nogil:
             if got < 0:
                 return -1
             at += got
-        pos += size
+        pos += size + (4 if flg & LZ4_BLOCK_CHECKSUM else 0)
+    if flg & LZ4_CONTENT_CHECKSUM and _xxh32(out, at, 0) != _le32(p + pos):
+        return -1
+    # liblz4's frame decoder (_compression's path for frames with checksums) holds
+    # the output to a content size; the one without checksums skips it, as Java does.
+    if checked and flg & LZ4_CONTENT_SIZE and <uint64_t>at != (<uint64_t>_le32(p + 6) | (<uint64_t>_le32(p + 10) << 32)):
+        return -1
+    return at
 
 
 cdef struct lz4_job_t:
@@ -2631,7 +2665,7 @@ cdef bint _lz4_take(lz4_job_t* job, bint from_back) noexcept nogil:
         k = job.first + i
         if job.skip == NULL or not job.skip[k]:
             dst = job.out + (job.slot[i] if from_back else job.used)
-            got = _lz4_plain_into(job.src + job.pstart[k], dst)
+            got = _lz4_frame_into(job.src + job.pstart[k], dst)
             if got < 0:
                 kb_cut(&job.range, 0)
                 return False
@@ -2669,8 +2703,9 @@ cdef _Worker _lz4_helper():
 cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int64_t end,
                              int64_t[::1] pstart, int64_t[::1] pend, object arena, object limit,
                              const uint8_t* skip, bint two) except -1:
-    """Batches ``first .. end`` decompressed in C when each is a plain LZ4 frame
-    (see above), on two threads with ``two``; False, the arena as it was, if not."""
+    """Batches ``first .. end`` decompressed in C when each is a v2 LZ4 frame of
+    independent blocks (see above), on two threads with ``two``; False, the
+    arena as it was, if not."""
     global _lz4_c_chunks
     cdef int64_t i, k, bound, count = end - first, start, used = 0
     cdef int64_t[::1] slot = np.empty(count + 1, np.int64)
@@ -2690,7 +2725,7 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
         if skip == NULL or not skip[k]:
             if bp[k].magic != 2 or bp[k].compression != 3:
                 return False
-            bound = _lz4_plain_bound(src + pstart[k], pend[k] - pstart[k])
+            bound = _lz4_frame_bound(src + pstart[k], pend[k] - pstart[k])
             if bound < 0:
                 return False
         slot[i + 1] = slot[i] + bound

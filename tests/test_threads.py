@@ -542,6 +542,13 @@ def _batches(frames: list[bytes]) -> bytes:
             import lz4.frame
 
             payload, codec = lz4.frame.compress(raw, block_checksum=True, content_checksum=True), 3
+        elif kind in (b"lz4-size", b"lz4-bc"):  # as kafka-python (a content size), aiokafka (block checksums)
+            import lz4.frame
+
+            payload = lz4.frame.compress(
+                raw, block_linked=False, store_size=kind == b"lz4-size", block_checksum=kind == b"lz4-bc"
+            )
+            codec = 3
         elif kind.startswith(b"lz4-") and kind[4:] in _LZ4_BLOCK_SIZES:  # python-lz4's frame, plain
             import lz4.frame
 
@@ -657,9 +664,11 @@ def test_chunk_failures_fall_back_to_inline_errors(monkeypatch: pytest.MonkeyPat
     assert len(e.partial.records) == k * 20  # every batch before the bad one
 
 
-# Plain LZ4 frames (FLG 0x60: Java's and librdkafka's) are decompressed in C, a chunk's
-# halves on two threads with a gap between them closed afterwards; _compression (one block
-# at a time through cramjam) is the reference they must equal, and what they fall back on.
+# LZ4 frames of independent blocks (FLG 0x60: Java's and librdkafka's; 0x68 kafka-python's,
+# 0x70 aiokafka's, 0x7c python-lz4's) are decompressed in C, a chunk's batches from both ends
+# on two threads with the gap between them closed afterwards; _compression (one block at a
+# time through cramjam, or liblz4's frame decoder for frames with checksums) is the reference
+# they must equal, and what they fall back on.
 
 
 @pytest.fixture
@@ -702,7 +711,8 @@ def test_lz4_is_decompressed_in_c() -> None:
         [b"lz4"],
         [b"lz4-hc"],  # HC blocks and stored (uncompressed) ones
         [b"lz4-64k", b"lz4-256k", b"lz4-1m", b"lz4-4m"],  # every block size python-lz4 writes
-        [b"lz4", b"lz4-checksums"],  # a chunk with a frame that is not plain: all through _compression
+        # FLG 0x68 (kafka-python), 0x70 (aiokafka), 0x7c (every checksum and a content size)
+        [b"lz4-size", b"lz4-bc", b"lz4-checksums", b"lz4"],
     ],
 )
 def test_lz4_in_c_equals_python(monkeypatch: pytest.MonkeyPatch, kinds: list[bytes]) -> None:
@@ -712,10 +722,57 @@ def test_lz4_in_c_equals_python(monkeypatch: pytest.MonkeyPatch, kinds: list[byt
     _same_table(t0, t1)
     _same_table(t0, t2)
     assert len(t0.records) == 120 * 20
-    if b"lz4-checksums" in kinds:
-        assert chunks == 0
-    else:
-        assert chunks >= 2 * 3  # every 16 KiB chunk, twice
+    assert chunks >= 2 * 3  # every 16 KiB chunk, twice
+
+
+def _lz4_frame_fields(payload: bytes) -> tuple[int, int]:
+    """(where its first block's size is, where the content size is or -1) in an LZ4 frame."""
+    return (15, 6) if payload[4] & 0x08 else (7, -1)
+
+
+@pytest.mark.parametrize(
+    ("kind", "damage"),
+    [
+        (b"lz4-bc", "block checksum"),
+        (b"lz4-checksums", "block checksum"),
+        (b"lz4-checksums", "content checksum"),
+        (b"lz4-checksums", "content size"),  # liblz4's frame decoder holds the output to it
+        (b"lz4-size", "content size"),  # without checksums it is skipped, as Java does: decodes
+        (b"lz4-size", "descriptor checksum"),
+    ],
+)
+def test_lz4_in_c_checks_what_python_checks(monkeypatch: pytest.MonkeyPatch, kind: bytes, damage: str) -> None:
+    from kbatch import _compression
+
+    data = bytearray(_batches([kind] * 120))
+    t = kbatch.decode(bytes(data))
+    k = 43
+    pos, length = int(t.batches["position"][k]), int(t.batches["batch_length"][k])
+    payload = pos + 61
+    end = pos + 12 + length
+    first_block, content_size = _lz4_frame_fields(bytes(data[payload : payload + 16]))
+    if damage == "block checksum":  # the last 4 bytes of the first (only) block
+        size = struct.unpack_from("<I", data, payload + first_block)[0] & 0x7FFFFFFF
+        data[payload + first_block + 4 + size] ^= 0x01
+    elif damage == "content checksum":
+        data[end - 1] ^= 0x01
+    elif damage == "descriptor checksum":
+        data[payload + first_block - 1] ^= 0x01
+    else:  # one more than the content, with a good descriptor checksum
+        claimed = struct.unpack_from("<Q", data, payload + content_size)[0]
+        struct.pack_into("<Q", data, payload + content_size, claimed + 1)
+        data[payload + first_block - 1] = _compression._lz4_hc(bytes(data[payload + 4 : payload + first_block - 1]))
+    results = _decoded_three_ways(monkeypatch, bytes(data), verify_crc=False)[:3]
+    if kind == b"lz4-size" and damage == "content size":
+        for table, e in results:
+            assert e is None
+            _same_table(results[0][0], table)
+        return
+    errors = [e for _, e in results]
+    for e in errors:
+        assert isinstance(e, kbatch.CorruptRecordError) and e.batch_index == k, e
+        assert (str(e), e.position, e.field) == (str(errors[0]), errors[0].position, errors[0].field)
+        assert len(e.partial.records) == k * 20
 
 
 @pytest.mark.parametrize("skipped", ["some", "all"])
@@ -753,8 +810,8 @@ def test_lz4_in_c_limit_between_the_bound_and_the_size(monkeypatch: pytest.Monke
 
 @pytest.mark.parametrize("byte", [4, 5, 6])  # FLG, BD, HC
 def test_lz4_in_c_every_descriptor_byte_as_python(monkeypatch: pytest.MonkeyPatch, byte: int) -> None:
-    # Only the four plain headers are taken in C; any other descriptor (reserved bits, block
-    # size values 0-3 and 8-15, checksum flags, a wrong HC) decodes or fails as _compression says
+    # Any descriptor (reserved bits, block size values 0-3 and 8-15, checksum and content size
+    # flags, dependent blocks, a wrong HC) decodes or fails in C as _compression says
     data = _batches([b"lz4"] * 3)
     at = int(kbatch.decode(data).batches["position"][0]) + 61 + byte
     for value in range(256):
