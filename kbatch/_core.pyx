@@ -2553,8 +2553,8 @@ def _lz4_load():
 
 
 def _lz4_in_c(object use=None):
-    """Tests: whether plain LZ4 frames are decompressed in C, and how many
-    chunks were; ``use`` False turns it off, True back on (when found)."""
+    """Tests: whether LZ4 frames are decompressed in C (see above), and how
+    many chunks were; ``use`` False turns it off, True back on (when found)."""
     global _lz4_decompress
     if not _lz4_tried:
         _lz4_load()
