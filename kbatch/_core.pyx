@@ -253,6 +253,10 @@ cdef inline uint32_t _be32(const uint8_t* p) noexcept nogil:
     return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
 
 
+cdef inline uint32_t _le32(const uint8_t* p) noexcept nogil:
+    return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
 cdef inline uint64_t _be64(const uint8_t* p) noexcept nogil:
     return (<uint64_t>_be32(p) << 32) | <uint64_t>_be32(p + 4)
 
@@ -2276,9 +2280,7 @@ cdef object _table(object batches, rows_t* rows, header_buf_t* hb, object out_da
 # do not; each block of xerial or raw snappy, whose size leads its data; a
 # gzip member, by its trailer, checked once inflated), every piece can be
 # given its place in the arena before it is decompressed. (Kafka's LZ4 frame
-# does not say what its blocks decompress to; the ways around that tried so
-# far, in docs/DESIGN.md, cost as much as they saved: lz4 goes one batch at
-# a time.)
+# does not say what its blocks decompress to: lz4 has a way of its own, below.)
 # When every batch of a chunk is such a payload, the chunk's room is reserved
 # at once and its pieces are decompressed by the calling thread and a helper
 # thread together (cramjam runs libzstd, snappy and inflate without the GIL), each
@@ -2295,8 +2297,7 @@ cdef int64_t _zstd_single_size(const uint8_t* p, int64_t n) noexcept nogil:
     cdef int fcs_bytes, hlen, btype, i
     cdef uint32_t bh
     cdef uint8_t fhd
-    if n < 5 or (<uint32_t>p[0] | <uint32_t>p[1] << 8 | <uint32_t>p[2] << 16
-                 | <uint32_t>p[3] << 24) != <uint32_t>0xFD2FB528:
+    if n < 5 or _le32(p) != <uint32_t>0xFD2FB528:
         return -1
     fhd = p[4]
     if fhd & 0x08 or not (fhd >> 6 or fhd & 0x20):  # reserved bit set; no content size
@@ -2366,8 +2367,7 @@ cdef int64_t _plain_pieces(int codec, const uint8_t* p, int64_t n, int64_t src, 
     if codec == 1:  # taken at its trailer's word (ISIZE), as _compression._gunzip's fast path
         if n < 18 or p[0] != 0x1F or p[1] != 0x8B or p[2] != 8:
             return -1
-        size = <int64_t>(<uint32_t>p[n - 4] | <uint32_t>p[n - 3] << 8 | <uint32_t>p[n - 2] << 16
-                         | <uint32_t>p[n - 1] << 24)
+        size = <int64_t>_le32(p + n - 4)
         if size < 8192 or size > 1032 * n:  # _CRAMJAM_GZIP_MIN, _DEFLATE_MAX_RATIO
             return -1
         pieces.append((src, src + n, size, decompress))
@@ -2563,10 +2563,6 @@ def _lz4_in_c(object use=None):
     return _lz4_decompress != NULL, _lz4_c_chunks
 
 
-cdef inline uint32_t _le32(const uint8_t* p) noexcept nogil:
-    return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
-
-
 cdef enum:
     LZ4_BLOCK_CHECKSUM = 0x10    # FLG bits
     LZ4_CONTENT_SIZE = 0x08
@@ -2684,9 +2680,11 @@ cdef void _lz4_back(void* arg) noexcept nogil:
     job.back_failed = not _lz4_take(job, True)
 
 
-#: Idle C threads that take lz4 batches from the back of a chunk (one per concurrent decode).
+#: Idle C threads that take lz4 batches from the back of a chunk (one per concurrent
+#: decode; beyond _LZ4_HELPERS_KEPT, those handed back are let go).
 _lz4_helpers = []
 _lz4_helpers_pid = 0
+_LZ4_HELPERS_KEPT = 4
 
 
 cdef _Worker _lz4_helper():
@@ -2753,7 +2751,8 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
             job.front_failed = not _lz4_take(&job, False)
         if helper is not None:
             helper.wait(False)
-            _lz4_helpers.append(helper)
+            if len(_lz4_helpers) < _LZ4_HELPERS_KEPT:
+                _lz4_helpers.append(helper)
         used = job.used
         if not (job.front_failed or job.back_failed):
             # The back's batches, each at its slot, moved down behind the front's.

@@ -538,7 +538,7 @@ def _batches(frames: list[bytes]) -> bytes:
             payload, codec = _compression.compress(_compression.LZ4, raw), 3
         elif kind == b"lz4-hc":  # LZ4 HC blocks, and a stored one where it does not pay
             payload, codec = _compression.compress(_compression.LZ4, raw, 12), 3
-        elif kind == b"lz4-checksums":  # block and content checksums: liblz4, one batch at a time
+        elif kind == b"lz4-checksums":  # block and content checksums, a content size (FLG 0x7c)
             import lz4.frame
 
             payload, codec = lz4.frame.compress(raw, block_checksum=True, content_checksum=True), 3
@@ -582,6 +582,12 @@ def _lz4_block_sizes() -> dict[bytes, int]:
 
 
 _LZ4_BLOCK_SIZES = _lz4_block_sizes()
+
+
+def _batch_at(data: bytes | bytearray, k: int) -> tuple[int, int]:
+    """(position, batch_length) of batch ``k`` of ``data``; its payload starts at position + 61."""
+    batches = kbatch.decode(bytes(data)).batches
+    return int(batches["position"][k]), int(batches["batch_length"][k])
 
 
 def _count_piece_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -634,13 +640,12 @@ def test_chunks_mixing_payloads_decode_as_inline(monkeypatch: pytest.MonkeyPatch
         assert calls
 
 
-@pytest.mark.parametrize("kind", [b"sized", b"xerial", b"gzip", b"lz4"])  # (lz4: inline)
+@pytest.mark.parametrize("kind", [b"sized", b"xerial", b"gzip", b"lz4"])  # (lz4: its own path, below)
 @pytest.mark.parametrize("damage", ["data", "size_claim", "limit"])
 def test_chunk_failures_fall_back_to_inline_errors(monkeypatch: pytest.MonkeyPatch, kind: bytes, damage: str) -> None:
     data = bytearray(_batches([kind] * 120))
-    t = kbatch.decode(bytes(data))
     k = 77
-    pos, length = int(t.batches["position"][k]), int(t.batches["batch_length"][k])
+    pos, length = _batch_at(data, k)
     payload = pos + 61
     kwargs: dict = {"verify_crc": False}  # type: ignore[type-arg]
     if damage == "data" and kind != b"xerial":  # the framing checks out, the codec fails it
@@ -657,7 +662,7 @@ def test_chunk_failures_fall_back_to_inline_errors(monkeypatch: pytest.MonkeyPat
     elif damage == "size_claim":  # gzip's ISIZE, one larger
         data[pos + 12 + length - 4] ^= 1
     else:  # the arena limit falls inside batch k
-        kwargs["max_decompressed_size"] = len(memoryview(t.data)) * k // 120 + 100
+        kwargs["max_decompressed_size"] = len(memoryview(kbatch.decode(bytes(data)).data)) * k // 120 + 100
     e = _same_outcome(monkeypatch, bytes(data), **kwargs)
     assert isinstance(e, kbatch.CorruptRecordError)
     assert e.batch_index == k
@@ -695,6 +700,15 @@ def _decoded_three_ways(monkeypatch: pytest.MonkeyPatch, data: bytes, **kwargs):
     before = _lz4_c_chunks()
     one, two = (_outcome(monkeypatch, c, data, **kwargs) for c in (1, 2))
     return reference, one, two, _lz4_c_chunks() - before
+
+
+def _fail_alike(results: list, k: int) -> None:  # type: ignore[type-arg]
+    """Every ``(table, error)`` of _decoded_three_ways failed at batch ``k``, with the same error."""
+    errors = [e for _, e in results]
+    for e in errors:
+        assert isinstance(e, kbatch.CorruptRecordError) and e.batch_index == k, e
+        assert (str(e), e.position, e.field) == (str(errors[0]), errors[0].position, errors[0].field)
+        assert len(e.partial.records) == k * 20
 
 
 def test_lz4_is_decompressed_in_c() -> None:
@@ -745,9 +759,8 @@ def test_lz4_in_c_checks_what_python_checks(monkeypatch: pytest.MonkeyPatch, kin
     from kbatch import _compression
 
     data = bytearray(_batches([kind] * 120))
-    t = kbatch.decode(bytes(data))
     k = 43
-    pos, length = int(t.batches["position"][k]), int(t.batches["batch_length"][k])
+    pos, length = _batch_at(data, k)
     payload = pos + 61
     end = pos + 12 + length
     first_block, content_size = _lz4_frame_fields(bytes(data[payload : payload + 16]))
@@ -768,11 +781,7 @@ def test_lz4_in_c_checks_what_python_checks(monkeypatch: pytest.MonkeyPatch, kin
             assert e is None
             _same_table(results[0][0], table)
         return
-    errors = [e for _, e in results]
-    for e in errors:
-        assert isinstance(e, kbatch.CorruptRecordError) and e.batch_index == k, e
-        assert (str(e), e.position, e.field) == (str(errors[0]), errors[0].position, errors[0].field)
-        assert len(e.partial.records) == k * 20
+    _fail_alike(results, k)
 
 
 @pytest.mark.parametrize("skipped", ["some", "all"])
@@ -813,7 +822,7 @@ def test_lz4_in_c_every_descriptor_byte_as_python(monkeypatch: pytest.MonkeyPatc
     # Any descriptor (reserved bits, block size values 0-3 and 8-15, checksum and content size
     # flags, dependent blocks, a wrong HC) decodes or fails in C as _compression says
     data = _batches([b"lz4"] * 3)
-    at = int(kbatch.decode(data).batches["position"][0]) + 61 + byte
+    at = _batch_at(data, 0)[0] + 61 + byte
     for value in range(256):
         damaged = bytearray(data)
         damaged[at] = value
@@ -830,13 +839,9 @@ def test_lz4_in_c_every_descriptor_byte_as_python(monkeypatch: pytest.MonkeyPatc
 @pytest.mark.parametrize("k", range(40, 48))  # every place in a 16 KiB chunk: front, back, between
 def test_lz4_in_c_corrupt_block_gives_the_python_error(monkeypatch: pytest.MonkeyPatch, k: int) -> None:
     data = bytearray(_batches([b"lz4"] * 120))
-    pos = int(kbatch.decode(bytes(data)).batches["position"][k])
+    pos, _ = _batch_at(data, k)
     data[pos + 61 + 11] ^= 0xFF  # the first block's first token
-    errors = [e for _, e in _decoded_three_ways(monkeypatch, bytes(data), verify_crc=False)[:3]]
-    for e in errors:
-        assert isinstance(e, kbatch.CorruptRecordError) and e.batch_index == k, e
-        assert (str(e), e.position, e.field) == (str(errors[0]), errors[0].position, errors[0].field)
-        assert len(e.partial.records) == k * 20
+    _fail_alike(_decoded_three_ways(monkeypatch, bytes(data), verify_crc=False)[:3], k)
 
 
 def test_decodes_from_several_threads_share_the_helper(monkeypatch: pytest.MonkeyPatch) -> None:
