@@ -5,6 +5,7 @@ tests check that each family reaches Spark intact."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 from pathlib import Path
 
@@ -115,6 +116,15 @@ def test_options_reach_the_reader(spark, sample):
     assert _rows(by_time) == _expected(sample, ["users"], start_timestamp=int(ts[20]))
     with pytest.raises(Exception, match="latest"):
         read().option("startingOffsets", "latest").load(str(sample)).collect()
+
+
+def test_spark_is_the_expected_version(spark):
+    import pyspark
+
+    # KBATCH_EXPECT_SPARK: set by test_oldest_spark.py for its run on the oldest supported Spark
+    expected = os.environ.get("KBATCH_EXPECT_SPARK") or pyspark.__version__
+    assert spark.version == expected == pyspark.__version__
+    assert spark.version.split(".")[0] == "4"
 
 
 def test_auto_registration_module():
