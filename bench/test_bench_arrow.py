@@ -48,11 +48,13 @@ table with machine and versions from the repository root: ``PYTHONPATH=. python
 bench/test_bench_arrow.py``. ``KBATCH_BENCH_RECORDS`` / ``KBATCH_BENCH_SPARK_RECORDS``
 resize the workloads.
 
-Caveat: one process (Part 1) on a shared machine; the best of several rounds is reported
-(the load average is printed with the machine: above about 1 on two cores, the helper thread
-of ``to_arrow`` rarely finds the second core free).
-Spark times are wall times of one query after a warm-up query (JVM and Python workers
-started), so they include Spark's per-task overhead, as a user's job would.
+Caveat: one process (Part 1) on a shared machine. The table is the best of 7 rounds, each
+running every case once in turn, so that each contender meets the same drift in the machine's
+speed (the load average is printed with the machine: above about 1 on two cores, the helper
+threads of ``to_arrow`` and of the encoder rarely find the second core free).
+Spark times are wall times of one query, best of 2 rounds of every pipeline in turn, after a
+warm-up query of each (JVM and Python workers started), so they include Spark's per-task
+overhead, as a user's job would.
 """
 
 from __future__ import annotations
@@ -363,6 +365,23 @@ def best_of(fn: Callable[[], Any], rounds: int) -> float:
     return best
 
 
+def best_interleaved(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+    """Best time of each, over ``rounds`` rounds that run every one once in turn.
+
+    The contenders share each stretch of the machine's (shared, drifting) speed, instead
+    of one getting a quiet minute and the next a busy one.
+    """
+    best = dict.fromkeys(fns, float("inf"))
+    for fn in fns.values():
+        fn()  # warm: caches, first touch of pages
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
+
+
 def _versions() -> str:
     out = [f"Python {sys.version.split()[0]}"]
     for name in ("pyarrow", "pyspark", "aiokafka", "numpy", "pandas"):
@@ -376,12 +395,8 @@ def main() -> None:
     print(f"Machine: {machine()}  \nVersions: {_versions()}\n")
     print("| case | best time | records/s | vs. baseline |")
     print("| --- | ---: | ---: | ---: |")
-    times = {}
-    for name, fn in CASES.items():
-        if name == "encode-arrow-kbatch" and not hasattr(kbatch._core, "encode_arrays"):
-            continue
-        fn()
-        times[name] = best_of(fn, 5 if name != "encode-aiokafka" else 2)
+    cases = {k: f for k, f in CASES.items() if k != "encode-arrow-kbatch" or hasattr(kbatch._core, "encode_arrays")}
+    times = best_interleaved(cases, 7)
     base = {"to_arrow": times["to_arrow-pylist"], "encode": times["encode-aiokafka"]}
     for name, t in times.items():
         vs = base[name.split("-")[0]] / t
@@ -398,11 +413,7 @@ def main() -> None:
         print(f"\nSpark {pyspark.__version__}, local[2], noop sink; root built in {time.perf_counter() - t0:.1f} s\n")
         print("| pipeline | time | records/s | vs. aiokafka |")
         print("| --- | ---: | ---: | ---: |")
-        runs = spark_runs(root)
-        spark_times = {}
-        for name, fn in runs.items():
-            fn()
-            spark_times[name] = best_of(fn, 2)
+        spark_times = best_interleaved(spark_runs(root), 2)
         for name, t in spark_times.items():
             vs = spark_times["spark-binaryfile-aiokafka"] / t
             print(f"| {name} | {t:.1f} s | {N_SPARK / t / 1e6:.2f}M | {vs:.1f}x |")
