@@ -76,7 +76,7 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 from aiokafka.record._crecords import DefaultRecordBatchBuilder  # noqa: E402
-from workload import BATCH_RECORDS, core_workload, machine, one_thread  # noqa: E402
+from workload import BATCH_RECORDS, best_interleaved, core_workload, machine, one_thread  # noqa: E402
 
 import kbatch  # noqa: E402
 from kbatch.arrow import encode_arrow, spark_ddl, to_arrow  # noqa: E402
@@ -362,23 +362,6 @@ def best_of(fn: Callable[[], Any], rounds: int) -> float:
         t0 = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - t0)
-    return best
-
-
-def best_interleaved(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
-    """Best time of each, over ``rounds`` rounds that run every one once in turn.
-
-    The contenders share each stretch of the machine's (shared, drifting) speed, instead
-    of one getting a quiet minute and the next a busy one.
-    """
-    best = dict.fromkeys(fns, float("inf"))
-    for fn in fns.values():
-        fn()  # warm: caches, first touch of pages
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - t0)
     return best
 
 

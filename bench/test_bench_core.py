@@ -26,12 +26,11 @@ from __future__ import annotations
 import functools
 import os
 import platform
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from workload import BATCH_RECORDS, core_workload, machine, one_thread
+from workload import BATCH_RECORDS, best_interleaved, core_workload, machine, one_thread
 
 import kbatch
 
@@ -122,15 +121,7 @@ def test_core(benchmark: Any, case: str) -> None:
 
 def best_of(rounds: int = 7) -> dict[str, float]:
     """Best wall time of each case, the cases interleaved round by round."""
-    best = dict.fromkeys(CASES, float("inf"))
-    for fn in CASES.values():
-        fn()  # warm up, build the workload
-    for _ in range(rounds):
-        for name, fn in CASES.items():
-            t = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - t)
-    return best
+    return best_interleaved(CASES, rounds)
 
 
 def table(best: dict[str, float]) -> str:

@@ -21,7 +21,9 @@ import functools
 import os
 import platform
 import random
+import time
 from collections.abc import Callable
+from typing import Any
 
 __all__ = ["BATCH_RECORDS", "BASE_TIMESTAMP", "core_workload", "machine", "one_thread"]
 
@@ -131,3 +133,21 @@ def machine() -> str:
         pass
     load = f", load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""
     return f"{cpu}, {os.cpu_count()} CPUs{load}; {platform.system()} {platform.release()}"
+
+
+def best_interleaved(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+    """Best wall time of each of ``fns``, over ``rounds`` rounds that run every one once in turn.
+
+    The contenders share each stretch of the machine's (shared, drifting) speed, instead of
+    one getting a quiet minute and the next a busy one. Each runs once first, untimed (caches,
+    first touch of pages, workloads built).
+    """
+    best = dict.fromkeys(fns, float("inf"))
+    for fn in fns.values():
+        fn()
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best

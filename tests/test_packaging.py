@@ -35,20 +35,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.switches import enabled
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _enabled() -> bool:
-    flag = os.environ.get("KBATCH_TEST_PACKAGING", "")
-    if flag:
-        return flag not in ("0", "false", "no")
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
-        not _enabled(), reason="packaging proof: set KBATCH_TEST_PACKAGING=1 (CI runs it)"
+        not enabled("KBATCH_TEST_PACKAGING"), reason="packaging proof: set KBATCH_TEST_PACKAGING=1 (CI runs it)"
     ),
 ]
 

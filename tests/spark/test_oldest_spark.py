@@ -21,21 +21,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.switches import enabled
+
 OLDEST = "4.0.1"
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
 
-def _enabled() -> bool:
-    flag = os.environ.get("KBATCH_TEST_OLDEST_SPARK", "")
-    if flag:
-        return flag not in ("0", "false", "no")
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not _enabled(), reason=f"Spark {OLDEST} run: set KBATCH_TEST_OLDEST_SPARK=1 (CI runs it)"),
+    pytest.mark.skipif(
+        not enabled("KBATCH_TEST_OLDEST_SPARK"),
+        reason=f"Spark {OLDEST} run: set KBATCH_TEST_OLDEST_SPARK=1 (CI runs it)",
+    ),
     # the child run is this module's test: not again inside it
     pytest.mark.skipif(bool(os.environ.get("KBATCH_EXPECT_SPARK")), reason="inside the child run"),
 ]
