@@ -43,7 +43,7 @@ def test_spark_suite_on_the_oldest_supported_spark(tmp_path: Path) -> None:
     pytest.importorskip("pyarrow")
     target = tmp_path / "pyspark-oldest"
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "--no-deps", "--target", str(target), f"pyspark=={OLDEST}"], check=True)
+    subprocess.run([*pip, "--no-deps", "--target", str(target), f"pyspark=={OLDEST}"], check=True, timeout=1200)
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), str(ROOT), *paths]), KBATCH_EXPECT_SPARK=OLDEST)
     env.pop("SPARK_HOME", None)  # pyspark then runs the jars it was installed with
@@ -54,6 +54,7 @@ def test_spark_suite_on_the_oldest_supported_spark(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
+        timeout=1800,
     )
     report = child.stdout[-4000:] + child.stderr[-2000:]
     assert child.returncode == 0, report
