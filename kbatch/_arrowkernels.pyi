@@ -37,6 +37,9 @@ def gather2(
     npt.NDArray[np.int32] | npt.NDArray[np.int64],
     npt.NDArray[np.uint8],
 ]: ...
+def chunk_ends(
+    records: npt.NDArray[np.uint8], headers: npt.NDArray[np.uint8], with_headers: bool, max_rows: int, max_bytes: int
+) -> npt.NDArray[np.int64]: ...
 def spark_columns(
     data: npt.NDArray[np.uint8],
     records: npt.NDArray[np.uint8],

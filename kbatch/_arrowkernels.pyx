@@ -229,6 +229,67 @@ def gather2(const uint8_t[::1] data, const int64_t[:] s1, const int32_t[:] l1,
 
 
 # ---------------------------------------------------------------------------------------------
+# Where kbatch.arrow.to_record_batches cuts a table
+
+
+def chunk_ends(const uint8_t[::1] records, const uint8_t[::1] headers, bint with_headers,
+               Py_ssize_t max_rows, int64_t max_bytes):
+    """One past the last record of each chunk of ``to_record_batches``, in one pass over the rows.
+
+    A record weighs 32 bytes plus its key and value bytes and, ``with_headers``, 16 plus the
+    key and value bytes of each of its headers (a header range outside ``headers`` weighs
+    nothing here: converting the chunk reports it). A chunk takes records while it has fewer
+    than ``max_rows`` and stays within ``max_bytes``, and always at least one.
+
+    Parameters
+    ----------
+    records, headers : uint8 arrays
+        The bytes of C-contiguous ``RECORD_DTYPE`` / ``HEADER_DTYPE`` rows.
+    with_headers : bool
+    max_rows, max_bytes : int
+        At least 1.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64, one entry per chunk (none for no records).
+    """
+    cdef Py_ssize_t n = records.shape[0] // sizeof(record_t), nh = headers.shape[0] // sizeof(header_t)
+    cdef Py_ssize_t i, k = 0, first = 0
+    cdef int64_t r, hs, hc, size, total = 0
+    cdef const record_t* rec = <const record_t*>&records[0] if n else NULL
+    cdef const header_t* hdr = <const header_t*>&headers[0] if nh else NULL
+    if records.shape[0] % sizeof(record_t) or headers.shape[0] % sizeof(header_t):
+        raise ValueError("records/headers are not whole RECORD_DTYPE/HEADER_DTYPE rows")
+    if max_rows < 1 or max_bytes < 1:
+        raise ValueError("max_rows and max_bytes must be >= 1")
+    ends = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] out = ends
+    with nogil:
+        for i in range(n):
+            size = 32 + _positive(rec[i].key_length) + _positive(rec[i].value_length)
+            hs = rec[i].headers_start
+            hc = rec[i].headers_count
+            if with_headers and hc > 0 and 0 <= hs <= nh - hc:
+                for r in range(hs, hs + hc):
+                    size += 16 + _positive(hdr[r].key_length) + _positive(hdr[r].value_length)
+            if i > first and (i - first >= max_rows or total + size > max_bytes):
+                out[k] = i
+                k += 1
+                first = i
+                total = 0
+            total += size
+        if n:
+            out[k] = n
+            k += 1
+    return ends[:k]
+
+
+cdef inline int64_t _positive(int32_t length) noexcept nogil:
+    return length if length > 0 else 0
+
+
+# ---------------------------------------------------------------------------------------------
 # Every column of kbatch.arrow.to_arrow from a RecordTable's rows
 #
 # The records are converted in chunks. With a helper thread, both threads take the next chunk

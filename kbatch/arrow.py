@@ -747,6 +747,19 @@ def _payload_bytes(table: RecordTable, records: np.ndarray, include_headers: boo
     return np.asarray(size, dtype=np.int64)
 
 
+def _batch_bounds(
+    table: RecordTable, records: np.ndarray, include_headers: bool, max_rows: int, max_bytes: int
+) -> list[tuple[int, int]]:
+    """``(start, end)`` of each record batch of :func:`to_record_batches`."""
+    from kbatch._core import HEADER_DTYPE, RECORD_DTYPE
+
+    headers = table.headers.view(np.ndarray)
+    if _kernels is None or records.dtype != RECORD_DTYPE or headers.dtype != HEADER_DTYPE:
+        return _chunk_bounds(_payload_bytes(table, records, include_headers), max_rows, max_bytes)
+    ends = _kernels.chunk_ends(_row_bytes(records), _row_bytes(headers), include_headers, max_rows, max_bytes).tolist()
+    return list(zip([0, *ends], ends, strict=False))  # each chunk starts where the one before ends
+
+
 def _chunk_bounds(sizes: npt.NDArray[np.int64], max_rows: int, max_bytes: int) -> list[tuple[int, int]]:
     n = len(sizes)
     cum = np.zeros(n + 1, dtype=np.int64)
@@ -798,7 +811,7 @@ def to_record_batches(
     if len(records) <= max_rows and max_bytes >= DEFAULT_BATCH_BYTES and len(table.data) <= max_bytes:
         bounds = [(0, len(records))] if len(records) else []
     else:
-        bounds = _chunk_bounds(_payload_bytes(table, records, include_headers), max_rows, max_bytes)
+        bounds = _batch_bounds(table, records, include_headers, max_rows, max_bytes)
     for start, end in bounds:
         cols = _columns(
             table,

@@ -310,7 +310,7 @@ def test_kernel_rejects_rows_outside_the_data(chunk, monkeypatch):
 # ---------------------------------------------------------------- batches, streams, peers
 
 
-def test_record_batches_are_capped():
+def test_record_batches_are_capped(impl):
     vals = [bytes([i % 251]) * 1000 for i in range(50)]
     t = kbatch.decode(kbatch.encode(vals))
     batches = list(arrow.to_record_batches(t, max_rows=8, max_bytes=5000))
@@ -319,6 +319,32 @@ def test_record_batches_are_capped():
     assert [b.num_rows for b in arrow.to_record_batches(t, max_rows=8)] == [8] * 6 + [2]
     # one record larger than the cap still comes out, alone
     assert [b.num_rows for b in arrow.to_record_batches(t, max_bytes=10)] == [1] * 50
+
+
+def test_batch_bounds_agree_with_numpy_sizing():
+    """The C pass that cuts tables into record batches, against the NumPy sizing it replaced:
+    headers on and off, nulls, reordered and repeated records, every cap from one row/byte up."""
+    if arrow._kernels is None:
+        pytest.skip("kbatch._arrowkernels is not compiled")
+    values, keys, ts, headers = _mixed(3, 400)
+    t = kbatch.decode(kbatch.encode(values, keys, timestamps=ts, headers=headers, max_batch_records=37))
+    rows = t.records.view(np.ndarray)
+    tables = [t, _with_records(t, rows[::-1]), _with_records(t, rows[[5, 5, 9, 0, 9, 5] * 40])]
+    caps = [(1, 1), (7, 10**9), (10**6, 1), (64, 2000), (13, 777), (10**6, 10**9)]
+    for table in tables:
+        for include_headers in (False, True):
+            sizes = arrow._payload_bytes(table, table.records, include_headers)
+            for max_rows, max_bytes in caps:
+                got = arrow._batch_bounds(table, table.records, include_headers, max_rows, max_bytes)
+                assert got == arrow._chunk_bounds(sizes, max_rows, max_bytes)
+    # a header range outside the header rows weighs nothing when cutting (converting reports it)
+    bad = rows.copy()
+    bad["headers_start"][3] = len(t.headers)
+    cut = arrow._batch_bounds(_with_records(t, bad), bad, True, 10**6, 3000)
+    none = rows.copy()
+    none["headers_count"][3] = 0
+    assert cut == arrow._batch_bounds(_with_records(t, none), none, True, 10**6, 3000)
+    assert arrow._batch_bounds(t, rows[:0], True, 5, 5) == []
 
 
 def test_c_stream_into_pyarrow_and_iterators():
