@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BATCH_RECORDS", "BASE_TIMESTAMP", "core_workload", "machine", "one_thread"]
+__all__ = ["BATCH_RECORDS", "BASE_TIMESTAMP", "best_interleaved", "core_workload", "machine", "one_thread"]
 
 #: Records per batch in the workload (what a producer with ``linger.ms`` fills).
 BATCH_RECORDS = 500

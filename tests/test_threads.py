@@ -10,6 +10,7 @@ or the thresholds are lowered so that they are (uncompressed decodes, split by b
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import struct
@@ -676,14 +677,21 @@ def test_chunk_failures_fall_back_to_inline_errors(monkeypatch: pytest.MonkeyPat
 # they must equal, and what they fall back on.
 
 
-@pytest.fixture
-def python_lz4():  # type: ignore[no-untyped-def]
-    """Decompress LZ4 through _compression only, for the duration of the test."""
+@contextlib.contextmanager
+def _python_lz4_only():  # type: ignore[no-untyped-def]
+    """Decompress LZ4 through _compression only, inside the block."""
     core._lz4_in_c(False)
     try:
         yield
     finally:
         core._lz4_in_c(True)
+
+
+@pytest.fixture
+def python_lz4():  # type: ignore[no-untyped-def]
+    """Decompress LZ4 through _compression only, for the duration of the test."""
+    with _python_lz4_only():
+        yield
 
 
 def _lz4_c_chunks() -> int:
@@ -692,11 +700,8 @@ def _lz4_c_chunks() -> int:
 
 def _decoded_three_ways(monkeypatch: pytest.MonkeyPatch, data: bytes, **kwargs):  # type: ignore[no-untyped-def]
     """(table or error) through _compression, then in C on one thread, then on two."""
-    core._lz4_in_c(False)
-    try:
+    with _python_lz4_only():
         reference = _outcome(monkeypatch, 1, data, **kwargs)
-    finally:
-        core._lz4_in_c(True)
     before = _lz4_c_chunks()
     one, two = (_outcome(monkeypatch, c, data, **kwargs) for c in (1, 2))
     return reference, one, two, _lz4_c_chunks() - before
