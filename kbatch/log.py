@@ -30,12 +30,17 @@ What a broker keeps on disk under each ``log.dirs`` root (all integers big-endia
         baseOffset int64 (legacy: the offset, a compressed wrapper's last inner offset),
         batchLength int32 (bytes after this field, >= 14), ..., magic int8 at byte 16.
 
-Everything works from the ``.log`` files alone; an index is used only to go faster, and only
-when it is consistent with its ``.log`` (entries increasing and inside the file, the entry
-checked lands on a batch that holds its offset). Reads follow the broker: an offset seek looks
-the position up in ``.index`` and scans forward to the first batch whose last offset reaches
-it; a timestamp seek looks up ``.timeindex``, then ``.index``, then scans to the first record
-whose timestamp reaches it (Kafka's ListOffsets), so both give what a linear scan gives.
+Everything works from the ``.log`` files alone; an index is a hint, used only to go faster. A
+file whose entries do not increase is not used; each entry a seek uses is first checked against
+the batch it names (one header read, the first time): an ``.index`` position must frame a
+complete batch holding the entry's offset; the batch holding a ``.timeindex`` entry's offset must
+have the entry's timestamp as its largest and the batch before it a smaller one. An entry that
+fails is noted (:attr:`Segment.notes`, :attr:`LogDir.notes`) and the one before it used (or the
+start of the segment). Reads follow the broker: an offset seek looks the position up in
+``.index`` and scans forward to the first batch whose last offset reaches it; a timestamp seek
+looks up ``.timeindex``, then ``.index``, then scans to the first record whose timestamp reaches
+it (Kafka's ListOffsets), so both give what a linear scan gives, with the caller's
+``on_corruption`` throughout.
 
 >>> import kbatch, tempfile
 >>> from kbatch.log import LogWriter, open_log
@@ -262,9 +267,14 @@ class Segment:
         The entries of ``.index`` (:data:`OFFSET_INDEX_DTYPE`), ``.timeindex``
         (:data:`TIME_INDEX_DTYPE`) and ``.txnindex`` (:data:`TXN_INDEX_DTYPE`),
         big-endian views of the files; None when absent. ``index`` and
-        ``timeindex`` are None too when inconsistent with the ``.log``.
+        ``timeindex`` are None too when their entries do not increase, or
+        once 8 of their entries were found not to match the ``.log``.
     notes : list of str
-        Why an index was not used.
+        Why an index, or an index entry, was not used (entries are checked
+        when a seek first uses them, so notes can come after opening).
+    note_to : list of str or None
+        Another list every note is also appended to (set by :class:`LogDir`
+        to its :attr:`LogDir.notes`).
 
     Examples
     --------
@@ -293,7 +303,6 @@ class Segment:
         self.valid_bytes: int | None = None
         #: (position, length) of an incomplete batch at the end (a crash-truncated tail), once seen.
         self.tail: tuple[int, int] | None = None
-        #: Where else to append notes (a LogDir's :attr:`LogDir.notes`), or None.
         self.note_to: list[str] | None = None
         self._lies: dict[str, int] = {}
         stem_path = self.path.with_suffix("")
@@ -484,6 +493,25 @@ class Segment:
 
         The ``.timeindex`` then ``.index`` lookups (0 without them), each entry
         used checked against the batch it names, as :meth:`index_position`.
+
+        Examples
+        --------
+        >>> import kbatch, tempfile
+        >>> root = tempfile.mkdtemp()
+        >>> with LogWriter(root, "t", 0, index_interval_bytes=1) as w:
+        ...     for i in range(4):
+        ...         _ = w.append(kbatch.encode([b"x"], base_offset=i, timestamps=[100 + i]))
+        >>> seg = open_log(f"{root}/t-0").segments[0]
+        >>> seg.timestamp_position(102) == seg.position_for(2), seg.notes
+        (True, [])
+        >>> entries = seg.index.copy()
+        >>> entries["position"][1] += 3  # offset 2's batch, 3 bytes in
+        >>> entries.tofile(seg.path.with_suffix(".index"))
+        >>> seg = Segment(seg.path)
+        >>> seg.timestamp_position(102) == seg.position_for(2)
+        True
+        >>> seg.notes  # doctest: +ELLIPSIS
+        ['00000000000000000000.index entry 1 (offset 2, position 141) is not a batch holding ...']
         """
         return self._time_entry(timestamp, on_corruption)[1]
 
@@ -746,7 +774,9 @@ class LogDir:
     segments : list of Segment
         In offset order.
     notes : list of str
-        Files skipped and indexes not used, and why.
+        Files skipped and indexes or index entries not used, and why (an
+        index entry that does not match the ``.log`` is found, and noted here,
+        by the first read that seeks through it).
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -1062,7 +1092,9 @@ class LogDir:
         RecordTable
             Zero-copy into the mapped segment when one uncompressed chunk holds
             everything; otherwise a joined copy. A crash-truncated tail ends
-            the log without an error.
+            the log without an error. The same records as without the index
+            files: an index entry that does not match the ``.log`` is not used
+            and is noted in :attr:`notes`.
         """
         tables = list(
             self._iter(
