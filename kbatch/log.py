@@ -356,12 +356,16 @@ class Segment:
                     return None
                 if length <= 1 << 20:
                     one = os.pread(f.fileno(), _LOG_OVERHEAD + length, pos)
-                    heads, _, err, _ = _scan(one, 0, len(one), 1, self.path)
-                    return None if err is not None or not len(heads) else heads[:1]
-        heads, _, err, _ = _scan(self.data, pos, self.size, 1, self.path)
-        if err is not None or not len(heads):
+                    heads, _, exc = _core_scan(one, 0, len(one))
+                    if exc is not None or len(heads) != 1:
+                        return None
+                    heads["position"] += pos
+                    return heads
+        length = _FRAME.unpack_from(self.data, pos)[1]
+        if length < _MIN_ENTRY or self.size - pos - _LOG_OVERHEAD < length:
             return None
-        return heads[:1]
+        heads, _, exc = _core_scan(self.data, pos, pos + _LOG_OVERHEAD + length)
+        return heads if exc is None and len(heads) == 1 else None
 
     def _note(self, text: str) -> None:
         self.notes.append(text)
