@@ -617,7 +617,7 @@ class Segment:
         From the last ``.timeindex`` entry that matches the log and the headers
         of the batches from the one it names, else from every header.
         """
-        ts, pos = self._time_entry(1 << 62, on_corruption)
+        ts, pos = self._time_entry(np.iinfo(np.int64).max, on_corruption)
         if ts < 0:
             b = self.scan(on_corruption)
             return int(b["max_timestamp"].max()) if len(b) else -1
