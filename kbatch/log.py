@@ -579,8 +579,8 @@ class Segment:
             A frame that cannot be a batch (``on_corruption="raise"``), with
             the file and byte position.
         """
-        if self._scan is not None:
-            return self._scan
+        if self._scan is not None and (on_corruption == "skip" or not self.skipped):
+            return self._scan  # (a scan that skipped is framed again in raise mode: to raise)
         parts: list[npt.NDArray[Any]] = []
         pos = 0
         while True:

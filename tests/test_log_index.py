@@ -139,6 +139,13 @@ def test_raise_mode_seek_never_skips(tmp_path: Path) -> None:
     got = log.read(start_offset=5, on_corruption="skip")
     assert got.records["offset"].tolist() == list(range(5, 10))
     assert log.skipped and log.skipped[0].position == int(heads["position"][2])
+    assert log.offset_for_timestamp(1005, on_corruption="skip") == 5
+    # what skip mode cached is not reused by raise mode behind its back
+    with pytest.raises(CorruptRecordError):
+        log.offset_for_timestamp(1005)
+    with pytest.raises(CorruptRecordError):
+        log.scan()
+    assert len(log.scan(on_corruption="skip")) == 9
 
 
 # ---------------------------------------------------------------------------------------------
