@@ -859,19 +859,21 @@ class LogDir:
         parts = [seg.scan(on_corruption) for seg in self.segments]
         return np.concatenate(parts) if parts else np.zeros(0, BATCH_DTYPE)
 
-    def transactions(self) -> tuple[list[tuple[int, int, int]], int | None]:
+    def transactions(self, on_corruption: OnCorruption = "raise") -> tuple[list[tuple[int, int, int]], int | None]:
         """Aborted transactions ``(producer_id, first_offset, last_offset)`` and the last stable offset.
 
         Aborted transactions come from a segment's ``.txnindex`` when it has
         one, else from its control markers; the last stable offset is the first
         offset of the earliest transaction still open at the end of the log
-        (None when none is open). Needs every segment's headers (cached).
+        (None when none is open). Needs every segment's headers (cached): a
+        frame that cannot be a batch raises, or with ``on_corruption="skip"``
+        is recorded in :attr:`skipped` (a marker may have been lost with it).
         """
-        if self._txn is None:
+        if self._txn is None or (on_corruption == "raise" and self.skipped):
             ongoing: dict[int, int] = {}
             aborted: list[tuple[int, int, int]] = []
             for seg in self.segments:
-                found, ongoing = _txn_state(seg.scan("skip"), ongoing)
+                found, ongoing = _txn_state(seg.scan(on_corruption), ongoing)
                 if seg.txnindex is not None:
                     t = seg.txnindex
                     found = list(
@@ -992,7 +994,7 @@ class LogDir:
         aborted: list[tuple[int, int, int]] = []
         lso: int | None = None
         if isolation_level == "read_committed":
-            aborted, lso = self.transactions()
+            aborted, lso = self.transactions(on_corruption)
             if lso is not None:
                 end = lso if end is None else min(end, lso)
         remaining = max_records

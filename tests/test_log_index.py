@@ -146,6 +146,13 @@ def test_raise_mode_seek_never_skips(tmp_path: Path) -> None:
     with pytest.raises(CorruptRecordError):
         log.scan()
     assert len(log.scan(on_corruption="skip")) == 9
+    # read_committed finds its transactions in the caller's mode too
+    fresh = open_log(part)
+    with pytest.raises(CorruptRecordError):
+        fresh.read(start_offset=5, isolation_level="read_committed")
+    assert not fresh.skipped
+    got = fresh.read(start_offset=5, isolation_level="read_committed", on_corruption="skip")
+    assert got.records["offset"].tolist() == list(range(5, 10)) and len(fresh.skipped) == 1
 
 
 # ---------------------------------------------------------------------------------------------
