@@ -30,12 +30,17 @@ What a broker keeps on disk under each ``log.dirs`` root (all integers big-endia
         baseOffset int64 (legacy: the offset, a compressed wrapper's last inner offset),
         batchLength int32 (bytes after this field, >= 14), ..., magic int8 at byte 16.
 
-Everything works from the ``.log`` files alone; an index is used only to go faster, and only
-when it is consistent with its ``.log`` (entries increasing and inside the file, the entry
-checked lands on a batch that holds its offset). Reads follow the broker: an offset seek looks
-the position up in ``.index`` and scans forward to the first batch whose last offset reaches
-it; a timestamp seek looks up ``.timeindex``, then ``.index``, then scans to the first record
-whose timestamp reaches it (Kafka's ListOffsets), so both give what a linear scan gives.
+Everything works from the ``.log`` files alone; an index is a hint, used only to go faster. A
+file whose entries do not increase is not used; each entry a seek uses is first checked against
+the batch it names (one header read, the first time): an ``.index`` position must frame a
+complete batch holding the entry's offset; the batch holding a ``.timeindex`` entry's offset must
+have the entry's timestamp as its largest and the batch before it a smaller one. An entry that
+fails is noted (:attr:`Segment.notes`, :attr:`LogDir.notes`) and the one before it used (or the
+start of the segment). Reads follow the broker: an offset seek looks the position up in
+``.index`` and scans forward to the first batch whose last offset reaches it; a timestamp seek
+looks up ``.timeindex``, then ``.index``, then scans to the first record whose timestamp reaches
+it (Kafka's ListOffsets), so both give what a linear scan gives, with the caller's
+``on_corruption`` throughout.
 
 >>> import kbatch, tempfile
 >>> from kbatch.log import LogWriter, open_log
@@ -79,7 +84,7 @@ from kbatch._core import decode as _core_decode
 from kbatch._core import scan as _core_scan
 from kbatch._table import RecordTable
 from kbatch._txn import _txn_state, aborted_batch_mask, concat, select
-from kbatch.errors import CorruptRecordError, CRCError, KBatchError
+from kbatch.errors import CorruptRecordError, CRCError
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
     from typing_extensions import Self
@@ -116,6 +121,7 @@ _HEADER_BYTES: Final = 61
 _LOG_OVERHEAD: Final = 12
 _MIN_ENTRY: Final = 14  # the smallest legacy message (Java's LegacyRecord.RECORD_OVERHEAD_V0)
 _MIN_V2: Final = _HEADER_BYTES - _LOG_OVERHEAD
+_MAX_LIES: Final = 8  # index entries found not to match the log before the whole file is dropped
 _FRAME = struct.Struct(">qi")
 _SKIPPED_SUFFIXES: Final = (".deleted", ".cleaned", ".swap")
 _SKIPPED_DIRS: Final = ("-delete", "-future", "-stray")
@@ -261,9 +267,14 @@ class Segment:
         The entries of ``.index`` (:data:`OFFSET_INDEX_DTYPE`), ``.timeindex``
         (:data:`TIME_INDEX_DTYPE`) and ``.txnindex`` (:data:`TXN_INDEX_DTYPE`),
         big-endian views of the files; None when absent. ``index`` and
-        ``timeindex`` are None too when inconsistent with the ``.log``.
+        ``timeindex`` are None too when their entries do not increase, or
+        once 8 of their entries were found not to match the ``.log``.
     notes : list of str
-        Why an index was not used.
+        Why an index, or an index entry, was not used (entries are checked
+        when a seek first uses them, so notes can come after opening).
+    note_to : list of str or None
+        Another list every note is also appended to (set by :class:`LogDir`
+        to its :attr:`LogDir.notes`).
 
     Examples
     --------
@@ -292,6 +303,8 @@ class Segment:
         self.valid_bytes: int | None = None
         #: (position, length) of an incomplete batch at the end (a crash-truncated tail), once seen.
         self.tail: tuple[int, int] | None = None
+        self.note_to: list[str] | None = None
+        self._lies: dict[str, int] = {}
         stem_path = self.path.with_suffix("")
         self.index = _read_index(stem_path.with_suffix(".index"), OFFSET_INDEX_DTYPE)
         self.timeindex = _read_index(stem_path.with_suffix(".timeindex"), TIME_INDEX_DTYPE)
@@ -328,7 +341,14 @@ class Segment:
     # -- indexes -------------------------------------------------------------------------
 
     def _batch_at(self, pos: int) -> npt.NDArray[Any] | None:
-        if self._data is None and pos >= 0 and self.size - pos >= _LOG_OVERHEAD:
+        """The header row of a complete batch framed at ``pos``, or None (one header read)."""
+        if pos < 0 or self.size - pos < _LOG_OVERHEAD + _MIN_ENTRY:
+            return None
+        sc = self._scan
+        if sc is not None and not self.skipped:  # the cached scan is the framing itself
+            k = int(np.searchsorted(sc["position"], pos))
+            return sc[k : k + 1] if k < len(sc) and int(sc["position"][k]) == pos else None
+        if self._data is None:
             # reads of the batch instead of mapping the file (unless the batch is large)
             with open(self.path, "rb") as f:
                 length = _FRAME.unpack_from(os.pread(f.fileno(), _LOG_OVERHEAD, pos))[1]
@@ -336,53 +356,168 @@ class Segment:
                     return None
                 if length <= 1 << 20:
                     one = os.pread(f.fileno(), _LOG_OVERHEAD + length, pos)
-                    heads, _, err, _ = _scan(one, 0, len(one), 1, self.path)
-                    return None if err is not None or not len(heads) else heads[:1]
-        heads, _, err, _ = _scan(self.data, pos, self.size, 1, self.path)
-        if err is not None or not len(heads):
+                    heads, _, exc = _core_scan(one, 0, len(one))
+                    if exc is not None or len(heads) != 1:
+                        return None
+                    heads["position"] += pos
+                    return heads
+        length = _FRAME.unpack_from(self.data, pos)[1]
+        if length < _MIN_ENTRY or self.size - pos - _LOG_OVERHEAD < length:
             return None
-        return heads[:1]
+        heads, _, exc = _core_scan(self.data, pos, pos + _LOG_OVERHEAD + length)
+        return heads if exc is None and len(heads) == 1 else None
+
+    def _note(self, text: str) -> None:
+        self.notes.append(text)
+        logger.warning("%s: %s", self.path, text)
+        if self.note_to is not None:
+            self.note_to.append(f"{self.path.name}: {text}")
 
     def _check_indexes(self) -> None:
+        # Structure only, vectorised, without reading the .log: a lookup needs increasing
+        # entries. Whether an entry tells the truth is checked when a seek first uses it.
         idx = self.index
         if idx is not None and len(idx):
             rel = idx["relative_offset"].astype(np.int64)
             where = idx["position"].astype(np.int64)
-            ok = bool(
-                np.all(rel >= 0) and np.all(np.diff(rel) > 0) and np.all(np.diff(where) > 0)
-                and where[0] >= 0 and where[-1] < self.size
-            )
-            if ok:
-                for k in {0, len(idx) - 1}:
-                    row = self._batch_at(int(where[k]))
-                    off = self.base_offset + int(rel[k])
-                    if row is None or not int(row["base_offset"][0]) <= off <= int(row["base_offset"][0]) + int(
-                        row["last_offset_delta"][0]
-                    ):
-                        ok = False
-            if not ok:
-                self.notes.append(f"{self.path.with_suffix('.index').name} is inconsistent with the log: not used")
+            if not (np.all(rel >= 0) and np.all(np.diff(rel) > 0) and np.all(np.diff(where) > 0)):
+                self._note(f"{self.path.with_suffix('.index').name} is inconsistent with the log: not used")
                 self.index = None
         tix = self.timeindex
-        if tix is not None and len(tix):
-            ok = bool(
-                np.all(np.diff(tix["timestamp"].astype(np.int64)) >= 0)
-                and np.all(tix["relative_offset"] >= 0)
-                and np.all(np.diff(tix["relative_offset"].astype(np.int64)) >= 0)
-            )
-            if not ok:
-                self.notes.append(
-                    f"{self.path.with_suffix('.timeindex').name} is inconsistent with the log: not used"
-                )
+        if tix is not None and len(tix) and not (
+            np.all(np.diff(tix["timestamp"].astype(np.int64)) >= 0)
+            and np.all(tix["relative_offset"] >= 0)
+            and np.all(np.diff(tix["relative_offset"].astype(np.int64)) >= 0)
+        ):
+            self._note(f"{self.path.with_suffix('.timeindex').name} is inconsistent with the log: not used")
+            self.timeindex = None
+        # per entry, once checked: 1 holds, -1 lies (.index); the batch position + 1, -1 (.timeindex)
+        self._index_ok = np.zeros(0 if self.index is None else len(self.index), np.int8)
+        self._timeindex_at = np.zeros(0 if self.timeindex is None else len(self.timeindex), np.int64)
+
+    def _lie(self, suffix: str, what: str) -> None:
+        """Note an index entry that does not match the log; at ``_MAX_LIES``, drop the file."""
+        name = self.path.with_suffix(suffix).name
+        self._lies[suffix] = self._lies.get(suffix, 0) + 1
+        self._note(f"{name} {what}: entry not used")
+        if self._lies[suffix] >= _MAX_LIES:
+            self._note(f"{name}: {_MAX_LIES} entries do not match the log: not used")
+            if suffix == ".index":
+                self.index = None
+            else:
                 self.timeindex = None
 
+    def _offset_entry_holds(self, k: int) -> bool:
+        """Whether ``.index`` entry ``k`` points at a batch holding its offset (checked once)."""
+        state = int(self._index_ok[k])
+        if state == 0:
+            assert self.index is not None
+            rel, pos = (int(v) for v in self.index[k].tolist())
+            off = self.base_offset + rel
+            row = self._batch_at(pos)
+            first = -1 if row is None else int(row["base_offset"][0])
+            holds = row is not None and first <= off <= first + int(row["last_offset_delta"][0])
+            self._index_ok[k] = state = 1 if holds else -1
+            if not holds:
+                self._lie(".index", f"entry {k} (offset {off}, position {pos}) is not a batch holding that offset")
+        return state > 0
+
     def index_position(self, offset: int) -> int:
-        """Byte position to scan from for ``offset``: the ``.index`` lookup (0 without one)."""
+        """Byte position to scan from for ``offset`` (0 without a usable ``.index``).
+
+        The position of the last ``.index`` entry at or before ``offset`` that
+        holds a complete batch containing the entry's offset (one header read
+        per entry, the first time it is used); an entry that does not is noted
+        in :attr:`notes` and the one before it is tried.
+        """
         idx = self.index
         if idx is None or len(idx) == 0:
             return 0
         k = int(np.searchsorted(idx["relative_offset"].astype(np.int64), offset - self.base_offset, "right")) - 1
-        return 0 if k < 0 else int(idx["position"][k])
+        while k >= 0 and self.index is not None and not self._offset_entry_holds(k):
+            k -= 1
+        return 0 if k < 0 or self.index is None else int(idx["position"][k])
+
+    def _time_entry_position(self, k: int, on_corruption: OnCorruption) -> int:
+        """Position of the batch ``.timeindex`` entry ``k`` names, or -1 when the entry does not
+        match the log (checked once). An entry is where the segment's largest timestamp so far
+        rose to its timestamp: the batch holding its offset has that largest timestamp and the
+        batch before it a smaller one."""
+        at = int(self._timeindex_at[k])
+        if at == 0:
+            assert self.timeindex is not None
+            ts, rel = (int(v) for v in self.timeindex[k].tolist())
+            off = self.base_offset + rel
+            pos, row, prev = self._seek(off, on_corruption)
+            holds = row is not None and int(row["base_offset"][0]) <= off and int(row["max_timestamp"][0]) == ts
+            if holds and row is not None and pos > 0:
+                if prev is None:
+                    prev = self._batch_before(pos, int(row["base_offset"][0]), on_corruption)
+                holds = (
+                    prev is not None
+                    and int(prev["position"][0]) + _LOG_OVERHEAD + int(prev["batch_length"][0]) == pos
+                    and int(prev["max_timestamp"][0]) < ts
+                )
+            self._timeindex_at[k] = at = pos + 1 if holds else -1
+            if not holds:
+                self._lie(".timeindex", f"entry {k} (timestamp {ts}, offset {off}) does not match the batches "
+                          "at that offset")
+        return at - 1
+
+    def _batch_before(self, pos: int, base: int, on_corruption: OnCorruption) -> npt.NDArray[Any] | None:
+        """Header row of the last batch framed before ``pos`` (that of offset ``base``), from the
+        checked ``.index`` position before ``base``."""
+        p = self.index_position(base - 1)
+        last = None
+        while p < pos:
+            h, p, at_end = self.frame_headers(p, pos - p, on_corruption)
+            before = h[h["position"] < pos]
+            if len(before):
+                last = before[-1:]
+            if len(before) < len(h) or at_end:
+                break
+        return last
+
+    def _time_entry(self, timestamp: int, on_corruption: OnCorruption) -> tuple[int, int]:
+        """(timestamp, batch position) of the last ``.timeindex`` entry at or before ``timestamp``
+        that matches the log, or (-1, 0) when none does."""
+        tix = self.timeindex
+        if tix is None or len(tix) == 0 or self.index is None:
+            return -1, 0  # without .index, checking an entry would cost the linear scan it saves
+        k = int(np.searchsorted(tix["timestamp"].astype(np.int64), timestamp, "right")) - 1
+        while k >= 0 and self.timeindex is not None:
+            pos = self._time_entry_position(k, on_corruption)
+            if pos >= 0:
+                return int(tix["timestamp"][k]), pos
+            k -= 1
+        return -1, 0
+
+    def timestamp_position(self, timestamp: int, on_corruption: OnCorruption = "raise") -> int:
+        """Byte position to scan from for the first record whose timestamp is >= ``timestamp``.
+
+        The ``.timeindex`` then ``.index`` lookups (0 without them), each entry
+        used checked against the batch it names, as :meth:`index_position`.
+
+        Examples
+        --------
+        >>> import kbatch, tempfile
+        >>> root = tempfile.mkdtemp()
+        >>> with LogWriter(root, "t", 0, index_interval_bytes=1) as w:
+        ...     for i in range(4):
+        ...         _ = w.append(kbatch.encode([b"x"], base_offset=i, timestamps=[100 + i]))
+        >>> seg = open_log(f"{root}/t-0").segments[0]
+        >>> seg.timestamp_position(102) == seg.position_for(2), seg.notes
+        (True, [])
+        >>> entries = seg.index.copy()
+        >>> entries["position"][1] += 3  # offset 2's batch, 3 bytes in
+        >>> entries.tofile(seg.path.with_suffix(".index"))
+        >>> seg = Segment(seg.path)
+        >>> seg.timestamp_position(102) == seg.position_for(2)
+        True
+        >>> seg.notes  # doctest: +ELLIPSIS
+        ['00000000000000000000.index entry 1 (offset 2, position 141) is not a batch holding ...']
+        """
+        return self._time_entry(timestamp, on_corruption)[1]
 
     # -- scanning ------------------------------------------------------------------------
 
@@ -444,8 +579,8 @@ class Segment:
             A frame that cannot be a batch (``on_corruption="raise"``), with
             the file and byte position.
         """
-        if self._scan is not None:
-            return self._scan
+        if self._scan is not None and (on_corruption == "skip" or not self.skipped):
+            return self._scan  # (a scan that skipped is framed again in raise mode: to raise)
         parts: list[npt.NDArray[Any]] = []
         pos = 0
         while True:
@@ -476,41 +611,58 @@ class Segment:
             return self.base_offset
         return int(b["base_offset"][-1]) + int(b["last_offset_delta"][-1]) + 1
 
-    def max_timestamp(self) -> int:
-        """The largest batch timestamp in the segment (-1 when none)."""
-        tix = self.timeindex
-        if tix is not None and len(tix) and self.index is not None:
-            last = tix[-1]
-            pos = self.index_position(self.base_offset + int(last["relative_offset"]))
-            tail: list[npt.NDArray[Any]] = [np.zeros(0, dtype=BATCH_DTYPE)]
-            while True:
-                more, pos, at_end = self.frame_headers(pos, 1 << 62, "skip")
-                tail.append(more)
-                if at_end:
-                    break
-            rest = np.concatenate(tail)["max_timestamp"]
-            return max(int(last["timestamp"]), int(rest.max()) if len(rest) else -1)
-        b = self.scan("skip")
-        return int(b["max_timestamp"].max()) if len(b) else -1
+    def max_timestamp(self, on_corruption: OnCorruption = "raise") -> int:
+        """The largest batch timestamp in the segment (-1 when none).
 
-    def position_for(self, offset: int) -> int:
-        """Position of the first batch whose last offset is >= ``offset`` (or the end)."""
-        if self._scan is not None and self.index is None:
-            b = self._scan
+        From the last ``.timeindex`` entry that matches the log and the headers
+        of the batches from the one it names, else from every header.
+        """
+        ts, pos = self._time_entry(np.iinfo(np.int64).max, on_corruption)
+        if ts < 0:
+            b = self.scan(on_corruption)
+            return int(b["max_timestamp"].max()) if len(b) else -1
+        while True:
+            more, pos, at_end = self.frame_headers(pos, 1 << 62, on_corruption)
+            if len(more):
+                ts = max(ts, int(more["max_timestamp"].max()))
+            if at_end:
+                return ts
+
+    def _seek(
+        self, offset: int, on_corruption: OnCorruption
+    ) -> tuple[int, npt.NDArray[Any] | None, npt.NDArray[Any] | None]:
+        """(position, header row, row of the batch before if framed) of the first batch whose
+        last offset is >= ``offset``, or (the end, None, None). Frames in ``on_corruption``
+        mode from the checked ``.index`` position."""
+        b = self._scan
+        if b is not None and (on_corruption == "skip" or not self.skipped):
             last = b["base_offset"] + b["last_offset_delta"]
             k = int(np.searchsorted(last, offset, "left"))
-            return int(b["position"][k]) if k < len(b) else self.valid_bytes or self.size
+            if k == len(b):
+                return self.valid_bytes or self.size, None, None
+            return int(b["position"][k]), b[k : k + 1], b[k - 1 : k] if k else None
         pos = self.index_position(offset)
+        prev = None
         while True:
-            h, nxt, at_end = self.frame_headers(pos, 1 << 20, "skip")
+            h, nxt, at_end = self.frame_headers(pos, 1 << 20, on_corruption)
             if len(h):
-                last = h["base_offset"] + h["last_offset_delta"]
-                k = int(np.argmax(last >= offset)) if np.any(last >= offset) else -1
-                if k >= 0:
-                    return int(h["position"][k])
+                hit = np.flatnonzero(h["base_offset"] + h["last_offset_delta"] >= offset)
+                if len(hit):
+                    k = int(hit[0])
+                    return int(h["position"][k]), h[k : k + 1], h[k - 1 : k] if k else prev
+                prev = h[-1:]
             pos = nxt
             if at_end:
-                return pos
+                return pos, None, None
+
+    def position_for(self, offset: int, on_corruption: OnCorruption = "raise") -> int:
+        """Position of the first batch whose last offset is >= ``offset`` (or the end).
+
+        Scans from :meth:`index_position` (each ``.index`` entry used is checked
+        first); a frame that cannot be a batch on the way raises, or with
+        ``on_corruption="skip"`` is recorded in :attr:`skipped`, as a read would.
+        """
+        return self._seek(offset, on_corruption)[0]
 
     def headers_at(self, positions: Sequence[int]) -> npt.NDArray[Any]:
         """BATCH_DTYPE header rows of the batches at ``positions`` (from the cached scan if any)."""
@@ -626,7 +778,9 @@ class LogDir:
     segments : list of Segment
         In offset order.
     notes : list of str
-        Files skipped and indexes not used, and why.
+        Files skipped and indexes or index entries not used, and why (an
+        index entry that does not match the ``.log`` is found, and noted here,
+        by the first read that seeks through it).
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -664,6 +818,7 @@ class LogDir:
         self.segments = sorted(segments, key=lambda s: s.base_offset)
         for seg in self.segments:
             self.notes.extend(f"{seg.path.name}: {n}" for n in seg.notes)
+            seg.note_to = self.notes  # and what a seek finds later (index entries that lie)
         for note in self.notes:
             logger.info("%s: %s", self.path, note)
         self._txn: tuple[list[tuple[int, int, int]], int | None] | None = None
@@ -704,19 +859,21 @@ class LogDir:
         parts = [seg.scan(on_corruption) for seg in self.segments]
         return np.concatenate(parts) if parts else np.zeros(0, BATCH_DTYPE)
 
-    def transactions(self) -> tuple[list[tuple[int, int, int]], int | None]:
+    def transactions(self, on_corruption: OnCorruption = "raise") -> tuple[list[tuple[int, int, int]], int | None]:
         """Aborted transactions ``(producer_id, first_offset, last_offset)`` and the last stable offset.
 
         Aborted transactions come from a segment's ``.txnindex`` when it has
         one, else from its control markers; the last stable offset is the first
         offset of the earliest transaction still open at the end of the log
-        (None when none is open). Needs every segment's headers (cached).
+        (None when none is open). Needs every segment's headers (cached): a
+        frame that cannot be a batch raises, or with ``on_corruption="skip"``
+        is recorded in :attr:`skipped` (a marker may have been lost with it).
         """
-        if self._txn is None:
+        if self._txn is None or (on_corruption == "raise" and self.skipped):
             ongoing: dict[int, int] = {}
             aborted: list[tuple[int, int, int]] = []
             for seg in self.segments:
-                found, ongoing = _txn_state(seg.scan("skip"), ongoing)
+                found, ongoing = _txn_state(seg.scan(on_corruption), ongoing)
                 if seg.txnindex is not None:
                     t = seg.txnindex
                     found = list(
@@ -728,27 +885,35 @@ class LogDir:
             self._txn = (aborted, min(ongoing.values()) if ongoing else None)
         return self._txn
 
-    def offset_for_timestamp(self, timestamp: int) -> int | None:
+    def offset_for_timestamp(
+        self, timestamp: int, *, on_corruption: OnCorruption = "raise", verify_crc: bool = True
+    ) -> int | None:
         """The first offset whose record timestamp is >= ``timestamp`` (Kafka's ListOffsets).
 
-        None when no record is that late.
+        None when no record is that late. The ``.timeindex`` and ``.index``
+        entries used are checked against the batches they name first (an entry
+        that does not match is noted in :attr:`notes` and not used), so the
+        answer is the one a scan of the ``.log`` alone gives. ``on_corruption``
+        and ``verify_crc`` as in :meth:`read`: a corrupt batch on the way
+        raises, or is recorded in :attr:`skipped` and passed.
         """
+        if on_corruption not in ("raise", "skip"):
+            raise ValueError(f"on_corruption must be 'raise' or 'skip', got {on_corruption!r}")
         for seg in self.segments:
-            if seg.size == 0 or seg.max_timestamp() < timestamp:
+            if seg.size == 0 or seg.max_timestamp(on_corruption) < timestamp:
                 continue
-            pos = 0
-            tix = seg.timeindex
-            if tix is not None and len(tix) and seg.index is not None:
-                k = int(np.searchsorted(tix["timestamp"].astype(np.int64), timestamp, "right")) - 1
-                if k >= 0:
-                    pos = seg.position_for(seg.base_offset + int(tix["relative_offset"][k]))
+            pos = seg.timestamp_position(timestamp, on_corruption)
             while True:
-                h, nxt, at_end = seg.frame_headers(pos, 1 << 20, "skip")
+                h, nxt, at_end = seg.frame_headers(pos, 1 << 20, on_corruption)
                 for k in np.flatnonzero(h["max_timestamp"] >= timestamp).tolist():
                     p = int(h["position"][k])
+                    size = _LOG_OVERHEAD + int(h["batch_length"][k])
                     try:
-                        t = kbatch.decode(seg.data[p : p + _LOG_OVERHEAD + int(h["batch_length"][k])])
-                    except KBatchError:
+                        t = kbatch.decode(seg.data[p : p + size], verify_crc=verify_crc)
+                    except CorruptRecordError as exc:
+                        if on_corruption == "raise":
+                            raise seg._relocate(exc, p) from exc
+                        seg._skip(p, size, exc.reason)
                         continue
                     hit = np.flatnonzero(t.records["timestamp"] >= timestamp)
                     if len(hit):
@@ -818,18 +983,18 @@ class LogDir:
         start = self.log_start_offset if start_offset is None else int(start_offset)
         end = None if end_offset is None else int(end_offset)
         if start_timestamp is not None:
-            found = self.offset_for_timestamp(int(start_timestamp))
+            found = self.offset_for_timestamp(int(start_timestamp), on_corruption=on_corruption, verify_crc=verify_crc)
             if found is None:
                 return
             start = max(start, found)
         if end_timestamp is not None:
-            found = self.offset_for_timestamp(int(end_timestamp))
+            found = self.offset_for_timestamp(int(end_timestamp), on_corruption=on_corruption, verify_crc=verify_crc)
             if found is not None:
                 end = found if end is None else min(end, found)
         aborted: list[tuple[int, int, int]] = []
         lso: int | None = None
         if isolation_level == "read_committed":
-            aborted, lso = self.transactions()
+            aborted, lso = self.transactions(on_corruption)
             if lso is not None:
                 end = lso if end is None else min(end, lso)
         remaining = max_records
@@ -839,7 +1004,7 @@ class LogDir:
                 continue
             if end is not None and seg.base_offset >= end:
                 return
-            pos = seg.position_for(start) if start > seg.base_offset else 0
+            pos = seg.position_for(start, on_corruption) if start > seg.base_offset else 0
             while True:
                 heads, nxt, at_end = seg.frame_headers(pos, chunk_bytes, on_corruption)
                 if len(heads):
@@ -933,7 +1098,9 @@ class LogDir:
         RecordTable
             Zero-copy into the mapped segment when one uncompressed chunk holds
             everything; otherwise a joined copy. A crash-truncated tail ends
-            the log without an error.
+            the log without an error. The same records as without the index
+            files: an index entry that does not match the ``.log`` is not used
+            and is noted in :attr:`notes`.
         """
         tables = list(
             self._iter(
