@@ -46,7 +46,7 @@ import struct
 import threading
 import zlib
 from collections.abc import Callable
-from typing import Final, NoReturn
+from typing import TYPE_CHECKING, Final, NoReturn
 
 import cramjam
 import deflate
@@ -57,6 +57,9 @@ import numpy.typing as npt
 import zstandard
 
 from kbatch.errors import CorruptRecordError, UnsupportedError
+
+if TYPE_CHECKING:  # typing_extensions is not a runtime dependency
+    from typing_extensions import Buffer
 
 __all__ = [
     "CODEC_NAMES",
@@ -115,16 +118,20 @@ class Arena:
     initial : int, optional
         Bytes to allocate up front (0 allocates on first use).
     allocate : callable, optional
-        ``allocate(n)`` returns a new writable uint8 array of at least ``n`` bytes;
-        default ``np.empty``. kbatch's decoder passes one that reuses the pages of a
-        previous decode's arena.
+        ``allocate(n)`` returns a new writable buffer of at least ``n`` bytes (uint8, one
+        dimension, ``len()`` its size); default ``np.empty``. If it has a ``resize(n)``
+        method, that grows it in place keeping its bytes, and raises ``ValueError`` or
+        ``BufferError`` when it cannot (a view of it is alive), as ``ndarray.resize`` does.
+        kbatch's decoder passes one whose blocks grow by ``mremap`` and reuse the pages
+        of a previous decode's arena.
 
     Notes
     -----
-    Capacity grows geometrically (at least doubling), in place (``realloc``) when no view
-    of the buffer is alive, else by copying; pages the codecs never write are not
-    touched. Give ``initial`` when the output size is roughly known (e.g. a few times the
-    compressed input, capped by the limit): it saves the growth steps.
+    Capacity grows geometrically (at least doubling), in place when no view of the buffer
+    is alive (then the used bytes are not copied, and with kbatch's decoder blocks not
+    even held twice), else by copying into a new buffer; pages the codecs never write are
+    not touched. Give ``initial`` when the output size is roughly known (e.g. a few times
+    the compressed input, capped by the limit): it saves the growth steps.
 
     Examples
     --------
@@ -140,13 +147,13 @@ class Arena:
     def __init__(
         self,
         initial: int = 0,
-        allocate: Callable[[int], npt.NDArray[np.uint8]] | None = None,
+        allocate: Callable[[int], Buffer] | None = None,
     ) -> None:
         if initial < 0:
             raise ValueError(f"initial must be >= 0, got {initial}")
         #: Makes a new uint8 buffer of at least n bytes (default: np.empty).
         self._allocate = allocate or _empty
-        self._buf: npt.NDArray[np.uint8] = self._allocate(initial)
+        self._buf: Buffer = self._allocate(initial)
         #: Bytes used, from the start of the buffer.
         self.size: int = 0
         #: Called before the buffer moves (grows), e.g. to wait for a thread that is
@@ -156,7 +163,7 @@ class Arena:
     @property
     def capacity(self) -> int:
         """Bytes allocated (used or not)."""
-        return int(self._buf.shape[0])
+        return len(self._buf)  # type: ignore[arg-type]
 
     def reserve(self, n: int) -> memoryview:
         """Make room for ``n`` more bytes and return a writable view of them.
@@ -176,22 +183,26 @@ class Arena:
             Writable view of ``[size, size + n)``.
         """
         need = self.size + n
-        if need > self._buf.shape[0]:
+        if need > self.capacity:
             self._grow(need)
-        return self._buf.data[self.size : need]
+        return memoryview(self._buf)[self.size : need]
 
     def _grow(self, need: int) -> None:
         if self.before_grow is not None:
             self.before_grow()
-        cap = max(need, 2 * int(self._buf.shape[0]), 4096)
-        try:
-            # realloc (mremap for large buffers): the used bytes are not copied. numpy
-            # refuses while any view or exported buffer still refers to the array.
-            self._buf.resize(cap, refcheck=True)
-        except ValueError:  # viewed, or not numpy's to resize
-            new = self._allocate(cap)
-            new[: self.size] = self._buf[: self.size]
-            self._buf = new
+        cap = max(need, 2 * self.capacity, 4096)
+        resize = getattr(self._buf, "resize", None)
+        if resize is not None:
+            try:
+                # realloc, mremap: the used bytes are not copied. Refused while any view
+                # or exported buffer still refers to the buffer.
+                resize(cap)
+                return
+            except (ValueError, BufferError):
+                pass
+        new = self._allocate(cap)
+        memoryview(new)[: self.size] = memoryview(self._buf)[: self.size]
+        self._buf = new
 
     def commit(self, n: int) -> None:
         """Count ``n`` more bytes (written through :meth:`reserve`'s view) as used."""
@@ -207,16 +218,16 @@ class Arena:
 
     def view(self) -> memoryview:
         """Read-only view of the used bytes ``[0:size]``."""
-        return self._buf.data[: self.size].toreadonly()
+        return memoryview(self._buf)[: self.size].toreadonly()
 
     def result(self) -> npt.NDArray[np.uint8]:
         """The finished buffer: a read-only uint8 array over ``[0:size]``, not a copy.
 
-        The array keeps the arena's allocation alive (up to twice ``size`` bytes). Later
-        appends that need more room move the arena to a new buffer and leave this one as it
-        is.
+        The array keeps the arena's allocation alive (up to twice ``size`` bytes of
+        address space; only the written pages are memory). Later appends that need more
+        room move the arena to a new buffer and leave this one as it is.
         """
-        out = self._buf[: self.size]
+        out = np.asarray(memoryview(self._buf)[: self.size])
         out.flags.writeable = False
         return out
 

@@ -1,0 +1,115 @@
+"""Peak memory of one ``decode`` stays within ``max_decompressed_size`` + input + a constant.
+
+Measured as resident memory in a child process (``/proc/self/status``: the peak, VmHWM, is
+reset through ``/proc/self/clear_refs`` just before the call), not with tracemalloc, which
+sees neither the arena's blocks nor what the codec libraries allocate. The payloads carry
+one record each, so the output rows are negligible (see docs/DESIGN.md "Memory bound").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from kbatch import _compression
+from refcodec import batch, varlong, zigzag_varint
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or not os.path.exists("/proc/self/clear_refs"),
+    reason="peak RSS is read from Linux's /proc/self/status",
+)
+
+MIB = 1 << 20
+LIMIT = _compression.DEFAULT_MAX_DECOMPRESSED_SIZE
+#: What a decode may hold beyond the limit and its input (docs/DESIGN.md "Memory bound").
+SLACK = 16 * MIB
+
+_CHILD = r"""
+import json, sys
+import kbatch
+
+def status(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    raise LookupError(key)
+
+path, limit = sys.argv[1], json.loads(sys.argv[2])
+with open(path, "rb") as f:
+    data = f.read()
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # reset the peak (VmHWM) to the current resident size
+before = status("VmRSS:")
+try:
+    table = kbatch.decode(data, max_decompressed_size=limit)
+    result = {"records": len(table.records), "data": table.data.nbytes}
+except kbatch.KBatchError as e:
+    result = {"error": str(e)}
+result["growth"] = status("VmHWM:") - before
+print(json.dumps(result))
+"""
+
+
+def _peak(tmp_path: Path, data: bytes, limit: int | None = None) -> dict:
+    path = tmp_path / "input.bin"
+    path.write_bytes(data)
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path), json.dumps(limit)],
+        capture_output=True, text=True, timeout=300, check=True,
+    )
+    return json.loads(out.stdout)
+
+
+def _one_record_payload(total: int) -> tuple[bytes, int]:
+    """The head of a records payload of ``total`` bytes: one record whose value is zeros."""
+    value = total - 16
+    for _ in range(4):
+        body = bytes(1) + varlong(0) + zigzag_varint(0) + zigzag_varint(-1) + zigzag_varint(value)
+        head = zigzag_varint(len(body) + value + 1) + body
+        value += total - (len(head) + value + 1)
+    assert len(head) + value + 1 == total
+    return head, value
+
+
+def _zstd_zero_batch(total: int) -> bytes:
+    """A zstd batch whose one record takes ``total`` bytes, compressed as it streams."""
+    head, value = _one_record_payload(total)
+    co = zstandard.ZstdCompressor(level=3).compressobj(size=total)
+    parts = [co.compress(head)]
+    zeros = bytes(MIB)
+    while value:
+        step = min(value, MIB)
+        parts.append(co.compress(zeros[:step]))
+        value -= step
+    parts += [co.compress(b"\x00"), co.flush()]  # no headers
+    return batch(b"".join(parts), record_count=1, attributes=4)
+
+
+def test_zstd_batches_up_to_the_limit(tmp_path: Path) -> None:
+    # Three small batches that inflate to the limit between them: the arena grew by
+    # doubling into a new block and copying, the old one kept as a spare (856 MiB).
+    data = _zstd_zero_batch((LIMIT - 4096) // 3) * 3
+    assert len(data) < 64 * 1024
+    got = _peak(tmp_path, data)
+    assert got.get("records") == 3, got
+    assert got["growth"] <= LIMIT + len(data) + SLACK, got
+
+
+def test_zstd_rle_frames_stop_at_the_limit(tmp_path: Path) -> None:
+    # 4 MiB of zstd frames of RLE blocks (no content size): 128 KiB of output per 4
+    # bytes, streamed into the arena until the limit (738 MiB before).
+    frame = b"\x28\xb5\x2f\xfd\x00\x50"  # magic, descriptor (no content size), 1 MiB window
+    for i in range(16):
+        frame += ((131072 << 3) | (1 << 1) | (i == 15)).to_bytes(3, "little") + b"\x00"
+    data = batch(frame * ((4 * MIB) // len(frame)), record_count=1, attributes=4)
+    got = _peak(tmp_path, data)
+    assert "max_decompressed_size" in got.get("error", ""), got
+    assert got["growth"] <= LIMIT + len(data) + SLACK, got
+
