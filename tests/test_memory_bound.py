@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from refcodec import batch, varlong, zigzag_varint
 
 from kbatch import _compression
-from refcodec import batch, varlong, zigzag_varint
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or not os.path.exists("/proc/self/clear_refs"),
