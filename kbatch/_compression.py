@@ -22,7 +22,7 @@ LZ4 frame (lz4_Frame_format.md v1.6, as KafkaLZ4BlockInputStream reads it)::
 
     magic 0x184D2204 LE | FLG | BD | [content size: 8 LE] | HC
     block = size:uint32 LE (bit 31 set: stored uncompressed) | data | [checksum: 4 LE]
-    end   = 0x00000000 | [content checksum: 4 LE]
+    end   = 0x00000000 | [content checksum: 4 LE]          (nothing may follow it)
     FLG   = version(2)=01 | B.Indep(1)=1 | B.Checksum | C.Size | C.Checksum | reserved(2)=0
     HC    = (xxh32(FLG..last descriptor byte, seed 0) >> 8) & 0xFF
             KAFKA-3160: Kafka < 0.10 hashed the magic number too; Java ignores HC for magic 0.
@@ -511,8 +511,9 @@ def _unlz4(src: memoryview, arena: Arena, limit: int, magic: int) -> int:
         word = unpack(src, pos)[0]
         pos += 4
         size = word & 0x7FFFFFFF
-        if size == 0:
-            return arena.size - start  # EndMark; like Java, bytes after it are ignored
+        if size == 0:  # EndMark
+            _lz4_nothing_after(n_src, pos)
+            return arena.size - start
         if size > max_block:
             _corrupt(
                 f"lz4 block {block} size {size} exceeds the frame's maximum {max_block}"
@@ -541,6 +542,22 @@ def _unlz4(src: memoryview, arena: Arena, limit: int, magic: int) -> int:
         block += 1
 
 
+def _lz4_nothing_after(n_src: int, end: int) -> None:
+    """Raise if bytes follow the frame that ends at ``end``: a second frame or garbage.
+
+    Java's Lz4BlockInputStream stops at the first EndMark, so the record iterator never
+    sees what follows it (records of a second frame are lost without a word); kbatch
+    says so instead.
+    """
+    if end < n_src:
+        raise CorruptRecordError(
+            f"lz4 payload has {n_src - end} bytes after its frame's end mark "
+            f"(a second frame or garbage, which Java's reader would drop)",
+            end,
+            field=_FIELD,
+        )
+
+
 def _lz4_block_size(data: memoryview, max_block: int) -> int:
     """Decompressed size of an LZ4 block (used only to tell 'too big' from 'corrupt')."""
     try:
@@ -563,6 +580,7 @@ def _unlz4_liblz4(frame: bytes, arena: Arena, limit: int) -> int:
             arena.append(chunk)
             data = b""
             if d.eof:
+                _lz4_nothing_after(len(frame), len(frame) - len(d.unused_data or b""))
                 return arena.size - start
             if d.needs_input:
                 _corrupt("lz4 frame is truncated")
@@ -821,7 +839,8 @@ def decompress_into(
     CorruptRecordError
         The payload is corrupt or truncated, or the arena would pass ``limit``
         (``'decompressed size exceeds max_decompressed_size=N'``); ``field`` is
-        ``"records"`` and the caller fills in position and batch index. On error
+        ``"records"``, ``position`` the offset in ``src`` where known (bytes after an
+        lz4 frame's end mark), else -1, and the caller fills in batch index. On error
         ``arena.size`` is what it was before the call (its capacity may have grown).
     UnsupportedError
         Unknown codec id, or zstd with magic 0 or 1.

@@ -2763,8 +2763,8 @@ cdef int64_t _lz4_frame_bound(const uint8_t* p, int64_t n) noexcept nogil:
         word = _le32(p + pos)
         pos += 4
         size = word & 0x7FFFFFFF
-        if size == 0:  # EndMark (what follows it is ignored, as Java does)
-            if flg & LZ4_CONTENT_CHECKSUM and n - pos < 4:
+        if size == 0:  # EndMark: nothing may follow it (_compression says what is wrong)
+            if pos + (4 if flg & LZ4_CONTENT_CHECKSUM else 0) != n:
                 return -1
             return bound
         if size > max_block or size + tail > n - pos:
@@ -2970,7 +2970,9 @@ cdef tuple _decompress_payloads(object mv, const uint8_t* base, batch_t* bp, int
         try:
             _compression.decompress_into(bp[k].compression, mv[start:stop], arena, limit, magic=bp[k].magic)
         except KBatchError as cause:
-            exc = type(cause)(cause.reason, start, k, cause.field or "records", batch_position=bp[k].position)
+            # (a codec error that knows its place in the payload has it as its position)
+            exc = type(cause)(cause.reason, start + max(cause.position, 0), k, cause.field or "records",
+                              batch_position=bp[k].position)
             exc.__cause__ = cause
             return k, exc
         pend[k] = arena.size
