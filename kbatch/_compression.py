@@ -41,12 +41,14 @@ libraries (zlib, cramjam, python-lz4, python-zstandard, libdeflate).
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import importlib.util
 import struct
 import threading
 import zlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import cramjam
 import deflate
@@ -147,13 +149,14 @@ class Arena:
     def __init__(
         self,
         initial: int = 0,
-        allocate: Callable[[int], Buffer] | None = None,
+        allocate: Callable[[int], Any] | None = None,
     ) -> None:
         if initial < 0:
             raise ValueError(f"initial must be >= 0, got {initial}")
         #: Makes a new uint8 buffer of at least n bytes (default: np.empty).
-        self._allocate = allocate or _empty
-        self._buf: Buffer = self._allocate(initial)
+        self._allocate: Callable[[int], Any] = allocate or _empty
+        # a buffer (uint8, one dimension); numpy's arrays are not Buffer to mypy on 3.10
+        self._buf: Any = self._allocate(initial)
         #: Bytes used, from the start of the buffer.
         self.size: int = 0
         #: Called before the buffer moves (grows), e.g. to wait for a thread that is
@@ -163,7 +166,7 @@ class Arena:
     @property
     def capacity(self) -> int:
         """Bytes allocated (used or not)."""
-        return len(self._buf)  # type: ignore[arg-type]
+        return len(self._buf)
 
     def reserve(self, n: int) -> memoryview:
         """Make room for ``n`` more bytes and return a writable view of them.
@@ -732,6 +735,113 @@ def _zstd_dctx() -> zstandard.ZstdDecompressor:
     return dctx
 
 
+class _OneShot:
+    """libzstd's one-shot decoder (``ZSTD_decompressDCtx``), through ctypes.
+
+    It writes straight into the arena and uses the output itself as the window,
+    so a payload costs what it decompresses to and a context (~160 KiB), whatever
+    window its frames were written with. libzstd's streaming decoder (cramjam's
+    ``decompress_into``, python-zstandard's readers) keeps a window of its own besides
+    the output: up to 128 MiB (window log 27, the most it and Java's reader accept).
+    python-zstandard's C backend hides libzstd's symbols; its cffi module
+    (``zstandard._cffi``, in the same wheels) exports them, and is loaded here as a
+    plain shared library, not imported. Without it, the streaming decoders are used.
+    """
+
+    #: ZSTD_ErrorCode's dstSize_tooSmall (zstd_errors.h): the output passes ``dst``.
+    DST_TOO_SMALL: Final = 70
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        c = ctypes
+        self._create = lib.ZSTD_createDCtx
+        self._create.restype, self._create.argtypes = c.c_void_p, []
+        self._free = lib.ZSTD_freeDCtx
+        self._free.restype, self._free.argtypes = c.c_size_t, [c.c_void_p]
+        self._decompress = lib.ZSTD_decompressDCtx
+        self._decompress.restype = c.c_size_t
+        self._decompress.argtypes = [c.c_void_p, c.c_void_p, c.c_size_t, c.c_void_p, c.c_size_t]
+        self._is_error = lib.ZSTD_isError
+        self._is_error.restype, self._is_error.argtypes = c.c_uint, [c.c_size_t]
+        self._code = lib.ZSTD_getErrorCode
+        self._code.restype, self._code.argtypes = c.c_int, [c.c_size_t]
+        self._name = lib.ZSTD_getErrorName
+        self._name.restype, self._name.argtypes = c.c_char_p, [c.c_size_t]
+
+    def dctx(self) -> int:
+        """This thread's context (a context must not be used by two threads at once)."""
+        holder: _DCtx | None = getattr(_local, "oneshot", None)
+        if holder is None:
+            ptr = self._create()
+            if not ptr:
+                raise MemoryError()
+            holder = _local.oneshot = _DCtx(ptr, self._free)
+        return holder.ptr
+
+    def decompress(self, src: object, out: object) -> int:
+        """Decompress every frame of ``src`` into ``out``: the bytes written, or
+        ``-DST_TOO_SMALL`` if they would pass its end; raises ValueError if corrupt."""
+        s = np.frombuffer(src, dtype=np.uint8)  # type: ignore[call-overload]
+        o = np.frombuffer(out, dtype=np.uint8)  # type: ignore[call-overload]
+        try:
+            # ctypes lets the GIL go for the call
+            n = self._decompress(self.dctx(), o.ctypes.data, o.size, s.ctypes.data, s.size)
+        finally:
+            del s, o  # (their exports of ``out``: before the caller releases it)
+        if self._is_error(n):
+            if self._code(n) == self.DST_TOO_SMALL:
+                return -self.DST_TOO_SMALL
+            raise ValueError(self._name(n).decode("ascii", "replace"))
+        return int(n)
+
+
+class _DCtx:
+    """A thread's ZSTD_DCtx, freed with the thread's locals."""
+
+    __slots__ = ("free", "ptr")
+
+    def __init__(self, ptr: int, free: Callable[[int], object]) -> None:
+        self.ptr = ptr
+        self.free = free
+
+    def __del__(self) -> None:
+        self.free(self.ptr)
+
+
+@functools.cache
+def _oneshot() -> _OneShot | None:
+    """libzstd's one-shot decoder when python-zstandard's cffi module is there and works."""
+    try:
+        spec = importlib.util.find_spec("zstandard._cffi")
+        if spec is None or not spec.origin:
+            return None
+        oneshot = _OneShot(ctypes.CDLL(spec.origin))
+        data = b"kbatch: ZSTD_decompressDCtx " * 40
+        out = bytearray(len(data))
+        if oneshot.decompress(zstandard.ZstdCompressor().compress(data), out) != len(data) or out != data:
+            return None
+        if oneshot.decompress(zstandard.ZstdCompressor().compress(data), out[:-1]) != -_OneShot.DST_TOO_SMALL:
+            return None
+    except (ImportError, OSError, AttributeError, ValueError):
+        return None
+    return oneshot
+
+
+def zstd_decompress_into(src: Buffer, out: Buffer) -> int:
+    """Decompress every zstd frame of ``src`` into the writable buffer ``out``.
+
+    libzstd's one-shot decoder where it is found (no window besides ``out``), else
+    cramjam's. Returns the bytes written; raises ValueError or cramjam's error when the
+    payload is corrupt or does not fit.
+    """
+    oneshot = _oneshot()
+    if oneshot is None:
+        return int(cramjam.zstd.decompress_into(src, out))
+    n = oneshot.decompress(src, out)
+    if n < 0:
+        raise ValueError("zstd output does not fit")
+    return n
+
+
 def _unzstd(src: memoryview, arena: Arena, limit: int) -> int:
     bound, single = _zstd_walk(src)
     room = limit - arena.size
@@ -744,6 +854,21 @@ def _unzstd(src: memoryview, arena: Arena, limit: int) -> int:
             _corrupt(f"zstd payload is corrupt: {e}")
         arena.append(small)
         return len(small)
+    oneshot = _oneshot()
+    if oneshot is not None:
+        # Straight into the arena, at most its room: a payload that would pass the
+        # limit stops there (only the pages written are memory).
+        with arena.reserve(min(bound, room)) as out:
+            try:
+                n = oneshot.decompress(src, out)
+            except ValueError as e:
+                _corrupt(f"zstd payload is corrupt: {e}")
+        if n < 0:
+            if bound > room:
+                _too_big(limit)
+            _corrupt("zstd payload decompresses to more than its blocks can hold")
+        arena.commit(n)
+        return n
     if bound <= room:
         # The whole output fits: one call straight into the arena.
         with arena.reserve(bound) as out:

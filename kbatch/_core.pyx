@@ -2603,9 +2603,10 @@ def _helper_thread():
     return _helper
 
 
-#: Codec id -> cramjam's decompress-into-a-buffer, for the payloads _plain_pieces takes.
-_DECOMPRESS_INTO = {1: _cramjam.gzip.decompress_into, 2: _cramjam.snappy.decompress_raw_into,
-                    4: _cramjam.zstd.decompress_into}
+#: Codec id -> decompress-into-a-buffer, for the payloads _plain_pieces takes: cramjam's,
+#: and for zstd _compression's (libzstd's one-shot decoder, no window besides the output),
+#: set at the first use.
+_DECOMPRESS_INTO = {1: _cramjam.gzip.decompress_into, 2: _cramjam.snappy.decompress_raw_into, 4: None}
 
 
 cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t first, int64_t end,
@@ -2615,6 +2616,9 @@ cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t fi
     plain (see above); False, the arena as it was, if not."""
     cdef int64_t k, size, total = 0
     cdef list pieces = [], spans = []
+    if _DECOMPRESS_INTO[4] is None:
+        from kbatch import _compression
+        _DECOMPRESS_INTO[4] = _compression.zstd_decompress_into
     for k in range(first, end):
         if skip != NULL and skip[k]:
             continue

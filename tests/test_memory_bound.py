@@ -113,3 +113,45 @@ def test_zstd_rle_frames_stop_at_the_limit(tmp_path: Path) -> None:
     assert "max_decompressed_size" in got.get("error", ""), got
     assert got["growth"] <= LIMIT + len(data) + SLACK, got
 
+
+@pytest.mark.skipif(_compression._oneshot() is None, reason="no libzstd one-shot decoder (zstandard._cffi)")
+def test_zstd_long_window_frame(tmp_path: Path) -> None:
+    # A frame written with a 128 MiB window (window log 27, which Java's reader accepts):
+    # a streaming decoder keeps its own copy of the window besides the output (329 MiB
+    # for 200 MiB; 200 MiB with a 100 MiB limit).
+    total = 200 * MIB
+    head, value = _one_record_payload(total)
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=27)
+    co = zstandard.ZstdCompressor(compression_params=params).compressobj()
+    noise = os.urandom(MIB)  # incompressible but for its repeats: the window is used
+    parts = [co.compress(head)]
+    while value:
+        step = min(value, MIB)
+        parts.append(co.compress(noise[:step]))
+        value -= step
+    parts += [co.compress(b"\x00"), co.flush()]
+    data = batch(b"".join(parts), record_count=1, attributes=4)
+    got = _peak(tmp_path, data)
+    assert got.get("data") == total, got
+    assert got["growth"] <= total + len(data) + SLACK, got
+    got = _peak(tmp_path, data, limit=100 * MIB)  # stopped at the limit
+    assert "max_decompressed_size" in got.get("error", ""), got
+    assert got["growth"] <= 100 * MIB + len(data) + SLACK, got
+
+
+def test_zstd_without_the_one_shot_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Where zstandard._cffi is missing, cramjam's streaming decoder does the same work.
+    import kbatch
+
+    values = [os.urandom(3000) * 20 for _ in range(40)]
+    data = b"".join(kbatch.encode(values[i:i + 4], compression="zstd", base_offset=i) for i in range(0, 40, 4))
+    data += kbatch.encode(values[:1], compression="zstd", base_offset=40)[:-5] + b"\x00" * 5  # corrupt
+    results = []
+    for oneshot in (True, False):
+        if not oneshot:
+            monkeypatch.setattr(_compression, "_oneshot", lambda: None)
+        with pytest.raises(kbatch.CorruptRecordError) as e:
+            kbatch.decode(data, verify_crc=False)
+        results.append((e.value.batch_index, e.value.partial.values()))
+    assert results[0] == results[1]
+    assert results[0][0] == 10 and results[0][1] == values
