@@ -502,9 +502,7 @@ def _unlz4(src: memoryview, arena: Arena, limit: int, magic: int) -> int:
     if checksums:
         # Block or content checksums need xxh32 over the data: liblz4 checks them
         # (and, unlike Java, also a content size field when the frame has one).
-        good_hc = _lz4_hc(bytes(src[4 : pos - 1]))
-        fixed = bytes(src[: pos - 1]) + bytes((good_hc,)) + bytes(src[pos:])
-        return _unlz4_liblz4(fixed, arena, limit)
+        return _unlz4_liblz4(src, pos, arena, limit)
     start = arena.size
     block = 0
     unpack = _LE_U32.unpack_from
@@ -569,11 +567,19 @@ def _lz4_block_size(data: memoryview, max_block: int) -> int:
         return -1
 
 
-def _unlz4_liblz4(frame: bytes, arena: Arena, limit: int) -> int:
-    """Decode a frame with block/content checksums through liblz4, which verifies them."""
+def _unlz4_liblz4(src: memoryview, pos: int, arena: Arena, limit: int) -> int:
+    """Decode a frame with block/content checksums through liblz4, which verifies them.
+
+    ``pos`` is the length of the frame's header, whose HC (checked as Java checks it, or
+    not at all for magic 0) is given to liblz4 as liblz4 computes it. The rest goes in
+    steps of at most 1 MiB of input and output: python-lz4 copies whatever input it has
+    not consumed on every call.
+    """
     start = arena.size
+    n_src = len(src)
     d = lz4.frame.LZ4FrameDecompressor()
-    data = frame
+    data: object = bytes(src[: pos - 1]) + bytes((_lz4_hc(bytes(src[4 : pos - 1])),))
+    fed = pos  # input bytes given to liblz4
     try:
         while True:
             room = limit - arena.size
@@ -581,11 +587,15 @@ def _unlz4_liblz4(frame: bytes, arena: Arena, limit: int) -> int:
             if len(chunk) > room:
                 _too_big(limit)
             arena.append(chunk)
-            data = b""
             if d.eof:
-                _lz4_nothing_after(len(frame), len(frame) - len(d.unused_data or b""))
+                _lz4_nothing_after(n_src, fed - len(d.unused_data or b""))
                 return arena.size - start
-            if d.needs_input:
+            if not d.needs_input:
+                data = b""
+            elif fed < n_src:
+                data = src[fed : fed + _ZLIB_CHUNK]
+                fed += _ZLIB_CHUNK if n_src - fed > _ZLIB_CHUNK else n_src - fed
+            else:
                 _corrupt("lz4 frame is truncated")
     except RuntimeError as e:  # python-lz4 raises RuntimeError for liblz4 errors
         _corrupt(f"lz4 frame is corrupt: {e}")

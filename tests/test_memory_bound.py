@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lz4.frame
 import pytest
 import zstandard
 from refcodec import batch, varlong, zigzag_varint
@@ -42,6 +43,8 @@ def status(key):
     raise LookupError(key)
 
 path, limit = sys.argv[1], json.loads(sys.argv[2])
+if sys.argv[3:] == ["python-lz4"]:
+    kbatch._core._lz4_in_c(False)
 with open(path, "rb") as f:
     data = f.read()
 with open("/proc/self/clear_refs", "w") as f:
@@ -57,11 +60,11 @@ print(json.dumps(result))
 """
 
 
-def _peak(tmp_path: Path, data: bytes, limit: int | None = None) -> dict:
+def _peak(tmp_path: Path, data: bytes, limit: int | None = None, *options: str) -> dict:
     path = tmp_path / "input.bin"
     path.write_bytes(data)
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(path), json.dumps(limit)],
+        [sys.executable, "-c", _CHILD, str(path), json.dumps(limit), *options],
         capture_output=True, text=True, timeout=300, check=True,
     )
     return json.loads(out.stdout)
@@ -155,3 +158,23 @@ def test_zstd_without_the_one_shot_decoder(monkeypatch: pytest.MonkeyPatch) -> N
         results.append((e.value.batch_index, e.value.partial.values()))
     assert results[0] == results[1]
     assert results[0][0] == 10 and results[0][1] == values
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "lz4-checksums", "lz4-checksums-python"])
+def test_other_codecs(tmp_path: Path, codec: str) -> None:
+    total = 128 * MIB
+    head, value = _one_record_payload(total)
+    noise = os.urandom(4096)
+    payload = head + (noise * (value // len(noise) + 1))[:value] + b"\x00"
+    if codec.startswith("lz4-checksums"):
+        blob = bytes(lz4.frame.compress(payload, block_checksum=True, content_checksum=True, block_linked=False))
+    else:
+        blob = _compression.compress(_CODECS[codec], payload, 1 if codec == "gzip" else None)
+    del payload
+    data = batch(blob, record_count=1, attributes=_CODECS[codec.split("-")[0]])
+    got = _peak(tmp_path, data, None, *(["python-lz4"] if codec.endswith("python") else []))
+    assert got.get("data") == total, got
+    assert got["growth"] <= total + len(data) + SLACK, got
+
+
+_CODECS = {"gzip": _compression.GZIP, "snappy": _compression.SNAPPY, "lz4": _compression.LZ4}
