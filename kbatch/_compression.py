@@ -35,8 +35,11 @@ zstd frame (RFC 8878)::
 
 Decompression never allocates more than ``limit`` bytes on the word of the input: every
 size a payload claims is checked against ``limit`` (and against what its compressed size can
-possibly produce) before the arena grows. All codec calls release the GIL inside the
-libraries (zlib, cramjam, python-lz4, python-zstandard, libdeflate).
+possibly produce) before the arena grows; nor does it hold more than the arena and a few
+MiB (docs/DESIGN.md "Memory bound"): output goes straight into the arena or in steps of
+at most 1 MiB, and zstd through libzstd's one-shot decoder, which keeps no window of its own.
+All codec calls release the GIL inside the libraries (zlib, cramjam, python-lz4,
+python-zstandard, libdeflate; libzstd through ctypes, which lets it go for the call).
 """
 
 from __future__ import annotations
