@@ -178,3 +178,33 @@ def test_other_codecs(tmp_path: Path, codec: str) -> None:
 
 
 _CODECS = {"gzip": _compression.GZIP, "snappy": _compression.SNAPPY, "lz4": _compression.LZ4}
+
+
+def test_blocks_grow_in_place_keeping_their_bytes() -> None:
+    from kbatch import _core as core
+
+    block = core._arena_block(1000)  # malloc'd, then a mapping, then a larger mapping
+    memoryview(block)[:1000] = bytes(range(250)) * 4
+    for size in (4000, 3 * MIB, 40 * MIB):
+        block.resize(size)
+        assert len(block) == size
+        assert bytes(memoryview(block)[:1000]) == bytes(range(250)) * 4
+        memoryview(block)[size - 1] = 7
+    view = memoryview(block)
+    with pytest.raises(BufferError):
+        block.resize(80 * MIB)  # it cannot move under a view
+    assert view[40 * MIB - 1] == 7
+    view.release()
+    block.resize(80 * MIB)
+    assert memoryview(block)[40 * MIB - 1] == 7
+
+
+def test_arena_copies_when_a_view_is_alive() -> None:
+    from kbatch import _core as core
+
+    arena = _compression.Arena(4096, allocate=core._arena_block)
+    arena.append(b"a" * 4000)
+    kept = arena.result()  # the table's data: the arena must not move it
+    arena.append(b"b" * (2 * MIB))  # so it grows into a new block, copying
+    assert bytes(kept) == b"a" * 4000
+    assert bytes(arena.view()[:4000]) == b"a" * 4000 and arena.size == 4000 + 2 * MIB
