@@ -2454,7 +2454,7 @@ cdef object _table(object batches, rows_t* rows, header_buf_t* hb, object out_da
 # does not say what its blocks decompress to: lz4 has a way of its own, below.)
 # When every batch of a chunk is such a payload, the chunk's room is reserved
 # at once and its pieces are decompressed by the calling thread and a helper
-# thread together (cramjam runs libzstd, snappy and inflate without the GIL), each
+# thread together (cramjam runs snappy and inflate, and ctypes libzstd, without the GIL), each
 # taking the next piece neither has taken. Anything else, or any failure, and
 # the chunk goes through _compression one batch at a time, which says what
 # is wrong. The zstd frame and xerial framing are those of
