@@ -1016,6 +1016,7 @@ class LogDir:
                     for table in seg.decode_range(
                             a, b, verify_crc=verify_crc, on_corruption=on_corruption, heads=heads, drop=drop):
                         table = self._clip(table, start, end)
+                        table.topic, table.partition = self.topic, self._known_partition
                         table.truncated = at_end and seg.tail is not None
                         if remaining is not None and len(table) >= remaining:
                             yield select(table, np.arange(len(table)) < remaining)
@@ -1100,7 +1101,8 @@ class LogDir:
             everything; otherwise a joined copy. A crash-truncated tail ends
             the log without an error. The same records as without the index
             files: an index entry that does not match the ``.log`` is not used
-            and is noted in :attr:`notes`.
+            and is noted in :attr:`notes`. Its ``topic`` and ``partition`` are this
+            directory's, so its Arrow, pandas and Polars forms have them filled in.
         """
         tables = list(
             self._iter(
@@ -1108,7 +1110,13 @@ class LogDir:
                 on_corruption, verify_crc, 1 << 62,
             )
         )
-        return concat(tables)
+        table = concat(tables)
+        table.topic, table.partition = self.topic, self._known_partition
+        return table
+
+    @property
+    def _known_partition(self) -> int | None:
+        return None if self.partition < 0 else self.partition
 
     def to_arrow(self, **options: Any) -> Any:
         """The records :meth:`read` returns as a :class:`pyarrow.Table`, topic and partition filled in.
