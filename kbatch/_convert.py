@@ -122,7 +122,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="the in-place progress line: auto (when stderr is a terminal), always, never",
     )
-    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors and the summary")
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="print nothing but errors (and --json-summary), Spark's logs too"
+    )
     parser.add_argument("--json-summary", action="store_true", help="print the summary as one JSON line")
     parser.set_defaults(handler=run)
 
@@ -541,18 +543,22 @@ def _spark_session(args: argparse.Namespace) -> Any:
 
 
 _QUIET_LOG4J = """\
-rootLogger.level = error
+rootLogger.level = fatal
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.repl.name = org.apache.spark.api.python.PythonGatewayServer
+logger.repl.level = fatal
 """
 
 
 def _quiet_conf(args: argparse.Namespace) -> dict[str, str]:
-    """With ``-q``: a log4j2 configuration at ERROR for the driver JVM (no start-up WARN lines)."""
+    """With ``-q``: a log4j2 configuration at FATAL for the driver JVM (no start-up WARN lines;
+    the PySpark gateway's logger at the root's level, so Spark prints no "Setting default log
+    level" either)."""
     if not args.quiet:
         return {}
     import tempfile
@@ -567,7 +573,8 @@ def _write_spark(spark: Any, args: argparse.Namespace, opts: dict[str, str], tar
     df = spark.read.format("kafka-log").options(**opts).load(args.root)
     if args.where:
         df = df.where(args.where)
-    writer = df.write.mode("errorifexists" if target != args.out else args.mode).format(args.format)
+    # the staging folder is ours and empty: "append" writes into it as it is
+    writer = df.write.mode("append" if target != args.out else args.mode).format(args.format)
     if args.compression:
         writer = writer.option("compression", args.compression)
     if args.max_rows_per_file:
@@ -621,8 +628,8 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     except Exception as exc:  # noqa: BLE001 - Java missing, bad --conf, master unreachable: one line
         raise ConvertError(f"Spark did not start: {spark_error_line(exc)}") from None
     startup = time.perf_counter() - t0
-    if args.quiet:
-        spark.sparkContext.setLogLevel("ERROR")
+    # a failed task logs its whole stack at ERROR: kbatch reports the failure itself, in one line
+    spark.sparkContext.setLogLevel("FATAL")
     _say(args, f"Spark {spark.version} at {spark.sparkContext.master} ({startup:.1f} s to start)")
     import kbatch.spark
 
@@ -717,6 +724,42 @@ def _arrow_batches(
         progress.update(done_bytes, records=records)
 
 
+def _write_orc(reader: Any, folder: Path, args: argparse.Namespace, token: str) -> None:
+    """ORC files in the dataset writer's layout: ``topic=<name>/part-<token>-<i>.orc`` (topics arrive
+    one after another: the logs are sorted by topic), a new file every ``--max-rows-per-file`` rows."""
+    import pyarrow as pa
+    import pyarrow.orc as orc
+
+    codec = {"none": "uncompressed", "gzip": "zlib", None: "snappy"}.get(args.compression, args.compression)
+    writer: Any = None
+    key: str | None = None
+    rows = index = 0
+    limit = args.max_rows_per_file or 0
+    try:
+        for batch in reader:
+            if batch.num_rows == 0:
+                continue
+            topic = batch.column(batch.schema.get_field_index("topic"))[0].as_py()
+            if not args.no_partition_by_topic:
+                batch = batch.drop_columns(["topic"])
+            here = "" if args.no_partition_by_topic else topic
+            while batch.num_rows:
+                if writer is None or here != key or (limit and rows >= limit):
+                    if writer is not None:
+                        writer.close()
+                    sub = folder if args.no_partition_by_topic else folder / f"topic={topic}"
+                    sub.mkdir(parents=True, exist_ok=True)
+                    writer = orc.ORCWriter(str(sub / f"part-{token}-{index}.orc"), compression=codec)
+                    key, rows, index = here, 0, index + 1
+                take = batch.num_rows if not limit else min(batch.num_rows, limit - rows)
+                writer.write(pa.Table.from_batches([batch.slice(0, take)]))
+                rows += take
+                batch = batch.slice(take)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
 def convert_arrow(args: argparse.Namespace) -> Summary:
     """The same conversion in this process with pyarrow's dataset writer, same layout as Spark's."""
     import pyarrow as pa
@@ -740,9 +783,6 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
             file_options = pads.ParquetFileFormat().make_write_options(
                 compression=None if codec == "none" else codec
             )
-        else:
-            orc_codec = {"none": "uncompressed", "gzip": "zlib"}.get(codec, codec)
-            file_options = pads.OrcFileFormat().make_write_options(compression=orc_codec)
         rows_per_file = args.max_rows_per_file or 0
         group = args.row_group_rows or min(1 << 20, rows_per_file or 1 << 20)
         partitioning = None
@@ -751,20 +791,23 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         try:
             with staged as tmp:
                 reader = pa.RecordBatchReader.from_batches(schema, _arrow_batches(p, args, reports, progress))
-                pads.write_dataset(
-                    reader,
-                    str(tmp),
-                    format=args.format,
-                    partitioning=partitioning,
-                    basename_template=f"part-{staged.token}-{{i}}.{args.format}",
-                    existing_data_behavior="overwrite_or_ignore",
-                    file_options=file_options,
-                    max_rows_per_file=rows_per_file,
-                    max_rows_per_group=group,
-                    min_rows_per_group=min(group, 1 << 16),
-                    max_open_files=4096,
-                    preserve_order=True,
-                )
+                if args.format == "orc":  # pyarrow's dataset writer does not write ORC
+                    _write_orc(reader, tmp, args, staged.token)
+                else:
+                    pads.write_dataset(
+                        reader,
+                        str(tmp),
+                        format=args.format,
+                        partitioning=partitioning,
+                        basename_template=f"part-{staged.token}-{{i}}.{args.format}",
+                        existing_data_behavior="overwrite_or_ignore",
+                        file_options=file_options,
+                        max_rows_per_file=rows_per_file,
+                        max_rows_per_group=group,
+                        min_rows_per_group=min(group, 1 << 16),
+                        max_open_files=4096,
+                        preserve_order=True,
+                    )
                 written = has_data_files(tmp)
                 if not written:
                     staged.discard()  # nothing to write: OUT is not created
@@ -810,9 +853,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.json_summary:
         print(json.dumps(summary.as_dict()))
-    else:
-        lines = summary.lines()
-        print("\n".join(lines[:2] if args.quiet else lines))
+    elif not args.quiet:
+        print("\n".join(summary.lines()))
     return 0
 
 
