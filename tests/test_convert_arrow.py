@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REAL_LOGS
 
 import kbatch
-from conftest import REAL_LOGS
 from kbatch.log import LogWriter, open_logs
 
 pa = pytest.importorskip("pyarrow")
@@ -34,7 +34,7 @@ def expected_rows(root: Path, topics=None) -> list[tuple]:
     """What LogDir.read gives for every partition: (topic, partition, offset, key, value)."""
     out = []
     for d in open_logs(root):
-        if topics is None and d.topic.startswith("__") or topics is not None and d.topic not in topics:
+        if (topics is None and d.topic.startswith("__")) or (topics is not None and d.topic not in topics):
             continue
         t = d.read()
         out += [(d.topic, d.partition, o, k, v) for o, k, v in
@@ -169,8 +169,8 @@ def test_nothing_selected_says_what_was_found(tmp_path, sample, capsys):
         w.append(kbatch.encode([b"a"]))
     LogWriter(tmp_path / "internal", "__consumer_offsets", 1).close()
     cases = [
-        (tmp_path / "backup", f"no partition directories in {tmp_path / 'backup'}; found Kafka logs under {deep} "
-                              "(did you mean that?)"),
+        (tmp_path / "backup", (f"no partition directories in {tmp_path / 'backup'}; found Kafka logs under {deep} "
+                              "(did you mean that?)")),
         (tmp_path / "internal", "only internal topics (__consumer_offsets: 2 partitions); pass --subscribe"),
         (tmp_path / "nope", "no such log directory"),
         (sample / "orders-0" / "00000000000000000000.log", f"did you mean its log.dirs root {sample}?"),
