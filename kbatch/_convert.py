@@ -499,10 +499,11 @@ def spark_error_line(exc: BaseException) -> str:
 class _Progress(threading.Thread):
     """Poll Spark's status tracker and draw the estimated progress of the write job."""
 
-    def __init__(self, sc: Any, progress: Progress) -> None:
+    def __init__(self, sc: Any, progress: Progress, records: int) -> None:
         super().__init__(daemon=True)
         self.sc = sc
         self.progress = progress
+        self.records = records  # expected from the batch headers
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -516,7 +517,8 @@ class _Progress(threading.Thread):
             if seen:
                 # the write job's stage is the largest one seen
                 completed, total = max(seen.values(), key=lambda ct: ct[1])
-                self.progress.update(self.progress.total * completed / total, approx=True)
+                fraction = completed / total
+                self.progress.update(self.progress.total * fraction, records=int(self.records * fraction), approx=True)
 
 
 def _spark_session(args: argparse.Namespace) -> Any:
@@ -636,7 +638,8 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     kbatch.spark.register(spark)
     opts = _source_options(args)
     progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
-    poller = _Progress(spark.sparkContext, progress)
+    expected = sum(r.span - r.control_markers - r.aborted_records - r.compacted_offsets for r in reports.values())
+    poller = _Progress(spark.sparkContext, progress, expected)
     if progress.enabled:
         poller.start()
     counts: dict[tuple[str, int], tuple[int, int, int]] = {}

@@ -250,3 +250,17 @@ def test_progress_draws_in_place_only_when_enabled(tmp_path, sample, capsys):
     assert main(["convert", str(sample), str(tmp_path / "q"), "--engine", "arrow", "-q", "--progress", "always"]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out == ""
+
+
+def test_convert_starts_at_the_checkpointed_log_start(tmp_path, capsys):
+    """After DeleteRecords the broker's log-start-offset-checkpoint says where the log starts."""
+    w = LogWriter(tmp_path / "root", "repartition", 0, segment_bytes=200)
+    for i in range(10):
+        w.append(kbatch.encode([b"v%d" % i], base_offset=i))
+    w.delete_records(6)
+    w.close()
+    status, summary = convert(str(tmp_path / "root"), str(tmp_path / "out"), capsys=capsys)
+    assert status == 0 and summary["records"] == 4
+    assert [r[2] for r in read_back(tmp_path / "out")] == [6, 7, 8, 9]
+    p = summary["per_partition"][0]
+    assert (p["start"], p["end"], p["log_start_offset"], p["why"]) == (6, 10, 6, "")
