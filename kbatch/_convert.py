@@ -57,6 +57,8 @@ __all__ = [
 ]
 
 FORMATS = ("parquet", "orc", "json")
+#: Partitions (and notes) the text summary lists; --json-summary has them all.
+SHOWN = 20
 COMPRESSIONS = ("snappy", "zstd", "gzip", "lz4", "none")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
@@ -230,8 +232,15 @@ class Summary:
         if self.left_out:
             names = ", ".join(f"{t} ({plural(n, 'partition')})" for t, n in sorted(self.left_out.items()))
             out.append(f"left out internal topics: {names}; pass --subscribe to include them")
-        out += [p.line() for p in self.per_partition]
-        out += [f"note: {n}" for n in self.notes]
+        shown = self.per_partition
+        if len(shown) > SHOWN:  # many partitions: the ones with something to explain first
+            shown = sorted(shown, key=lambda p: p.why() == "")[:SHOWN]
+        out += [p.line() for p in shown]
+        if len(self.per_partition) > len(shown):
+            out.append(f"  ... {plural(len(self.per_partition) - len(shown), 'more partition')} (--json-summary)")
+        out += [f"note: {n}" for n in self.notes[:SHOWN]]
+        if len(self.notes) > SHOWN:
+            out.append(f"note: ... {plural(len(self.notes) - SHOWN, 'more note')} (--json-summary)")
         return out
 
     def as_dict(self) -> dict[str, Any]:
