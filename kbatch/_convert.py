@@ -328,6 +328,8 @@ def _nothing_selected(root: Path, args: argparse.Namespace) -> str:
     from kbatch.spark._plan import INTERNAL_TOPICS
 
     dirs = _partition_dirs(root)
+    if not dirs and _PARTITION_DIR.match(root.name):
+        return f"{root} is named like a partition directory but holds no .log segment"
     if not dirs:
         deeper = _deeper_roots(root)
         if deeper:
@@ -397,6 +399,9 @@ def plan(args: argparse.Namespace) -> Plan:
         if "=" not in item:
             raise UsageError(f"--conf needs KEY=VALUE, got {item!r}")
     if not _is_remote(args.out):
+        out, src = Path(args.out).resolve(), root.resolve()
+        if out == src or out in src.parents or src in out.parents:
+            raise UsageError(f"{args.out} and the log root {root} overlap: write the output elsewhere")
         try:
             check_target(Path(args.out), args.mode)
         except (FileExistsError, PermissionError, ValueError) as exc:

@@ -200,6 +200,8 @@ def test_empty_range_writes_nothing(sample, tmp_path, capsys):
         (["convert", "{sample}", "{sample}"], "already exists and is not empty"),
         (["convert", "{sample}", "{out}", "--starting-offsets", "{{bad"], "not valid JSON"),
         (["convert", "{sample}", "{out}", "--conf", "novalue"], "--conf needs KEY=VALUE"),
+        (["convert", "{sample}", "{sample}/..", "--mode", "overwrite"], "overlap: write the output elsewhere"),
+        (["convert", "{sample}/users-0/00000000000000000000.index", "{out}"], "is a file"),
         (["sample", "{sample}/orders-0/00000000000000000000.log"], "exists and is not a directory"),
     ],
 )
