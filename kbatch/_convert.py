@@ -588,7 +588,10 @@ def _quiet_conf(args: argparse.Namespace) -> dict[str, str]:
 def _write_spark(spark: Any, args: argparse.Namespace, opts: dict[str, str], target: str) -> None:
     df = spark.read.format("kafka-log").options(**opts).load(args.root)
     if args.where:
-        df = df.where(args.where)
+        try:
+            df = df.where(args.where)
+        except Exception as exc:  # noqa: BLE001 - Spark's AnalysisException/ParseException: a user mistake
+            raise UsageError(f"--where {args.where!r}: {spark_error_line(exc)}") from None
     # the staging folder is ours and empty: "append" writes into it as it is
     writer = df.write.mode("append" if target != args.out else args.mode).format(args.format)
     if args.compression:
