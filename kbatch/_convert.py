@@ -585,6 +585,21 @@ def _quiet_conf(args: argparse.Namespace) -> dict[str, str]:
     return {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{path}"}
 
 
+def _quiet_spark_errors(spark: Any) -> None:
+    """kbatch reports a failure itself, in one line: Spark's own error logs would repeat it with
+    its whole stack (a failed task logs it at ERROR in the JVM; PySpark logs an analysis error
+    with its query context on the Python side)."""
+    import logging
+
+    spark.sparkContext.setLogLevel("FATAL")
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # pragma: no cover - PySpark before 4.0
+        return
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def _write_spark(spark: Any, args: argparse.Namespace, opts: dict[str, str], target: str) -> None:
     df = spark.read.format("kafka-log").options(**opts).load(args.root)
     if args.where:
@@ -647,8 +662,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     except Exception as exc:  # noqa: BLE001 - Java missing, bad --conf, master unreachable: one line
         raise ConvertError(f"Spark did not start: {spark_error_line(exc)}") from None
     startup = time.perf_counter() - t0
-    # a failed task logs its whole stack at ERROR: kbatch reports the failure itself, in one line
-    spark.sparkContext.setLogLevel("FATAL")
+    _quiet_spark_errors(spark)
     _say(args, f"Spark {spark.version} at {spark.sparkContext.master} ({startup:.1f} s to start)")
     import kbatch.spark
 

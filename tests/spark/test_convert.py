@@ -224,7 +224,7 @@ def test_spark_append_counts_and_empty_selection(spark, sample, tmp_path, capsys
     assert _convert.run(_args(str(tmp_path / "nope"), str(tmp_path / "o"))) == 2
     assert capsys.readouterr().err.count("\n") == 1
     # a --where Spark cannot analyse is the user's mistake too, and writes nothing
-    assert _convert.run(_args(str(sample), str(tmp_path / "w"), "--where", "no_such_column > 1")) == 2
+    assert _convert.run(_args(str(sample), str(tmp_path / "w"), "--where", "no_such_column > 1", "-q")) == 2
     err = capsys.readouterr().err
     assert err.startswith("kbatch convert: error: --where") and err.count("\n") == 1, err
     assert not (tmp_path / "w").exists()
