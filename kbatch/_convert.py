@@ -150,7 +150,7 @@ class PartitionReport:
     aborted_records: int = 0  # left out by read_committed
     compacted_offsets: int = 0  # offsets with no record on disk (compaction, deleted batches)
     filtered: int = 0  # left out by --where (Spark)
-    notes: list[str] = field(default_factory=list)
+    unread: int = 0  # in batches skipped as corrupt (--no-fail-on-data-loss)
 
     @property
     def span(self) -> int:
@@ -166,10 +166,15 @@ class PartitionReport:
             (self.aborted_records, "aborted record"),
             (self.compacted_offsets, "offset"),
             (self.filtered, "record"),
+            (self.unread, "unread record"),
         ):
             if n:
-                tail = {"offset": " without a record (compaction)", "record": " filtered by --where"}
-                parts.append(plural(n, what) + (tail.get(what, "") if what != "aborted record" else ""))
+                tail = {
+                    "offset": " without a record (compaction)",
+                    "record": " filtered by --where",
+                    "unread record": " (corrupt batches skipped)",
+                }
+                parts.append(plural(n, what) + tail.get(what, ""))
         if self.skipped_bytes:
             parts.append(f"{plural(self.skipped_bytes, 'corrupt byte')} skipped")
         return ", ".join(parts) if parts else "unexplained"
@@ -469,11 +474,24 @@ def _report(log: Any, start: int, end: int, isolation_level: str) -> PartitionRe
 
 
 def _finish_report(rep: PartitionReport, records: int, *, filtered: bool) -> None:
-    """Set the records written; whatever the headers did not explain went to --where or corruption."""
+    """Set the records written; whatever the headers did not explain went to --where, or was in
+    batches skipped as corrupt (a header scan does not check CRCs)."""
     rep.records = records
     expected = rep.span - rep.control_markers - rep.aborted_records - rep.compacted_offsets
-    if filtered and records < expected:
-        rep.filtered = expected - records
+    if records < expected:
+        if filtered:
+            rep.filtered = expected - records
+        else:
+            rep.unread = expected - records
+
+
+def _notes(logs: Sequence[Any]) -> list[str]:
+    """Every partition's notes (files skipped, indexes and checkpoints not used), checkpoints checked."""
+    out = []
+    for d in logs:
+        d.verify_checkpoints()  # adds its findings to d.notes
+        out += [f"{d.topic}-{d.partition}: {n}" for n in d.notes]
+    return out
 
 
 def _say(args: argparse.Namespace, msg: str) -> None:
@@ -647,7 +665,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     try:
         reports = {(d.topic, d.partition): _report(d, *p.ranges[(d.topic, d.partition)], p.opts.isolation_level)
                    for d in p.logs}
-        notes = [f"{d.topic}-{d.partition}: {n}" for d in p.logs for n in (*d.verify_checkpoints(), *d.notes)]
+        notes = _notes(p.logs)
     finally:
         p.close()
     _say(args, f"kbatch convert: {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
@@ -847,7 +865,9 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
                     staged.discard()  # nothing to write: OUT is not created
         finally:
             progress.close()
-        notes = [f"{d.topic}-{d.partition}: {n}" for d in p.logs for n in (*d.verify_checkpoints(), *d.notes)]
+        for r in reports.values():
+            _finish_report(r, r.records, filtered=False)
+        notes = _notes(p.logs)
     finally:
         p.close()
     return Summary(

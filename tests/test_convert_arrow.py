@@ -267,3 +267,12 @@ def test_convert_starts_at_the_checkpointed_log_start(tmp_path, capsys):
     assert [r[2] for r in read_back(tmp_path / "out")] == [6, 7, 8, 9]
     p = summary["per_partition"][0]
     assert (p["start"], p["end"], p["log_start_offset"], p["why"]) == (6, 10, 6, "")
+
+
+def test_skipped_corruption_is_counted_per_partition(tmp_path, capsys):
+    root = corrupt_root(tmp_path / "root")
+    status, summary = convert(str(root), str(tmp_path / "out"), "--no-fail-on-data-loss", capsys=capsys)
+    assert status == 0 and summary["records"] == 295
+    p = {x["topic"]: x for x in summary["per_partition"]}["orders"]
+    assert (p["records"], p["unread"], p["skipped_bytes"] > 0) == (290, 10, True)
+    assert "10 unread records (corrupt batches skipped)" in p["why"]
