@@ -628,7 +628,8 @@ def _write_spark(spark: Any, args: argparse.Namespace, opts: dict[str, str], tar
     # the staging folder is ours and empty: "append" writes into it as it is
     writer = df.write.mode("append" if target != args.out else args.mode).format(args.format)
     if args.compression:
-        writer = writer.option("compression", args.compression)
+        codec = "zlib" if args.format == "orc" and args.compression == "gzip" else args.compression
+        writer = writer.option("compression", codec)
     if args.max_rows_per_file:
         writer = writer.option("maxRecordsPerFile", str(args.max_rows_per_file))
     if not args.no_partition_by_topic:
