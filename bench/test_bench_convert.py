@@ -183,11 +183,14 @@ def spark_session() -> Any:
 
 def spark_jobs(spark: Any, root: Path, out: Path) -> dict[str, Callable[[], None]]:
     """The convert's query and Spark's Parquet -> Parquet of the same rows."""
-    parallelism = str(spark.sparkContext.defaultParallelism)
+    from kbatch._convert import task_bytes
+
+    # the task size kbatch convert chooses
+    split = task_bytes(sum(p.stat().st_size for p in root.glob("*/*.log")), spark.sparkContext.defaultParallelism)
     first = out / "first"
 
     def convert_job() -> None:
-        df = spark.read.format("kafka-log").option("includeHeaders", "true").option("minPartitions", parallelism)
+        df = spark.read.format("kafka-log").option("includeHeaders", "true").option("maxPartitionBytes", split)
         df.load(str(root)).write.mode("overwrite").partitionBy("topic").parquet(str(out / "kafka-log"))
 
     def parquet_job() -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Summary", "add_arguments", "convert_arrow", "convert_spark", "run", "spark_config"]
+__all__ = ["Summary", "add_arguments", "convert_arrow", "convert_spark", "run", "spark_config", "task_bytes"]
 
 FORMATS = ("parquet", "orc", "json")
 
@@ -220,6 +220,19 @@ def spark_config(master: str | None, conf: Sequence[str] = ()) -> dict[str, str]
     return out
 
 
+def task_bytes(input_bytes: int, cores: int) -> int:
+    """Bytes of log per Spark task, as Spark's file source sizes its splits: 128 MiB, less to give
+    every core a task, and no less than opening four segments costs.
+
+    >>> task_bytes(10 << 30, 8) >> 20, task_bytes(46 << 20, 2) >> 20, task_bytes(1000, 2) >> 10
+    (128, 23, 128)
+    """
+    from kbatch.spark._plan import DEFAULT_MAX_PARTITION_BYTES, SEGMENT_OPEN_COST
+
+    per_core = input_bytes // max(1, cores)
+    return max(4 * SEGMENT_OPEN_COST, min(DEFAULT_MAX_PARTITION_BYTES, per_core))
+
+
 def _spark_session(args: argparse.Namespace) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from kbatch.spark._plan import env_pythonpath
@@ -254,8 +267,8 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     spark = _spark_session(args)
     _say(args, f"Spark {spark.version} at {spark.sparkContext.master} ({time.perf_counter() - t0:.1f} s to start)")
     kbatch.spark.register(spark)
-    # tasks of about maxPartitionBytes, but at least one per core (Spark's file source sizes them so)
-    opts.setdefault("minPartitions", str(spark.sparkContext.defaultParallelism))
+    if "minPartitions" not in opts:
+        opts["maxPartitionBytes"] = str(task_bytes(input_bytes, spark.sparkContext.defaultParallelism))
     t0 = time.perf_counter()
     progress = _Progress(spark.sparkContext)
     if not args.quiet:
