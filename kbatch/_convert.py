@@ -53,7 +53,9 @@ __all__ = [
     "convert_arrow",
     "convert_spark",
     "run",
+    "spark_config",
     "spark_error_line",
+    "task_bytes",
 ]
 
 FORMATS = ("parquet", "orc", "json")
@@ -553,6 +555,62 @@ class _Progress(threading.Thread):
                 self.progress.update(self.progress.total * fraction, records=int(self.records * fraction), approx=True)
 
 
+#: Parquet/ORC files each task keeps open at once when writing partitioned by topic; past it
+#: Spark falls back to sorting the task's remaining rows.
+CONCURRENT_WRITERS = 64
+
+
+def _driver_memory() -> str:
+    """A quarter of this machine's memory, 1 to 8 GiB: in local mode the driver's JVM also runs
+    every task (Spark's default, 1 GiB, leaves little room for 2 x 64 MiB Arrow batches per core
+    and a Parquet writer per topic)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return "1g"
+    return f"{max(1, min(8, total // (4 << 30)))}g"
+
+
+def spark_config(master: str | None, conf: Sequence[str] = ()) -> dict[str, str]:
+    """The configuration ``kbatch convert`` starts Spark with; ``conf`` items (``KEY=VALUE``) win.
+
+    >>> c = spark_config("local[2]", ["spark.sql.maxConcurrentOutputFileWriters=0"])
+    >>> c["spark.master"], c["spark.sql.maxConcurrentOutputFileWriters"]
+    ('local[2]', '0')
+    """
+    master = master or "local[*]"
+    out = {
+        "spark.master": master,
+        "spark.app.name": "kbatch convert",
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        "spark.ui.showConsoleProgress": "false",
+        # partitionBy("topic") sorts each task's rows by topic before writing, as a Python
+        # data source cannot report an ordering; one open writer per topic instead needs no sort
+        "spark.sql.maxConcurrentOutputFileWriters": str(CONCURRENT_WRITERS),
+    }
+    if master.startswith("local"):
+        out["spark.driver.memory"] = _driver_memory()
+    for item in conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--conf needs KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def task_bytes(input_bytes: int, cores: int) -> int:
+    """Bytes of log per Spark task, as Spark's file source sizes its splits: 128 MiB, less to give
+    every core a task, and no less than opening four segments costs.
+
+    >>> task_bytes(10 << 30, 8) >> 20, task_bytes(46 << 20, 2) >> 20, task_bytes(1000, 2) >> 10
+    (128, 23, 128)
+    """
+    from kbatch.spark._plan import DEFAULT_MAX_PARTITION_BYTES, SEGMENT_OPEN_COST
+
+    per_core = input_bytes // max(1, cores)
+    return max(4 * SEGMENT_OPEN_COST, min(DEFAULT_MAX_PARTITION_BYTES, per_core))
+
+
 def _spark_session(args: argparse.Namespace) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from kbatch.spark._plan import env_pythonpath
@@ -563,16 +621,10 @@ def _spark_session(args: argparse.Namespace) -> Any:
         os.environ["PYTHONPATH"] = os.pathsep.join([here, *[p for p in paths if p]])
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName("kbatch convert").master(args.master or "local[*]")
-    builder = builder.config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    builder = builder.config("spark.ui.showConsoleProgress", "false")
-    for key, value in _quiet_conf(args).items():
+    builder = SparkSession.builder
+    quiet = [f"{key}={value}" for key, value in _quiet_conf(args).items()]
+    for key, value in spark_config(args.master, [*quiet, *args.conf]).items():
         builder = builder.config(key, value)
-    for item in args.conf:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--conf needs KEY=VALUE, got {item!r}")
-        builder = builder.config(key.strip(), value.strip())
     return builder.getOrCreate()
 
 
@@ -687,6 +739,8 @@ def convert_spark(args: argparse.Namespace) -> Summary:
 
     kbatch.spark.register(spark)
     opts = _source_options(args)
+    if "minPartitions" not in opts:
+        opts["maxPartitionBytes"] = str(task_bytes(p.input_bytes, spark.sparkContext.defaultParallelism))
     progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
     expected = sum(r.span - r.control_markers - r.aborted_records - r.compacted_offsets for r in reports.values())
     poller = _Progress(spark.sparkContext, progress, expected)
