@@ -24,6 +24,7 @@ definitions (a broker's own).
 
 from ._errors import InternalRecordError
 from ._iterate import Entry, iter_decoded
+from ._offsets import consumer_offsets
 from ._records import (
     CONTROL_TYPES,
     DEFINITIONS,
@@ -43,6 +44,7 @@ __all__ = [
     "Entry",
     "InternalRecordError",
     "Registry",
+    "consumer_offsets",
     "decode_key_value",
     "default_registry",
     "family_of",
