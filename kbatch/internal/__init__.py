@@ -23,6 +23,7 @@ definitions (a broker's own).
 """
 
 from ._errors import InternalRecordError
+from ._groups import consumer_groups
 from ._iterate import Entry, iter_decoded
 from ._offsets import consumer_offsets
 from ._records import (
@@ -35,6 +36,7 @@ from ._records import (
     default_registry,
     family_of,
 )
+from ._transactions import TRANSACTION_STATES, transactions
 
 __all__ = [
     "CONTROL_TYPES",
@@ -44,7 +46,10 @@ __all__ = [
     "Entry",
     "InternalRecordError",
     "Registry",
+    "TRANSACTION_STATES",
+    "consumer_groups",
     "consumer_offsets",
+    "transactions",
     "decode_key_value",
     "default_registry",
     "family_of",
