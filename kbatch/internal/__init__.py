@@ -26,6 +26,7 @@ from ._errors import InternalRecordError
 from ._groups import consumer_groups
 from ._iterate import Entry, iter_decoded
 from ._offsets import consumer_offsets
+from ._producers import producer_snapshots
 from ._records import (
     CONTROL_TYPES,
     DEFINITIONS,
@@ -49,6 +50,7 @@ __all__ = [
     "TRANSACTION_STATES",
     "consumer_groups",
     "consumer_offsets",
+    "producer_snapshots",
     "transactions",
     "decode_key_value",
     "default_registry",
