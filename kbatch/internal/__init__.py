@@ -25,6 +25,7 @@ definitions (a broker's own).
 from ._errors import InternalRecordError
 from ._groups import consumer_groups
 from ._iterate import Entry, iter_decoded
+from ._metadata import IMAGE_TABLES, cluster_metadata
 from ._offsets import consumer_offsets
 from ._producers import producer_snapshots
 from ._records import (
@@ -35,6 +36,7 @@ from ._records import (
     Registry,
     decode_key_value,
     default_registry,
+    encode_key_value,
     family_of,
 )
 from ._transactions import TRANSACTION_STATES, transactions
@@ -43,17 +45,20 @@ __all__ = [
     "CONTROL_TYPES",
     "DEFINITIONS",
     "FAMILIES",
+    "IMAGE_TABLES",
     "DecodedRecord",
     "Entry",
     "InternalRecordError",
     "Registry",
     "TRANSACTION_STATES",
     "consumer_groups",
+    "cluster_metadata",
     "consumer_offsets",
     "producer_snapshots",
     "transactions",
     "decode_key_value",
     "default_registry",
+    "encode_key_value",
     "family_of",
     "iter_decoded",
 ]

@@ -49,6 +49,7 @@ __all__ = [
     "Registry",
     "decode_key_value",
     "default_registry",
+    "encode_key_value",
     "family_of",
 ]
 
@@ -240,6 +241,33 @@ class Registry:
         return DecodedRecord(family, ctype, "ControlRecordType", 0, key_dict, name, vversion, vdict)
 
 
+    def encode(self, family: str, type_name: str, key: dict[str, Any] | None, value: dict[str, Any] | None,
+               version: int) -> tuple[bytes | None, bytes | None]:
+        """See :func:`encode_key_value`."""
+        if family in self.metadata:
+            msg = self.schema[type_name]
+            if value is None or msg.spec.api_key is None:
+                raise ValueError(f"{type_name}: a metadata record needs a value and an apiKey")
+            return None, _uvarint_bytes(1) + _uvarint_bytes(msg.spec.api_key) + _uvarint_bytes(version) + msg.encode(
+                value, version)
+        for rtype, (kmsg, kversion, vmsg) in sorted(self.coordinator[family].items(), reverse=True):
+            if kmsg.name == type_name or (vmsg.name == type_name and rtype > 0):
+                kbytes = rtype.to_bytes(2, "big") + kmsg.encode(key or {}, kversion)
+                if value is None:
+                    return kbytes, None
+                return kbytes, version.to_bytes(2, "big") + vmsg.encode(value, version)
+        raise ValueError(f"no {family} record type named {type_name!r}")
+
+
+def _uvarint_bytes(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def _int16(view: memoryview, offset: int, part: str, field: str) -> int:
     if len(view) < 2:
         raise InternalRecordError(f"{len(view)} bytes: no room for the int16 {field}", offset, part, 0, field)
@@ -353,3 +381,42 @@ def decode_key_value(
     family = FAMILIES.get(family, family)
     return (registry or default_registry()).decode(family, key, value, control=control, offset=offset,
                                                    on_unknown=on_unknown)
+
+
+def encode_key_value(
+    family: str,
+    type_name: str,
+    key: dict[str, Any] | None,
+    value: dict[str, Any] | None,
+    *,
+    version: int = 0,
+    registry: Registry | None = None,
+) -> tuple[bytes | None, bytes | None]:
+    """Encode a record of an internal topic: the inverse of :func:`decode_key_value`.
+
+    Parameters
+    ----------
+    family : str
+        As for :func:`decode_key_value`.
+    type_name : str
+        A key or value schema name (``"OffsetCommitKey"``, ``"GroupMetadataValue"``)
+        for coordinator records, the record name (``"TopicRecord"``) for metadata.
+    key, value : dict or None
+        The key (coordinator records) and the value; a None value is a tombstone.
+    version : int
+        The value's version (metadata: the record's version).
+
+    Returns
+    -------
+    (bytes or None, bytes or None)
+        The record's key and value.
+
+    >>> k, v = encode_key_value("group", "OffsetCommitKey", {"group": "g", "topic": "t", "partition": 1},
+    ...                         {"offset": 5, "metadata": "", "commit_timestamp": 0}, version=3)
+    >>> decode_key_value("group", k, v).value["offset"]
+    5
+    >>> encode_key_value("metadata", "NoOpRecord", None, {})
+    (None, b'\\x01\\x14\\x00\\x00')
+    """
+    family = FAMILIES.get(family, family)
+    return (registry or default_registry()).encode(family, type_name, key, value, version)
