@@ -294,6 +294,9 @@ def cluster_metadata(source: Any, *, offset: int | None = None, history: bool = 
     for table in tables(part, "read_uncommitted"):
         if first is None and len(table.batches):
             first = int(table.batches["base_offset"][0])  # control batches count: they have no rows
+            if first > start:
+                raise InternalRecordError(f"the metadata log starts at offset {first} and no checkpoint covers "
+                                          f"offsets {start} to {first - 1}: the image would be incomplete", first)
         for e in iter_decoded(table, "metadata", on_unknown=on_unknown):
             if e.offset < start:
                 continue
@@ -303,7 +306,4 @@ def cluster_metadata(source: Any, *, offset: int | None = None, history: bool = 
             if e.control or r.unknown or r.value_type is None or r.value is None:
                 continue
             image.replay(r.value_type, r.value, e.offset)
-    if first is not None and first > start:
-        raise InternalRecordError(f"the metadata log starts at offset {first} and no checkpoint covers offsets "
-                                  f"{start} to {first - 1}: the image would be incomplete", first)
     return image.tables()

@@ -25,6 +25,7 @@ import numpy.typing as npt
 from kbatch._table import RecordTable
 
 from . import _offsetkernel
+from ._errors import InternalRecordError
 from ._records import OnUnknown, decode_key_value
 from ._sources import partitions, tables
 
@@ -64,6 +65,7 @@ class _Chunk:
                            self.gs, self.gl, self.ts, self.tl, self.partition, self.version, self.offset,
                            self.leader_epoch, self.ms, self.ml, self.commit, self.expire)
         self.ks, self.kl = ks, kl
+        self.vs = recs["value_start"]
         self.record_offset = np.ascontiguousarray(recs["offset"])
         self.timestamp = np.ascontiguousarray(recs["timestamp"])
         self.coordinator_partition = coordinator_partition
@@ -115,9 +117,27 @@ class _Chunk:
                 for j, m in fix:
                     meta[j] = m
                 out[2] = pa.array(meta, pa.string())
-        for a in out:
-            a.validate(full=True)  # UTF-8 checked: a bad string raises, it is not replaced
+        for a, name, (starts, lengths) in zip(out, ("group", "topic", "metadata"),
+                                              ((self.gs, self.gl), (self.ts, self.tl), (self.ms, self.ml)),
+                                              strict=True):
+            try:
+                a.validate(full=True)  # UTF-8 checked: a bad string raises, it is not replaced
+            except pa.ArrowInvalid:
+                self._bad_utf8(rows, name, starts, lengths)
         return out[0], out[1], out[2]
+
+    def _bad_utf8(self, rows: npt.NDArray[np.int64], name: str, starts: npt.NDArray[np.int64],
+                  lengths: npt.NDArray[np.int32]) -> None:
+        for i in rows.tolist():
+            s, n = int(starts[i]), int(lengths[i])
+            try:
+                bytes(self.data[s:s + n]).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                part = "value" if name == "metadata" else "key"
+                base = int(self.vs[i]) if part == "value" else int(self.ks[i])
+                raise InternalRecordError(f"the {name} is not valid UTF-8 ({exc.reason})",
+                                          int(self.record_offset[i]), part, s - base, name) from None
+        raise AssertionError("Arrow found invalid UTF-8 that Python did not")
 
     def table(self, rows: npt.NDArray[np.int64], history: bool) -> Any:
         import pyarrow as pa
