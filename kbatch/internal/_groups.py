@@ -41,7 +41,7 @@ def _schema() -> Any:
 
     return pa.schema([
         ("group", pa.string()), ("type", pa.string()), ("protocol_type", pa.string()), ("protocol", pa.string()),
-        ("generation", pa.int32()), ("leader", pa.string()), ("state_timestamp", pa.timestamp("ms")),
+        ("generation", pa.int32()), ("leader", pa.string()), ("state_timestamp", pa.timestamp("ms", tz="UTC")),
         ("members", pa.list_(_member_type())), ("coordinator_partition", pa.int32()), ("record_offset", pa.int64()),
     ])
 
@@ -195,7 +195,8 @@ def consumer_groups(source: Any, *, history: bool = False, on_unknown: OnUnknown
                          "record_type": r.key_type, "group": key.get("group", key.get("group_id")),
                          "member_id": key.get("member_id"), "tombstone": r.value is None})
         schema = pa.schema([("coordinator_partition", pa.int32()), ("record_offset", pa.int64()),
-                            ("timestamp", pa.timestamp("ms")), ("record_type", pa.string()), ("group", pa.string()),
+                            ("timestamp", pa.timestamp("ms", tz="UTC")), ("record_type", pa.string()),
+                            ("group", pa.string()),
                             ("member_id", pa.string()), ("tombstone", pa.bool_())])
         return pa.Table.from_pylist(rows, schema=schema)
     return pa.Table.from_pylist(_rows(records), schema=_schema())

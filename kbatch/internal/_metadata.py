@@ -269,7 +269,7 @@ def cluster_metadata(source: Any, *, offset: int | None = None, history: bool = 
         out = {}
         for name, rs in rows.items():
             fields = message_schema(schema[name]).append(pa.field("offset", pa.int64())).append(
-                pa.field("timestamp", pa.timestamp("ms")))
+                pa.field("timestamp", pa.timestamp("ms", tz="UTC")))
             out[name] = pa.Table.from_pylist(rs, schema=fields)
         return out
     image = _Image()

@@ -152,13 +152,13 @@ class _Chunk:
             "offset": pa.array(self.offset[rows], mask=tomb),
             "leader_epoch": pa.array(self.leader_epoch[rows], mask=tomb),
             "metadata": pa.array(meta, mask=pa.array(tomb)) if history else meta,
-            "commit_timestamp": pa.array(self.commit[rows], pa.timestamp("ms"), mask=tomb),
-            "expire_timestamp": pa.array(expire, pa.timestamp("ms"), mask=tomb | (expire < 0)),
+            "commit_timestamp": pa.array(self.commit[rows], pa.timestamp("ms", tz="UTC"), mask=tomb),
+            "expire_timestamp": pa.array(expire, pa.timestamp("ms", tz="UTC"), mask=tomb | (expire < 0)),
             "coordinator_partition": pa.array(np.full(len(rows), self.coordinator_partition, np.int32)),
             "record_offset": pa.array(self.record_offset[rows]),
         }
         if history:
-            cols["timestamp"] = pa.array(self.timestamp[rows], pa.timestamp("ms"))
+            cols["timestamp"] = pa.array(self.timestamp[rows], pa.timestamp("ms", tz="UTC"))
             cols["tombstone"] = pa.array(tomb)
             cols["value_version"] = pa.array(self.version[rows], mask=tomb)
         cols["_hash"] = pa.array(self.khash[rows])
@@ -260,7 +260,7 @@ def consumer_offsets(source: Any, *, history: bool = False, on_unknown: OnUnknow
 def _empty(history: bool) -> Any:
     import pyarrow as pa
 
-    ms = pa.timestamp("ms")
+    ms = pa.timestamp("ms", tz="UTC")
     fields = [("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
               ("leader_epoch", pa.int32()), ("metadata", pa.string()), ("commit_timestamp", ms),
               ("expire_timestamp", ms), ("coordinator_partition", pa.int32()), ("record_offset", pa.int64())]

@@ -13,13 +13,14 @@ from kbatch._producer_snapshot import read_snapshot
 from kbatch.errors import KBatchError
 from kbatch.log import LogDir
 
-__all__ = ["producer_snapshots"]
+__all__ = ["directories", "producer_snapshots"]
 
 _PARTITION = re.compile(r"(.+)-(\d+)")
 _SNAPSHOT = re.compile(r"(\d{20})\.snapshot")
 
 
-def _directories(source: Any) -> list[Path]:
+def directories(source: Any) -> list[Path]:
+    """The partition directories of ``source`` (one partition directory, or a root)."""
     if isinstance(source, LogDir):
         return [source.path]
     if not isinstance(source, (str, os.PathLike)):
@@ -73,7 +74,7 @@ def producer_snapshots(source: Any, *, history: bool = False) -> Any:
     import pyarrow as pa
 
     tables = []
-    for directory in _directories(source):
+    for directory in directories(source):
         m = _PARTITION.fullmatch(directory.name)
         topic, partition = (m.group(1), int(m.group(2))) if m else (directory.name, -1)
         files = sorted((int(s.group(1)), p) for p in directory.iterdir() if (s := _SNAPSHOT.fullmatch(p.name)))
@@ -94,13 +95,13 @@ def producer_snapshots(source: Any, *, history: bool = False) -> Any:
                 "last_sequence": pa.array(e["last_sequence"]),
                 "last_offset": pa.array(e["last_offset"], mask=e["last_offset"] < 0),
                 "offset_delta": pa.array(e["offset_delta"]),
-                "timestamp": pa.array(e["timestamp"], pa.timestamp("ms")),
+                "timestamp": pa.array(e["timestamp"], pa.timestamp("ms", tz="UTC")),
                 "coordinator_epoch": pa.array(e["coordinator_epoch"]),
                 "current_txn_first_offset": pa.array(e["current_txn_first_offset"],
                                                      mask=e["current_txn_first_offset"] < 0),
             }))
     if not tables:
-        ms = pa.timestamp("ms")
+        ms = pa.timestamp("ms", tz="UTC")
         return pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("snapshot_offset", pa.int64()),
                           ("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("last_sequence", pa.int32()),
                           ("last_offset", pa.int64()), ("offset_delta", pa.int32()), ("timestamp", ms),

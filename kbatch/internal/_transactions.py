@@ -90,7 +90,7 @@ def transactions(source: Any, *, history: bool = False, on_unknown: OnUnknown = 
             row["timestamp"] = e.timestamp
             row["tombstone"] = v is None
         rows.append(row)
-    ms = pa.timestamp("ms")
+    ms = pa.timestamp("ms", tz="UTC")
     fields = [("transactional_id", pa.string()), ("producer_id", pa.int64()), ("previous_producer_id", pa.int64()),
               ("next_producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("timeout_ms", pa.int32()),
               ("state", pa.string()),

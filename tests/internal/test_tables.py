@@ -99,7 +99,7 @@ def test_consumer_offsets_matches_a_per_record_replay(tmp_path: Path, seed: int)
     assert got == _reference(tmp_path)
     assert t.num_rows == len(got)  # one row per key
     assert t.schema.field("offset").type == pa.int64() and t.schema.field("partition").type == pa.int32()
-    assert t.schema.field("commit_timestamp").type == pa.timestamp("ms")
+    assert t.schema.field("commit_timestamp").type == pa.timestamp("ms", tz="UTC")
     hist = consumer_offsets(tmp_path, history=True)
     assert hist.num_rows >= t.num_rows and hist["tombstone"].to_pylist().count(True) > 0
     # one partition directory, and a RecordTable, give that partition's part
