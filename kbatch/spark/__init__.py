@@ -41,6 +41,11 @@ Options (Spark's Kafka source names and meanings; values are strings)
     nothing at or past the last stable offset.
 ``maxOffsetsPerTrigger``
     Streaming: at most this many offsets per micro-batch.
+``view``
+    kbatch's: Kafka's own state instead of records (:mod:`kbatch.spark._views`):
+    ``consumer_offsets``, ``consumer_groups``, ``transactions``, ``producer_snapshots``,
+    ``cluster_metadata.<table>``; with ``history`` (every record) and ``offset`` (of the
+    metadata image).
 kbatch's own: ``verifyCrc`` (default true), ``includeHeaders`` (Spark's, default false),
 ``extraColumns`` (``leaderEpoch, producerId, producerEpoch, sequence, isTransactional``),
 ``maxBytesPerPartition`` (split size, 128 MiB), ``maxRecordsPerBatch`` /
