@@ -295,3 +295,20 @@ def test_real_producer_snapshots_read_and_write_back_identically() -> None:
         entries = read_snapshot(data)
         assert write_snapshot(entries) == data
         assert isinstance(entries, np.ndarray)
+
+
+def test_hash_collisions_fall_back_to_exact_grouping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every key hashing alike must still give one row per real key (the byte-for-byte check)."""
+    from kbatch.internal import _offsets
+
+    real_scan = _offsets._offsetkernel.scan
+
+    def colliding_scan(*args: Any) -> None:
+        real_scan(*args)
+        args[6][:] = 42  # khash
+
+    _offsets_log(tmp_path, 7, 0)
+    want = consumer_offsets(tmp_path).to_pylist()
+    monkeypatch.setattr(_offsets._offsetkernel, "scan", colliding_scan)
+    assert consumer_offsets(tmp_path).to_pylist() == want
+    assert len(want) > 1
