@@ -24,9 +24,10 @@ def scan(
     commit_timestamp: npt.NDArray[np.int64],
     expire_timestamp: npt.NDArray[np.int64],
 ) -> None: ...
-def same_keys(
+def last_per_key(
     data: npt.NDArray[np.uint8],
     key_start: npt.NDArray[np.int64],
     key_length: npt.NDArray[np.int32],
-    rep: npt.NDArray[np.int64],
-) -> bool: ...
+    khash: npt.NDArray[np.uint64],
+    survivor: npt.NDArray[np.uint8],
+) -> None: ...

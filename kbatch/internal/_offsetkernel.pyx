@@ -23,11 +23,14 @@ another type (left to the general decoder), 3 an offset commit key whose value
 is beyond this loop (tagged fields, a long varint, a bad length: the general
 decoder decides, and names the error), 4 a key this loop cannot read (the
 general decoder raises). For statuses 0, 1 and 3 the key is parsed and
-``khash`` is a 64-bit hash of the key body (group, topic, partition), for the
-caller's deduplication.
+``khash`` is a 64-bit FNV-1a hash of the key body (group, topic, partition);
+:func:`last_per_key` then marks the last record of each key body.
 """
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint64_t
+from libc.stdlib cimport calloc, free
+from libc.string cimport memcmp, memset
+
 
 
 cdef inline int16_t be16(const uint8_t* p) noexcept nogil:
@@ -97,6 +100,14 @@ def scan(const uint8_t[::1] data, const int64_t[:] key_start, const int32_t[:] k
             topic_length[i] = <int32_t>tlen
             partition[i] = be32(b + p + 2 + tlen)
             khash[i] = fnv1a(b + ks + 2, kl - 2)
+            # defined values for tombstones and for what the general decoder takes over
+            version[i] = -1
+            offset[i] = 0
+            leader_epoch[i] = -1
+            meta_start[i] = 0
+            meta_length[i] = 0
+            commit_timestamp[i] = 0
+            expire_timestamp[i] = -1
             vs = value_start[i]
             vl = value_length[i]
             if vl < 0:
@@ -153,33 +164,68 @@ def scan(const uint8_t[::1] data, const int64_t[:] key_start, const int32_t[:] k
             status[i] = 0
 
 
-def same_keys(const uint8_t[::1] data, const int64_t[:] key_start, const int32_t[:] key_length,
-              const int64_t[:] rep) -> bool:
-    """Whether every key body equals the key body of record ``rep[i]`` (hash collisions check)."""
-    cdef Py_ssize_t n = key_start.shape[0], i, j
-    cdef int64_t a, c, k
-    cdef int32_t la, lc
-    cdef bint ok = True
+
+cdef struct slot_t:
+    uint64_t hash
+    int64_t start      # key body of the key's first row (compared on a probe: stays in cache)
+    int64_t last1      # last row with this key, plus one; 0 = an empty slot
+    int32_t length
+
+
+def last_per_key(const uint8_t[::1] data, const int64_t[:] key_start, const int32_t[:] key_length,
+                 const uint64_t[:] khash, uint8_t[::1] survivor) -> None:
+    """Mark ``survivor[i] = 1`` where row ``i`` is the last row with its key body (exact).
+
+    An open-addressing table keyed by ``khash`` whose probes compare the key bodies byte for
+    byte (against the key's first row), so a hash collision costs a probe, never a wrong
+    answer. The table lives in zeroed pages (calloc): only the slots used are touched.
+    """
+    cdef Py_ssize_t n = key_start.shape[0], i, cap = 16, mask, j
+    cdef int64_t a, c, k, prev
+    cdef int32_t la
+    cdef uint64_t h
+    cdef slot_t* table
+    cdef slot_t* e
+    cdef bint same
     cdef const uint8_t* b = &data[0] if data.shape[0] else NULL
-    if rep.shape[0] != n or key_length.shape[0] != n:
+    if key_length.shape[0] != n or khash.shape[0] != n or survivor.shape[0] != n:
         raise ValueError("columns differ in length")
-    with nogil:
-        for i in range(n):
-            j = rep[i]
-            if j < 0 or j >= n:
-                ok = False
-                break
-            la = key_length[i]
-            lc = key_length[j]
-            if la != lc:
-                ok = False
-                break
-            a = key_start[i] + 2
-            c = key_start[j] + 2
-            for k in range(la - 2):
-                if b[a + k] != b[c + k]:
-                    ok = False
-                    break
-            if not ok:
-                break
-    return ok
+    for i in range(n):
+        a = key_start[i]
+        if a < 0 or key_length[i] < 2 or a + key_length[i] > data.shape[0]:
+            raise ValueError(f"key {i} ({a}, {key_length[i]}) reaches outside the data")
+    while cap < 2 * n:
+        cap *= 2
+    table = <slot_t*>calloc(cap, sizeof(slot_t))
+    if table == NULL:
+        raise MemoryError()
+    mask = cap - 1
+    try:
+        with nogil:
+            memset(&survivor[0] if n else NULL, 0, n)
+            for i in range(n):
+                h = khash[i]
+                j = <Py_ssize_t>(h & mask)
+                la = key_length[i] - 2
+                a = key_start[i] + 2
+                while True:
+                    e = &table[j]
+                    if e.last1 == 0:
+                        e.hash = h
+                        e.start = a
+                        e.length = la
+                        e.last1 = i + 1
+                        survivor[i] = 1
+                        break
+                    if e.hash == h and e.length == la:
+                        c = e.start
+                        same = memcmp(b + a, b + c, la) == 0
+                        if same:
+                            prev = e.last1 - 1
+                            survivor[prev] = 0
+                            survivor[i] = 1
+                            e.last1 = i + 1
+                            break
+                    j = (j + 1) & mask
+    finally:
+        free(table)

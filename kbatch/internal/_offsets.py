@@ -9,8 +9,9 @@ read ``read_committed`` (aborted and still-open transactions left out). A
 
 The hot path is one C pass per chunk of log (:mod:`._offsetkernel`): every
 offset commit parsed in place, its key body hashed; the last record per hash
-wins (hash collisions are checked, byte for byte, and fall back to exact
-grouping), and only the survivors' strings are copied out. Records the C loop
+wins (a C hash table whose probes compare the key bodies byte for byte; across
+chunks, the survivors are grouped by hash and checked exactly), and only the
+survivors' strings are copied out. Records the C loop
 leaves (other record types, tagged fields, malformed bytes) go through
 :func:`decode_key_value`, which decodes them or raises naming the offset.
 """
@@ -48,19 +49,19 @@ class _Chunk:
         ks = np.ascontiguousarray(recs["key_start"])
         kl = np.ascontiguousarray(recs["key_length"])
         self.status = np.empty(n, np.int8)
-        self.khash = np.zeros(n, np.uint64)
-        self.gs = np.zeros(n, np.int64)
-        self.gl = np.zeros(n, np.int32)
-        self.ts = np.zeros(n, np.int64)
-        self.tl = np.zeros(n, np.int32)
-        self.partition = np.zeros(n, np.int32)
-        self.version = np.full(n, -1, np.int16)
-        self.offset = np.zeros(n, np.int64)
-        self.leader_epoch = np.full(n, -1, np.int32)
-        self.ms = np.zeros(n, np.int64)
-        self.ml = np.zeros(n, np.int32)
-        self.commit = np.zeros(n, np.int64)
-        self.expire = np.full(n, -1, np.int64)
+        self.khash = np.empty(n, np.uint64)
+        self.gs = np.empty(n, np.int64)
+        self.gl = np.empty(n, np.int32)
+        self.ts = np.empty(n, np.int64)
+        self.tl = np.empty(n, np.int32)
+        self.partition = np.empty(n, np.int32)
+        self.version = np.empty(n, np.int16)
+        self.offset = np.empty(n, np.int64)
+        self.leader_epoch = np.empty(n, np.int32)
+        self.ms = np.empty(n, np.int64)
+        self.ml = np.empty(n, np.int32)
+        self.commit = np.empty(n, np.int64)
+        self.expire = np.empty(n, np.int64)
         _offsetkernel.scan(self.data, ks, kl, recs["value_start"], recs["value_length"], self.status, self.khash,
                            self.gs, self.gl, self.ts, self.tl, self.partition, self.version, self.offset,
                            self.leader_epoch, self.ms, self.ml, self.commit, self.expire)
@@ -231,10 +232,9 @@ def consumer_offsets(source: Any, *, history: bool = False, on_unknown: OnUnknow
             if history:
                 parts.append(chunk.table(live, True))
                 continue
-            rep, last = _last_per_hash(chunk.khash[live])
-            if not _offsetkernel.same_keys(chunk.data, chunk.ks[live], chunk.kl[live], rep):
-                last = np.arange(len(live), dtype=np.int64)  # a hash collision: keep all, group exactly below
-            parts.append(chunk.table(live[last], False))
+            survivor = np.empty(len(live), np.uint8)
+            _offsetkernel.last_per_key(chunk.data, chunk.ks[live], chunk.kl[live], chunk.khash[live], survivor)
+            parts.append(chunk.table(live[np.flatnonzero(survivor)], False))
     if not parts:
         return _empty(history)
     out = pa.concat_tables(parts)
