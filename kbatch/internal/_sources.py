@@ -17,10 +17,12 @@ Source = str | os.PathLike[str] | LogDir | RecordTable
 
 
 class Part(NamedTuple):
-    """One partition of an internal topic: its number (-1 when unknown) and its reader."""
+    """One partition of an internal topic: its number (-1 when unknown), its reader, and
+    whether kbatch opened it (and so closes it once read)."""
 
     partition: int
     log: LogDir | RecordTable
+    owned: bool = False
 
 
 def partitions(source: Any, topic: str) -> list[Part]:
@@ -42,12 +44,12 @@ def partitions(source: Any, topic: str) -> list[Part]:
     pattern = re.compile(re.escape(topic) + r"-(\d+)")
     m = pattern.fullmatch(path.name)
     if m:
-        return [Part(int(m.group(1)), open_log(path))]
+        return [Part(int(m.group(1)), open_log(path), True)]
     found = []
     for entry in path.iterdir():
         m = pattern.fullmatch(entry.name)
         if m and entry.is_dir():
-            found.append(Part(int(m.group(1)), open_log(entry)))
+            found.append(Part(int(m.group(1)), open_log(entry), True))
     return sorted(found, key=lambda p: p.partition)
 
 
@@ -56,5 +58,9 @@ def tables(part: Part, isolation_level: Literal["read_committed", "read_uncommit
     """The records of one partition in RecordTables of about ``chunk_bytes`` of log."""
     if isinstance(part.log, RecordTable):
         yield part.log
-    else:
+        return
+    try:
         yield from part.log.iter_tables(isolation_level=isolation_level, chunk_bytes=chunk_bytes)
+    finally:
+        if part.owned:
+            part.log.close()
