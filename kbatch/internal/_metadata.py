@@ -23,6 +23,7 @@ whose state is the image just before ``endOffset``; the log's records from
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from ._sources import partitions, tables
 __all__ = ["IMAGE_TABLES", "cluster_metadata"]
 
 TOPIC = "__cluster_metadata"
+logger = logging.getLogger("kbatch.internal")
 _CHECKPOINT = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
 
 #: table name -> the record type whose fields are its columns
@@ -251,6 +253,7 @@ def cluster_metadata(source: Any, *, offset: int | None = None, history: bool = 
     """
     import pyarrow as pa
 
+    unknown = 0
     parts = partitions(source, TOPIC)
     if len(parts) > 1:
         raise ValueError(f"{len(parts)} partitions of {TOPIC}: it has one")
@@ -261,6 +264,7 @@ def cluster_metadata(source: Any, *, offset: int | None = None, history: bool = 
             for table in tables(part, "read_uncommitted"):
                 for e in iter_decoded(table, "metadata", on_unknown=on_unknown):
                     r = e.record
+                    unknown += r.unknown
                     if e.control or r.unknown or r.value_type is None or r.value is None:
                         continue
                     row = to_row(schema[r.value_type], r.value)
@@ -271,6 +275,7 @@ def cluster_metadata(source: Any, *, offset: int | None = None, history: bool = 
             fields = message_schema(schema[name]).append(pa.field("offset", pa.int64())).append(
                 pa.field("timestamp", pa.timestamp("ms", tz="UTC")))
             out[name] = pa.Table.from_pylist(rs, schema=fields)
+        _told(unknown)
         return out
     image = _Image()
     if not parts:
@@ -287,6 +292,7 @@ def cluster_metadata(source: Any, *, offset: int | None = None, history: bool = 
                 raise type(exc)(f"{path}: {exc}") from exc
             for e in iter_decoded(snap, "metadata", on_unknown=on_unknown):
                 r = e.record
+                unknown += r.unknown
                 if not e.control and not r.unknown and r.value_type is not None and r.value is not None:
                     image.replay(r.value_type, r.value, e.offset)
             image.txn = None
@@ -303,7 +309,14 @@ def cluster_metadata(source: Any, *, offset: int | None = None, history: bool = 
             if offset is not None and e.offset > offset:
                 break
             r = e.record
+            unknown += r.unknown
             if e.control or r.unknown or r.value_type is None or r.value is None:
                 continue
             image.replay(r.value_type, r.value, e.offset)
+    _told(unknown)
     return image.tables()
+
+
+def _told(unknown: int) -> None:
+    if unknown:
+        logger.warning("%s: %d records of an unknown type or version left out (on_unknown='raw')", TOPIC, unknown)

@@ -18,6 +18,7 @@ leaves (other record types, tagged fields, malformed bytes) go through
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ from ._sources import partitions, tables
 __all__ = ["OFFSET_COLUMNS", "consumer_offsets"]
 
 TOPIC = "__consumer_offsets"
+logger = logging.getLogger("kbatch.internal")
 
 #: column names of :func:`consumer_offsets` (``history=True`` adds ``timestamp``, ``tombstone``, ``value_version``)
 OFFSET_COLUMNS = ["group", "topic", "partition", "offset", "leader_epoch", "metadata", "commit_timestamp",
@@ -72,6 +74,7 @@ class _Chunk:
         self.coordinator_partition = coordinator_partition
         # metadata strings decoded by the general path (row -> str)
         self.slow_meta: dict[int, str] = {}
+        self.unknown = 0
         view = memoryview(table.data).cast("B") if n else memoryview(b"")
         for i in np.flatnonzero(self.status >= 2).tolist():
             st = int(self.status[i])
@@ -79,6 +82,7 @@ class _Chunk:
             key = None if r["key_length"] < 0 else view[r["key_start"]:r["key_start"] + r["key_length"]]
             value = None if r["value_length"] < 0 else view[r["value_start"]:r["value_start"] + r["value_length"]]
             dec = decode_key_value("group", key, value, offset=int(r["offset"]), on_unknown=on_unknown)
+            self.unknown += dec.unknown
             if st == 3 and not dec.unknown:  # an offset commit the C loop left to the general decoder
                 assert dec.value is not None
                 v = dec.value
@@ -221,11 +225,13 @@ def consumer_offsets(source: Any, *, history: bool = False, on_unknown: OnUnknow
     import pyarrow.compute as pc
 
     parts = []
+    unknown = 0
     for part in partitions(source, TOPIC):
         for table in tables(part, "read_committed"):
             if not len(table):
                 continue
             chunk = _Chunk(table, part.partition, on_unknown)
+            unknown += chunk.unknown
             live = np.flatnonzero(chunk.status <= 1).astype(np.int64)
             if not len(live):
                 continue
@@ -235,6 +241,8 @@ def consumer_offsets(source: Any, *, history: bool = False, on_unknown: OnUnknow
             survivor = np.empty(len(live), np.uint8)
             _offsetkernel.last_per_key(chunk.data, chunk.ks[live], chunk.kl[live], chunk.khash[live], survivor)
             parts.append(chunk.table(live[np.flatnonzero(survivor)], False))
+    if unknown:
+        logger.warning("%s: %d records of an unknown type or version left out (on_unknown='raw')", TOPIC, unknown)
     if not parts:
         return _empty(history)
     out = pa.concat_tables(parts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, NamedTuple
 
 from ._iterate import Entry, iter_decoded
@@ -9,6 +10,8 @@ from ._records import OnUnknown
 from ._sources import partitions, tables
 
 __all__ = ["Located", "latest", "located"]
+
+logger = logging.getLogger("kbatch.internal")
 
 
 class Located(NamedTuple):
@@ -29,11 +32,16 @@ def _freeze(value: Any) -> Any:
 def located(source: Any, topic: str, family: str, on_unknown: OnUnknown) -> list[Located]:
     """Every non-control record of ``topic`` in ``source`` (read_committed), decoded, in log order."""
     out = []
+    unknown = 0
     for part in partitions(source, topic):
         for table in tables(part, "read_committed"):
             for e in iter_decoded(table, family, on_unknown=on_unknown):
-                if not e.control and not e.record.unknown:
+                if e.record.unknown:
+                    unknown += 1
+                elif not e.control:
                     out.append(Located(part.partition, e))
+    if unknown:
+        logger.warning("%s: %d records of an unknown type or version left out (on_unknown='raw')", topic, unknown)
     return out
 
 

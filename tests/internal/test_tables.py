@@ -122,7 +122,7 @@ def test_consumer_offsets_names_the_offset_of_a_bad_record(tmp_path: Path) -> No
         consumer_offsets(tmp_path / "__consumer_offsets-1")
 
 
-def test_unknown_records_are_left_out_only_when_asked(tmp_path: Path) -> None:
+def test_unknown_records_are_left_out_only_when_asked(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     k, v = encode_key_value("group", "OffsetCommitKey", {"group": "g", "topic": "t", "partition": 0},
                             {"offset": 1, "metadata": "", "commit_timestamp": 0}, version=3)
     with kbatch.LogWriter(tmp_path, "__consumer_offsets", 0) as w:
@@ -130,6 +130,7 @@ def test_unknown_records_are_left_out_only_when_asked(tmp_path: Path) -> None:
     with pytest.raises(InternalRecordError, match=r"record type 99.*offset 1"):
         consumer_offsets(tmp_path)
     assert consumer_offsets(tmp_path, on_unknown="raw")["offset"].to_pylist() == [1]
+    assert "1 records of an unknown type or version left out" in caplog.text  # told, not silent
 
 
 def test_consumer_groups_classic_and_new_protocol(tmp_path: Path) -> None:
