@@ -50,6 +50,11 @@ Options (Spark's Kafka source names and meanings; values are strings)
     micro-batch (prorated over partitions by backlog); no micro-batch while fewer than
     ``minOffsetsPerTrigger`` offsets wait, unless ``maxTriggerDelay`` (default ``15m``)
     passed since the last one. ``trigger(availableNow=True)`` never waits.
+``view``
+    kbatch's: Kafka's own state instead of records (:mod:`kbatch.spark._views`):
+    ``consumer_offsets``, ``consumer_groups``, ``transactions``, ``producer_snapshots``,
+    ``cluster_metadata.<table>``; with ``history`` (every record) and ``offset`` (of the
+    metadata image).
 kbatch's own: ``verifyCrc`` (default true), ``includeHeaders`` (Spark's, default false),
 ``extraColumns`` (``leaderEpoch, producerId, producerEpoch, sequence, isTransactional``),
 ``maxRecordsPerBatch`` / ``maxBytesPerBatch`` (cap of each Arrow batch handed to Spark:
