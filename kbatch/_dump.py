@@ -62,6 +62,8 @@ import numpy.typing as npt
 from crc32c import crc32c
 
 import kbatch
+from kbatch._dumpinternal import DECODER_FAMILIES, UndecodableRecord, control_json, topic_parser
+from kbatch._kafkajson import KafkaJson
 from kbatch.errors import KBatchError
 from kbatch.log import (
     _LOG_OVERHEAD,
@@ -181,12 +183,15 @@ class _DecodeError(ValueError):
 
 class _Parser:
     """Kafka's MessageParser: a record's key and value as the printed ``key:``/``payload:`` text
-    (None: not printed), and, for ``--json``, as (value, encoding) pairs."""
+    (None: not printed), and, for ``--json``, as fields with their encodings. An internal-topic
+    decoder (``--offsets-decoder``, ...) replaces the key and value decoders, as in Kafka."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.key = args.key_decoder or args.key_decoder_class or "string"
         self.value = args.value_decoder or args.value_decoder_class or "string"
         self.binary = str(args.json_binary)
+        chosen = [name for name in DECODER_FAMILIES if getattr(args, name, False)]
+        self.topic = topic_parser(chosen[0]) if chosen else None
 
     @staticmethod
     def _text(raw: bytes, how: str, what: str) -> str:
@@ -211,17 +216,31 @@ class _Parser:
             return int(self._text(raw, how, what)), how
         return self._text(raw, how, what), how
 
-    def parse(self, key: bytes | None, value: bytes | None, offset: int) -> tuple[str | None, str | None]:
+    def parse(self, key: bytes | None, value: bytes | None, offset: int) -> tuple[Any, Any, str | None]:
+        """(key text, payload text, why the record did not decode or None); texts are None when
+        not printed and :class:`KafkaJson` when they are an internal-topic decoder's JSON."""
+        if self.topic is not None:
+            return self.topic.parse(key, value, offset)
         return (None if key is None else self._text(key, self.key, "key"),
-                None if value is None else self._text(value, self.value, "value"))
+                None if value is None else self._text(value, self.value, "value"), None)
 
-    def parse_json(self, key: bytes | None, value: bytes | None, offset: int) -> dict[str, Any]:
+    def parse_json(self, key: bytes | None, value: bytes | None, offset: int) -> tuple[dict[str, Any], str | None]:
         fields: dict[str, Any] = {}
+        if self.topic is not None:
+            k, v, problem = self.topic.parse(key, value, offset)
+            for name, text in (("key", k), ("payload", v)):
+                if text is not None:
+                    is_json = isinstance(text, KafkaJson)
+                    fields[name] = json.loads(text) if is_json else text
+                    fields[f"{name}_encoding"] = "json" if is_json else "text"
+            if problem is not None:
+                fields["error"] = problem
+            return fields, problem
         if key is not None:
             fields["key"], fields["key_encoding"] = self._json(key, self.key, "key")
         if value is not None:
             fields["payload"], fields["payload_encoding"] = self._json(value, self.value, "value")
-        return fields
+        return fields, None
 
 
 def _last_sequence(base: int, delta: int) -> int:
@@ -255,6 +274,7 @@ class _Ctx:
         self.gaps: dict[str, list[tuple[int, int]]] = {}
         self.mismatches: dict[str, list[tuple[int, int]]] = {}
         self.problems: list[str] = []
+        self.undecoded: dict[str, list[tuple[int, str]]] = {}
         self.rc = 0
 
     def fail(self, path: Path, text: str, **fields: Any) -> None:
@@ -444,15 +464,18 @@ def _print_record(table: kbatch.RecordTable, i: int, h: np.void, data: memoryvie
         prefix = "| " if args.skip_record_metadata else " "
         try:
             if ctx.o.json:
-                fields.update(ctx.parser.parse_json(key, value, offset))
+                more, problem = ctx.parser.parse_json(key, value, offset)
+                fields.update(more)
             else:
-                k, v = ctx.parser.parse(key, value, offset)
+                k, v, problem = ctx.parser.parse(key, value, offset)
                 if k is not None:
                     text += f"{prefix}key: {k}"
                     prefix = " "
                 if v is not None:
                     text += f"{prefix}payload: {v}"
-        except _DecodeError as exc:
+            if problem is not None:
+                ctx.undecoded.setdefault(str(path), []).append((offset, problem))
+        except (_DecodeError, UndecodableRecord) as exc:
             ctx.fail(path, f"offset {offset}: {exc}", offset=offset)
     if control and args.skip_record_metadata and ctx.o.json:
         return
@@ -465,7 +488,8 @@ def _control_text(key: bytes | None, value: bytes | None, offset: int, path: Pat
 
     Key: ``version int16 (>= 0), type int16`` (ControlRecordType). ABORT/COMMIT values are
     EndTransactionMarker's ``version int16, coordinatorEpoch int32``; the KRaft types' values
-    are ``version int16`` then the message (LeaderChangeMessage, SnapshotHeaderRecord, ...).
+    are a message at version 0 whose first field is its ``Version`` (LeaderChangeMessage,
+    SnapshotHeaderRecord, ...: :func:`kbatch._dumpinternal.control_json`).
     """
     if key is None or len(key) < 4 or struct.unpack_from(">h", key)[0] < 0:
         size = -1 if key is None else len(key)
@@ -483,21 +507,19 @@ def _control_text(key: bytes | None, value: bytes | None, offset: int, path: Pat
         epoch = struct.unpack_from(">i", value, 2)[0]
         return (f" endTxnMarker: {name} coordinatorEpoch: {epoch}",
                 {"control_type": name, "coordinator_epoch": epoch})
-    if kind in _CONTROL_LABELS and _control_json is not None:
+    if kind in _CONTROL_LABELS:
         try:
-            doc, shown = _control_json(kind, value)
+            shown = control_json(kind, value, offset)
         except (ValueError, KBatchError) as exc:
             ctx.fail(path, f"offset {offset}: {name} control record: {exc}", offset=offset)
             return f" controlType: {name}({kind})", {"control_type": name}
-        return f" {_CONTROL_LABELS[kind]}{shown}", {"control_type": name, "control": doc}
+        return f" {_CONTROL_LABELS[kind]}{shown}", {"control_type": name, "control": json.loads(shown)}
     return f" controlType: {name}({kind})", {"control_type": name}
 
 
 #: How Kafka labels the KRaft control records it decodes (printControlRecord).
 _CONTROL_LABELS = {2: "LeaderChange: ", 3: "SnapshotHeader ", 4: "SnapshotFooter ", 5: "KRaftVersion ",
                    6: "KRaftVoters "}
-#: (type, value) -> (message as a dict, Kafka's JSON text); None until the definitions are there.
-_control_json: Callable[[int, bytes | None], tuple[Any, str]] | None = None
 
 
 def _log_for(path: Path) -> Segment | None:
@@ -745,6 +767,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
                 file=name)
     for problem in ctx.problems:
         o.error(problem)
+    for name, failed in ctx.undecoded.items():
+        first, why = failed[0]
+        o.error(f"kbatch dump: {name}: {len(failed)} record(s) not decoded (printed as skipped), the first at "
+                f"offset {first}: {why}", file=name, count=len(failed), offset=first)
+        rc = 1
     for name, pairs in ctx.gaps.items():
         o.error(f"Non-consecutive offsets in {name}" + "".join(f"\n  {a} is followed by {b}" for a, b in pairs),
                 file=name)

@@ -96,24 +96,40 @@ def test_corrupt_producer_snapshots_are_one_line_each(tmp_path: Path) -> None:
     assert "0 bytes, no version" in err[3]
 
 
+# KRaft control record values, laid out by hand (flexible messages at version 0; their first field is
+# their Version): SnapshotHeaderRecord, SnapshotFooterRecord, KRaftVersionRecord, LeaderChangeMessage
+HEADER = struct.pack(">hq", 0, 10000) + b"\x00"
+FOOTER = struct.pack(">h", 0) + b"\x00"
+KRAFT_VERSION = struct.pack(">hh", 0, 1) + b"\x00"
+VOTER_1 = b"\x02" + struct.pack(">i", 1) + b"\x00"          # compact array of one Voter {VoterId 1}
+LEADER_CHANGE = struct.pack(">hi", 0, 1) + VOTER_1 + VOTER_1 + b"\x00"
+
+
 def test_checkpoint_is_dumped_as_batches_with_kraft_control_records(tmp_path: Path) -> None:
-    header = struct.pack(">h", 0) + b"\x00\x01\x02"   # SnapshotHeaderRecord v0 body, kept opaque here
-    data = (control_batch([(3, header)], 0)
+    data = (control_batch([(3, HEADER)], 0)
             + kbatch.encode([b"\x01\x02"], timestamps=[51], base_offset=1)
-            + control_batch([(5, b"\x00\x00\x00\x00\x01"), (6, b"\x00\x00"), (9, b"")], 2))
+            + control_batch([(5, KRAFT_VERSION), (4, FOOTER), (9, b"")], 2))
     snap = tmp_path / "00000000000000000005-0000000002.checkpoint"
     snap.write_bytes(data)
     rc, out, err = dump("--files", str(snap), "--deep-iteration")
+    assert rc == 0 and err == []
     assert out[0] == f"Dumping {snap}" and out[1] == "Snapshot end offset: 5, epoch: 2"
     assert out[2].startswith("baseOffset: 0 lastOffset: 0 count: 1 ") and "isControl: true" in out[2]
-    assert out[3].startswith("| offset: 0 CreateTime: 50 keySize: 4 valueSize: 5 sequence: -1 headerKeys: []")
+    # the lines of Kafka's DumpLogSegments.printControlRecord, JSON as its *JsonConverter writes it
+    assert out[3] == ("| offset: 0 CreateTime: 50 keySize: 4 valueSize: 11 sequence: -1 headerKeys: [] "
+                      'SnapshotHeader {"version":0,"lastContainedLogTimestamp":10000}')
     assert out[5] == "| offset: 1 CreateTime: 51 keySize: -1 valueSize: 2 sequence: -1 headerKeys: []"
     assert out[6].startswith("baseOffset: 2 lastOffset: 4 count: 3 ")
-    assert out[7].startswith("| offset: 2 CreateTime: 50 keySize: 4 valueSize: 5 ")
-    assert out[8].startswith("| offset: 3 CreateTime: 50 keySize: 4 valueSize: 2 ")
+    assert out[7] == ("| offset: 2 CreateTime: 50 keySize: 4 valueSize: 5 sequence: -1 headerKeys: [] "
+                      'KRaftVersion {"version":0,"kRaftVersion":1}')
+    assert out[8] == ("| offset: 3 CreateTime: 50 keySize: 4 valueSize: 3 sequence: -1 headerKeys: [] "
+                      'SnapshotFooter {"version":0}')
     assert out[9] == ("| offset: 4 CreateTime: 50 keySize: 4 valueSize: 0 sequence: -1 headerKeys: [] "
                       "controlType: UNKNOWN(9)")
-    assert len(out) == 10 and rc == 0 and err == []
+    assert len(out) == 10
+    # --skip-record-metadata skips control records: an empty line each, as Kafka prints
+    rc, out, _ = dump("--files", str(snap), "--deep-iteration", "--skip-record-metadata")
+    assert out[3] == "" and out[7:10] == ["", "", ""]
     boot = tmp_path / "bootstrap.checkpoint"
     boot.write_bytes(kbatch.encode([b"x"]))
     rc, out, _ = dump("--files", str(boot))
@@ -126,18 +142,24 @@ def test_checkpoint_is_dumped_as_batches_with_kraft_control_records(tmp_path: Pa
 
 def test_control_records_print_real_sizes_and_type_names(tmp_path: Path) -> None:
     log = tmp_path / "00000000000000000000.log"
-    log.write_bytes(control_batch([(2, b"\x00\x00" + b"\x00" * 10)], 0)
-                    + kbatch.encode_control("abort", 5, 1, base_offset=1, coordinator_epoch=7, timestamp=60))
+    log.write_bytes(control_batch([(2, LEADER_CHANGE)], 0)
+                    + kbatch.encode_control("abort", 5, 1, base_offset=1, coordinator_epoch=7, timestamp=60)
+                    + control_batch([(2, LEADER_CHANGE[:-2])], 2))
     rc, out, err = dump("--files", str(log), "--deep-iteration")
-    assert rc == 0 and err == []
-    assert out[3].startswith("| offset: 0 CreateTime: 50 keySize: 4 valueSize: 12 sequence: -1 headerKeys: [] ")
-    assert "UNKNOWN" not in out[3]
+    assert out[3] == ("| offset: 0 CreateTime: 50 keySize: 4 valueSize: 19 sequence: -1 headerKeys: [] "
+                      'LeaderChange: {"version":0,"leaderId":1,"voters":[{"voterId":1}],'
+                      '"grantingVoters":[{"voterId":1}]}')
     assert out[5] == ("| offset: 1 CreateTime: 60 keySize: 4 valueSize: 6 sequence: -1 headerKeys: [] "
                       "endTxnMarker: ABORT coordinatorEpoch: 7")
+    # a control record that does not decode: its type named on the line, the reason on stderr, exit 1
+    assert out[7].endswith("valueSize: 17 sequence: -1 headerKeys: [] controlType: LEADER_CHANGE(2)")
+    assert rc == 1 and len(err) == 1 and err[0].startswith(f"kbatch dump: {log}: offset 2: LEADER_CHANGE control")
     rc, out, _ = dump("--files", str(log), "--deep-iteration", "--json")
-    rows = [json.loads(line) for line in out]
-    assert [r.get("control_type") for r in rows if r["type"] == "control"] == ["LEADER_CHANGE", "ABORT"]
-    assert [r.get("value_size") for r in rows if r["type"] == "control"] == [12, 6]
+    rows = [json.loads(line) for line in out if '"type":"control"' in line]
+    assert [r["control_type"] for r in rows] == ["LEADER_CHANGE", "ABORT", "LEADER_CHANGE"]
+    assert [r["value_size"] for r in rows] == [19, 6, 17]
+    assert rows[0]["control"] == {"version": 0, "leaderId": 1, "voters": [{"voterId": 1}],
+                                  "grantingVoters": [{"voterId": 1}]}
 
 
 def test_directory_argument_dumps_every_file_in_offset_order(tmp_path: Path) -> None:
