@@ -23,7 +23,10 @@ definitions (a broker's own).
 """
 
 from ._errors import InternalRecordError
+from ._groups import consumer_groups
 from ._iterate import Entry, iter_decoded
+from ._offsets import consumer_offsets
+from ._producers import producer_snapshots
 from ._records import (
     CONTROL_TYPES,
     DEFINITIONS,
@@ -34,6 +37,7 @@ from ._records import (
     default_registry,
     family_of,
 )
+from ._transactions import TRANSACTION_STATES, transactions
 
 __all__ = [
     "CONTROL_TYPES",
@@ -43,6 +47,11 @@ __all__ = [
     "Entry",
     "InternalRecordError",
     "Registry",
+    "TRANSACTION_STATES",
+    "consumer_groups",
+    "consumer_offsets",
+    "producer_snapshots",
+    "transactions",
     "decode_key_value",
     "default_registry",
     "family_of",
