@@ -64,6 +64,7 @@ from crc32c import crc32c
 import kbatch
 from kbatch._dumpinternal import DECODER_FAMILIES, UndecodableRecord, control_json, topic_parser
 from kbatch._kafkajson import KafkaJson
+from kbatch._producer_snapshot import read_snapshot
 from kbatch.errors import KBatchError
 from kbatch.log import (
     _LOG_OVERHEAD,
@@ -635,56 +636,16 @@ def _dump_txnindex(path: Path, args: argparse.Namespace, o: _Out) -> int:
 
 
 
-# A producer state snapshot (``<offset>.snapshot``, ProducerSnapshot v1, not flexible), as
-# ProducerStateManager.writeSnapshot lays it out; every integer big-endian:
-#
-#     version int16 (1) | crc uint32: CRC32C of every byte after it | entries int32 (count)
-#     entry: producerId int64, epoch int16, lastSequence int32, lastOffset int64, offsetDelta int32,
-#            timestamp int64, coordinatorEpoch int32, currentTxnFirstOffset int64 (-1: none)
-_SNAPSHOT_HEAD = struct.Struct(">hIi")
-_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
-
-
-def read_producer_snapshot(raw: bytes) -> list[tuple[int, ...]]:
-    """The entries of a producer state snapshot, each ``(producer_id, epoch, last_sequence,
-    last_offset, offset_delta, timestamp, coordinator_epoch, current_txn_first_offset)``.
-
-    Raises ValueError with Kafka's words (CorruptSnapshotException) for a file a broker would
-    refuse: unknown version, short or malformed body, CRC mismatch.
-
-    >>> import struct; from crc32c import crc32c
-    >>> body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", 7, 0, 4, 10, 4, 99, -1, -1)
-    >>> read_producer_snapshot(struct.pack(">hI", 1, crc32c(body)) + body)
-    [(7, 0, 4, 10, 4, 99, -1, -1)]
-    """
-    if len(raw) < 2:
-        raise ValueError(f"Snapshot failed schema validation: the file is {len(raw)} bytes, no version")
-    version = struct.unpack_from(">h", raw)[0]
-    if version != 1:
-        raise ValueError(f"Snapshot failed schema validation: Snapshot contained an unknown file version {version}")
-    if len(raw) < _SNAPSHOT_HEAD.size:
-        raise ValueError(f"Snapshot failed schema validation: the file is {len(raw)} bytes, shorter than its "
-                         f"{_SNAPSHOT_HEAD.size}-byte header")
-    _, crc, count = _SNAPSHOT_HEAD.unpack_from(raw)
-    room = (len(raw) - _SNAPSHOT_HEAD.size) // _SNAPSHOT_ENTRY.size
-    if count < 0:
-        raise ValueError(f"Snapshot failed schema validation: producerEntries count {count} (non-nullable)")
-    if count > room:
-        raise ValueError(f"Snapshot failed schema validation: {count} producer entries need "
-                         f"{count * _SNAPSHOT_ENTRY.size} bytes, {len(raw) - _SNAPSHOT_HEAD.size} remain")
-    computed = crc32c(raw[6:])
-    if crc != computed:
-        raise ValueError(f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. Computed crc: {computed}")
-    return [_SNAPSHOT_ENTRY.unpack_from(raw, _SNAPSHOT_HEAD.size + k * _SNAPSHOT_ENTRY.size) for k in range(count)]
-
-
 def _dump_producer_snapshot(path: Path, ctx: _Ctx) -> None:
+    """A producer state snapshot (``<offset>.snapshot``, :mod:`kbatch._producer_snapshot`), one
+    line per producer as Kafka's dumpProducerIdSnapshot prints a ProducerStateEntry."""
     try:
-        entries = read_producer_snapshot(path.read_bytes())
-    except ValueError as exc:
-        ctx.fail(path, str(exc))
+        entries = read_snapshot(path.read_bytes())
+    except KBatchError as exc:
+        ctx.fail(path, f"not a readable producer snapshot: {exc.reason}", position=exc.position)
         return
-    for pid, epoch, last_seq, last_offset, delta, ts, coordinator_epoch, txn_first in entries:
+    for e in entries.tolist():
+        pid, epoch, last_seq, last_offset, delta, ts, coordinator_epoch, txn_first = e
         txn = f"OptionalLong[{txn_first}]" if txn_first >= 0 else "OptionalLong.empty"
         text = (f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coordinator_epoch} "
                 f"currentTxnFirstOffset: {txn} lastTimestamp: {ts}")
