@@ -62,7 +62,6 @@ import numpy.typing as npt
 from crc32c import crc32c
 
 import kbatch
-from kbatch._dumpinternal import DECODER_FAMILIES, UndecodableRecord, control_json, topic_parser
 from kbatch._kafkajson import KafkaJson
 from kbatch._producer_snapshot import read_snapshot
 from kbatch.errors import KBatchError
@@ -191,8 +190,12 @@ class _Parser:
         self.key = args.key_decoder or args.key_decoder_class or "string"
         self.value = args.value_decoder or args.value_decoder_class or "string"
         self.binary = str(args.json_binary)
-        chosen = [name for name in DECODER_FAMILIES if getattr(args, name, False)]
-        self.topic = topic_parser(chosen[0]) if chosen else None
+        chosen = [n.replace("-", "_") for n in _TOPIC_DECODERS if getattr(args, n.replace("-", "_"), False)]
+        self.topic = None
+        if chosen:  # imported here: kbatch.internal is not needed (nor loaded) by other dumps
+            from kbatch._dumpinternal import topic_parser
+
+            self.topic = topic_parser(chosen[0])
 
     @staticmethod
     def _text(raw: bytes, how: str, what: str) -> str:
@@ -476,7 +479,7 @@ def _print_record(table: kbatch.RecordTable, i: int, h: np.void, data: memoryvie
                     text += f"{prefix}payload: {v}"
             if problem is not None:
                 ctx.undecoded.setdefault(str(path), []).append((offset, problem))
-        except (_DecodeError, UndecodableRecord) as exc:
+        except _DecodeError as exc:
             ctx.fail(path, f"offset {offset}: {exc}", offset=offset)
     if control and args.skip_record_metadata and ctx.o.json:
         return
@@ -509,6 +512,8 @@ def _control_text(key: bytes | None, value: bytes | None, offset: int, path: Pat
         return (f" endTxnMarker: {name} coordinatorEpoch: {epoch}",
                 {"control_type": name, "coordinator_epoch": epoch})
     if kind in _CONTROL_LABELS:
+        from kbatch._dumpinternal import control_json
+
         try:
             shown = control_json(kind, value, offset)
         except (ValueError, KBatchError) as exc:
@@ -730,8 +735,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         o.error(problem)
     for name, failed in ctx.undecoded.items():
         first, why = failed[0]
-        o.error(f"kbatch dump: {name}: {len(failed)} record(s) not decoded (printed as skipped), the first at "
-                f"offset {first}: {why}", file=name, count=len(failed), offset=first)
+        o.error(f"kbatch dump: {name}: {len(failed)} record(s) could not be decoded, the first at offset {first}: "
+                f"{why}", file=name, count=len(failed), offset=first)
         rc = 1
     for name, pairs in ctx.gaps.items():
         o.error(f"Non-consecutive offsets in {name}" + "".join(f"\n  {a} is followed by {b}" for a, b in pairs),

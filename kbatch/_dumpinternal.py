@@ -36,7 +36,7 @@ from kbatch._kafkajson import KafkaJson, kafka_uuid, message_json
 from kbatch.internal import InternalRecordError, Registry, decode_key_value, default_registry
 from kbatch.protocol import ProtocolError
 
-__all__ = ["CONTROL_MESSAGES", "DECODER_FAMILIES", "TopicParser", "UndecodableRecord", "control_json", "topic_parser"]
+__all__ = ["CONTROL_MESSAGES", "DECODER_FAMILIES", "TopicParser", "control_json", "topic_parser"]
 
 #: ``kbatch dump`` option -> :mod:`kbatch.internal` family of the records it reads.
 DECODER_FAMILIES = {
@@ -51,10 +51,6 @@ _SEGMENT_STATES = {0: "COPY_SEGMENT_STARTED", 1: "COPY_SEGMENT_FINISHED", 2: "DE
                    3: "DELETE_SEGMENT_FINISHED"}
 _PARTITION_DELETE_STATES = {0: "DELETE_PARTITION_MARKED", 1: "DELETE_PARTITION_STARTED",
                             2: "DELETE_PARTITION_FINISHED"}
-
-
-class UndecodableRecord(ValueError):
-    """A record the chosen decoder cannot take at all (Kafka stops there; kbatch reports it and goes on)."""
 
 
 def _type_name(name: str) -> str:
@@ -121,9 +117,9 @@ class TopicParser:
 
     def _coordinator(self, key: bytes | None, value: bytes | None, offset: int
                      ) -> tuple[str | None, str | None, str | None]:
-        if key is None:
-            raise UndecodableRecord(f"Failed to decode message at offset {offset} using the specified decoder "
-                                    "(message had a missing key)")
+        if key is None:  # Kafka stops the dump there; kbatch prints the record's metadata and goes on
+            return None, None, (f"Failed to decode message at offset {offset} using the specified decoder "
+                                "(message had a missing key)")
         try:
             r = decode_key_value(self.family, key, value, offset=offset, on_unknown="raw", registry=self.registry)
         except InternalRecordError as exc:

@@ -120,7 +120,7 @@ def test_offsets_decoder_prints_what_kafka_prints(tmp_path: Path) -> None:
     assert got[4] == ("Unknown record type 32767 at offset 4, skipping.", None)
     assert got[5][0] is not None and got[5][0].startswith("Error at offset 5, skipping. ") and got[5][1] is None
     # Kafka exits 0 there; kbatch also says on stderr that records were skipped, and exits 1
-    assert rc == 1 and len(err) == 1 and "2 record(s) not decoded" in err[0] and "first at offset 4" in err[0]
+    assert rc == 1 and len(err) == 1 and "2 record(s) could not be decoded" in err[0] and "first at offset 4" in err[0]
 
 
 def test_offsets_decoder_json_lines(tmp_path: Path) -> None:
@@ -139,8 +139,9 @@ def test_offsets_decoder_json_lines(tmp_path: Path) -> None:
 def test_a_coordinator_record_without_key_is_reported(tmp_path: Path) -> None:
     rc, out, err = dump("--files", str(segment(tmp_path, [(None, b"x")])), "--transaction-log-decoder")
     assert rc == 1 and out[-1] == "| offset: 0 CreateTime: 0 keySize: -1 valueSize: 1 sequence: -1 headerKeys: []"
-    assert err[0].endswith("offset 0: Failed to decode message at offset 0 using the specified decoder "
-                           "(message had a missing key)")
+    assert err == [(f"kbatch dump: {tmp_path / '00000000000000000000.log'}: 1 record(s) could not be decoded, the "
+                   "first at offset 0: Failed to decode message at offset 0 using the specified decoder (message had "
+                   "a missing key)")]
 
 
 def test_transaction_log_decoder(tmp_path: Path) -> None:
