@@ -82,6 +82,8 @@ __all__ = ["FORMAT_VERSION", "add_arguments", "run"]
 FORMAT_VERSION = 1
 
 _INT_MAX = 2**31 - 1
+#: A batch header row (``kbatch.BATCH_DTYPE`` fields) as a dict of Python values.
+_Head = dict[str, Any]
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _TS_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
 #: Kafka's ControlRecordType (clients/.../record/ControlRecordType.java).
@@ -159,22 +161,51 @@ _TOPIC_DECODERS = {
 
 
 class _Out:
+    """Output lines, buffered (written a few thousand at a time); in text mode errors go to
+    stderr after what is buffered, so the two streams stay in order on a terminal."""
+
     def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         self.json = bool(args.json)
         self.out = out
         self.err = err
+        self._buf: list[str] = []
 
     def line(self, text: str, **fields: Any) -> None:
-        if self.json:
-            self.out.write(json.dumps(fields, separators=(",", ":"), ensure_ascii=False) + "\n")
-        else:
-            self.out.write(text + "\n")
+        self._buf.append(json.dumps(fields, separators=(",", ":"), ensure_ascii=False) if self.json else text)
+        if len(self._buf) >= 4096:
+            self.flush()
 
     def error(self, text: str, **fields: Any) -> None:
         if self.json:
-            self.out.write(json.dumps({"type": "error", "message": text, **fields}, ensure_ascii=False) + "\n")
+            self._buf.append(json.dumps({"type": "error", "message": text, **fields}, ensure_ascii=False))
         else:
+            self.flush()
             self.err.write(text + "\n")
+
+    def flush(self) -> None:
+        if self._buf:
+            self.out.write("\n".join(self._buf) + "\n")
+            self._buf.clear()
+
+
+class _Rows:
+    """A decoded table's record columns as Python lists: one conversion per chunk of batches
+    instead of a NumPy scalar per field per record."""
+
+    def __init__(self, table: kbatch.RecordTable) -> None:
+        r = table.records
+        self.table = table
+        self.offset: list[int] = r["offset"].tolist()
+        self.timestamp: list[int] = r["timestamp"].tolist()
+        self.key_length: list[int] = r["key_length"].tolist()
+        self.value_length: list[int] = r["value_length"].tolist()
+        self.sequence: list[int] = r["sequence"].tolist()
+        self.headers_count: list[int] = r["headers_count"].tolist()
+        self.keys = table.keys()
+        self.values = table.values()
+
+    def header_keys(self, i: int) -> list[str]:
+        return [k for k, _ in self.table.headers(i)] if self.headers_count[i] else []
 
 
 class _DecodeError(ValueError):
@@ -257,7 +288,7 @@ def _int32(v: int) -> int:
     return (v + 2**31) % 2**32 - 2**31
 
 
-def _batch_valid(data: memoryview, h: np.void) -> bool:
+def _batch_valid(data: memoryview, h: _Head) -> bool:
     p, size = int(h["position"]), _LOG_OVERHEAD + int(h["batch_length"])
     if int(h["magic"]) == 2:
         return crc32c(data[p + 21 : p + size]) == int(h["crc"])
@@ -349,28 +380,28 @@ def _dump_records(path: Path, data: memoryview, size: int, ctx: _Ctx) -> None:
                 table = exc.partial if isinstance(exc.partial, kbatch.RecordTable) else None
                 ctx.fail(path, f"{exc.reason} at byte {a + max(exc.position, 0)}",
                          position=a + max(exc.position, 0))
+        rows = _Rows(table) if table is not None else None
         record_batch = table.records["batch"] if table is not None else np.zeros(0, np.int32)
-        bounds = np.searchsorted(record_batch, np.arange(len(block) + 1)) if table is not None else None
-        for k in range(len(block)):
-            h = block[k]
+        bounds = np.searchsorted(record_batch, np.arange(len(block) + 1)).tolist() if table is not None else None
+        names = block.dtype.names or ()
+        for k, values in enumerate(block.tolist()):  # one conversion per chunk, not one per field
+            h = dict(zip(names, values, strict=True))
             _print_batch(data, h, o, path)
-            if table is None or bounds is None or k >= len(table.batches):
+            if table is None or rows is None or bounds is None or k >= len(table.batches):
                 continue
-            if h["is_control"] and int(h["magic"]) == 2:
-                control = _control_records(data, h, path, ctx)
-                for i in range(len(control)):
-                    offset = int(control.records["offset"][i])
-                    if last_offset != -1 and offset != last_offset + 1:
-                        ctx.gaps.setdefault(str(path), []).append((last_offset, offset))
-                    last_offset = offset
-                    _print_record(control, i, h, data, ctx, path, control=True)
-                continue
-            for i in range(int(bounds[k]), int(bounds[k + 1])):
-                offset = int(table.records["offset"][i])
+            batch = _Batch(h, data)
+            if batch.is_control:
+                control = _Rows(_control_records(data, h, path, ctx))
+                span, shown = range(len(control.offset)), control
+            else:
+                span, shown = range(bounds[k], bounds[k + 1]), rows
+            for i in span:
+                offset = shown.offset[i]
                 if last_offset != -1 and offset != last_offset + 1:
                     ctx.gaps.setdefault(str(path), []).append((last_offset, offset))
                 last_offset = offset
-                _print_record(table, i, h, data, ctx, path)
+                _print_record(shown, i, batch, ctx, path)
+        o.flush()
     trailing = size - stop
     if err is None and not len(heads) and size and int(args.max_bytes) >= size:
         ctx.fail(path, f"not a Kafka log: no complete batch in its {size} bytes")
@@ -382,7 +413,7 @@ def _dump_records(path: Path, data: memoryview, size: int, ctx: _Ctx) -> None:
                file=str(path), position=stop, length=trailing)
 
 
-def _control_records(data: memoryview, h: np.void, path: Path, ctx: _Ctx) -> kbatch.RecordTable:
+def _control_records(data: memoryview, h: _Head, path: Path, ctx: _Ctx) -> kbatch.RecordTable:
     """Every record of a control batch (decode keeps only their type): the batch decoded again
     with its control bit cleared, which only the CRC (not checked here) covers."""
     p = int(h["position"])
@@ -396,7 +427,7 @@ def _control_records(data: memoryview, h: np.void, path: Path, ctx: _Ctx) -> kba
         return partial if isinstance(partial, kbatch.RecordTable) else kbatch.decode(b"")
 
 
-def _print_batch(data: memoryview, h: np.void, o: _Out, path: Path) -> None:
+def _print_batch(data: memoryview, h: _Head, o: _Out, path: Path) -> None:
     magic = int(h["magic"])
     ts_name = _TS_TYPES.get(int(h["timestamp_type"]), "NoTimestampType")
     size = _LOG_OVERHEAD + int(h["batch_length"])
@@ -435,39 +466,55 @@ def _print_batch(data: memoryview, h: np.void, o: _Out, path: Path) -> None:
     o.line(head + tail, **fields)
 
 
-def _print_record(table: kbatch.RecordTable, i: int, h: np.void, data: memoryview, ctx: _Ctx, path: Path,
-                  control: bool = False) -> None:
+class _Batch:
+    """What a record's line needs from its batch's header row (read once per batch)."""
+
+    __slots__ = ("compression", "crc", "is_control", "magic", "ts_name", "_data", "_h")
+
+    def __init__(self, h: _Head, data: memoryview) -> None:
+        self.magic = int(h["magic"])
+        self.ts_name = _TS_TYPES.get(int(h["timestamp_type"]), "NoTimestampType")
+        self.compression = int(h["compression"])
+        self.crc = int(h["crc"])
+        self.is_control = bool(h["is_control"]) and self.magic == 2
+        self._h, self._data = h, data
+
+    def valid(self) -> bool:
+        return _batch_valid(self._data, self._h)
+
+
+def _print_record(rows: _Rows, i: int, batch: _Batch, ctx: _Ctx, path: Path) -> None:
     """One record's line, as Kafka's dumpBatchRecords prints it: the metadata (unless
     --skip-record-metadata), a control record's contents, then the key and payload."""
-    args = ctx.args
-    r = table.records[i]
-    offset = int(r["offset"])
-    magic = int(h["magic"])
-    ts_name = _TS_TYPES.get(int(h["timestamp_type"]), "NoTimestampType")
-    key, value = table.key(i), table.value(i)
+    skip, control, as_json = ctx.args.skip_record_metadata, batch.is_control, ctx.o.json
+    offset = rows.offset[i]
+    key, value = rows.keys[i], rows.values[i]
     text = ""
-    fields: dict[str, Any] = {"type": "control" if control else "record", "offset": offset}
-    if not args.skip_record_metadata:
-        text = (f"| offset: {offset} {ts_name}: {int(r['timestamp'])} keySize: {int(r['key_length'])}"
-                f" valueSize: {int(r['value_length'])}")
-        fields.update(timestamp_type=ts_name, timestamp=int(r["timestamp"]), key_size=int(r["key_length"]),
-                      value_size=int(r["value_length"]))
-        if magic >= 2:
-            keys = [k for k, _ in table.headers(i)]
-            text += f" sequence: {int(r['sequence'])} headerKeys: [{','.join(keys)}]"
-            fields.update(sequence=int(r["sequence"]), header_keys=keys)
-        elif int(h["compression"]) == 0:
-            valid = _batch_valid(data, h)
-            text += f" isValid: {str(valid).lower()} crc: {int(h['crc'])}"
-            fields.update(is_valid=valid, crc=int(h["crc"]))
+    fields: dict[str, Any] = {"type": "control" if control else "record", "offset": offset} if as_json else {}
+    if not skip:
+        text = (f"| offset: {offset} {batch.ts_name}: {rows.timestamp[i]} keySize: {rows.key_length[i]}"
+                f" valueSize: {rows.value_length[i]}")
+        if as_json:
+            fields.update(timestamp_type=batch.ts_name, timestamp=rows.timestamp[i], key_size=rows.key_length[i],
+                          value_size=rows.value_length[i])
+        if batch.magic >= 2:
+            keys = rows.header_keys(i)
+            text += f" sequence: {rows.sequence[i]} headerKeys: [{','.join(keys)}]"
+            if as_json:
+                fields.update(sequence=rows.sequence[i], header_keys=keys)
+        elif batch.compression == 0:
+            valid = batch.valid()
+            text += f" isValid: {str(valid).lower()} crc: {batch.crc}"
+            if as_json:
+                fields.update(is_valid=valid, crc=batch.crc)
         if control:
             part, more = _control_text(key, value, offset, path, ctx)
             text += part
             fields.update(more)
     if ctx.print_data and not control:
-        prefix = "| " if args.skip_record_metadata else " "
+        prefix = "| " if skip else " "
         try:
-            if ctx.o.json:
+            if as_json:
                 more, problem = ctx.parser.parse_json(key, value, offset)
                 fields.update(more)
             else:
@@ -481,7 +528,7 @@ def _print_record(table: kbatch.RecordTable, i: int, h: np.void, data: memoryvie
                 ctx.undecoded.setdefault(str(path), []).append((offset, problem))
         except _DecodeError as exc:
             ctx.fail(path, f"offset {offset}: {exc}", offset=offset)
-    if control and args.skip_record_metadata and ctx.o.json:
+    if control and skip and as_json:
         return
     ctx.o.line(text, **fields)
 
@@ -728,6 +775,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
                     exc, OSError) else str(exc)
                 o.error(f"kbatch dump: {path}: not a readable Kafka {path.suffix[1:]} file: {reason}", file=str(path))
                 rc = 1
+    o.flush()
     for name, pairs in ctx.mismatches.items():
         o.error(f"Mismatches in :{name}" + "".join(f"\n  Index offset: {a}, log offset: {b}" for a, b in pairs),
                 file=name)
@@ -741,6 +789,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     for name, pairs in ctx.gaps.items():
         o.error(f"Non-consecutive offsets in {name}" + "".join(f"\n  {a} is followed by {b}" for a, b in pairs),
                 file=name)
+    o.flush()
     return max(rc, ctx.rc)
 
 
