@@ -130,6 +130,9 @@ def test_checkpoint_is_dumped_as_batches_with_kraft_control_records(tmp_path: Pa
     # --skip-record-metadata skips control records: an empty line each, as Kafka prints
     rc, out, _ = dump("--files", str(snap), "--deep-iteration", "--skip-record-metadata")
     assert out[3] == "" and out[7:10] == ["", "", ""]
+    # and a record without a key starts "| payload:" (Kafka 4.x; 3.x printed " payload:")
+    rc, out, _ = dump("--files", str(snap), "--skip-record-metadata", "--value-decoder", "hex")
+    assert out[5] == "| payload: 0102"
     boot = tmp_path / "bootstrap.checkpoint"
     boot.write_bytes(kbatch.encode([b"x"]))
     rc, out, _ = dump("--files", str(boot))
