@@ -398,7 +398,7 @@ def _dump_records(path: Path, data: memoryview, size: int, ctx: _Ctx) -> None:
             for i in span:
                 offset = shown.offset[i]
                 if last_offset != -1 and offset != last_offset + 1:
-                    ctx.gaps.setdefault(str(path), []).append((last_offset, offset))
+                    ctx.gaps.setdefault(str(path.absolute()), []).append((last_offset, offset))
                 last_offset = offset
                 _print_record(shown, i, batch, ctx, path)
         o.flush()
@@ -627,7 +627,7 @@ def _dump_index(path: Path, args: argparse.Namespace, o: _Out, mismatches: dict[
                 h = got[0]
                 found = int(h["base_offset"]) + int(h["last_offset_delta"])
                 if found != offset:
-                    mismatches.setdefault(str(path), []).append((offset, found))
+                    mismatches.setdefault(str(path.absolute()), []).append((offset, found))
             else:
                 o.error(f"kbatch dump: {path}: entry offset {offset} position {position}: no whole batch in the "
                         f"{window - position} bytes there (--max-message-size {int(args.max_message_size)})",
@@ -776,8 +776,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
                 o.error(f"kbatch dump: {path}: not a readable Kafka {path.suffix[1:]} file: {reason}", file=str(path))
                 rc = 1
     o.flush()
-    for name, pairs in ctx.mismatches.items():
-        o.error(f"Mismatches in :{name}" + "".join(f"\n  Index offset: {a}, log offset: {b}" for a, b in pairs),
+    for name, pairs in ctx.mismatches.items():  # as Kafka: absolute paths, the last entry first
+        o.error(f"Mismatches in :{name}" + "".join(f"\n  Index offset: {a}, log offset: {b}" for a, b in pairs[::-1]),
                 file=name)
     for problem in ctx.problems:
         o.error(problem)

@@ -253,3 +253,16 @@ def test_real_partition_directories_dump_with_their_snapshots() -> None:
     # every error line names what was left out, and only the leader-epoch checkpoints are
     assert all(e.endswith(": not dumped (not a segment, index or snapshot file): leader-epoch-checkpoint")
                for e in err)
+
+
+def test_index_mismatches_as_kafka_lists_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with LogWriter(tmp_path, "i", 0) as w:
+        w.append(kbatch.encode([b"a"]))
+        w.append(kbatch.encode([b"b"], base_offset=1))
+    index = w.path / "00000000000000000000.index"
+    index.write_bytes(struct.pack(">ii", 5, 0) + struct.pack(">ii", 6, 69))   # both entries wrong
+    monkeypatch.chdir(w.path)
+    rc, out, err = dump("--files", index.name, "--verify-index-only")
+    # Kafka keys the report by the file's absolute path and lists the last entry first
+    assert rc == 0 and out == [f"Dumping {index.name}"]
+    assert err == [f"Mismatches in :{index}", "  Index offset: 6, log offset: 1", "  Index offset: 5, log offset: 0"]
