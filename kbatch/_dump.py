@@ -27,9 +27,11 @@ keep working; ``--json`` prints one JSON object per line instead. The lines (Kaf
 
 The lines are those of Kafka 4.x's ``tools/.../DumpLogSegments.java``. A directory argument
 dumps every segment, index and snapshot file in it in offset order. ``--json`` lines carry
-``format_version`` (in each ``file`` object) and never lose bytes: keys and values that are not
-UTF-8 (or all of them, with ``--key-decoder``/``--value-decoder hex|base64``) are written in the
-encoding ``--json-binary`` names, and ``key_encoding``/``payload_encoding`` say which.
+``format_version`` (in each ``file`` object) and never lose bytes: ``key_encoding`` and
+``payload_encoding`` say how ``key``/``payload`` hold them: ``utf8``, ``base64`` or ``hex``
+(keys and values that are not UTF-8 are written as ``--json-binary`` says), ``long``/``int``/
+``hex``/``base64`` (``--key-decoder``/``--value-decoder``), ``json`` (an internal-topic decoder's
+Kafka JSON, as an object) or ``text`` (its other words, ``<DELETE>`` or ``Error at ...``).
 
 >>> import kbatch, pathlib, tempfile, argparse
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "00000000000000000000.log"
