@@ -6,6 +6,8 @@ import pytest
 from support.twocores import (
     batch_at,
     compressed_batches,
+    encode_records,
+    make_records,
     outcome,
     same_outcome,
     same_table,
@@ -13,6 +15,12 @@ from support.twocores import (
 
 import kbatch
 from kbatch import _core as core
+
+
+@pytest.fixture(scope="module")
+def encoded() -> dict[str, bytes]:
+    return encode_records(make_records())
+
 
 # Compressed chunks on two threads: when every batch of a chunk tells the exact size of
 # what it decompresses to (a zstd frame declaring its content size; xerial or raw snappy
