@@ -27,8 +27,10 @@ from kbatch._core import (
     get_threads,
     set_threads,
 )
+from kbatch._options import code as _code
 from kbatch._table import HeaderColumns, Record, RecordTable
 from kbatch._version import __version__
+from kbatch._wire import COMPRESSION_CODECS, TIMESTAMP_TYPES
 from kbatch.errors import CorruptRecordError, CRCError, KBatchError, UnsupportedError
 from kbatch.log import LogDir, LogWriter, Segment, open_log, open_logs
 
@@ -57,8 +59,6 @@ __all__ = [
     "set_threads",
 ]
 
-COMPRESSION_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-TIMESTAMP_TYPES = {"create": 0, "log_append": 1}
 
 
 def decode(
@@ -137,16 +137,6 @@ def decode(
 def _columnar(obj: Any) -> bool:
     """Whether ``obj`` is an Arrow, pandas or Polars column or table (for :func:`encode`)."""
     return type(obj).__module__.partition(".")[0] in ("pyarrow", "pandas", "polars")
-
-
-def _code(name: str, value: str | int | None, table: dict[str, int]) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, int) and value in table.values():
-        return value
-    if isinstance(value, str) and value.lower() in table:
-        return table[value.lower()]
-    raise ValueError(f"{name} must be one of {sorted(table)}, got {value!r}")
 
 
 def encode(
