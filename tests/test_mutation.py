@@ -245,7 +245,54 @@ def case_encode_list(rounds: int, n: int, size: int, compression: str | None, he
     return "ok"
 
 
+def case_arrow(rounds: int) -> str:
+    """A thread rewriting a table's record rows (lengths and starts) while it is converted to
+    Arrow: the kernels check each row again as they copy; any table returned validates."""
+    import pyarrow as pa
+
+    kbatch.set_threads(2)
+    raw = kbatch.encode([b"%07d" % i * 8 for i in range(60000)], keys=[b"k%d" % i for i in range(60000)],
+                        headers=[[("h", b"%d" % i)] for i in range(60000)])
+    table = kbatch.decode(raw)
+    rec, hdr = table.records, table.headers.view(np.ndarray)
+    size = len(table.data)
+    seen = {"ok": 0, "error": 0}
+    stop = False
+
+    def mutate() -> None:
+        rows = [1, 2, len(rec) // 2, len(rec) - 1]
+        good = [(int(rec["key_start"][k]), int(rec["value_length"][k]), int(hdr["key_length"][k])) for k in rows]
+        while not stop:
+            for k in rows:
+                rec["value_length"][k] = size - int(rec["value_start"][k])  # inside the data, far too long
+                rec["key_start"][k] = -1
+                hdr["key_length"][k] = size - int(hdr["key_start"][k])
+            for k, (ks, vl, hl) in zip(rows, good, strict=True):
+                rec["value_length"][k] = vl
+                rec["key_start"][k] = ks
+                hdr["key_length"][k] = hl
+
+    thread = threading.Thread(target=mutate, daemon=True)
+    thread.start()
+    try:
+        for r in range(rounds):
+            try:
+                out = table.to_arrow(binary=("binary", "large_binary", "binary_view")[r % 3])
+            except ValueError:
+                seen["error"] += 1
+            else:
+                seen["ok"] += 1
+                out.validate(full=True)
+    except pa.ArrowInvalid as e:
+        raise AssertionError(f"an invalid Arrow table: {e}") from e
+    finally:
+        stop = True
+        thread.join()
+    return f"{seen}"
+
+
 CASES = {
+    "arrow": lambda: case_arrow(60),
     "decode_fill_1": lambda: case_decode_fill(1),
     "decode_fill_2": lambda: case_decode_fill(2),
     "decode_lengths": lambda: case_decode_lengths(200),
