@@ -3874,12 +3874,12 @@ def encode(object values, object keys=None, object timestamps=None, object heade
     now = _now_ms()
     codec = _codec() if compression else None  # (an import: Python code, before the window)
     # The C rows point into the items. Plain items (bytes, int, str, lists and
-    # tuples of them) are read without running any Python code, and an
-    # uncompressed encode then writes every byte before it runs any or lets go
-    # of the GIL: nothing can drop an item meanwhile, so the caller's lists are
-    # used as they are (a compressed encode writes every record before it
-    # calls a codec). Anything else first takes a tuple snapshot of each
-    # sequence, which keeps every item alive.
+    # tuples of them) are read inside the window (see _open_window: the GIL
+    # kept, no Python code, the cyclic GC off) and every byte is written from
+    # them before it closes: nothing can drop an item meanwhile, so the
+    # caller's lists are used as they are (a compressed encode writes every
+    # record before it calls a codec). Anything else first takes a tuple
+    # snapshot of each sequence, which keeps every item alive.
     strict = True
     inp = _Inputs(n)
     none = <PyObject*>None
