@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbatch import _core
+from kbatch import _core, _legacy, _txn
 from kbatch._core import (
     BATCH_DTYPE,
     HEADER_DTYPE,
@@ -127,11 +127,9 @@ def decode(
     table = _core.decode(data, verify_crc=bool(verify_crc), max_decompressed_size=max_decompressed_size)
     if isolation_level == "read_uncommitted":
         return table
-    from kbatch._txn import aborted_from_markers, filter_committed
-
     if aborted_transactions is None:
-        aborted_transactions = aborted_from_markers(table)
-    return filter_committed(table, aborted_transactions, last_stable_offset)
+        aborted_transactions = _txn.aborted_from_markers(table)
+    return _txn.filter_committed(table, aborted_transactions, last_stable_offset)
 
 
 def _columnar(obj: Any) -> bool:
@@ -219,9 +217,7 @@ def encode(
         given = [name for name, set_ in unused.items() if set_]
         if given:
             raise ValueError(f"magic {magic} message sets have no {', '.join(given)}")
-        from kbatch._legacy import encode_legacy
-
-        return encode_legacy(values, keys, timestamps=timestamps, magic=magic, compression=codec,
+        return _legacy.encode_legacy(values, keys, timestamps=timestamps, magic=magic, compression=codec,
                              compression_level=compression_level, base_offset=base_offset, timestamp_type=ts_type)
     if magic != 2:
         raise ValueError(f"magic must be 0, 1 or 2, got {magic!r}")
