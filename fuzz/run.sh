@@ -14,6 +14,8 @@
 #   KBATCH_FUZZ_ONLY    space-separated harness names to run (e.g. "decode protocol")
 #   KBATCH_FUZZ_KNOWN   known defects the oracles tolerate (fuzz/oracle.py), e.g. "index,client_id"
 #   KBATCH_FUZZ_ASAN    1 (default): AddressSanitizer build; 0: coverage only, optimised (faster)
+#   KBATCH_FUZZ_NATIVE  1 (default): C coverage with clang when there is one; 0: the gcc fallback
+#   KBATCH_FUZZ_RSS_MB  libFuzzer's -rss_limit_mb (default 4096)
 #   KBATCH_FUZZ_FLAGS   extra libFuzzer flags for every harness (e.g. "-seed=1 -jobs=2")
 #   PYTHON              the interpreter (default: python); it needs atheris and kbatch's build deps
 #
@@ -26,8 +28,10 @@
 #     shared library to preload, in front of the ASan runtime: atheris then drives the fuzzing
 #     with that libFuzzer, which gets the C coverage (ASan's runtime has do-nothing weak
 #     definitions of the coverage callbacks; preloading libFuzzer first makes its own win).
-#     Without clang: gcc's ASan as tools/asan.sh does, and only Python-level coverage (atheris
-#     instruments kbatch's Python modules; the C code is then fuzzed blind, ASan still watches);
+#     Without clang: gcc's ASan as tools/asan.sh does, and no coverage feedback at all: gcc's
+#     libasan, preloaded, also swallows the counters atheris registers for kbatch's Python code
+#     (measured: libFuzzer reports no "cov:"), so inputs are mutated blind while ASan watches.
+#     Without clang and with KBATCH_FUZZ_ASAN=0: a plain build and Python-level coverage only;
 #  3. checks that ASan reports a deliberate overflow under exactly this preload (a silent run
 #     must mean something);
 #  4. writes the seeds (fuzz/make_seeds.py) and runs each harness for SECONDS, one after the
@@ -64,7 +68,7 @@ cd "$SRC"
 build_env=()
 preload=()
 asan_lib=""
-if command -v clang > /dev/null; then
+if [[ "${KBATCH_FUZZ_NATIVE:-1}" == 1 ]] && command -v clang > /dev/null; then
     native=clang
     flags="-fsanitize=fuzzer-no-link"
     fuzzer_a="$(clang -print-file-name=libclang_rt.fuzzer_no_main-x86_64.a)"
@@ -79,7 +83,12 @@ if command -v clang > /dev/null; then
     [[ "$ASAN" == 1 ]] && asan_lib="$(clang -print-file-name=libclang_rt.asan-x86_64.so)"
 else
     native=none
-    echo "run.sh: no clang: C code built with gcc, without coverage feedback (Python-level coverage only)" >&2
+    if [[ "$ASAN" == 1 ]]; then
+        echo "run.sh: WARNING: no clang (or KBATCH_FUZZ_NATIVE=0): gcc's ASan build, fuzzed WITHOUT coverage" \
+            "feedback (install clang; or KBATCH_FUZZ_ASAN=0 for Python-level coverage without ASan)" >&2
+    else
+        echo "run.sh: no clang (or KBATCH_FUZZ_NATIVE=0): Python-level coverage only" >&2
+    fi
     [[ "$ASAN" == 1 ]] && asan_lib="$(gcc -print-file-name=libasan.so)"
 fi
 if [[ "$ASAN" == 1 ]]; then
