@@ -175,7 +175,8 @@ for harness in fuzz/fuzz_*.py; do
     fi
 done
 
-echo "run.sh: summary (${SECONDS_EACH}s each, native coverage: $native, ASan: $ASAN)"
+echo "run.sh: summary (${SECONDS_EACH}s each, native coverage: $native, ASan: $ASAN," \
+    "known defects tolerated: ${KBATCH_FUZZ_KNOWN:-none})"
 for line in "${summary[@]}"; do echo "  $line"; done
 if [[ $status -ne 0 ]]; then
     echo "run.sh: FAILED: findings above (scratch dir $WORK)" >&2
