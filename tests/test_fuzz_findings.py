@@ -71,8 +71,6 @@ def test_a_lying_txnindex_does_not_return_aborted_records(tmp_path: Path, txnind
     assert open_log(part).read(isolation_level="read_committed").values() == [b"c"]
 
 
-@pytest.mark.xfail(strict=True, reason="fuzz finding request_version: decode_request raises ProtocolError "
-                                       "without a position for a version the API lacks")
 def test_decode_request_with_an_unknown_version_says_where() -> None:
     # found by fuzz/fuzz_protocol.py: a Produce request header with version 0 (Produce has 3-13)
     data = bytes.fromhex("0000" "0000" "00000001" "0000")
