@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+import struct
 import uuid
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import numpy as np
 import pytest
 from conftest import REAL_LOGS
@@ -266,8 +268,23 @@ def test_producer_snapshots_round_trip_through_logwriter(tmp_path: Path) -> None
     assert write_snapshot(read_snapshot(data)) == data
     with pytest.raises(CorruptRecordError, match="crc32c"):
         read_snapshot(data[:-1] + bytes([data[-1] ^ 1]))
-    with pytest.raises(CorruptRecordError, match="do not fill"):
+    with pytest.raises(CorruptRecordError, match="do not fit"):
         read_snapshot(data[:-1])
+
+
+def test_producer_snapshot_with_bytes_after_its_entries_reads_as_kafka_reads_it() -> None:
+    # ProducerStateManager.readSnapshot parses the ProducerSnapshot message (version int16, crc uint32,
+    # int32 count, count entries of 46 bytes) and checks Crc32C over buffer[6:] up to the file's end, so
+    # bytes after the entries are accepted when the CRC covers them.
+    entry = struct.pack(">qhiqiqiq", 7, 2, 14, 41, 4, 1700, 3, 30)
+    assert len(entry) == 46
+    body = struct.pack(">i", 1) + entry + b"later"
+    data = struct.pack(">hI", 1, crc32c.crc32c(body)) + body
+    e = read_snapshot(data)
+    assert e.tolist() == [(7, 2, 14, 41, 4, 1700, 3, 30)]
+    # the CRC still covers them
+    with pytest.raises(CorruptRecordError, match="crc32c"):
+        read_snapshot(data[:-1] + b"X")
 
 
 REAL = sorted(p for p in REAL_LOGS.glob("*/__consumer_offsets-*") if p.is_dir()) if REAL_LOGS.is_dir() else []
