@@ -58,7 +58,7 @@ def test_the_registry_covers_every_family() -> None:
               "AccessControlEntryRecord", "RemoveAccessControlEntryRecord", "DelegationTokenRecord",
               "RemoveDelegationTokenRecord", "UserScramCredentialRecord", "RemoveUserScramCredentialRecord",
               "RemoveTopicRecord", "NoOpRecord", "ZkMigrationStateRecord", "RegisterControllerRecord",
-              "BeginTransactionRecord", "EndTransactionRecord", "AbortTransactionRecord"):
+              "BeginTransactionRecord", "EndTransactionRecord", "AbortTransactionRecord", "ClearElrRecord"):
         assert n in names, n
     assert len({m.name for m in reg.metadata["remote_log"].values()}) == 4
 

@@ -247,6 +247,32 @@ def test_cluster_metadata_from_a_checkpoint_and_the_log(tmp_path: Path) -> None:
         cluster_metadata(tmp_path)
 
 
+def test_clear_elr_record_empties_the_elr_of_its_topic_or_of_every_topic(tmp_path: Path) -> None:
+    # TopicsDelta.replay(ClearElrRecord): a named topic's partitions, or every topic's for an empty name;
+    # each partition that has an ELR or last known ELR changes as a PartitionChangeRecord setting both to []
+    t1, t2 = uuid.UUID(int=1), uuid.UUID(int=2)
+    elr = {"replicas": [1, 2], "isr": [1], "leader": 1, "partition_epoch": 0,
+           "eligible_leader_replicas": [2], "last_known_elr": [2]}
+    log = [_md("TopicRecord", name="a", topic_id=t1), _md("PartitionRecord", 2, partition_id=0, topic_id=t1, **elr),
+           _md("TopicRecord", name="b", topic_id=t2), _md("PartitionRecord", 2, partition_id=0, topic_id=t2, **elr),
+           _md("ClearElrRecord", topic_name="a"),
+           _md("ClearElrRecord", topic_name="")]
+    with kbatch.LogWriter(tmp_path, "__cluster_metadata", 0) as w:
+        w.append(kbatch.encode(log))
+
+    def parts(offset: int) -> list[tuple[str, list[int], list[int], int]]:
+        rows = cluster_metadata(tmp_path, offset=offset)["partitions"].to_pylist()
+        return sorted((r["topic"], r["eligible_leader_replicas"], r["last_known_elr"], r["partition_epoch"])
+                      for r in rows)
+
+    assert parts(4) == [("a", [], [], 1), ("b", [2], [2], 0)]
+    assert parts(5) == [("a", [], [], 1), ("b", [], [], 1)]
+    with kbatch.LogWriter(tmp_path / "bad", "__cluster_metadata", 0) as w:
+        w.append(kbatch.encode([_md("ClearElrRecord", topic_name="nope")]))
+    with pytest.raises(InternalRecordError, match=r"ClearElrRecord for unknown topic 'nope' \(offset 0"):
+        cluster_metadata(tmp_path / "bad")
+
+
 def test_producer_snapshots_round_trip_through_logwriter(tmp_path: Path) -> None:
     with kbatch.LogWriter(tmp_path, "t", 0, segment_bytes=400) as w:
         w.append(kbatch.encode([b"a" * 100, b"b"], producer_id=7, producer_epoch=2, base_sequence=10,
