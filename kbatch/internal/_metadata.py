@@ -106,8 +106,8 @@ class _Image:
                     raise InternalRecordError(f"ClearElrRecord for unknown topic {v['topic_name']!r}", offset, "value")
             else:
                 ids = list(s["topics"])
-            for (tid, pid), p in list(s["partitions"].items()):
-                if tid in ids and (p.get("eligible_leader_replicas") or p.get("last_known_elr")):
+            for (tid, pid), part in list(s["partitions"].items()):
+                if tid in ids and (part.get("eligible_leader_replicas") or part.get("last_known_elr")):
                     self.apply("PartitionChangeRecord", {"topic_id": tid, "partition_id": pid, "leader": -2,
                                                          "eligible_leader_replicas": [], "last_known_elr": []}, offset)
         elif name == "PartitionChangeRecord":
