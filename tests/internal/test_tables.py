@@ -157,11 +157,19 @@ def test_consumer_groups_classic_and_new_protocol(tmp_path: Path) -> None:
                          {"member_epoch": 9, "previous_member_epoch": 8, "state": 0,
                           "assigned_partitions": [{"topic_id": tid, "partitions": [1]}],
                           "partitions_pending_revocation": []}),
+        encode_key_value("group", "StreamsGroupMetadataKey", {"group_id": "app"},
+                         {"epoch": 4, "metadata_hash": 7, "assignment_configs": []}),
+        encode_key_value("group", "StreamsGroupMemberMetadataKey", {"group_id": "app", "member_id": "s"},
+                         {"client_id": "cs", "client_host": "hs", "topology_epoch": 1, "process_id": "p",
+                          "client_tags": []}),
+        encode_key_value("group", "StreamsGroupCurrentMemberAssignmentKey", {"group_id": "app", "member_id": "s"},
+                         {"member_epoch": 4, "previous_member_epoch": 3, "state": 0,
+                          "active_tasks": [{"subtopology_id": "0", "partitions": [0]}]}),
     ]
     with kbatch.LogWriter(tmp_path, "__consumer_offsets", 0) as w:
         w.append(kbatch.encode([v for _, v in recs], keys=[k for k, _ in recs]))
     rows = {r["group"]: r for r in consumer_groups(tmp_path).to_pylist()}
-    assert sorted(rows) == ["classic", "new"]
+    assert sorted(rows) == ["app", "classic", "new"]
     c = rows["classic"]
     assert (c["type"], c["protocol"], c["generation"], c["leader"]) == ("classic", "range", 3, "m1")
     m = c["members"][0]
@@ -172,8 +180,11 @@ def test_consumer_groups_classic_and_new_protocol(tmp_path: Path) -> None:
     assert (n["type"], n["generation"]) == ("consumer", 9)
     assert n["members"][0]["client_id"] == "cx" and n["members"][0]["member_epoch"] == 9
     assert n["members"][0]["assignment"] == [{"topic": None, "topic_id": str(tid), "partitions": [1]}]
+    a = rows["app"]
+    assert (a["type"], a["generation"]) == ("streams", 4)
+    assert [(x["member_id"], x["client_id"], x["member_epoch"]) for x in a["members"]] == [("s", "cs", 4)]
     hist = consumer_groups(tmp_path, history=True)
-    assert hist.num_rows == 6 and hist["tombstone"].to_pylist() == [False, False, True, False, False, False]
+    assert hist.num_rows == 9 and hist["tombstone"].to_pylist() == [False, False, True] + [False] * 6
 
 
 def test_transactions(tmp_path: Path) -> None:
