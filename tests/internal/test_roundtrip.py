@@ -181,3 +181,37 @@ def test_control_record_value_is_read_once_for_dump_and_tables() -> None:
     assert decode_control_value(2, raw) == (0, decode_key_value("metadata", b"\0\0\0\2", raw, control=True).value)
     assert str(_dumpinternal.control_json(2, raw, 0)) == (
         '{"version":0,"leaderId":7,"voters":[{"voterId":7}],"grantingVoters":[{"voterId":7}]}')
+
+
+# Values laid out by hand from apache/kafka's newest stored definitions (flexible v0 bodies after the
+# int16 value version): ShareUpdateValue @0c9eef59 (KIP-1226: SnapshotEpoch int32, tagged
+# DeliveryCompleteCount), ConsumerGroupMetadataValue @266ed846 (tagged MetadataHash, CreationTimeMs),
+# ShareGroupMetadataValue @31f85dd0 (MetadataHash), ShareGroupStatePartitionMetadataValue @25002b6a
+# (InitializingTopics, CreateTimestamp).
+TID = uuid.UUID(int=9)
+NEWEST_VALUES = [
+    ("share", "ShareUpdateKey", struct.pack(">hh", 1, 1) + b"g" + TID.bytes + struct.pack(">i", 0),
+     struct.pack(">hiiq", 0, 70000, 3, 10) + b"\x02" + struct.pack(">qqbh", 10, 12, 2, 1) + b"\x00"
+     + b"\x01" + b"\x00\x04" + struct.pack(">i", 5),   # tagged fields last: 1 field, tag 0, 4 bytes
+     {"snapshot_epoch": 70000, "leader_epoch": 3, "start_offset": 10, "delivery_complete_count": 5,
+      "state_batches": [{"first_offset": 10, "last_offset": 12, "delivery_state": 2, "delivery_count": 1}]}),
+    ("group", "ConsumerGroupMetadataKey", struct.pack(">hh", 3, 1) + b"g",
+     struct.pack(">hi", 0, 4) + b"\x02" + b"\x00\x08" + struct.pack(">q", 77) + b"\x01\x08" + struct.pack(">q", 1000),
+     {"epoch": 4, "metadata_hash": 77, "creation_time_ms": 1000}),
+    ("group", "ShareGroupMetadataKey", struct.pack(">hh", 11, 1) + b"g",
+     struct.pack(">hiq", 0, 4, 77) + b"\x00", {"epoch": 4, "metadata_hash": 77}),
+    ("group", "ShareGroupStatePartitionMetadataKey", struct.pack(">hh", 15, 1) + b"g",
+     struct.pack(">h", 0) + b"\x02" + TID.bytes + b"\x02t" + b"\x02" + struct.pack(">i", 0) + struct.pack(">q", 5)
+     + b"\x00" + b"\x01" + b"\x01" + b"\x00",
+     {"initializing_topics": [{"topic_id": TID, "topic_name": "t", "partitions": [0], "create_timestamp": 5}],
+      "initialized_topics": [], "deleting_topics": []}),
+]
+
+
+@pytest.mark.parametrize("case", NEWEST_VALUES, ids=[c[1] for c in NEWEST_VALUES])
+def test_newest_kafka_layouts_decode(case: tuple[str, str, bytes, bytes, dict[str, Any]]) -> None:
+    fam, key_type, key, value, expect = case
+    r = decode_key_value(fam, key, value)
+    assert r.key_type == key_type and r.value_version == 0
+    got = normal(r.value)
+    assert {k: got[k] for k in expect} == expect
