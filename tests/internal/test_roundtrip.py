@@ -184,12 +184,17 @@ def test_control_record_value_is_read_once_for_dump_and_tables() -> None:
 
 
 # Values laid out by hand from apache/kafka's newest stored definitions (flexible v0 bodies after the
-# int16 value version): ShareUpdateValue @0c9eef59 (KIP-1226: SnapshotEpoch int32, tagged
+# int16 value version): ShareSnapshotValue and ShareUpdateValue @0c9eef59 (KIP-1226: SnapshotEpoch int32, tagged
 # DeliveryCompleteCount), ConsumerGroupMetadataValue @266ed846 (tagged MetadataHash, CreationTimeMs),
 # ShareGroupMetadataValue @31f85dd0 (MetadataHash), ShareGroupStatePartitionMetadataValue @25002b6a
 # (InitializingTopics, CreateTimestamp).
 TID = uuid.UUID(int=9)
 NEWEST_VALUES = [
+    # ShareSnapshotValue @0c9eef59: SnapshotEpoch int32, CreateTimestamp, WriteTimestamp, tagged DeliveryCompleteCount
+    ("share", "ShareSnapshotKey", struct.pack(">hh", 0, 1) + b"g" + TID.bytes + struct.pack(">i", 0),
+     struct.pack(">hiiiqqq", 0, 70000, 2, 3, 10, 1000, 2000) + b"\x01" + b"\x00",   # no batches, no tags
+     {"snapshot_epoch": 70000, "state_epoch": 2, "leader_epoch": 3, "start_offset": 10, "create_timestamp": 1000,
+      "write_timestamp": 2000, "delivery_complete_count": -1, "state_batches": []}),
     ("share", "ShareUpdateKey", struct.pack(">hh", 1, 1) + b"g" + TID.bytes + struct.pack(">i", 0),
      struct.pack(">hiiq", 0, 70000, 3, 10) + b"\x02" + struct.pack(">qqbh", 10, 12, 2, 1) + b"\x00"
      + b"\x01" + b"\x00\x04" + struct.pack(">i", 5),   # tagged fields last: 1 field, tag 0, 4 bytes
