@@ -171,7 +171,7 @@ def consumer_groups(source: Any, *, history: bool = False, on_unknown: OnUnknown
     -------
     pyarrow.Table
         One row per live group: ``group``, ``type`` (``classic``,
-        ``consumer``, ``share``), ``protocol_type``, ``protocol``,
+        ``consumer``, ``share``, ``streams``), ``protocol_type``, ``protocol``,
         ``generation`` (the group epoch for the new protocol), ``leader``,
         ``state_timestamp``, ``members`` (a list of structs: ids, client,
         timeouts, ``subscribed_topics``, ``assignment`` as a list of
