@@ -33,8 +33,14 @@ import functools
 from typing import Any
 
 from kbatch._kafkajson import KafkaJson, kafka_uuid, message_json
-from kbatch.internal import InternalRecordError, Registry, decode_key_value, default_registry
-from kbatch.protocol import ProtocolError
+from kbatch.internal import (
+    CONTROL_TYPES,
+    InternalRecordError,
+    Registry,
+    decode_control_value,
+    decode_key_value,
+    default_registry,
+)
 
 __all__ = ["CONTROL_MESSAGES", "DECODER_FAMILIES", "TopicParser", "control_json", "topic_parser"]
 
@@ -276,28 +282,14 @@ def control_json(kind: int, value: bytes | None, offset: int) -> KafkaJson:
     """Kafka's JSON of a KRaft control record (types 2-6: LeaderChangeMessage, SnapshotHeaderRecord,
     SnapshotFooterRecord, KRaftVersionRecord, VotersRecord).
 
-    As Kafka's ControlRecordUtils reads them, the value is the message body at version 0 with no
-    version prefix (the message's own first field is ``Version``); the JSON is written at that
-    ``Version``, as DumpLogSegments does. Raises :class:`kbatch.internal.InternalRecordError`
-    when the value does not decode or has bytes left over.
+    The value is read by :func:`kbatch.internal.decode_control_value` (as Kafka's ControlRecordUtils
+    reads it: the body at version 0, no version prefix, its own first field ``Version``); the JSON is
+    written at that ``Version``, as DumpLogSegments does. Raises
+    :class:`kbatch.internal.InternalRecordError` when the value does not decode or has bytes left over.
     """
-    name = CONTROL_MESSAGES[kind]
-    msg = default_registry().schema[name]
-    if value is None:
-        raise InternalRecordError(f"a {name} control record without a value", offset, "value")
-    try:
-        obj, end = msg.decode_from(memoryview(value), 0, 0)
-    except ProtocolError as exc:
-        raise InternalRecordError(f"{name} v0: {exc.reason}", offset, "value", exc.position, exc.path) from exc
-    if end != len(value):
-        raise InternalRecordError(f"{len(value) - end} bytes left over after {name} v0", offset, "value", end)
-    version = int(obj.get("version", 0))
-    if version not in msg.versions:
-        raise InternalRecordError(f"{name} says it is version {version}; versions {msg.versions.start}-"
-                                  f"{msg.versions.stop - 1} exist", offset, "value", 0, "Version")
-    return message_json(msg.spec, obj, version)
+    version, obj = decode_control_value(kind, value, offset=offset)
+    return message_json(default_registry().schema[CONTROL_MESSAGES[kind]].spec, obj, version)
 
 
 #: KRaft control record type -> the message its value holds (ControlRecordType, ControlRecordUtils).
-CONTROL_MESSAGES = {2: "LeaderChangeMessage", 3: "SnapshotHeaderRecord", 4: "SnapshotFooterRecord",
-                    5: "KRaftVersionRecord", 6: "VotersRecord"}
+CONTROL_MESSAGES = {t: name for t, name in CONTROL_TYPES.items() if t >= 2}

@@ -6,8 +6,8 @@ idempotent or transactional producer of the partition at that offset (Kafka's
 file, big-endian::
 
     int16  version                      (1)
-    uint32 crc                          CRC32C of every byte after this field
-    int32  count, then count entries of 42 bytes:
+    uint32 crc                          CRC32C of every byte after this field, to the end of the file
+    int32  count (>= 0), then count entries of 46 bytes:
         int64 producerId
         int16 epoch
         int32 lastSequence              of the producer's last data batch
@@ -16,9 +16,12 @@ file, big-endian::
         int64 timestamp                 the producer's last timestamp (data batch or marker)
         int32 coordinatorEpoch          of the producer's last transaction marker (-1: none)
         int64 currentTxnFirstOffset     first offset of its open transaction (-1: none)
+    any bytes after the entries         covered by the CRC, otherwise ignored
 
-:func:`read_snapshot` checks the version, the count against the size and the CRC, and
-returns the entries as a NumPy structured array; :func:`write_snapshot` is its inverse;
+:func:`read_snapshot` reads it as Kafka's ``ProducerStateManager.readSnapshot`` does: it
+checks the version, that the count's entries fit in the file and the CRC over everything
+after the CRC field (bytes after the entries included), and returns the entries as a NumPy
+structured array; :func:`write_snapshot` is its inverse;
 :class:`ProducerState` follows the batches a :class:`kbatch.LogWriter` appends, as the
 broker's producer state does, so the snapshots it writes read back as a broker's.
 
@@ -60,7 +63,11 @@ def read_snapshot(data: Any) -> npt.NDArray[Any]:
     UnsupportedError
         A version other than 1.
     CorruptRecordError
-        Too short, a count that does not match the size, or a CRC mismatch.
+        Too short, a count whose entries do not fit, or a CRC mismatch.
+
+    Bytes after the entries are accepted when the CRC covers them, as Kafka
+    accepts them (ProducerSnapshot is not flexible: they cannot be tagged fields);
+    they carry no producer.
     """
     buf = memoryview(data).cast("B")
     if len(buf) < _HEAD:
@@ -70,8 +77,8 @@ def read_snapshot(data: Any) -> npt.NDArray[Any]:
         raise UnsupportedError(f"producer snapshot version {version} (only 1 exists)", 0, -1, "version")
     stored = int.from_bytes(buf[2:6], "big")
     count = int.from_bytes(buf[6:10], "big", signed=True)
-    if count < 0 or _HEAD + count * _WIRE.itemsize != len(buf):
-        raise CorruptRecordError(f"{count} producer entries do not fill {len(buf) - _HEAD} bytes", 6, -1,
+    if count < 0 or _HEAD + count * _WIRE.itemsize > len(buf):
+        raise CorruptRecordError(f"{count} producer entries do not fit in {len(buf) - _HEAD} bytes", 6, -1,
                                  "producerEntries")
     computed = crc32c.crc32c(buf[6:])
     if stored != computed:

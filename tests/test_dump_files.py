@@ -92,7 +92,7 @@ def test_corrupt_producer_snapshots_are_one_line_each(tmp_path: Path) -> None:
     assert err[0] == (f"kbatch dump: {names[0]}: not a readable producer snapshot: producer snapshot crc32c "
                       f"mismatch: stored 0x{stored:08x}, computed 0x{computed:08x}")
     assert err[1].endswith("producer snapshot version 2 (only 1 exists)")
-    assert err[2].endswith("1 producer entries do not fill 20 bytes")
+    assert err[2].endswith("1 producer entries do not fit in 20 bytes")
     assert err[3].endswith("a producer snapshot of 0 bytes (10 at least)")
 
 

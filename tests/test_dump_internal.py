@@ -211,6 +211,25 @@ def test_cluster_metadata_decoder(tmp_path: Path) -> None:
     assert rc == 1 and len(err) == 1
 
 
+def test_offsets_decoder_knows_streams_group_records(tmp_path: Path) -> None:
+    # StreamsGroupMetadataKey: int16 record type 17, GroupId; value: int16 version 0, Epoch, MetadataHash,
+    # compact AssignmentConfigs (empty: 0x01), tagged fields (none: 0x00)
+    key = struct.pack(">hh", 17, 3) + b"app"
+    value = struct.pack(">hiq", 0, 4, 7) + b"\x01\x00"
+    rc, got, err = decoded(tmp_path, "--offsets-decoder", [(key, value)])
+    assert (rc, err) == (0, [])
+    assert got == [('{"type":"17","data":{"groupId":"app"}}',
+                    '{"version":"0","data":{"epoch":4,"metadataHash":7,"assignmentConfigs":[]}}')]
+
+
+def test_cluster_metadata_decoder_knows_clear_elr_record(tmp_path: Path) -> None:
+    # ClearElrRecord (apiKey 28, Kafka 4.0's metadata/.../ClearElrRecord.json): one string, TopicName
+    raw = bytes([1, 28, 0]) + b"\x02a" + b"\x00"     # frame 1, type 28, version 0, compact "a", no tags
+    rc, got, err = decoded(tmp_path, "--cluster-metadata-decoder", [(None, raw)])
+    assert (rc, err) == (0, [])
+    assert got == [(None, '{"type":"CLEAR_ELR_RECORD","version":0,"data":{"topicName":"a"}}')]
+
+
 def test_remote_log_metadata_decoder(tmp_path: Path) -> None:
     segment_id = uuid.UUID(int=(7 << 64) | 9)
     tip = {"name": "foo", "id": TOPIC_ID, "partition": 0}

@@ -1,5 +1,7 @@
 """Consumer groups from ``__consumer_offsets``: classic groups (GroupMetadata) and groups of the new
-consumer protocol (KIP-848 ConsumerGroup* records), with their members and assignments.
+consumer protocol (KIP-848 ConsumerGroup* records), share groups (ShareGroup*) and streams groups
+(KIP-1071 StreamsGroup* records: members and their epochs; their assignments are tasks, not
+topic partitions, and stay in ``history=True``), with their members and assignments.
 
 A classic member's ``subscription`` and ``assignment`` are the consumer protocol's bytes
 (``ConsumerProtocolSubscription`` / ``ConsumerProtocolAssignment``: int16 version, body) when
@@ -81,6 +83,9 @@ def _classic_members(value: dict[str, Any]) -> list[dict[str, Any]]:
     return members
 
 
+_KINDS = {"Consu": "consumer", "Share": "share", "Strea": "streams"}
+
+
 def _state_ts(value: int) -> int | None:
     return None if value < 0 else value
 
@@ -99,13 +104,24 @@ def _rows(records: list[Located]) -> list[dict[str, Any]]:
                 "state_timestamp": _state_ts(value.get("current_state_timestamp", -1)),
                 "members": _classic_members(value), **where,
             }
-        elif r.key_type in ("ConsumerGroupMetadataKey", "ShareGroupMetadataKey"):
+        elif r.key_type in ("ConsumerGroupMetadataKey", "ShareGroupMetadataKey", "StreamsGroupMetadataKey"):
+            kind = _KINDS[r.key_type[:5]]
             groups[key["group_id"]] = {
-                "group": key["group_id"], "type": "consumer" if r.key_type.startswith("Consumer") else "share",
-                "protocol_type": "consumer" if r.key_type.startswith("Consumer") else "share",
+                "group": key["group_id"], "type": kind, "protocol_type": kind,
                 "protocol": None, "generation": value["epoch"], "leader": None, "state_timestamp": None,
                 "members": None, **where,
             }
+        elif r.key_type == "StreamsGroupMemberMetadataKey":
+            m = members.setdefault(key["group_id"], {}).setdefault(key["member_id"], _blank(key["member_id"]))
+            m.update({
+                "group_instance_id": value.get("instance_id"), "client_id": value["client_id"],
+                "client_host": value["client_host"], "rack_id": value.get("rack_id"),
+                "rebalance_timeout_ms": value.get("rebalance_timeout_ms", -1),
+            })
+        elif r.key_type == "StreamsGroupCurrentMemberAssignmentKey":
+            # tasks (subtopology, partitions), not topic partitions: the epoch only
+            m = members.setdefault(key["group_id"], {}).setdefault(key["member_id"], _blank(key["member_id"]))
+            m["member_epoch"] = value["member_epoch"]
         elif r.key_type in ("ConsumerGroupMemberMetadataKey", "ShareGroupMemberMetadataKey"):
             m = members.setdefault(key["group_id"], {}).setdefault(key["member_id"], _blank(key["member_id"]))
             classic = value.get("classic_member_metadata")
@@ -155,7 +171,7 @@ def consumer_groups(source: Any, *, history: bool = False, on_unknown: OnUnknown
     -------
     pyarrow.Table
         One row per live group: ``group``, ``type`` (``classic``,
-        ``consumer``, ``share``), ``protocol_type``, ``protocol``,
+        ``consumer``, ``share``, ``streams``), ``protocol_type``, ``protocol``,
         ``generation`` (the group epoch for the new protocol), ``leader``,
         ``state_timestamp``, ``members`` (a list of structs: ids, client,
         timeouts, ``subscribed_topics``, ``assignment`` as a list of

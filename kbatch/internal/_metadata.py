@@ -9,6 +9,9 @@ whose state is the image just before ``endOffset``; the log's records from
 - PartitionRecord sets a partition; PartitionChangeRecord changes the fields it carries
   (null lists and leader -2 are "unchanged"; a new leader bumps the leader epoch; every
   change bumps the partition epoch; leader recovery state -1 is "unchanged").
+- ClearElrRecord empties the eligible leader replicas and last known ELR of every partition
+  of its topic (an empty name: of every topic) that has any, as a PartitionChangeRecord
+  setting both to [] would (TopicsDelta/TopicDelta); a name no topic has is an error.
 - RegisterBrokerRecord / UnregisterBrokerRecord add and remove a broker;
   FenceBrokerRecord, UnfenceBrokerRecord and BrokerRegistrationChangeRecord (fenced 1 /
   -1, in controlled shutdown 1, new log dirs) change it.
@@ -96,6 +99,17 @@ class _Image:
                     del s["configs"][k]
         elif name == "PartitionRecord":
             s["partitions"][(v["topic_id"], v["partition_id"])] = dict(v)
+        elif name == "ClearElrRecord":
+            if v["topic_name"]:
+                ids = [t for t, topic in s["topics"].items() if topic["name"] == v["topic_name"]]
+                if not ids:
+                    raise InternalRecordError(f"ClearElrRecord for unknown topic {v['topic_name']!r}", offset, "value")
+            else:
+                ids = list(s["topics"])
+            for (tid, pid), part in list(s["partitions"].items()):
+                if tid in ids and (part.get("eligible_leader_replicas") or part.get("last_known_elr")):
+                    self.apply("PartitionChangeRecord", {"topic_id": tid, "partition_id": pid, "leader": -2,
+                                                         "eligible_leader_replicas": [], "last_known_elr": []}, offset)
         elif name == "PartitionChangeRecord":
             p = s["partitions"].get((v["topic_id"], v["partition_id"]))
             if p is None:

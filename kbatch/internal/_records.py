@@ -11,12 +11,17 @@ The wire grammar, per family of topics (Kafka's ``CoordinatorRecordSerde``,
     metadata records: __cluster_metadata ("metadata"), __remote_log_metadata ("remote_log")
         key   = null (ignored)
         value = uvarint frameVersion (1), uvarint apiKey, uvarint version, body
-    control records (control batches of any topic)
-        key   = int16 version (0), int16 controlType
-        value = int16 version, body
-            controlType 0 ABORT, 1 COMMIT: body = int32 coordinatorEpoch (EndTxnMarker)
-            2 LeaderChangeMessage, 3 SnapshotHeaderRecord, 4 SnapshotFooterRecord,
-            5 KRaftVersionRecord, 6 VotersRecord
+    control records (control batches of any topic; Kafka's ControlRecordType,
+    EndTransactionMarker, ControlRecordUtils, MemoryRecordsBuilder.append*Message)
+        key   = int16 version (>= 0; a newer one is read as 0), int16 controlType,
+                anything after (a newer key version's fields, ignored as Kafka does)
+        value, controlType 0 ABORT, 1 COMMIT (EndTxnMarker)
+              = int16 version (>= 0), int32 coordinatorEpoch, anything after (ignored)
+        value, controlType 2 LeaderChangeMessage, 3 SnapshotHeaderRecord,
+               4 SnapshotFooterRecord, 5 KRaftVersionRecord, 6 VotersRecord
+              = the message body at version 0, no version prefix (MessageUtil.toByteBuffer);
+                the body's own first field is its int16 ``Version``, which kbatch reports
+                as the value version
 
 Record types 0 and 1 of ``__consumer_offsets`` are both offset commits; their
 values are ``OffsetCommitValue`` at the value's own version (0-4), as Kafka's
@@ -48,6 +53,7 @@ __all__ = [
     "OnUnknown",
     "Registry",
     "decode_key_value",
+    "decode_control_value",
     "default_registry",
     "encode_key_value",
     "family_of",
@@ -209,41 +215,64 @@ class Registry:
         if key is None:
             raise InternalRecordError("a control record without a key", offset, "key")
         kv = memoryview(key).cast("B")
-        kversion = _int16(kv, offset, "key", "version")
         if len(kv) < 4:
-            raise InternalRecordError(f"a control record key of {len(kv)} bytes (4 expected)", offset, "key", 0)
+            raise InternalRecordError(f"a control record key of {len(kv)} bytes (at least 4 expected)", offset,
+                                      "key", 0)
+        kversion = _int16(kv, offset, "key", "version")
+        if kversion < 0:
+            raise InternalRecordError(f"a control record key with version {kversion}", offset, "key", 0, "version")
         ctype = int.from_bytes(kv[2:4], "big", signed=True)
         name = CONTROL_TYPES.get(ctype)
-        if kversion != 0 or name is None:
-            what = f"unknown control record key version {kversion}" if kversion else f"unknown control type {ctype}"
-            return _unknown(family, ctype, what, key, value, offset, "key", on_unknown)
+        if name is None:
+            return _unknown(family, ctype, f"unknown control type {ctype}", key, value, offset, "key", on_unknown)
         key_dict = {"version": kversion, "type": ctype}
-        if value is None:
-            raise InternalRecordError("a control record without a value", offset, "value")
-        vv = memoryview(value).cast("B")
-        vversion = _int16(vv, offset, "value", "version")
-        if name == "EndTxnMarker":
-            if len(vv) < 6:
-                raise InternalRecordError(f"a transaction marker value of {len(vv)} bytes (6 expected)",
-                                          offset, "value", 0)
-            # Kafka reads the coordinator epoch and ignores what follows (room for later versions)
-            epoch = int.from_bytes(vv[2:6], "big", signed=True)
-            return DecodedRecord(family, ctype, "ControlRecordType", 0, key_dict, name, vversion,
-                                 {"coordinator_epoch": epoch})
         try:
-            msg: Message | None = self.schema[name]
-        except KeyError:
-            msg = None
-        if msg is None or vversion not in msg.versions:
-            return _unknown(family, ctype, f"unknown {name} version {vversion}", key, value, offset, "value",
-                            on_unknown)
-        vdict = _body(msg, vv, 2, vversion, offset, "value")
+            vversion, vdict = self.control_value(ctype, value, offset)
+        except _UnknownVersion as exc:
+            return _unknown(family, ctype, str(exc), key, value, offset, "value", on_unknown)
         return DecodedRecord(family, ctype, "ControlRecordType", 0, key_dict, name, vversion, vdict)
 
+    def control_value(self, ctype: int, value: Any, offset: int = -1) -> tuple[int, dict[str, Any]]:
+        """The value of a control record of type ``ctype``: ``(version, fields)``.
+
+        Read as Kafka reads it (see the module's grammar): a transaction marker's
+        ``{"coordinator_epoch": ...}`` and its leading version; a KRaft control
+        message decoded at version 0 and its own ``Version`` field. Raises
+        :class:`InternalRecordError` for bytes that do not decode (a KRaft
+        message with bytes left over included) and for an unknown version.
+        """
+        name = CONTROL_TYPES.get(ctype)
+        if name is None:
+            raise _UnknownVersion(f"unknown control type {ctype}", offset, "key", 2)
+        if value is None:
+            raise InternalRecordError(f"a {name} control record without a value", offset, "value")
+        vv = memoryview(value).cast("B")
+        if name == "EndTxnMarker":
+            if len(vv) < 6:
+                raise InternalRecordError(f"a transaction marker value of {len(vv)} bytes (at least 6 expected)",
+                                          offset, "value", 0)
+            version = _int16(vv, offset, "value", "version")
+            if version < 0:
+                raise InternalRecordError(f"a transaction marker with version {version}", offset, "value", 0,
+                                          "version")
+            # Kafka reads the coordinator epoch and ignores what follows (room for later versions)
+            return version, {"coordinator_epoch": int.from_bytes(vv[2:6], "big", signed=True)}
+        if name not in self.schema:
+            raise _UnknownVersion(f"no definition of {name}", offset, "value", 0)
+        msg = self.schema[name]
+        if 0 not in msg.versions:
+            raise _UnknownVersion(f"{name} has no version 0, the version Kafka reads it at", offset, "value", 0)
+        vdict = _body(msg, vv, 0, 0, offset, "value")
+        version = int(vdict.get("version", 0))
+        if version not in msg.versions:
+            raise _UnknownVersion(f"unknown {name} version {version} (its Version field)", offset, "value", 0)
+        return version, vdict
 
     def encode(self, family: str, type_name: str, key: dict[str, Any] | None, value: dict[str, Any] | None,
-               version: int) -> tuple[bytes | None, bytes | None]:
+               version: int, control: bool = False) -> tuple[bytes | None, bytes | None]:
         """See :func:`encode_key_value`."""
+        if control:
+            return self._encode_control(type_name, value, version)
         if family in self.metadata:
             msg = self.schema[type_name]
             if value is None or msg.spec.api_key is None:
@@ -257,6 +286,26 @@ class Registry:
                     return kbytes, None
                 return kbytes, version.to_bytes(2, "big") + vmsg.encode(value, version)
         raise ValueError(f"no {family} record type named {type_name!r}")
+
+
+    def _encode_control(self, type_name: str, value: dict[str, Any] | None, version: int
+                        ) -> tuple[bytes, bytes]:
+        # type_name: "ABORT"/"COMMIT" (EndTxnMarker) or a KRaft control message's name
+        names = {"ABORT": 0, "COMMIT": 1, **{n: t for t, n in CONTROL_TYPES.items() if t >= 2}}
+        if type_name not in names:
+            raise ValueError(f"no control record type named {type_name!r}: expected one of {sorted(names)}")
+        ctype = names[type_name]
+        key = (0).to_bytes(2, "big") + ctype.to_bytes(2, "big", signed=True)
+        value = dict(value or {})
+        if ctype < 2:
+            epoch = int(value.get("coordinator_epoch", 0))
+            return key, version.to_bytes(2, "big", signed=True) + epoch.to_bytes(4, "big", signed=True)
+        value.setdefault("version", version)  # the message's own Version field; the body is always at v0
+        return key, self.schema[type_name].encode(value, 0)
+
+
+class _UnknownVersion(InternalRecordError):
+    """A control record of a type or version the definitions do not know (``on_unknown`` applies)."""
 
 
 def _uvarint_bytes(n: int) -> bytes:
@@ -390,6 +439,7 @@ def encode_key_value(
     value: dict[str, Any] | None,
     *,
     version: int = 0,
+    control: bool = False,
     registry: Registry | None = None,
 ) -> tuple[bytes | None, bytes | None]:
     """Encode a record of an internal topic: the inverse of :func:`decode_key_value`.
@@ -404,7 +454,13 @@ def encode_key_value(
     key, value : dict or None
         The key (coordinator records) and the value; a None value is a tombstone.
     version : int
-        The value's version (metadata: the record's version).
+        The value's version (metadata: the record's version; a KRaft control
+        message: its ``Version`` field when ``value`` has none).
+    control : bool
+        A control record: ``type_name`` is ``"ABORT"``, ``"COMMIT"`` (value
+        ``{"coordinator_epoch": e}``) or a KRaft control message's name
+        (``"LeaderChangeMessage"``, ...); laid out as Kafka writes them (see
+        :mod:`kbatch.internal._records`).
 
     Returns
     -------
@@ -417,6 +473,20 @@ def encode_key_value(
     5
     >>> encode_key_value("metadata", "NoOpRecord", None, {})
     (None, b'\\x01\\x14\\x00\\x00')
+    >>> encode_key_value("metadata", "SnapshotFooterRecord", None, {}, control=True)
+    (b'\\x00\\x00\\x00\\x04', b'\\x00\\x00\\x00')
     """
     family = FAMILIES.get(family, family)
-    return (registry or default_registry()).encode(family, type_name, key, value, version)
+    return (registry or default_registry()).encode(family, type_name, key, value, version, control)
+
+
+def decode_control_value(ctype: int, value: Any, *, offset: int = -1,
+                         registry: Registry | None = None) -> tuple[int, dict[str, Any]]:
+    """The value of a control record of type ``ctype`` as Kafka reads it: ``(version, fields)``.
+
+    >>> decode_control_value(4, b"\\x00\\x00\\x00")   # SnapshotFooterRecord: Version 0, no tagged fields
+    (0, {'version': 0})
+    >>> decode_control_value(1, bytes.fromhex("0000 00000007"))   # COMMIT
+    (0, {'coordinator_epoch': 7})
+    """
+    return (registry or default_registry()).control_value(ctype, value, offset)

@@ -48,7 +48,7 @@ def test_every_file_has_a_kbatch_header_and_no_license_text() -> None:
 
 def test_the_registry_covers_every_family() -> None:
     reg = default_registry()
-    assert sorted(reg.coordinator["group"]) == list(range(17))
+    assert sorted(reg.coordinator["group"]) == list(range(25))
     assert sorted(reg.coordinator["transaction"]) == [0]
     assert sorted(reg.coordinator["share"]) == [0, 1]
     names = {m.name for m in reg.metadata["metadata"].values()}
@@ -58,7 +58,7 @@ def test_the_registry_covers_every_family() -> None:
               "AccessControlEntryRecord", "RemoveAccessControlEntryRecord", "DelegationTokenRecord",
               "RemoveDelegationTokenRecord", "UserScramCredentialRecord", "RemoveUserScramCredentialRecord",
               "RemoveTopicRecord", "NoOpRecord", "ZkMigrationStateRecord", "RegisterControllerRecord",
-              "BeginTransactionRecord", "EndTransactionRecord", "AbortTransactionRecord"):
+              "BeginTransactionRecord", "EndTransactionRecord", "AbortTransactionRecord", "ClearElrRecord"):
         assert n in names, n
     assert len({m.name for m in reg.metadata["remote_log"].values()}) == 4
 

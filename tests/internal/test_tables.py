@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+import struct
 import uuid
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import numpy as np
 import pytest
 from conftest import REAL_LOGS
@@ -155,11 +157,19 @@ def test_consumer_groups_classic_and_new_protocol(tmp_path: Path) -> None:
                          {"member_epoch": 9, "previous_member_epoch": 8, "state": 0,
                           "assigned_partitions": [{"topic_id": tid, "partitions": [1]}],
                           "partitions_pending_revocation": []}),
+        encode_key_value("group", "StreamsGroupMetadataKey", {"group_id": "app"},
+                         {"epoch": 4, "metadata_hash": 7, "assignment_configs": []}),
+        encode_key_value("group", "StreamsGroupMemberMetadataKey", {"group_id": "app", "member_id": "s"},
+                         {"client_id": "cs", "client_host": "hs", "topology_epoch": 1, "process_id": "p",
+                          "client_tags": []}),
+        encode_key_value("group", "StreamsGroupCurrentMemberAssignmentKey", {"group_id": "app", "member_id": "s"},
+                         {"member_epoch": 4, "previous_member_epoch": 3, "state": 0,
+                          "active_tasks": [{"subtopology_id": "0", "partitions": [0]}]}),
     ]
     with kbatch.LogWriter(tmp_path, "__consumer_offsets", 0) as w:
         w.append(kbatch.encode([v for _, v in recs], keys=[k for k, _ in recs]))
     rows = {r["group"]: r for r in consumer_groups(tmp_path).to_pylist()}
-    assert sorted(rows) == ["classic", "new"]
+    assert sorted(rows) == ["app", "classic", "new"]
     c = rows["classic"]
     assert (c["type"], c["protocol"], c["generation"], c["leader"]) == ("classic", "range", 3, "m1")
     m = c["members"][0]
@@ -170,8 +180,11 @@ def test_consumer_groups_classic_and_new_protocol(tmp_path: Path) -> None:
     assert (n["type"], n["generation"]) == ("consumer", 9)
     assert n["members"][0]["client_id"] == "cx" and n["members"][0]["member_epoch"] == 9
     assert n["members"][0]["assignment"] == [{"topic": None, "topic_id": str(tid), "partitions": [1]}]
+    a = rows["app"]
+    assert (a["type"], a["generation"]) == ("streams", 4)
+    assert [(x["member_id"], x["client_id"], x["member_epoch"]) for x in a["members"]] == [("s", "cs", 4)]
     hist = consumer_groups(tmp_path, history=True)
-    assert hist.num_rows == 6 and hist["tombstone"].to_pylist() == [False, False, True, False, False, False]
+    assert hist.num_rows == 9 and hist["tombstone"].to_pylist() == [False, False, True] + [False] * 6
 
 
 def test_transactions(tmp_path: Path) -> None:
@@ -245,6 +258,32 @@ def test_cluster_metadata_from_a_checkpoint_and_the_log(tmp_path: Path) -> None:
         cluster_metadata(tmp_path)
 
 
+def test_clear_elr_record_empties_the_elr_of_its_topic_or_of_every_topic(tmp_path: Path) -> None:
+    # TopicsDelta.replay(ClearElrRecord): a named topic's partitions, or every topic's for an empty name;
+    # each partition that has an ELR or last known ELR changes as a PartitionChangeRecord setting both to []
+    t1, t2 = uuid.UUID(int=1), uuid.UUID(int=2)
+    elr = {"replicas": [1, 2], "isr": [1], "leader": 1, "partition_epoch": 0,
+           "eligible_leader_replicas": [2], "last_known_elr": [2]}
+    log = [_md("TopicRecord", name="a", topic_id=t1), _md("PartitionRecord", 2, partition_id=0, topic_id=t1, **elr),
+           _md("TopicRecord", name="b", topic_id=t2), _md("PartitionRecord", 2, partition_id=0, topic_id=t2, **elr),
+           _md("ClearElrRecord", topic_name="a"),
+           _md("ClearElrRecord", topic_name="")]
+    with kbatch.LogWriter(tmp_path, "__cluster_metadata", 0) as w:
+        w.append(kbatch.encode(log))
+
+    def parts(offset: int) -> list[tuple[str, list[int], list[int], int]]:
+        rows = cluster_metadata(tmp_path, offset=offset)["partitions"].to_pylist()
+        return sorted((r["topic"], r["eligible_leader_replicas"], r["last_known_elr"], r["partition_epoch"])
+                      for r in rows)
+
+    assert parts(4) == [("a", [], [], 1), ("b", [2], [2], 0)]
+    assert parts(5) == [("a", [], [], 1), ("b", [], [], 1)]
+    with kbatch.LogWriter(tmp_path / "bad", "__cluster_metadata", 0) as w:
+        w.append(kbatch.encode([_md("ClearElrRecord", topic_name="nope")]))
+    with pytest.raises(InternalRecordError, match=r"ClearElrRecord for unknown topic 'nope' \(offset 0"):
+        cluster_metadata(tmp_path / "bad")
+
+
 def test_producer_snapshots_round_trip_through_logwriter(tmp_path: Path) -> None:
     with kbatch.LogWriter(tmp_path, "t", 0, segment_bytes=400) as w:
         w.append(kbatch.encode([b"a" * 100, b"b"], producer_id=7, producer_epoch=2, base_sequence=10,
@@ -266,8 +305,23 @@ def test_producer_snapshots_round_trip_through_logwriter(tmp_path: Path) -> None
     assert write_snapshot(read_snapshot(data)) == data
     with pytest.raises(CorruptRecordError, match="crc32c"):
         read_snapshot(data[:-1] + bytes([data[-1] ^ 1]))
-    with pytest.raises(CorruptRecordError, match="do not fill"):
+    with pytest.raises(CorruptRecordError, match="do not fit"):
         read_snapshot(data[:-1])
+
+
+def test_producer_snapshot_with_bytes_after_its_entries_reads_as_kafka_reads_it() -> None:
+    # ProducerStateManager.readSnapshot parses the ProducerSnapshot message (version int16, crc uint32,
+    # int32 count, count entries of 46 bytes) and checks Crc32C over buffer[6:] up to the file's end, so
+    # bytes after the entries are accepted when the CRC covers them.
+    entry = struct.pack(">qhiqiqiq", 7, 2, 14, 41, 4, 1700, 3, 30)
+    assert len(entry) == 46
+    body = struct.pack(">i", 1) + entry + b"later"
+    data = struct.pack(">hI", 1, crc32c.crc32c(body)) + body
+    e = read_snapshot(data)
+    assert e.tolist() == [(7, 2, 14, 41, 4, 1700, 3, 30)]
+    # the CRC still covers them
+    with pytest.raises(CorruptRecordError, match="crc32c"):
+        read_snapshot(data[:-1] + b"X")
 
 
 REAL = sorted(p for p in REAL_LOGS.glob("*/__consumer_offsets-*") if p.is_dir()) if REAL_LOGS.is_dir() else []
