@@ -1,0 +1,289 @@
+"""Where log bytes live: a local path (memory-mapped, as always) or any filesystem ``pyarrow.fs`` reaches.
+
+A target is a plain path, ``file://...`` or a URL (``s3://``, ``gs://``, ``abfs://``,
+``hdfs://``, ...), optionally with ``filesystem=`` (a ``pyarrow.fs.FileSystem``, or an fsspec
+filesystem, wrapped as ``pyarrow.fs.PyFileSystem(FSSpecHandler(fs))``) and
+``storage_options=`` (keyword arguments of the scheme's pyarrow filesystem, e.g.
+``S3FileSystem(endpoint_override=..., region=...)``; without them credentials are found the
+way pyarrow finds them: environment, config files, instance metadata).
+
+Local targets never import pyarrow: :func:`locate` gives ``Location(fs=None, ...)`` and the
+caller memory-maps the file. Remote files are read through :class:`RangeReader`:
+
+- a listing is one call (``FileSelector(recursive=True)`` is one paginated
+  ``ListObjectsV2`` walk on S3, not one call per directory);
+- a read of ``[start, stop)`` is one ``read_at`` of at least :data:`CHUNK` bytes (fewer at the
+  end of the object), kept as the reader's one window until a read outside it replaces it, so
+  framing a chunk and decoding it cost one request, and memory is the range plus a chunk;
+- a short read, a missing object or bucket, a permission error: :class:`kbatch.errors.StorageError`
+  naming the object (``.url``), never a partial buffer presented as complete.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from typing import Any, Final, NamedTuple
+
+from kbatch.errors import StorageError
+
+__all__ = ["CHUNK", "Entry", "Location", "RangeReader", "is_remote", "join", "list_files", "locate", "read_small"]
+
+#: Bytes a remote read fetches at least (one range request); also the reader's window.
+CHUNK: Final = 16 << 20
+
+_PYARROW_SCHEMES: Final = {
+    "s3": "S3FileSystem",
+    "s3a": "S3FileSystem",
+    "gs": "GcsFileSystem",
+    "gcs": "GcsFileSystem",
+    "abfs": "AzureFileSystem",
+    "abfss": "AzureFileSystem",
+    "az": "AzureFileSystem",
+    "hdfs": "HadoopFileSystem",
+}
+
+
+class Location(NamedTuple):
+    """A file or directory: ``fs`` None means local (``path`` an OS path)."""
+
+    fs: Any
+    path: str
+    url: str
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path.rstrip("/")) if self.fs is not None else os.path.basename(self.path)
+
+
+class Entry(NamedTuple):
+    """One listed object: its path in the filesystem, size, and whether it is a directory."""
+
+    path: str
+    size: int
+    is_dir: bool
+
+
+def is_remote(target: Any, filesystem: Any = None) -> bool:
+    """Whether ``target`` names something outside the local filesystem (or a filesystem is given)."""
+    if filesystem is not None:
+        return True
+    if isinstance(target, Location):
+        return target.fs is not None
+    text = os.fspath(target) if isinstance(target, os.PathLike) else target
+    return isinstance(text, str) and "://" in text and not text.startswith("file://")
+
+
+def _wrap(filesystem: Any) -> Any:
+    import pyarrow.fs as pafs
+
+    if isinstance(filesystem, pafs.FileSystem):
+        return filesystem
+    # an fsspec filesystem (duck-typed: fsspec is not a dependency)
+    if hasattr(filesystem, "cat_file") and hasattr(filesystem, "find"):
+        return pafs.PyFileSystem(pafs.FSSpecHandler(filesystem))
+    raise TypeError(f"filesystem must be a pyarrow.fs.FileSystem or an fsspec filesystem, got {type(filesystem)!r}")
+
+
+def _url(fs: Any, path: str) -> str:
+    scheme = getattr(fs, "type_name", "") or ""
+    scheme = {"gcs": "gs", "abfs": "abfs", "py::fsspec+": ""}.get(scheme, scheme)
+    return f"{scheme}://{path}" if scheme and scheme != "local" else path
+
+
+def locate(target: Any, filesystem: Any = None, storage_options: dict[str, Any] | None = None) -> Location:
+    """Resolve a path or URL (and ``filesystem``/``storage_options``) to a :class:`Location`.
+
+    >>> locate("/var/kafka-logs/t-0")
+    Location(fs=None, path='/var/kafka-logs/t-0', url='/var/kafka-logs/t-0')
+    >>> locate("file:///var/kafka-logs").path
+    '/var/kafka-logs'
+    """
+    if isinstance(target, Location):
+        return target
+    text = os.fspath(target)
+    if filesystem is None and not is_remote(text):
+        if text.startswith("file://"):
+            text = text[len("file://"):]
+        if storage_options:
+            raise ValueError("storage_options apply to a remote URL (s3://, gs://, ...), not to a local path")
+        return Location(None, text, text)
+    try:
+        import pyarrow.fs as pafs
+    except ImportError as exc:  # pragma: no cover - pyarrow is there in every test setup
+        raise ImportError(f"reading {text} needs pyarrow (pip install 'kbatch[arrow]')") from exc
+    if filesystem is not None:
+        fs = _wrap(filesystem)
+        path = text.split("://", 1)[1] if "://" in text else text
+        return Location(fs, path.rstrip("/"), text.rstrip("/"))
+    scheme, _, rest = text.partition("://")
+    if storage_options:
+        cls_name = _PYARROW_SCHEMES.get(scheme.lower())
+        if cls_name is None:
+            raise ValueError(f"storage_options given for {scheme}:// that pyarrow.fs has no filesystem for; "
+                             "pass filesystem= instead")
+        try:
+            fs = getattr(pafs, cls_name)(**storage_options)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"storage_options for {scheme}://: {exc}") from exc
+        path = rest
+    else:
+        try:
+            fs, path = pafs.FileSystem.from_uri(text)
+        except (OSError, ValueError) as exc:
+            try:  # a scheme pyarrow does not know: fsspec's, when installed
+                import fsspec
+
+                fs, path = _wrap(fsspec.filesystem(scheme)), rest
+            except (ImportError, ValueError):
+                raise StorageError(f"cannot open {text}: {exc}", url=text) from exc
+    return Location(fs, path.rstrip("/"), text.rstrip("/"))
+
+
+def join(loc: Location, *names: str) -> Location:
+    """``loc`` / ``names`` (with its URL)."""
+    if loc.fs is None:
+        p = os.path.join(loc.path, *names)
+        return Location(None, p, p)
+    return Location(loc.fs, posixpath.join(loc.path, *names), posixpath.join(loc.url, *names))
+
+
+def _error(exc: BaseException, url: str, what: str) -> StorageError:
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, FileNotFoundError):
+        reason = f"{what} {url}: no such object ({detail})"
+    elif isinstance(exc, PermissionError) or "ACCESS_DENIED" in str(exc).upper() or "AccessDenied" in str(exc):
+        reason = f"{what} {url}: permission denied ({detail})"
+    else:
+        reason = f"{what} {url}: {detail}"
+    err = StorageError(reason, url=url)
+    err.__cause__ = exc
+    return err
+
+
+def list_files(loc: Location, recursive: bool = False) -> list[Entry]:
+    """Every file (and directory) under ``loc``: one listing call, recursive or not.
+
+    Raises
+    ------
+    StorageError
+        The directory, bucket or prefix cannot be listed (missing, permission denied).
+    """
+    import pyarrow.fs as pafs
+
+    fs = loc.fs
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(loc.path, recursive=recursive, allow_not_found=False))
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises OSError subclasses and ArrowException
+        raise _error(exc, loc.url, "cannot list") from exc
+    return [Entry(i.path, i.size or 0, i.type == pafs.FileType.Directory) for i in infos]
+
+
+def read_small(loc: Location) -> bytes | None:
+    """The whole of a small file (an index, a checkpoint) in one request, or None when absent."""
+    if loc.fs is None:
+        try:
+            with open(loc.path, "rb") as f:
+                return f.read()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+    try:
+        with loc.fs.open_input_file(loc.path) as f:
+            size = f.size()
+            data = f.read_at(size, 0) if size else b""
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # noqa: BLE001
+        raise _error(exc, loc.url, "cannot read") from exc
+    if len(data) != size:
+        raise StorageError(f"cannot read {loc.url}: short read ({len(data)} of {size} bytes)", url=loc.url)
+    return bytes(data)
+
+
+class RangeReader:
+    """Byte ranges of one remote object, through one window of at least :data:`CHUNK` bytes.
+
+    Attributes
+    ----------
+    size : int
+        The object's size (from the listing, or one metadata request).
+    requests, bytes_read : int
+        Range requests made and bytes they returned (for the bench's requests per GiB).
+    """
+
+    def __init__(self, loc: Location, size: int | None = None, chunk: int = CHUNK) -> None:
+        self.loc = loc
+        self.chunk = chunk
+        self._file: Any = None
+        self._win: memoryview = memoryview(b"")
+        self._win_start = 0
+        self.requests = 0
+        self.bytes_read = 0
+        if size is None:
+            size = self._open().size()
+        self.size = int(size)
+
+    def _open(self) -> Any:
+        if self._file is None:
+            try:
+                self._file = self.loc.fs.open_input_file(self.loc.path)
+            except Exception as exc:  # noqa: BLE001
+                raise _error(exc, self.loc.url, "cannot open") from exc
+        return self._file
+
+    def read(self, start: int, n: int) -> bytes:
+        """Exactly ``min(n, size - start)`` bytes at ``start`` (one request, no window)."""
+        n = max(0, min(n, self.size - start))
+        if n == 0:
+            return b""
+        if self._win_start <= start and start + n <= self._win_start + len(self._win):
+            a = start - self._win_start
+            return bytes(self._win[a : a + n])
+        return bytes(self._fetch(start, n))
+
+    def _fetch(self, start: int, n: int) -> memoryview:
+        f = self._open()
+        try:
+            data = f.read_at(n, start)
+        except Exception as exc:  # noqa: BLE001
+            raise _error(exc, self.loc.url, f"cannot read bytes {start}..{start + n} of") from exc
+        self.requests += 1
+        self.bytes_read += len(data)
+        if len(data) != n:
+            raise StorageError(
+                f"cannot read {self.loc.url}: short read at byte {start} ({len(data)} of {n} bytes; "
+                f"the object changed or was cut since it was listed at {self.size} bytes)",
+                position=start + len(data), url=self.loc.url,
+            )
+        return memoryview(data)
+
+    def view(self, start: int, stop: int) -> tuple[memoryview, int]:
+        """(buffer, its offset in the object) covering ``[start, stop)`` (clipped to the object).
+
+        Served from the window when it covers the range; otherwise one request of
+        ``max(stop - start, chunk)`` bytes from ``start`` replaces the window.
+        """
+        stop = min(stop, self.size)
+        if start >= stop:
+            return memoryview(b""), start
+        ws = self._win_start
+        if ws <= start and stop <= ws + len(self._win):
+            return self._win, ws
+        n = min(self.size - start, max(stop - start, self.chunk))
+        self._win = memoryview(b"")  # let the old window go before the new one arrives
+        self._win = self._fetch(start, n)
+        self._win_start = start
+        return self._win, start
+
+    def drop(self) -> None:
+        """Forget the window (its memory goes once no table points into it)."""
+        self._win = memoryview(b"")
+        self._win_start = 0
+
+    def close(self) -> None:
+        self.drop()
+        if self._file is not None:
+            try:
+                self._file.close()
+            finally:
+                self._file = None
