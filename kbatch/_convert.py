@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Summary", "add_arguments", "convert_arrow", "convert_spark", "run"]
+__all__ = ["Summary", "add_arguments", "convert_arrow", "convert_spark", "run", "spark_config", "task_bytes"]
 
 FORMATS = ("parquet", "orc", "json")
 
@@ -177,6 +177,62 @@ class _Progress(threading.Thread):
                 last = line
 
 
+#: Parquet/ORC files each task keeps open at once when writing partitioned by topic; past it
+#: Spark falls back to sorting the task's remaining rows.
+CONCURRENT_WRITERS = 64
+
+
+def _driver_memory() -> str:
+    """A quarter of this machine's memory, 1 to 8 GiB: in local mode the driver's JVM also runs
+    every task (Spark's default, 1 GiB, leaves little room for 2 x 64 MiB Arrow batches per core
+    and a Parquet writer per topic)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return "1g"
+    return f"{max(1, min(8, total // (4 << 30)))}g"
+
+
+def spark_config(master: str | None, conf: Sequence[str] = ()) -> dict[str, str]:
+    """The configuration ``kbatch convert`` starts Spark with; ``conf`` items (``KEY=VALUE``) win.
+
+    >>> c = spark_config("local[2]", ["spark.sql.maxConcurrentOutputFileWriters=0"])
+    >>> c["spark.master"], c["spark.sql.maxConcurrentOutputFileWriters"]
+    ('local[2]', '0')
+    """
+    master = master or "local[*]"
+    out = {
+        "spark.master": master,
+        "spark.app.name": "kbatch convert",
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        "spark.ui.showConsoleProgress": "false",
+        # partitionBy("topic") sorts each task's rows by topic before writing, as a Python
+        # data source cannot report an ordering; one open writer per topic instead needs no sort
+        "spark.sql.maxConcurrentOutputFileWriters": str(CONCURRENT_WRITERS),
+    }
+    if master.startswith("local"):
+        out["spark.driver.memory"] = _driver_memory()
+    for item in conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--conf needs KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def task_bytes(input_bytes: int, cores: int) -> int:
+    """Bytes of log per Spark task, as Spark's file source sizes its splits: 128 MiB, less to give
+    every core a task, and no less than opening four segments costs.
+
+    >>> task_bytes(10 << 30, 8) >> 20, task_bytes(46 << 20, 2) >> 20, task_bytes(1000, 2) >> 10
+    (128, 23, 128)
+    """
+    from kbatch.spark._plan import DEFAULT_MAX_PARTITION_BYTES, SEGMENT_OPEN_COST
+
+    per_core = input_bytes // max(1, cores)
+    return max(4 * SEGMENT_OPEN_COST, min(DEFAULT_MAX_PARTITION_BYTES, per_core))
+
+
 def _spark_session(args: argparse.Namespace) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from kbatch.spark._plan import env_pythonpath
@@ -187,14 +243,9 @@ def _spark_session(args: argparse.Namespace) -> Any:
         os.environ["PYTHONPATH"] = os.pathsep.join([here, *[p for p in paths if p]])
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName("kbatch convert").master(args.master or "local[*]")
-    builder = builder.config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    builder = builder.config("spark.ui.showConsoleProgress", "false")
-    for item in args.conf:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--conf needs KEY=VALUE, got {item!r}")
-        builder = builder.config(key.strip(), value.strip())
+    builder = SparkSession.builder
+    for key, value in spark_config(args.master, args.conf).items():
+        builder = builder.config(key, value)
     return builder.getOrCreate()
 
 
@@ -216,6 +267,8 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     spark = _spark_session(args)
     _say(args, f"Spark {spark.version} at {spark.sparkContext.master} ({time.perf_counter() - t0:.1f} s to start)")
     kbatch.spark.register(spark)
+    if "minPartitions" not in opts:
+        opts["maxPartitionBytes"] = str(task_bytes(input_bytes, spark.sparkContext.defaultParallelism))
     t0 = time.perf_counter()
     progress = _Progress(spark.sparkContext)
     if not args.quiet:

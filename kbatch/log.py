@@ -783,7 +783,13 @@ class LogDir:
         by the first read that seeks through it).
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        segments: Sequence[str] | None = None,
+        transactions: tuple[Sequence[tuple[int, int, int]], int | None] | None = None,
+    ) -> None:
         self.path = Path(path)
         if not self.path.is_dir():
             raise FileNotFoundError(f"not a directory: {self.path}")
@@ -809,19 +815,26 @@ class LogDir:
                 ]
             except (IndexError, ValueError):
                 self.notes.append("leader-epoch-checkpoint is malformed: ignored")
-        segments = []
-        for entry in sorted(self.path.iterdir()):
+        found: list[Segment] = []
+        if segments is not None:  # a part of the log, named by the caller: the directory is not listed
+            for name in segments:
+                if not _SEGMENT_NAME.match(name):
+                    raise ValueError(f"{name!r} is not a segment name (<20-digit base offset>.log)")
+                found.append(Segment(self.path / name))
+        for entry in sorted(self.path.iterdir()) if segments is None else ():
             if entry.name.endswith(_SKIPPED_SUFFIXES):
                 self.notes.append(f"skipped {entry.name} (left over by deletion, cleaning or compaction)")
             elif _SEGMENT_NAME.match(entry.name):
-                segments.append(Segment(entry))
-        self.segments = sorted(segments, key=lambda s: s.base_offset)
+                found.append(Segment(entry))
+        self.segments = sorted(found, key=lambda s: s.base_offset)
         for seg in self.segments:
             self.notes.extend(f"{seg.path.name}: {n}" for n in seg.notes)
             seg.note_to = self.notes  # and what a seek finds later (index entries that lie)
         for note in self.notes:
             logger.info("%s: %s", self.path, note)
         self._txn: tuple[list[tuple[int, int, int]], int | None] | None = None
+        if transactions is not None:
+            self._txn = (sorted(transactions[0], key=lambda a: a[1]), transactions[1])
 
     def __repr__(self) -> str:
         return f"<LogDir {self.topic}-{self.partition}: {len(self.segments)} segments>"
@@ -1128,12 +1141,26 @@ class LogDir:
         return iter_log_arrow(self, batch_rows=batch_rows, batch_bytes=batch_bytes, **options)
 
 
-def open_log(path: str | os.PathLike[str]) -> LogDir:
+def open_log(
+    path: str | os.PathLike[str],
+    *,
+    segments: Sequence[str] | None = None,
+    transactions: tuple[Sequence[tuple[int, int, int]], int | None] | None = None,
+) -> LogDir:
     """Open a partition directory (``<topic>-<partition>``) copied out of a broker.
 
     Parameters
     ----------
     path : str or Path
+    segments : sequence of str, optional
+        Open only these ``.log`` files of the directory (names such as
+        ``00000000000000001234.log``), without listing it: a reader of one
+        part of a long log (a Spark task) then costs what that part costs.
+        Reads must stay within the offsets these segments hold.
+    transactions : (aborted, last_stable_offset), optional
+        What :meth:`LogDir.transactions` gives for the whole log, known by
+        the caller. Needed with ``segments`` for ``read_committed``: an
+        aborted transaction's marker may lie in a segment not opened.
 
     Returns
     -------
@@ -1148,8 +1175,10 @@ def open_log(path: str | os.PathLike[str]) -> LogDir:
     >>> log = open_log(f"{root}/clicks-3")
     >>> log.topic, log.partition, len(log.read())
     ('clicks', 3, 1)
+    >>> open_log(f"{root}/clicks-3", segments=["00000000000000000000.log"]).segments
+    [<Segment 00000000000000000000.log 69 bytes>]
     """
-    return LogDir(path)
+    return LogDir(path, segments=segments, transactions=transactions)
 
 
 def open_logs(

@@ -84,6 +84,10 @@ def register(spark: Any) -> None:
     """
     from kbatch.spark._source import KafkaLogDataSource
 
+    if _registered_statically(spark):
+        # ``pyspark_kbatch`` registered this very source at session start: registering it
+        # again would only make Spark warn that a statically registered source was replaced.
+        return
     try:
         spark.dataSource.register(KafkaLogDataSource)
     except Exception as exc:
@@ -91,3 +95,12 @@ def register(spark: Any) -> None:
         # ``pyspark_kbatch`` has already registered this very source at session start.
         if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
             raise
+
+
+def _registered_statically(spark: Any) -> bool:
+    """Whether the session already knows ``kafka-log`` (False when it cannot tell, e.g. Spark Connect)."""
+    try:
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+        return bool(manager.dataSourceExists("kafka-log"))
+    except Exception:  # noqa: BLE001 - no JVM (Spark Connect) or an older Spark: register as before
+        return False

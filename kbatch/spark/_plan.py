@@ -7,6 +7,7 @@ batches. The Spark classes in :mod:`kbatch.spark._source` are thin shells around
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import math
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from kbatch._core import set_threads
 from kbatch.arrow import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, to_record_batches
 from kbatch.log import LogDir, open_log, open_logs
@@ -25,11 +28,18 @@ __all__ = [
     "EARLIEST",
     "LATEST",
     "INTERNAL_TOPICS",
+    "DEFAULT_MAX_PARTITION_BYTES",
+    "OPTIONS",
+    "SEGMENT_OPEN_COST",
     "LogSlice",
     "Options",
+    "check_option_names",
     "offsets_json",
+    "open_slice",
     "plan_slices",
+    "plan_tasks",
     "read_slice",
+    "read_task",
     "resolve_range",
     "select_logs",
 ]
@@ -39,6 +49,40 @@ EARLIEST = -2
 LATEST = -1
 #: Topics a pattern subscription leaves out, as Kafka's consumer does (exclude.internal.topics).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"})
+
+#: Every option the source reads (Spark's options are case-insensitive; this is their spelling).
+OPTIONS = (
+    "path",
+    "assign",
+    "subscribe",
+    "subscribePattern",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "maxPartitionBytes",
+    "maxBytesPerPartition",
+    "failOnDataLoss",
+    "isolationLevel",
+    "kafka.isolation.level",
+    "verifyCrc",
+    "includeHeaders",
+    "extraColumns",
+    "maxRecordsPerBatch",
+    "maxBytesPerBatch",
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+)
+#: Default task size (Spark's ``spark.sql.files.maxPartitionBytes``).
+DEFAULT_MAX_PARTITION_BYTES = 128 << 20
+#: Default ``maxTriggerDelay`` (Spark's Kafka source: 15 minutes).
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
@@ -67,6 +111,67 @@ def _int(opts: Mapping[str, str], name: str, default: int | None, minimum: int |
     if minimum is not None and value < minimum:
         raise ValueError(f"option {name} must be >= {minimum}, got {value}")
     return value
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_TIME = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_TIME_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _bytes(opts: Mapping[str, str], name: str) -> int | None:
+    """A size: bytes, or with Spark's suffixes (``128m``, ``1g``, ``64mb``, ``512KiB``)."""
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    m = _SIZE.match(str(raw))
+    if not m:
+        raise ValueError(f"option {name} must be a size in bytes such as 134217728 or 128m, got {raw!r}")
+    value = int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}[m.group(2).lower()]
+    if value < 1:
+        raise ValueError(f"option {name} must be >= 1 byte, got {raw!r}")
+    return value
+
+
+def _millis(opts: Mapping[str, str], name: str, default: int) -> int:
+    """A duration as Spark's ``timeStringAsMs`` reads it: ``15m``, ``30s``, ``500ms``; milliseconds bare."""
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    m = _TIME.match(str(raw))
+    if not m:
+        raise ValueError(f"option {name} must be a duration such as 30s, 15m or 500 (ms), got {raw!r}")
+    return int(int(m.group(1)) * _TIME_MS[(m.group(2) or "ms").lower()])
+
+
+def check_option_names(options: Mapping[str, Any]) -> None:
+    """Refuse option names the source does not read (a typo would otherwise be silently ignored).
+
+    Names are compared case-insensitively, as Spark does.
+
+    Raises
+    ------
+    ValueError
+        Naming each unknown option, the closest valid one, and the list of valid options.
+    """
+    import difflib
+
+    known = {o.lower(): o for o in OPTIONS}
+    unknown = sorted(str(k) for k in options if str(k).lower() not in known)
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name.lower(), list(known), n=1, cutoff=0.75)
+        if close:
+            hints.append(f"{name} (did you mean {known[close[0]]}?)")
+        elif name.lower().startswith("kafka."):
+            hints.append(f"{name} (a Kafka client setting: there is no broker; only kafka.isolation.level is read)")
+        else:
+            hints.append(name)
+    raise ValueError(
+        f"kafka-log: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
+        f"valid options: {', '.join(OPTIONS)}"
+    )
 
 
 def _json(opts: Mapping[str, str], name: str) -> Any:
@@ -130,7 +235,7 @@ class Options:
     timestamp_strategy: str = "error"
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
-    max_bytes_per_partition: int = 128 << 20
+    max_bytes_per_partition: int = DEFAULT_MAX_PARTITION_BYTES
     fail_on_data_loss: bool = True
     isolation_level: str = "read_uncommitted"
     verify_crc: bool = True
@@ -139,12 +244,21 @@ class Options:
     batch_rows: int = DEFAULT_BATCH_ROWS
     batch_bytes: int = DEFAULT_BATCH_BYTES
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     streaming: bool = False
     raw: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> Options:
-        """Parse Spark's option map (keys case-insensitive, values strings)."""
+        """Parse Spark's option map (keys case-insensitive, values strings).
+
+        Raises
+        ------
+        ValueError
+            An unknown option name (:func:`check_option_names`) or a bad value.
+        """
+        check_option_names(options)
         opts = {str(k).lower(): str(v) for k, v in options.items()}
         path = opts.get("path")
         if not path:
@@ -191,6 +305,15 @@ class Options:
             raise ValueError(f"startingOffsetsByTimestampStrategy must be error or latest, got {strategy!r}")
         min_parts = _int(opts, "minPartitions", None, 1)
         max_records = _int(opts, "maxRecordsPerPartition", None, 1)
+        if "maxpartitionbytes" in opts and "maxbytesperpartition" in opts:
+            raise ValueError("give maxPartitionBytes or its older name maxBytesPerPartition, not both")
+        split_bytes = _bytes(opts, "maxPartitionBytes") or _bytes(opts, "maxBytesPerPartition")
+        max_offsets = _int(opts, "maxOffsetsPerTrigger", None, 1)
+        min_offsets = _int(opts, "minOffsetsPerTrigger", None, 1)
+        if max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
+            raise ValueError(
+                f"minOffsetsPerTrigger ({min_offsets}) is higher than maxOffsetsPerTrigger ({max_offsets})"
+            )
         return cls(
             path=path,
             assign=assign,
@@ -205,7 +328,7 @@ class Options:
             timestamp_strategy=strategy,
             min_partitions=min_parts,
             max_records_per_partition=max_records,
-            max_bytes_per_partition=_int(opts, "maxBytesPerPartition", 128 << 20, 1) or (128 << 20),
+            max_bytes_per_partition=split_bytes or DEFAULT_MAX_PARTITION_BYTES,
             fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
             isolation_level=isolation,
             verify_crc=_bool(opts, "verifyCrc", True),
@@ -213,7 +336,9 @@ class Options:
             extra_columns=_bool(opts, "extraColumns", False),
             batch_rows=_int(opts, "maxRecordsPerBatch", DEFAULT_BATCH_ROWS, 1) or DEFAULT_BATCH_ROWS,
             batch_bytes=_int(opts, "maxBytesPerBatch", DEFAULT_BATCH_BYTES, 1) or DEFAULT_BATCH_BYTES,
-            max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", None, 1),
+            max_offsets_per_trigger=max_offsets,
+            min_offsets_per_trigger=min_offsets,
+            max_trigger_delay_ms=_millis(opts, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
             streaming=streaming,
             raw=opts,
         )
@@ -363,87 +488,221 @@ def offsets_json(offsets: Mapping[tuple[str, int], int]) -> dict[str, dict[str, 
 
 # ---------------------------------------------------------------------------------------------
 # Splitting into tasks
+#
+# A task reads one or more slices; a slice is offsets [start, end) of one partition and names
+# the segment files that hold them, so that the task opens those and nothing else (never the
+# partition directory as a whole). Cut like Spark's file source (spark.sql.files.*):
+#
+#   target   = min(maxPartitionBytes, total bytes / minPartitions)    bytes of log per task
+#   cost     = bytes read + SEGMENT_OPEN_COST per segment opened
+#   slices   consecutive segments of a partition, packed while their cost stays <= target;
+#            a segment larger than target cut at batch boundaries (header-only scan) into
+#            pieces of about target bytes; a slice spanning more than
+#            maxRecordsPerPartition offsets cut into equal offset ranges
+#   tasks    slices packed across partitions, largest first, while a task's cost stays
+#            <= target (and its offsets <= maxRecordsPerPartition)
+#
+# Invariant: the slices of a partition are disjoint, cover its [start, end) exactly, and each
+# names every non-empty segment overlapping its range; a slice read yields exactly the records
+# LogDir.read(start, end) yields over the whole directory (read_committed: the partition's
+# aborted transactions overlapping the range and its last stable offset travel in the slice,
+# as a transaction's ABORT marker can lie in a segment the slice does not open).
+
+#: What opening one segment counts for, in bytes of log, when slices and tasks are packed
+#: (Spark's ``spark.sql.files.openCostInBytes`` is 4 MiB per file; opening a segment and its
+#: indexes takes ~0.3 ms here, about what a Spark task takes to read and convert 32 KiB).
+SEGMENT_OPEN_COST = 32 << 10
+
+Aborted = tuple[int, int, int]  # (producer id, first offset, last offset: the ABORT marker)
 
 
 @dataclass(frozen=True)
 class LogSlice:
-    """One Spark task: offsets ``[start, end)`` of one partition directory."""
+    """Offsets ``[start, end)`` of one partition directory, and the segments that hold them.
+
+    ``segments``: the ``.log`` file names in ``path`` to open (empty: list the directory).
+    ``aborted`` / ``last_stable``: the partition's aborted transactions overlapping the
+    range and its last stable offset (read_committed), as :meth:`LogDir.transactions` gives
+    them for the whole directory. ``size``: bytes of log (estimated).
+    """
 
     path: str
     topic: str
     partition: int
     start: int
     end: int
-    size: int = 0  # estimated bytes of log
+    size: int = 0
+    segments: tuple[str, ...] = ()
+    aborted: tuple[Aborted, ...] = ()
+    last_stable: int | None = None
 
     def __repr__(self) -> str:
-        return f"LogSlice({self.topic}-{self.partition} [{self.start}, {self.end}) ~{self.size} B)"
+        return (
+            f"LogSlice({self.topic}-{self.partition} [{self.start}, {self.end}) ~{self.size} B, "
+            f"{len(self.segments)} segments)"
+        )
+
+    @property
+    def cost(self) -> int:
+        """``size`` plus :data:`SEGMENT_OPEN_COST` per segment opened: what packing counts."""
+        return self.size + SEGMENT_OPEN_COST * max(len(self.segments), 1)
 
 
-def _segment_cuts(log: LogDir, start: int, end: int, target: int) -> list[tuple[int, int, int]]:
-    """``(start, end, bytes)`` pieces of ``[start, end)``: per segment, large ones cut at batches."""
-    pieces: list[tuple[int, int, int]] = []
+def split_bytes(total: int, opts: Options) -> int:
+    """The target bytes of log per task: ``maxPartitionBytes``, or less to give ``minPartitions`` tasks."""
+    target = opts.max_bytes_per_partition
+    if opts.min_partitions:
+        target = max(1, min(target, total // opts.min_partitions))
+    return target
+
+
+def _segment_cuts(log: LogDir, start: int, end: int, target: int) -> list[tuple[int, int, int, tuple[str, ...]]]:
+    """``(start, end, bytes, segment names)`` pieces covering ``[start, end)`` of one partition.
+
+    Consecutive segments are packed while their cost (bytes + :data:`SEGMENT_OPEN_COST`
+    each) stays within ``target``; a segment larger than ``target`` is cut at batch
+    boundaries found by a header-only scan. Empty segments and those outside the range are
+    left out (they hold no record of it).
+    """
+    pieces: list[tuple[int, int, int, tuple[str, ...]]] = []
+    run: list[str] = []
+    run_lo = run_hi = run_cost = 0
+
+    def flush() -> None:
+        nonlocal run, run_cost
+        if run:
+            pieces.append((run_lo, run_hi, run_cost - SEGMENT_OPEN_COST * len(run), tuple(run)))
+            run, run_cost = [], 0
+
     segs = log.segments
     for i, seg in enumerate(segs):
+        if end <= seg.base_offset:
+            break
         seg_end = segs[i + 1].base_offset if i + 1 < len(segs) else end
         lo, hi = max(start, seg.base_offset), min(end, seg_end)
         if seg.size == 0 or lo >= hi:
             continue
-        if seg.size <= target:
-            pieces.append((lo, hi, seg.size))
+        name = seg.path.name
+        if seg.size > target:
+            flush()
+            pieces.extend(_cut_segment(seg, lo, hi, target))
             continue
-        b = seg.scan("skip")  # headers only: no record parsing, no decompression
-        if len(b) == 0:
-            continue
-        positions = b["position"].astype("int64")
-        last = (b["base_offset"] + b["last_offset_delta"]).astype("int64")
-        cut_lo = lo
-        cut_pos = int(positions[0])
-        for k in range(1, len(b)):
-            pos = int(positions[k])
-            first = int(b["base_offset"][k])
-            if pos - cut_pos >= target and lo < first < hi and int(last[k - 1]) >= cut_lo:
-                pieces.append((cut_lo, first, pos - cut_pos))
-                cut_lo, cut_pos = first, pos
-        valid = seg.valid_bytes if seg.valid_bytes is not None else seg.size
-        pieces.append((cut_lo, hi, max(valid - cut_pos, 1)))
+        cost = seg.size + SEGMENT_OPEN_COST
+        if run and run_cost + cost > target:
+            flush()
+        if not run:
+            run_lo = lo
+        run.append(name)
+        run_hi, run_cost = hi, run_cost + cost
+    flush()
     return pieces
+
+
+def _cut_segment(seg: Any, lo: int, hi: int, target: int) -> list[tuple[int, int, int, tuple[str, ...]]]:
+    """One segment's ``[lo, hi)`` cut at batch boundaries into pieces of about ``target`` bytes."""
+    names: tuple[str, ...] = (seg.path.name,)
+    b = seg.scan("skip")  # headers only: no record parsing, no decompression
+    if len(b) == 0:
+        return [(lo, hi, seg.size, names)]
+    positions = b["position"].astype("int64")
+    first = b["base_offset"].astype("int64")
+    last = (b["base_offset"] + b["last_offset_delta"]).astype("int64")
+    out: list[tuple[int, int, int, tuple[str, ...]]] = []
+    cut_lo = lo
+    cut_pos = int(positions[0])
+    # candidate cuts: batches starting inside (lo, hi), in order; a cut at batch k ends the
+    # piece before it and starts the next at its base offset
+    for k in np.flatnonzero((first > lo) & (first < hi)).tolist():
+        pos = int(positions[k])
+        if pos - cut_pos >= target and k and int(last[k - 1]) >= cut_lo and int(first[k]) > cut_lo:
+            out.append((cut_lo, int(first[k]), pos - cut_pos, names))
+            cut_lo, cut_pos = int(first[k]), pos
+    valid = seg.valid_bytes if seg.valid_bytes is not None else seg.size
+    out.append((cut_lo, hi, max(valid - cut_pos, 1), names))
+    return out
+
+
+def _segments_for(names: tuple[str, ...], lo: int, hi: int) -> tuple[str, ...]:
+    """The names of ``names`` (in offset order) whose offsets can overlap ``[lo, hi)``."""
+    bases = [int(n[:20]) for n in names]
+    keep = [
+        n for i, n in enumerate(names)
+        if bases[i] < hi and (i + 1 == len(names) or bases[i + 1] > lo)
+    ]
+    return tuple(keep)
+
+
+def _aborted_within(aborted: Sequence[Aborted], lo: int, hi: int) -> tuple[Aborted, ...]:
+    """The aborted transactions (sorted by first offset) that overlap offsets ``[lo, hi)``."""
+    if not aborted:
+        return ()
+    stop = bisect.bisect_left(aborted, hi, key=lambda a: a[1])
+    return tuple(a for a in aborted[:stop] if a[2] >= lo)
 
 
 def plan_slices(
     logs: Sequence[LogDir], ranges: Mapping[tuple[str, int], tuple[int, int]], opts: Options
 ) -> list[LogSlice]:
-    """Split the chosen offset ranges into tasks.
+    """Cut the chosen offset ranges into slices (see the comment above for the rules).
 
-    One task per segment; a segment larger than ``maxBytesPerPartition`` (128 MiB), or
-    than the total divided by ``minPartitions``, is cut at batch boundaries found by a
-    header-only scan; then a task spanning more than ``maxRecordsPerPartition`` offsets is
-    cut into equal offset ranges (Spark's Kafka source counts offsets too). Tasks are
-    ordered largest first so that the biggest start early.
+    A planner's cost is constant per segment: each segment's size is read once, and only
+    segments larger than the target are scanned (headers only). Slices come largest first.
     """
     total = 0
     for log in logs:
         a, b = ranges[(log.topic, log.partition)]
         if b > a:
             total += sum(s.size for s in log.segments)
-    target = opts.max_bytes_per_partition
-    if opts.min_partitions:
-        target = max(1, min(target, total // opts.min_partitions))
+    target = split_bytes(total, opts)
     out: list[LogSlice] = []
     for log in logs:
         a, b = ranges[(log.topic, log.partition)]
         if b <= a:
             continue
-        for lo, hi, size in _segment_cuts(log, a, b, target):
+        aborted: list[Aborted] = []
+        lso: int | None = None
+        if opts.isolation_level == "read_committed":
+            aborted, lso = log.transactions()
+        where = (str(log.path), log.topic, log.partition)
+        for lo, hi, size, names in _segment_cuts(log, a, b, target):
             limit = opts.max_records_per_partition
             if limit and hi - lo > limit:
                 k = math.ceil((hi - lo) / limit)
                 cuts = [lo + (hi - lo) * j // k for j in range(k + 1)]
                 for x, y in itertools.pairwise(cuts):
-                    out.append(LogSlice(str(log.path), log.topic, log.partition, x, y, size // k))
+                    out.append(
+                        LogSlice(*where, x, y, max(size // k, 1), _segments_for(names, x, y),
+                                 _aborted_within(aborted, x, y), lso)
+                    )
             else:
-                out.append(LogSlice(str(log.path), log.topic, log.partition, lo, hi, size))
+                out.append(LogSlice(*where, lo, hi, size, names, _aborted_within(aborted, lo, hi), lso))
     out.sort(key=lambda s: -s.size)
+    return out
+
+
+def plan_tasks(slices: Sequence[LogSlice], opts: Options) -> list[tuple[LogSlice, ...]]:
+    """Pack slices into Spark tasks: largest first, a task closed when the next slice would take
+    it past the target bytes (or past ``maxRecordsPerPartition`` offsets), as Spark packs files.
+
+    Within a task the slices are in topic, partition, offset order. Tasks come largest first.
+    """
+    target = split_bytes(sum(s.size for s in slices), opts)
+    limit = opts.max_records_per_partition
+    tasks: list[list[LogSlice]] = []
+    current: list[LogSlice] = []
+    size = offsets = 0
+    for piece in sorted(slices, key=lambda s: -s.cost):
+        n = piece.end - piece.start
+        if current and (size + piece.cost > target or (limit is not None and offsets + n > limit)):
+            tasks.append(current)
+            current, size, offsets = [], 0, 0
+        current.append(piece)
+        size += piece.cost
+        offsets += n
+    if current:
+        tasks.append(current)
+    out = [tuple(sorted(t, key=lambda s: (s.topic, s.partition, s.start))) for t in tasks]
+    out.sort(key=lambda t: -sum(s.cost for s in t))
     return out
 
 
@@ -451,17 +710,25 @@ def plan_slices(
 # Reading one task
 
 
+def open_slice(piece: LogSlice, opts: Options) -> LogDir:
+    """The partition directory of ``piece`` with only its segments opened (nothing listed)."""
+    if not piece.segments:
+        return open_log(piece.path)
+    transactions = (list(piece.aborted), piece.last_stable) if opts.isolation_level == "read_committed" else None
+    return open_log(piece.path, segments=piece.segments, transactions=transactions)
+
+
 def read_slice(piece: LogSlice, opts: Options) -> Iterator[Any]:
     """Yield the records of ``piece`` as ``pyarrow.RecordBatch`` es in the Kafka schema.
 
-    Streams with bounded memory (LogDir.iter_tables chunks; one capped Arrow batch
-    converted at a time). With ``failOnDataLoss=false`` corrupt batches are skipped
-    (and logged) instead of failing the task.
+    Opens only the segments the slice names. Streams with bounded memory (LogDir.iter_tables
+    chunks; one capped Arrow batch converted at a time). With ``failOnDataLoss=false``
+    corrupt batches are skipped (and logged) instead of failing the task.
     """
     # Spark runs a task on each core it was given: a parse thread of kbatch's own would
     # only compete with the task next to it.
     set_threads(1)
-    log = open_log(piece.path)
+    log = open_slice(piece, opts)
     try:
         tables = log.iter_tables(
             start_offset=piece.start,
@@ -484,6 +751,12 @@ def read_slice(piece: LogSlice, opts: Options) -> Iterator[Any]:
             del table
     finally:
         log.close()
+
+
+def read_task(pieces: Sequence[LogSlice], opts: Options) -> Iterator[Any]:
+    """Yield the records of every slice of one task, one slice after the other."""
+    for piece in pieces:
+        yield from read_slice(piece, opts)
 
 
 def env_pythonpath() -> str:

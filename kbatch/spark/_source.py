@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -11,36 +13,43 @@ from pyspark.sql.types import StructType
 from kbatch.spark._plan import (
     LogSlice,
     Options,
+    check_option_names,
     latest_offset,
     offsets_json,
     plan_slices,
-    read_slice,
+    plan_tasks,
+    read_task,
     resolve_range,
     select_logs,
 )
 from kbatch.spark._schema import kafka_struct
 
 try:  # Spark >= 4.2: Trigger.AvailableNow and read limits for Python sources
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxRows,
+        ReadMinRows,
+        SupportsTriggerAvailableNow,
+    )
 except ImportError:  # Spark 4.0/4.1: Spark wraps the source itself for availableNow
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Stand-in: this Spark has no such interface."""
 
-    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
+    ReadAllAvailable = ReadMaxRows = ReadMinRows = None  # type: ignore[assignment,misc]
 
 __all__ = ["KafkaLogDataSource", "LogPartition"]
 
 
 class LogPartition(InputPartition):
-    """A Spark input partition wrapping a :class:`~kbatch.spark._plan.LogSlice`."""
+    """A Spark input partition: the :class:`~kbatch.spark._plan.LogSlice` s one task reads."""
 
-    def __init__(self, piece: LogSlice) -> None:
-        super().__init__(piece)
-        self.piece = piece
+    def __init__(self, pieces: Sequence[LogSlice]) -> None:
+        super().__init__(tuple(pieces))
+        self.pieces = tuple(pieces)
 
     def __repr__(self) -> str:
-        return f"LogPartition({self.piece!r})"
+        return f"LogPartition({list(self.pieces)!r})"
 
 
 class KafkaLogDataSource(DataSource):
@@ -54,6 +63,7 @@ class KafkaLogDataSource(DataSource):
         return "kafka-log"
 
     def schema(self) -> StructType:
+        check_option_names(self.options)
         opts = {str(k).lower(): str(v).lower() for k, v in self.options.items()}
         return kafka_struct(
             include_headers=opts.get("includeheaders", "false") in ("true", "1", "yes"),
@@ -77,7 +87,7 @@ def _check_schema(opts: Options, schema: StructType) -> None:
 
 
 class KafkaLogReader(DataSourceReader):
-    """Batch reader: one partition per segment, large segments split at batch boundaries."""
+    """Batch reader: tasks of about ``maxPartitionBytes`` of log (:func:`~kbatch.spark._plan.plan_tasks`)."""
 
     def __init__(self, opts: Options, schema: StructType) -> None:
         _check_schema(opts, schema)
@@ -87,17 +97,14 @@ class KafkaLogReader(DataSourceReader):
         logs = select_logs(self.opts)
         try:
             ranges = {(log.topic, log.partition): resolve_range(log, self.opts) for log in logs}
-            pieces = plan_slices(logs, ranges, self.opts)
+            tasks = plan_tasks(plan_slices(logs, ranges, self.opts), self.opts)
         finally:
             for log in logs:
                 log.close()
-        return [LogPartition(p) for p in pieces] or [LogPartition(LogSlice("", "", -1, 0, 0))]
+        return [LogPartition(t) for t in tasks] or [LogPartition(())]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        piece: LogSlice = partition.piece  # type: ignore[attr-defined]
-        if not piece.path:
-            return iter(())
-        return read_slice(piece, self.opts)
+        return read_task(partition.pieces, self.opts)  # type: ignore[attr-defined]
 
 
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -113,10 +120,13 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         _check_schema(opts, schema)
         self.opts = opts
         self._target: dict[str, dict[str, int]] | None = None
+        self._earliest: dict[str, dict[str, int]] = {}
+        self._last_trigger_ms = 0.0  # as Spark's lastTriggerMillis: the first trigger is never delayed
 
     def _latest(self) -> dict[str, dict[str, int]]:
         logs = select_logs(self.opts)
         try:
+            self._earliest = offsets_json({(d.topic, d.partition): d.log_start_offset for d in logs})
             return offsets_json({(d.topic, d.partition): latest_offset(d, self.opts.isolation_level) for d in logs})
         finally:
             for d in logs:
@@ -134,7 +144,15 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for d in logs:
                 d.close()
 
-    def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, dict[str, int]]:
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
+        """The end of the next micro-batch, Spark's Kafka source's rules.
+
+        ``ReadAllAvailable`` (``trigger(availableNow=True)`` on Spark 4.2+): everything.
+        Otherwise ``minOffsetsPerTrigger``: no new batch (``start`` returned) while fewer
+        offsets than that are waiting, unless ``maxTriggerDelay`` passed since the last batch;
+        then ``maxOffsetsPerTrigger``: the offsets spread over partitions in proportion to their
+        backlog (a partition with a backlog gets at least one).
+        """
         latest = self._latest()
         if self._target is not None:  # availableNow: never past the end seen at the start
             latest = {
@@ -147,17 +165,43 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if t in self._target
             }
             latest = {t: ps for t, ps in latest.items() if ps}
-        max_rows = getattr(limit, "max_rows", None) if limit is not None else self.opts.max_offsets_per_trigger
-        if ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable):
-            max_rows = None
-        if max_rows and start:
-            latest = _rate_limit(start, latest, int(max_rows))
+        if not start or (ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable)):
+            return latest
+        if limit is None:  # Spark 4.0/4.1 pass no limit: the options are the limit
+            max_rows, min_rows = self.opts.max_offsets_per_trigger, self.opts.min_offsets_per_trigger
+        else:
+            max_rows = getattr(limit, "max_rows", None)
+            min_rows = getattr(limit, "min_rows", None) or self.opts.min_offsets_per_trigger
+        # availableNow must end: it never waits for more records
+        if min_rows and self._target is None and self._delay(start, latest, int(min_rows)):
+            return start
+        if max_rows:
+            latest = _rate_limit(start, latest, int(max_rows), self._earliest)
         return latest
 
+    def _delay(self, start: dict[str, Any], latest: dict[str, dict[str, int]], min_rows: int) -> bool:
+        """Whether to skip this trigger: fewer than ``min_rows`` new offsets and ``maxTriggerDelay``
+        not yet passed since the last batch (Spark's ``delayBatch``)."""
+        now = time.time() * 1000.0
+        if now - self._last_trigger_ms >= self.opts.max_trigger_delay_ms:
+            self._last_trigger_ms = now
+            return False
+        waiting = sum(
+            hi - int(start.get(t, {}).get(p, 0)) for t, parts in latest.items() for p, hi in parts.items()
+        )
+        if waiting < min_rows:
+            return True
+        self._last_trigger_ms = now
+        return False
+
     def getDefaultReadLimit(self) -> Any:
-        if self.opts.max_offsets_per_trigger and ReadMaxRows is not None:
+        if ReadAllAvailable is None:
+            return None
+        if self.opts.max_offsets_per_trigger:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
-        return ReadAllAvailable() if ReadAllAvailable is not None else None
+        if self.opts.min_offsets_per_trigger and ReadMinRows is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
+        return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._latest()
@@ -180,14 +224,14 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     lo = d.log_start_offset
                 ranges[(d.topic, d.partition)] = (lo, max(lo, hi))
             chosen = [d for d in logs if (d.topic, d.partition) in ranges]
-            pieces = plan_slices(chosen, ranges, self.opts)
+            tasks = plan_tasks(plan_slices(chosen, ranges, self.opts), self.opts)
         finally:
             for d in logs:
                 d.close()
-        return [LogPartition(p) for p in pieces]
+        return [LogPartition(t) for t in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return read_slice(partition.piece, self.opts)  # type: ignore[attr-defined]
+        return read_task(partition.pieces, self.opts)  # type: ignore[attr-defined]
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the log is read, never consumed."""
@@ -200,16 +244,35 @@ def _batchish(opts: Options) -> Options:
     return replace(opts, ending=-1, ending_timestamp=None, ending_by_timestamp=None)
 
 
-def _rate_limit(start: dict[str, Any], latest: dict[str, dict[str, int]], max_rows: int) -> dict[str, dict[str, int]]:
-    lags = {}
+def _rate_limit(
+    start: dict[str, Any], latest: dict[str, dict[str, int]], max_rows: int, earliest: dict[str, dict[str, int]]
+) -> dict[str, dict[str, int]]:
+    """At most about ``max_rows`` offsets past ``start``, prorated by backlog (Spark's ``rateLimit``).
+
+    A partition new since ``start`` begins at its earliest offset. A share below one offset
+    is rounded up (no partition starves), others down; no end passes ``latest``.
+    """
+    begins: dict[tuple[str, str], int] = {}
+    sizes: dict[tuple[str, str], int] = {}
     for t, parts in latest.items():
         for p, hi in parts.items():
-            lo = int(start.get(t, {}).get(p, hi))
-            lags[(t, p)] = (lo, max(0, hi - lo))
-    total = sum(lag for _, lag in lags.values())
-    if total <= max_rows:
+            lo = start.get(t, {}).get(p, earliest.get(t, {}).get(p))
+            if lo is None:
+                continue
+            begins[(t, p)] = int(lo)
+            if hi - int(lo) > 0:
+                sizes[(t, p)] = hi - int(lo)
+    total = sum(sizes.values())
+    if total < 1:
         return latest
     out: dict[str, dict[str, int]] = {}
-    for (t, p), (lo, lag) in lags.items():
-        out.setdefault(t, {})[p] = lo + (lag * max_rows) // total
+    for t, parts in latest.items():
+        for p, hi in parts.items():
+            size = sizes.get((t, p))
+            if size is None:
+                out.setdefault(t, {})[p] = hi
+                continue
+            share = max_rows * (size / total)
+            step = math.ceil(share) if share < 1 else math.floor(share)
+            out.setdefault(t, {})[p] = min(hi, begins[(t, p)] + step)
     return out

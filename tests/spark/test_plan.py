@@ -6,6 +6,7 @@ this file check the same paths through real SparkSessions.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -240,3 +241,172 @@ def test_decode_arrow_batch_fast_and_row_by_row_paths():
     # garbage that is not a batch raises, with decode's error
     with pytest.raises(kbatch.CorruptRecordError):
         decode_arrow_batch(pa.RecordBatch.from_pydict({"value": pa.array([b"\x00" * 70], pa.binary())}))
+
+
+# ---------------------------------------------------------------------------------------------
+# Packing and splitting: a task opens only its segments and yields exactly its range
+
+
+def _tasks(opts):
+    logs = plan.select_logs(opts)
+    ranges = {(d.topic, d.partition): plan.resolve_range(d, opts) for d in logs}
+    slices = plan.plan_slices(logs, ranges, opts)
+    return slices, plan.plan_tasks(slices, opts)
+
+
+def _check_cover(slices, ranges):
+    """Slices of each partition are disjoint and cover its range exactly, in segment order."""
+    by_part = {}
+    for s in slices:
+        by_part.setdefault((s.topic, s.partition), []).append((s.start, s.end))
+    for key, (a, b) in ranges.items():
+        got = sorted(by_part.get(key, []))
+        if b <= a:
+            assert not got
+            continue
+        assert got[0][0] == a and got[-1][1] == b, key
+        assert all(x[1] == y[0] for x, y in itertools.pairwise(got)), key
+
+
+def _read_tasks(tasks, opts) -> pa.Table:
+    schema = kbatch.arrow.kafka_schema(include_headers=opts.include_headers, extra_columns=opts.extra_columns)
+    return pa.Table.from_batches([b for t in tasks for b in plan.read_task(t, opts)], schema=schema)
+
+
+def _many_segments(root, partitions=2, batches=300, segment_bytes=400):
+    for p in range(partitions):
+        with LogWriter(root, "tiny", p, segment_bytes=segment_bytes) as w:
+            for i in range(batches):
+                w.append(kbatch.encode([b"p%d-%d" % (p, i)] * 2, base_offset=2 * i))
+    return root
+
+
+def test_many_tiny_segments_are_packed(tmp_path):
+    root = _many_segments(tmp_path)
+    n_segments = sum(len(list((root / f"tiny-{p}").glob("*.log"))) for p in range(2))
+    assert n_segments >= 100
+    opts = _opts(root)
+    slices, tasks = _tasks(opts)
+    assert len(slices) == 2 and len(tasks) == 1  # one slice per partition, both in one task
+    assert sum(len(s.segments) for s in slices) == n_segments
+    assert _got(_read_tasks(tasks, opts)) == _expected(root)
+    # a target of ~10 segments' cost: several tasks, each a run of consecutive segments
+    target = 10 * (plan.SEGMENT_OPEN_COST + 400)
+    opts = _opts(root, maxPartitionBytes=target)
+    slices, tasks = _tasks(opts)
+    _check_cover(slices, {("tiny", 0): (0, 600), ("tiny", 1): (0, 600)})
+    assert all(len(s.segments) <= 10 for s in slices) and len(tasks) >= n_segments // 10
+    assert all(sum(s.cost for s in t) <= target for t in tasks)
+    assert _got(_read_tasks(tasks, opts)) == _expected(root)
+
+
+def test_task_opens_only_its_segments(tmp_path, monkeypatch):
+    root = _many_segments(tmp_path, partitions=1)
+    opts = _opts(root, maxPartitionBytes=5 * (plan.SEGMENT_OPEN_COST + 400))
+    slices, _ = _tasks(opts)
+    opened = []
+    real = kbatch.log.Segment.__init__
+
+    def spy(self, path):
+        opened.append(Path(path).name)
+        real(self, path)
+
+    def no_listing(self):
+        raise AssertionError(f"a task listed {self}")
+
+    monkeypatch.setattr(kbatch.log.Segment, "__init__", spy)
+    monkeypatch.setattr(Path, "iterdir", no_listing)
+    piece = slices[len(slices) // 2]
+    got = list(plan.read_slice(piece, opts))
+    assert sorted(opened) == sorted(piece.segments) and 0 < len(opened) <= 5
+    monkeypatch.undo()
+    offsets = [o for b in got for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(piece.start, piece.end))
+
+
+def test_one_huge_segment_is_split_at_batches(tmp_path):
+    with LogWriter(tmp_path, "big", 0) as w:
+        for i in range(2000):
+            w.append(kbatch.encode([b"x" * 300] * 4, base_offset=4 * i))
+    size = (tmp_path / "big-0" / "00000000000000000000.log").stat().st_size
+    opts = _opts(tmp_path, maxPartitionBytes="64k")
+    slices, tasks = _tasks(opts)
+    assert len(slices) >= size // (64 << 10) and len(tasks) == len(slices)
+    assert all(s.segments == ("00000000000000000000.log",) for s in slices)
+    assert all(s.start % 4 == 0 for s in slices)
+    _check_cover(slices, {("big", 0): (0, 8000)})
+    assert all(s.size <= (64 << 10) + 2000 for s in slices)
+    assert _got(_read_tasks(tasks, opts)) == _expected(tmp_path)
+    # a range starting and ending inside the segment
+    opts = _opts(tmp_path, maxPartitionBytes="64k", startingOffsets='{"big": {"0": 1001}}',
+                 endingOffsets='{"big": {"0": 6999}}')
+    slices, tasks = _tasks(opts)
+    _check_cover(slices, {("big", 0): (1001, 6999)})
+    t = _read_tasks(tasks, opts)
+    assert sorted(t.column("offset").to_pylist()) == list(range(1001, 6999))
+
+
+def test_mixed_sizes_and_record_limit(tmp_path):
+    with LogWriter(tmp_path, "mixed", 0, segment_bytes=64 << 10) as w:
+        offset = 0
+        for i in range(400):  # small batches, then large ones: small and big segments
+            n = 3 if i < 300 else 40
+            w.append(kbatch.encode([b"y" * 200] * n, base_offset=offset))
+            offset += n
+        w.roll()
+        w.append(kbatch.encode([b"z" * 200] * 2000, base_offset=offset, max_batch_records=50))
+    _many_segments(tmp_path, partitions=1)
+    ranges = None
+    for kw in ({}, {"maxPartitionBytes": "100k"}, {"minPartitions": 7}, {"maxRecordsPerPartition": 500},
+               {"maxPartitionBytes": "30k", "maxRecordsPerPartition": 333}):
+        opts = _opts(tmp_path, **kw)
+        slices, tasks = _tasks(opts)
+        logs = plan.select_logs(opts)
+        ranges = {(d.topic, d.partition): plan.resolve_range(d, opts) for d in logs}
+        _check_cover(slices, ranges)
+        if "minPartitions" in kw:
+            assert len(tasks) >= 7
+        if "maxRecordsPerPartition" in kw:
+            limit = int(kw["maxRecordsPerPartition"])
+            assert all(sum(s.end - s.start for s in t) <= limit for t in tasks)
+        assert _got(_read_tasks(tasks, opts)) == _expected(tmp_path), kw
+
+
+def test_read_committed_slices_carry_the_aborted_transactions(sample):
+    # small slices of payments-0 (2 KiB segments): a transaction's ABORT marker is often in a
+    # later segment than its records, which the slice does not open
+    for kw in ({"maxPartitionBytes": 1}, {"maxPartitionBytes": "3k"}, {"maxRecordsPerPartition": 5}):
+        opts = _opts(sample, subscribe="payments", isolationLevel="read_committed", **kw)
+        slices, tasks = _tasks(opts)
+        assert len(slices) > 3
+        assert any(s.aborted for s in slices)
+        assert _got(_read_tasks(tasks, opts)) == _expected(sample, ["payments"], isolation_level="read_committed")
+
+
+def test_planning_reads_each_segment_once(tmp_path, monkeypatch):
+    root = _many_segments(tmp_path, partitions=1, batches=200)
+    opts = _opts(root)
+    scans = []
+    real = kbatch.log.Segment.scan
+    monkeypatch.setattr(kbatch.log.Segment, "scan", lambda self, *a: scans.append(self) or real(self, *a))
+    _tasks(opts)
+    assert scans == []  # small segments are packed by size alone: no header scan
+
+
+def test_unknown_options_are_refused():
+    with pytest.raises(ValueError, match=r"subscribePatern \(did you mean subscribePattern\?\).*valid options: path"):
+        plan.Options.parse({"path": "/x", "subscribePatern": "a.*"})
+    with pytest.raises(ValueError, match=r"kafka\.bootstrap\.servers \(a Kafka client setting"):
+        plan.Options.parse({"path": "/x", "kafka.bootstrap.servers": "h:9092"})
+    # case-insensitive as Spark's options, both names of the task size, sizes and durations
+    o = plan.Options.parse({"PATH": "/x", "SubscribePattern": "a", "MAXPARTITIONBYTES": "1m", "maxTriggerDelay": "30s",
+                            "minOffsetsPerTrigger": "5"})
+    assert (o.subscribe_pattern, o.max_bytes_per_partition, o.max_trigger_delay_ms) == ("a", 1 << 20, 30_000)
+    assert plan.Options.parse({"path": "/x", "maxBytesPerPartition": "4096"}).max_bytes_per_partition == 4096
+    assert plan.Options.parse({"path": "/x"}).max_trigger_delay_ms == 15 * 60 * 1000
+    with pytest.raises(ValueError, match="higher than maxOffsetsPerTrigger"):
+        plan.Options.parse({"path": "/x", "minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger": "5"})
+    with pytest.raises(ValueError, match="maxTriggerDelay must be a duration"):
+        plan.Options.parse({"path": "/x", "maxTriggerDelay": "soon"})
+    with pytest.raises(ValueError, match="maxPartitionBytes must be a size"):
+        plan.Options.parse({"path": "/x", "maxPartitionBytes": "big"})

@@ -61,8 +61,11 @@ def test_schema_is_the_kafka_sources(spark, sample):
 
 
 def test_sample_agrees_with_logdir_record_for_record(spark, sample):
-    df = spark.read.format("kafka-log").option("includeHeaders", "true").load(str(sample))
-    assert df.rdd.getNumPartitions() >= 6  # one task per segment at least
+    whole = spark.read.format("kafka-log").option("includeHeaders", "true").load(str(sample))
+    assert whole.rdd.getNumPartitions() == 1  # 92 KiB of log: one task (maxPartitionBytes 128 MiB)
+    assert sorted(r.offset for r in whole.select("offset").collect()) == sorted(e[2] for e in _expected(sample))
+    df = spark.read.format("kafka-log").option("includeHeaders", "true").option("minPartitions", 6).load(str(sample))
+    assert df.rdd.getNumPartitions() >= 6  # slices of several partitions, several tasks
     rows = df.collect()
     got = sorted((r.topic, r.partition, r.offset, r.key, r.value) for r in rows)
     assert got == _expected(sample)
@@ -224,3 +227,64 @@ def test_streaming_follows_a_live_log(spark, tmp_path):
     assert len(list((root / "live-0").glob("*.log"))) > 1
     time.sleep(0.1)
     assert run_once() == list(range(34))  # only the new records were added
+
+
+def test_stream_trigger_limits(tmp_path):
+    """minOffsetsPerTrigger / maxTriggerDelay / maxOffsetsPerTrigger as Spark's Kafka source
+    (no session needed: the reader's offsets logic alone)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+    from kbatch.spark._plan import Options
+    from kbatch.spark._schema import kafka_struct
+    from kbatch.spark._source import KafkaLogStreamReader
+
+    with LogWriter(tmp_path, "t", 0) as w:
+        w.append(kbatch.encode([b"a"] * 90))
+    with LogWriter(tmp_path, "t", 1) as w:
+        w.append(kbatch.encode([b"b"]))
+
+    def reader(**kw):
+        opts = Options.parse({"path": str(tmp_path), **{k: str(v) for k, v in kw.items()}}, streaming=True)
+        return KafkaLogStreamReader(opts, kafka_struct())
+
+    latest = {"t": {"0": 90, "1": 1}}
+    r = reader(minOffsetsPerTrigger=50, maxTriggerDelay="1h")
+    assert r.getDefaultReadLimit() == ReadMinRows(50)
+    limit = r.getDefaultReadLimit()
+    assert r.latestOffset({"t": {"0": 0, "1": 0}}, limit) == latest  # the first trigger is never delayed
+    few = {"t": {"0": 70, "1": 0}}  # 21 waiting < 50: no batch (the start comes back)
+    assert r.latestOffset(few, limit) == few
+    assert r.latestOffset({"t": {"0": 30, "1": 1}}, limit) == latest  # 60 waiting
+    assert r.latestOffset(few, ReadAllAvailable()) == latest
+    # the delay passed: a batch however few are waiting
+    r = reader(minOffsetsPerTrigger=50, maxTriggerDelay="0")
+    r.latestOffset(few, r.getDefaultReadLimit())
+    assert r.latestOffset(few, r.getDefaultReadLimit()) == latest
+    # maxOffsetsPerTrigger: prorated by backlog, a small backlog rounded up (never starved)
+    r = reader(maxOffsetsPerTrigger=10, minOffsetsPerTrigger=5)
+    assert r.getDefaultReadLimit() == ReadMaxRows(10)
+    assert r.latestOffset({"t": {"0": 0, "1": 0}}, r.getDefaultReadLimit()) == {"t": {"0": 9, "1": 1}}
+    # a partition new since the start begins at its log start offset
+    assert r.latestOffset({"t": {"0": 85}}, ReadMaxRows(4)) == {"t": {"0": 88, "1": 1}}
+    with pytest.raises(ValueError, match="unknown option subscribePatern"):
+        reader(subscribePatern="t")
+
+
+def test_unknown_option_fails_the_query(spark, sample):
+    with pytest.raises(Exception, match=r"(?i)unknown option subscribePatern \(did you mean subscribePattern"):
+        spark.read.format("kafka-log").option("subscribePatern", "orders").load(str(sample)).collect()
+
+
+def test_many_segments_few_tasks(spark, tmp_path):
+    """A partition of hundreds of segments is read by one task per core, not one per segment."""
+    with LogWriter(tmp_path, "tiny", 0, segment_bytes=100) as w:  # a batch per segment
+        for i in range(400):
+            w.append(kbatch.encode([b"v%d" % i], base_offset=i))
+    assert len(list((tmp_path / "tiny-0").glob("*.log"))) >= 300
+    df = spark.read.format("kafka-log").load(str(tmp_path))
+    assert df.rdd.getNumPartitions() == 1
+    assert sorted(r.offset for r in df.select("offset").collect()) == list(range(400))
+    # tasks of ~2 MiB, a segment counting as its bytes plus SEGMENT_OPEN_COST (32 KiB)
+    df = spark.read.format("kafka-log").option("maxPartitionBytes", "2m").load(str(tmp_path))
+    assert 6 <= df.rdd.getNumPartitions() <= 8
+    assert sorted(r.offset for r in df.select("offset").collect()) == list(range(400))
