@@ -21,6 +21,7 @@ caller memory-maps the file. Remote files are read through :class:`RangeReader`:
 
 from __future__ import annotations
 
+import importlib
 import os
 import posixpath
 from typing import Any, Final, NamedTuple
@@ -132,8 +133,7 @@ def locate(target: Any, filesystem: Any = None, storage_options: dict[str, Any] 
             fs, path = pafs.FileSystem.from_uri(text)
         except (OSError, ValueError) as exc:
             try:  # a scheme pyarrow does not know: fsspec's, when installed
-                import fsspec
-
+                fsspec = importlib.import_module("fsspec")  # optional, not a dependency
                 fs, path = _wrap(fsspec.filesystem(scheme)), rest
             except (ImportError, ValueError):
                 raise StorageError(f"cannot open {text}: {exc}", url=text) from exc
@@ -174,7 +174,7 @@ def list_files(loc: Location, recursive: bool = False) -> list[Entry]:
     fs = loc.fs
     try:
         infos = fs.get_file_info(pafs.FileSelector(loc.path, recursive=recursive, allow_not_found=False))
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises OSError subclasses and ArrowException
+    except Exception as exc:
         raise _error(exc, loc.url, "cannot list") from exc
     return [Entry(i.path, i.size or 0, i.type == pafs.FileType.Directory) for i in infos]
 
@@ -193,7 +193,7 @@ def read_small(loc: Location) -> bytes | None:
             data = f.read_at(size, 0) if size else b""
     except FileNotFoundError:
         return None
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise _error(exc, loc.url, "cannot read") from exc
     if len(data) != size:
         raise StorageError(f"cannot read {loc.url}: short read ({len(data)} of {size} bytes)", url=loc.url)
@@ -227,7 +227,7 @@ class RangeReader:
         if self._file is None:
             try:
                 self._file = self.loc.fs.open_input_file(self.loc.path)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise _error(exc, self.loc.url, "cannot open") from exc
         return self._file
 
@@ -245,7 +245,7 @@ class RangeReader:
         f = self._open()
         try:
             data = f.read_at(n, start)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise _error(exc, self.loc.url, f"cannot read bytes {start}..{start + n} of") from exc
         self.requests += 1
         self.bytes_read += len(data)
