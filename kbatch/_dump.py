@@ -46,6 +46,7 @@ import numpy.typing as npt
 from crc32c import crc32c
 
 import kbatch
+from kbatch import _storage
 from kbatch.errors import KBatchError
 from kbatch.log import (
     _LOG_OVERHEAD,
@@ -80,6 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-record-metadata", action="store_true",
                         help="with --print-data-log, print only keys and payloads")
     parser.add_argument("--json", action="store_true", help="one JSON object per line, for machines")
+    parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="for files given as URLs (s3://, gs://, ...): an option of pyarrow's filesystem "
+                             "for the scheme, e.g. endpoint_override=http://127.0.0.1:9000 (repeatable)")
 
 
 class _Out:
@@ -111,18 +115,20 @@ def _last_sequence(base: int, delta: int) -> int:
     return base - (_INT_MAX - delta) - 1 if base > _INT_MAX - delta else base + delta
 
 
-def _batch_valid(data: memoryview, h: np.void) -> bool:
+def _batch_valid(seg: Segment, h: np.void) -> bool:
     p, size = int(h["position"]), _LOG_OVERHEAD + int(h["batch_length"])
+    data = seg.view(p, p + size)
     if int(h["magic"]) == 2:
-        return crc32c(data[p + 21 : p + size]) == int(h["crc"])
-    return (zlib.crc32(data[p + 16 : p + size]) & 0xFFFFFFFF) == int(h["crc"])
+        return crc32c(data[21:size]) == int(h["crc"])
+    return (zlib.crc32(data[16:size]) & 0xFFFFFFFF) == int(h["crc"])
 
 
 def _dump_log(path: Path, args: argparse.Namespace, o: _Out, gaps: dict[str, list[tuple[int, int]]]) -> int:
     seg = Segment(path)
     o.line(f"Log starting offset: {seg.base_offset}", type="segment", file=str(path), base_offset=seg.base_offset)
     end = min(seg.size, max(0, int(args.max_bytes)))
-    heads, stop, err, _ = _scan(seg.data, 0, end, 1 << 62, path)
+    data = seg.view(0, end)  # a remote .log: only these bytes are fetched
+    heads, stop, err, _ = _scan(data, 0, end, 1 << 62, seg.path)
     deep = args.deep_iteration or args.print_data_log
     last_offset = -1
     rc = 0
@@ -134,7 +140,7 @@ def _dump_log(path: Path, args: argparse.Namespace, o: _Out, gaps: dict[str, lis
             a = int(block["position"][0])
             b = int(block["position"][-1]) + _LOG_OVERHEAD + int(block["batch_length"][-1])
             try:
-                table = kbatch.decode(seg.data[a:b], verify_crc=False)
+                table = kbatch.decode(data[a:b], verify_crc=False)
             except KBatchError as exc:
                 table = exc.partial if isinstance(exc.partial, kbatch.RecordTable) else None
                 o.error(f"kbatch dump: {path}: {exc.reason} at byte {a + max(exc.position, 0)}",
@@ -164,7 +170,7 @@ def _dump_log(path: Path, args: argparse.Namespace, o: _Out, gaps: dict[str, lis
         o.error(f"kbatch dump: {path}: not a Kafka log: no complete batch in its {seg.size} bytes", file=str(path))
         return 1
     if err is not None:
-        o.error(f"kbatch dump: {path}: {err.reason.replace(f' in {path}', '')} at byte {err.position}",
+        o.error(f"kbatch dump: {path}: {err.reason.replace(f' in {seg.path}', '')} at byte {err.position}",
                 file=str(path), position=err.position)
         rc = 1
     if trailing > 0 and int(args.max_bytes) == _INT_MAX:
@@ -178,7 +184,7 @@ def _print_batch(seg: Segment, h: np.void, o: _Out, path: Path) -> None:
     magic = int(h["magic"])
     ts_name = _TS_TYPES.get(int(h["timestamp_type"]), "NoTimestampType")
     size = _LOG_OVERHEAD + int(h["batch_length"])
-    valid = _batch_valid(seg.data, h)
+    valid = _batch_valid(seg, h)
     base, last = int(h["base_offset"]), int(h["base_offset"]) + int(h["last_offset_delta"])
     codec = _CODECS[int(h["compression"])] if 0 <= int(h["compression"]) < 5 else str(int(h["compression"]))
     tail = (
@@ -336,7 +342,7 @@ def _dump_timeindex(path: Path, args: argparse.Namespace, o: _Out, problems: lis
                 h = heads[k]
                 p = int(h["position"])
                 try:
-                    t = kbatch.decode(seg.data[p : p + _LOG_OVERHEAD + int(h["batch_length"])], verify_crc=False)
+                    t = kbatch.decode(seg.view(p, p + _LOG_OVERHEAD + int(h["batch_length"])), verify_crc=False)
                     logged = int(t.records["timestamp"].max()) if len(t) else int(h["max_timestamp"])
                 except KBatchError:
                     logged = int(h["max_timestamp"])
@@ -377,7 +383,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         ".txnindex": lambda p: _dump_txnindex(p, args, o),
     }
     for name in [f for f in str(args.files).split(",") if f]:
-        path = Path(name)
+        path: Any = Path(name)
+        if _storage.is_remote(name):
+            path = _storage.StoragePath(_storage.locate(name, storage_options=_storage.parse_options(
+                getattr(args, "storage_option", None))))
         o.line(f"Dumping {path}", type="file", file=str(path))
         handler = handlers.get(path.suffix)
         if handler is None:

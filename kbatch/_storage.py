@@ -28,7 +28,19 @@ from typing import Any, Final, NamedTuple
 
 from kbatch.errors import StorageError
 
-__all__ = ["CHUNK", "Entry", "Location", "RangeReader", "is_remote", "join", "list_files", "locate", "read_small"]
+__all__ = [
+    "CHUNK",
+    "Entry",
+    "Location",
+    "RangeReader",
+    "StoragePath",
+    "is_remote",
+    "join",
+    "list_files",
+    "locate",
+    "parse_options",
+    "read_small",
+]
 
 #: Bytes a remote read fetches at least (one range request); also the reader's window.
 CHUNK: Final = 16 << 20
@@ -65,12 +77,79 @@ class Entry(NamedTuple):
     is_dir: bool
 
 
+class _Stat(NamedTuple):
+    st_size: int
+
+
+class StoragePath:
+    """The few ``pathlib.Path`` methods file-at-a-time tools use (``kbatch dump``), for a remote file.
+
+    ``str()`` is its URL.
+    """
+
+    def __init__(self, loc: Location) -> None:
+        self.location = loc
+        self.name = posixpath.basename(loc.path)
+        self.suffix = posixpath.splitext(self.name)[1]
+
+    def __str__(self) -> str:
+        return self.location.url
+
+    def with_suffix(self, suffix: str) -> StoragePath:
+        loc = self.location
+        return StoragePath(Location(loc.fs, posixpath.splitext(loc.path)[0] + suffix,
+                                    posixpath.splitext(loc.url)[0] + suffix))
+
+    def _info(self) -> Any:
+        try:
+            return self.location.fs.get_file_info(self.location.path)
+        except Exception as exc:
+            raise _error(exc, self.location.url, "cannot look up") from exc
+
+    def is_file(self) -> bool:
+        import pyarrow.fs as pafs
+
+        return bool(self._info().type == pafs.FileType.File)
+
+    def stat(self) -> _Stat:
+        return _Stat(int(self._info().size or 0))
+
+    def read_bytes(self) -> bytes:
+        raw = read_small(self.location)
+        if raw is None:
+            raise StorageError(f"cannot read {self.location.url}: no such object", url=self.location.url)
+        return raw
+
+
+def parse_options(items: Any) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (a CLI's ``--storage-option``) as ``storage_options``: ``true``/``false``
+    and integers are converted.
+
+    >>> parse_options(["endpoint_override=http://127.0.0.1:9000", "scheme=http", "connect_timeout=5"])
+    {'endpoint_override': 'http://127.0.0.1:9000', 'scheme': 'http', 'connect_timeout': 5}
+    """
+    out: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"a storage option is KEY=VALUE, got {item!r}")
+        v: Any = value.strip()
+        if v.lower() in ("true", "false"):
+            v = v.lower() == "true"
+        elif v.lstrip("-").isdigit():
+            v = int(v)
+        out[key.strip()] = v
+    return out
+
+
 def is_remote(target: Any, filesystem: Any = None) -> bool:
     """Whether ``target`` names something outside the local filesystem (or a filesystem is given)."""
     if filesystem is not None:
         return True
     if isinstance(target, Location):
         return target.fs is not None
+    if isinstance(target, StoragePath):
+        return True
     text = os.fspath(target) if isinstance(target, os.PathLike) else target
     return isinstance(text, str) and "://" in text and not text.startswith("file://")
 
@@ -102,6 +181,8 @@ def locate(target: Any, filesystem: Any = None, storage_options: dict[str, Any] 
     """
     if isinstance(target, Location):
         return target
+    if isinstance(target, StoragePath):
+        return target.location
     text = os.fspath(target)
     if filesystem is None and not is_remote(text):
         if text.startswith("file://"):

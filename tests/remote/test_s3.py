@@ -165,3 +165,19 @@ def test_compressed_tiered_segment_is_refused(backup, backup_local, s3_client, s
     s3_client.put_object(Bucket="kbatch", Key=stem + ".rsm-manifest", Body=b'{"compression":true}')
     with pytest.raises(kbatch.UnsupportedError, match="rsm-manifest"):
         open_logs("s3://kbatch/backup/packed", recursive=True, storage_options=s3_options)
+
+
+def test_dump_a_url_prints_what_the_local_file_gives(backup, backup_local, s3_options, capsys):
+    from kbatch.__main__ import main
+
+    name = "broker-1/kafka-logs/orders-0/00000000000000000000"
+    opts = [f"--storage-option={k}={v}" for k, v in s3_options.items()]
+    for suffix in (".log", ".index", ".timeindex"):
+        assert main(["dump", "--deep-iteration", "--files", f"{backup}/{name}{suffix}", *opts]) == 0
+        remote = capsys.readouterr().out
+        assert main(["dump", "--deep-iteration", "--files", str(backup_local / (name + suffix))]) == 0
+        local = capsys.readouterr().out
+        assert remote.replace(f"{backup}/", "") == local.replace(f"{backup_local}/", "")
+        assert "baseOffset" in local or "offset:" in local
+    assert main(["dump", "--files", "s3://kbatch/backup/nothing-0/00000000000000000000.log", *opts]) == 1
+    assert "nothing-0/00000000000000000000.log" in capsys.readouterr().err
