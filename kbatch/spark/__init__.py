@@ -30,21 +30,34 @@ Options (Spark's Kafka source names and meanings; values are strings)
     ``offsetsForTimes``, through ``.timeindex`` when present); they take precedence over
     the offsets options. ``startingOffsetsByTimestampStrategy``: ``error`` (default) or
     ``latest`` when no record is that late.
+``maxPartitionBytes`` (also ``maxBytesPerPartition``)
+    Bytes of log per Spark task (default 128 MiB, as ``spark.sql.files.maxPartitionBytes``;
+    ``64m``, ``1g`` accepted). Consecutive small segments are packed into one task (each
+    counting its size plus 32 KiB for opening it), a larger segment is cut at batch
+    boundaries, and slices of several partitions share a task; a task opens only the
+    segments it reads.
 ``minPartitions``, ``maxRecordsPerPartition``
-    More Spark tasks: segments are cut at batch boundaries so that there are at least
-    ``minPartitions`` pieces, and none spans more than ``maxRecordsPerPartition`` offsets.
+    More Spark tasks: at least ``minPartitions`` (the task size lowered to the total
+    divided by it), and none spanning more than ``maxRecordsPerPartition`` offsets.
 ``failOnDataLoss``
     Default true: fail when a requested offset was deleted or a batch is corrupt; false:
     start at the log start and skip (and log) corrupt batches.
 ``isolationLevel`` (also ``kafka.isolation.level``)
     ``read_uncommitted`` (default) or ``read_committed``: aborted transactions left out,
     nothing at or past the last stable offset.
-``maxOffsetsPerTrigger``
-    Streaming: at most this many offsets per micro-batch.
+``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay``
+    Streaming, as Spark's Kafka source: at most ``maxOffsetsPerTrigger`` offsets per
+    micro-batch (prorated over partitions by backlog); no micro-batch while fewer than
+    ``minOffsetsPerTrigger`` offsets wait, unless ``maxTriggerDelay`` (default ``15m``)
+    passed since the last one. ``trigger(availableNow=True)`` never waits.
 kbatch's own: ``verifyCrc`` (default true), ``includeHeaders`` (Spark's, default false),
 ``extraColumns`` (``leaderEpoch, producerId, producerEpoch, sequence, isTransactional``),
-``maxBytesPerPartition`` (split size, 128 MiB), ``maxRecordsPerBatch`` /
-``maxBytesPerBatch`` (cap of each Arrow batch handed to Spark: 65,536 rows, 64 MiB).
+``maxRecordsPerBatch`` / ``maxBytesPerBatch`` (cap of each Arrow batch handed to Spark:
+65,536 rows, 64 MiB).
+
+Any other option name is refused (names compared case-insensitively, as Spark does), with
+the closest valid name: a typo such as ``subscribePatern`` fails instead of reading every
+topic.
 """
 
 from __future__ import annotations

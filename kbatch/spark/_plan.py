@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import logging
 import math
 import os
 import re
@@ -43,6 +44,8 @@ __all__ = [
     "resolve_range",
     "select_logs",
 ]
+
+logger = logging.getLogger("kbatch.spark")
 
 #: Kafka's special offsets in the JSON form of ``startingOffsets``/``endingOffsets``.
 EARLIEST = -2
@@ -711,11 +714,29 @@ def plan_tasks(slices: Sequence[LogSlice], opts: Options) -> list[tuple[LogSlice
 
 
 def open_slice(piece: LogSlice, opts: Options) -> LogDir:
-    """The partition directory of ``piece`` with only its segments opened (nothing listed)."""
+    """The partition directory of ``piece`` with only its segments opened (nothing listed).
+
+    Raises
+    ------
+    ValueError
+        A segment of the slice was deleted after planning (retention, compaction) and
+        ``failOnDataLoss`` is true; otherwise the loss is logged and the rest is read.
+    """
     if not piece.segments:
         return open_log(piece.path)
+    names = piece.segments
+    gone = [n for n in names if not os.path.exists(os.path.join(piece.path, n))]
+    if gone:
+        msg = (
+            f"{piece.topic}-{piece.partition}: segment{'s' if len(gone) > 1 else ''} {', '.join(gone)} of offsets "
+            f"[{piece.start}, {piece.end}) deleted after the query was planned (retention or compaction)"
+        )
+        if opts.fail_on_data_loss:
+            raise ValueError(msg + "; set failOnDataLoss=false to read what is left")
+        logger.warning("%s: their records are skipped", msg)
+        names = tuple(n for n in names if n not in gone)
     transactions = (list(piece.aborted), piece.last_stable) if opts.isolation_level == "read_committed" else None
-    return open_log(piece.path, segments=piece.segments, transactions=transactions)
+    return open_log(piece.path, segments=names, transactions=transactions)
 
 
 def read_slice(piece: LogSlice, opts: Options) -> Iterator[Any]:

@@ -410,3 +410,20 @@ def test_unknown_options_are_refused():
         plan.Options.parse({"path": "/x", "maxTriggerDelay": "soon"})
     with pytest.raises(ValueError, match="maxPartitionBytes must be a size"):
         plan.Options.parse({"path": "/x", "maxPartitionBytes": "big"})
+
+
+def test_segment_deleted_after_planning(tmp_path, caplog):
+    root = _many_segments(tmp_path, partitions=1)
+    opts = _opts(root, maxPartitionBytes=5 * (plan.SEGMENT_OPEN_COST + 400))
+    slices, _ = _tasks(opts)
+    piece = sorted(slices, key=lambda s: s.start)[1]
+    victim = root / "tiny-0" / piece.segments[0]
+    for f in victim.parent.glob(victim.stem + ".*"):
+        f.unlink()  # retention ran between planning and the task
+    with pytest.raises(ValueError, match=f"{piece.segments[0]} of offsets .* deleted after the query was planned"):
+        list(plan.read_slice(piece, opts))
+    lenient = _opts(root, maxPartitionBytes=5 * (plan.SEGMENT_OPEN_COST + 400), failOnDataLoss="false")
+    with caplog.at_level("WARNING", logger="kbatch.spark"):
+        got = [o for b in plan.read_slice(piece, lenient) for o in b.column("offset").to_pylist()]
+    assert "records are skipped" in caplog.text
+    assert got and got[0] > piece.start and got[-1] == piece.end - 1
