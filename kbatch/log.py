@@ -1010,14 +1010,14 @@ class LogDir:
             for name in segments:
                 if not _SEGMENT_NAME.match(name):
                     raise ValueError(f"{name!r} is not a segment name (<20-digit base offset>.log)")
-                found.append(Segment(_storage.join(loc, name), listing=files))
+                found.append(self._segment(loc, name, files))
         if segments is None:
             names = sorted(files) if files is not None else sorted(e.name for e in Path(self.path).iterdir())
             for name in names:
                 if name.endswith(_SKIPPED_SUFFIXES):
                     self.notes.append(f"skipped {name} (left over by deletion, cleaning or compaction)")
                 elif _SEGMENT_NAME.match(name):
-                    found.append(Segment(_storage.join(loc, name), listing=files))
+                    found.append(self._segment(loc, name, files))
         self.segments = sorted(found, key=lambda s: s.base_offset)
         for seg in self.segments:
             self.notes.extend(f"{seg.path.name}: {n}" for n in seg.notes)
@@ -1029,6 +1029,12 @@ class LogDir:
         self.root = str(self.path.parent) if loc.fs is None else posixpath.dirname(loc.url)
         if transactions is not None:
             self._txn = (sorted(transactions[0], key=lambda a: a[1]), transactions[1])
+
+    @staticmethod
+    def _segment(loc: _storage.Location, name: str, files: dict[str, int] | None) -> Segment:
+        if loc.fs is None:
+            return Segment(Path(loc.path) / name)
+        return Segment(_storage.join(loc, name), listing=files)
 
     def __repr__(self) -> str:
         return f"<LogDir {self.topic}-{self.partition}: {len(self.segments)} segments>"
