@@ -44,5 +44,5 @@ def test_recursive_file_lookup_reads_one_replica_per_partition(backup, backup_lo
 
 def test_unknown_storage_option_is_the_filesystems_error(backup):
     opts = Options.parse({"path": backup, "storage.no_such_option": "1"})
-    with pytest.raises(ValueError, match="storage_options for s3://.*no_such_option"):
+    with pytest.raises(ValueError, match=r"storage_options for s3://.*no_such_option"):
         select_logs(opts)
