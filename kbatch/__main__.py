@@ -94,6 +94,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `kbatch dump ... | head`: stop quietly, as other tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:
+        print(f"kbatch {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # one line, never a traceback (KBATCH_DEBUG=1 shows it)
+        if os.environ.get("KBATCH_DEBUG"):
+            raise
+        return _one_line(args.command, exc)
+
+
+def _one_line(command: str, exc: Exception) -> int:
+    """Print what a subcommand raised as one line; return 1 for bad data, 2 for a user mistake.
+
+    Subcommands report their own errors; this is the net under them. A kbatch error
+    (corrupt data, :class:`kbatch.errors.KBatchError`) is a failure (1); a missing or
+    unreadable file, a bad value (``OSError``, ``ValueError``) is the user's input (2);
+    anything else is a bug, reported as one line with its type (1).
+    """
+    from kbatch.errors import KBatchError
+
+    if isinstance(exc, KBatchError):
+        print(f"kbatch {command}: error: {exc}", file=sys.stderr)
+        return 1
+    if isinstance(exc, OSError) and exc.filename is not None:
+        print(f"kbatch {command}: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    if isinstance(exc, (OSError, ValueError)):
+        print(f"kbatch {command}: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"kbatch {command}: internal error: {type(exc).__name__}: {exc} (KBATCH_DEBUG=1 shows the traceback)",
+          file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

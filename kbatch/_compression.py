@@ -22,7 +22,7 @@ LZ4 frame (lz4_Frame_format.md v1.6, as KafkaLZ4BlockInputStream reads it)::
 
     magic 0x184D2204 LE | FLG | BD | [content size: 8 LE] | HC
     block = size:uint32 LE (bit 31 set: stored uncompressed) | data | [checksum: 4 LE]
-    end   = 0x00000000 | [content checksum: 4 LE]
+    end   = 0x00000000 | [content checksum: 4 LE]          (nothing may follow it)
     FLG   = version(2)=01 | B.Indep(1)=1 | B.Checksum | C.Size | C.Checksum | reserved(2)=0
     HC    = (xxh32(FLG..last descriptor byte, seed 0) >> 8) & 0xFF
             KAFKA-3160: Kafka < 0.10 hashed the magic number too; Java ignores HC for magic 0.
@@ -35,18 +35,23 @@ zstd frame (RFC 8878)::
 
 Decompression never allocates more than ``limit`` bytes on the word of the input: every
 size a payload claims is checked against ``limit`` (and against what its compressed size can
-possibly produce) before the arena grows. All codec calls release the GIL inside the
-libraries (zlib, cramjam, python-lz4, python-zstandard, libdeflate).
+possibly produce) before the arena grows; nor does it hold more than the arena and a few
+MiB (docs/DESIGN.md "Memory bound"): output goes straight into the arena or in steps of
+at most 1 MiB, and zstd through libzstd's one-shot decoder, which keeps no window of its own.
+All codec calls release the GIL inside the libraries (zlib, cramjam, python-lz4,
+python-zstandard, libdeflate; libzstd through ctypes, which lets it go for the call).
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import importlib.util
 import struct
 import threading
 import zlib
 from collections.abc import Callable
-from typing import Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import cramjam
 import deflate
@@ -57,6 +62,9 @@ import numpy.typing as npt
 import zstandard
 
 from kbatch.errors import CorruptRecordError, UnsupportedError
+
+if TYPE_CHECKING:  # typing_extensions is not a runtime dependency
+    from typing_extensions import Buffer
 
 __all__ = [
     "CODEC_NAMES",
@@ -115,16 +123,20 @@ class Arena:
     initial : int, optional
         Bytes to allocate up front (0 allocates on first use).
     allocate : callable, optional
-        ``allocate(n)`` returns a new writable uint8 array of at least ``n`` bytes;
-        default ``np.empty``. kbatch's decoder passes one that reuses the pages of a
-        previous decode's arena.
+        ``allocate(n)`` returns a new writable buffer of at least ``n`` bytes (uint8, one
+        dimension, ``len()`` its size); default ``np.empty``. If it has a ``resize(n)``
+        method, that grows it in place keeping its bytes, and raises ``ValueError`` or
+        ``BufferError`` when it cannot (a view of it is alive), as ``ndarray.resize`` does.
+        kbatch's decoder passes one whose blocks grow by ``mremap`` and reuse the pages
+        of a previous decode's arena.
 
     Notes
     -----
-    Capacity grows geometrically (at least doubling), in place (``realloc``) when no view
-    of the buffer is alive, else by copying; pages the codecs never write are not
-    touched. Give ``initial`` when the output size is roughly known (e.g. a few times the
-    compressed input, capped by the limit): it saves the growth steps.
+    Capacity grows geometrically (at least doubling), in place when no view of the buffer
+    is alive (then the used bytes are not copied, and with kbatch's decoder blocks not
+    even held twice), else by copying into a new buffer; pages the codecs never write are
+    not touched. Give ``initial`` when the output size is roughly known (e.g. a few times
+    the compressed input, capped by the limit): it saves the growth steps.
 
     Examples
     --------
@@ -140,13 +152,14 @@ class Arena:
     def __init__(
         self,
         initial: int = 0,
-        allocate: Callable[[int], npt.NDArray[np.uint8]] | None = None,
+        allocate: Callable[[int], Any] | None = None,
     ) -> None:
         if initial < 0:
             raise ValueError(f"initial must be >= 0, got {initial}")
         #: Makes a new uint8 buffer of at least n bytes (default: np.empty).
-        self._allocate = allocate or _empty
-        self._buf: npt.NDArray[np.uint8] = self._allocate(initial)
+        self._allocate: Callable[[int], Any] = allocate or _empty
+        # a buffer (uint8, one dimension); numpy's arrays are not Buffer to mypy on 3.10
+        self._buf: Any = self._allocate(initial)
         #: Bytes used, from the start of the buffer.
         self.size: int = 0
         #: Called before the buffer moves (grows), e.g. to wait for a thread that is
@@ -156,7 +169,7 @@ class Arena:
     @property
     def capacity(self) -> int:
         """Bytes allocated (used or not)."""
-        return int(self._buf.shape[0])
+        return len(self._buf)
 
     def reserve(self, n: int) -> memoryview:
         """Make room for ``n`` more bytes and return a writable view of them.
@@ -176,22 +189,26 @@ class Arena:
             Writable view of ``[size, size + n)``.
         """
         need = self.size + n
-        if need > self._buf.shape[0]:
+        if need > self.capacity:
             self._grow(need)
-        return self._buf.data[self.size : need]
+        return memoryview(self._buf)[self.size : need]
 
     def _grow(self, need: int) -> None:
         if self.before_grow is not None:
             self.before_grow()
-        cap = max(need, 2 * int(self._buf.shape[0]), 4096)
-        try:
-            # realloc (mremap for large buffers): the used bytes are not copied. numpy
-            # refuses while any view or exported buffer still refers to the array.
-            self._buf.resize(cap, refcheck=True)
-        except ValueError:  # viewed, or not numpy's to resize
-            new = self._allocate(cap)
-            new[: self.size] = self._buf[: self.size]
-            self._buf = new
+        cap = max(need, 2 * self.capacity, 4096)
+        resize = getattr(self._buf, "resize", None)
+        if resize is not None:
+            try:
+                # realloc, mremap: the used bytes are not copied. Refused while any view
+                # or exported buffer still refers to the buffer.
+                resize(cap)
+                return
+            except (ValueError, BufferError):
+                pass
+        new = self._allocate(cap)
+        memoryview(new)[: self.size] = memoryview(self._buf)[: self.size]
+        self._buf = new
 
     def commit(self, n: int) -> None:
         """Count ``n`` more bytes (written through :meth:`reserve`'s view) as used."""
@@ -207,16 +224,16 @@ class Arena:
 
     def view(self) -> memoryview:
         """Read-only view of the used bytes ``[0:size]``."""
-        return self._buf.data[: self.size].toreadonly()
+        return memoryview(self._buf)[: self.size].toreadonly()
 
     def result(self) -> npt.NDArray[np.uint8]:
         """The finished buffer: a read-only uint8 array over ``[0:size]``, not a copy.
 
-        The array keeps the arena's allocation alive (up to twice ``size`` bytes). Later
-        appends that need more room move the arena to a new buffer and leave this one as it
-        is.
+        The array keeps the arena's allocation alive (up to twice ``size`` bytes of
+        address space; only the written pages are memory). Later appends that need more
+        room move the arena to a new buffer and leave this one as it is.
         """
-        out = self._buf[: self.size]
+        out = np.asarray(memoryview(self._buf)[: self.size])
         out.flags.writeable = False
         return out
 
@@ -488,9 +505,7 @@ def _unlz4(src: memoryview, arena: Arena, limit: int, magic: int) -> int:
     if checksums:
         # Block or content checksums need xxh32 over the data: liblz4 checks them
         # (and, unlike Java, also a content size field when the frame has one).
-        good_hc = _lz4_hc(bytes(src[4 : pos - 1]))
-        fixed = bytes(src[: pos - 1]) + bytes((good_hc,)) + bytes(src[pos:])
-        return _unlz4_liblz4(fixed, arena, limit)
+        return _unlz4_liblz4(src, pos, arena, limit)
     start = arena.size
     block = 0
     unpack = _LE_U32.unpack_from
@@ -500,8 +515,9 @@ def _unlz4(src: memoryview, arena: Arena, limit: int, magic: int) -> int:
         word = unpack(src, pos)[0]
         pos += 4
         size = word & 0x7FFFFFFF
-        if size == 0:
-            return arena.size - start  # EndMark; like Java, bytes after it are ignored
+        if size == 0:  # EndMark
+            _lz4_nothing_after(n_src, pos)
+            return arena.size - start
         if size > max_block:
             _corrupt(
                 f"lz4 block {block} size {size} exceeds the frame's maximum {max_block}"
@@ -530,6 +546,22 @@ def _unlz4(src: memoryview, arena: Arena, limit: int, magic: int) -> int:
         block += 1
 
 
+def _lz4_nothing_after(n_src: int, end: int) -> None:
+    """Raise if bytes follow the frame that ends at ``end``: a second frame or garbage.
+
+    Java's Lz4BlockInputStream stops at the first EndMark, so the record iterator never
+    sees what follows it (records of a second frame are lost without a word); kbatch
+    says so instead.
+    """
+    if end < n_src:
+        raise CorruptRecordError(
+            f"lz4 payload has {n_src - end} bytes after its frame's end mark "
+            f"(a second frame or garbage, which Java's reader would drop)",
+            end,
+            field=_FIELD,
+        )
+
+
 def _lz4_block_size(data: memoryview, max_block: int) -> int:
     """Decompressed size of an LZ4 block (used only to tell 'too big' from 'corrupt')."""
     try:
@@ -538,11 +570,19 @@ def _lz4_block_size(data: memoryview, max_block: int) -> int:
         return -1
 
 
-def _unlz4_liblz4(frame: bytes, arena: Arena, limit: int) -> int:
-    """Decode a frame with block/content checksums through liblz4, which verifies them."""
+def _unlz4_liblz4(src: memoryview, pos: int, arena: Arena, limit: int) -> int:
+    """Decode a frame with block/content checksums through liblz4, which verifies them.
+
+    ``pos`` is the length of the frame's header, whose HC (checked as Java checks it, or
+    not at all for magic 0) is given to liblz4 as liblz4 computes it. The rest goes in
+    steps of at most 1 MiB of input and output: python-lz4 copies whatever input it has
+    not consumed on every call.
+    """
     start = arena.size
+    n_src = len(src)
     d = lz4.frame.LZ4FrameDecompressor()
-    data = frame
+    data: object = bytes(src[: pos - 1]) + bytes((_lz4_hc(bytes(src[4 : pos - 1])),))
+    fed = pos  # input bytes given to liblz4
     try:
         while True:
             room = limit - arena.size
@@ -550,10 +590,15 @@ def _unlz4_liblz4(frame: bytes, arena: Arena, limit: int) -> int:
             if len(chunk) > room:
                 _too_big(limit)
             arena.append(chunk)
-            data = b""
             if d.eof:
+                _lz4_nothing_after(n_src, fed - len(d.unused_data or b""))
                 return arena.size - start
-            if d.needs_input:
+            if not d.needs_input:
+                data = b""
+            elif fed < n_src:
+                data = src[fed : fed + _ZLIB_CHUNK]
+                fed += _ZLIB_CHUNK if n_src - fed > _ZLIB_CHUNK else n_src - fed
+            else:
                 _corrupt("lz4 frame is truncated")
     except RuntimeError as e:  # python-lz4 raises RuntimeError for liblz4 errors
         _corrupt(f"lz4 frame is corrupt: {e}")
@@ -703,6 +748,113 @@ def _zstd_dctx() -> zstandard.ZstdDecompressor:
     return dctx
 
 
+class _OneShot:
+    """libzstd's one-shot decoder (``ZSTD_decompressDCtx``), through ctypes.
+
+    It writes straight into the arena and uses the output itself as the window,
+    so a payload costs what it decompresses to and a context (~160 KiB), whatever
+    window its frames were written with. libzstd's streaming decoder (cramjam's
+    ``decompress_into``, python-zstandard's readers) keeps a window of its own besides
+    the output: up to 128 MiB (window log 27, the most it and Java's reader accept).
+    python-zstandard's C backend hides libzstd's symbols; its cffi module
+    (``zstandard._cffi``, in the same wheels) exports them, and is loaded here as a
+    plain shared library, not imported. Without it, the streaming decoders are used.
+    """
+
+    #: ZSTD_ErrorCode's dstSize_tooSmall (zstd_errors.h): the output passes ``dst``.
+    DST_TOO_SMALL: Final = 70
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        c = ctypes
+        self._create = lib.ZSTD_createDCtx
+        self._create.restype, self._create.argtypes = c.c_void_p, []
+        self._free = lib.ZSTD_freeDCtx
+        self._free.restype, self._free.argtypes = c.c_size_t, [c.c_void_p]
+        self._decompress = lib.ZSTD_decompressDCtx
+        self._decompress.restype = c.c_size_t
+        self._decompress.argtypes = [c.c_void_p, c.c_void_p, c.c_size_t, c.c_void_p, c.c_size_t]
+        self._is_error = lib.ZSTD_isError
+        self._is_error.restype, self._is_error.argtypes = c.c_uint, [c.c_size_t]
+        self._code = lib.ZSTD_getErrorCode
+        self._code.restype, self._code.argtypes = c.c_int, [c.c_size_t]
+        self._name = lib.ZSTD_getErrorName
+        self._name.restype, self._name.argtypes = c.c_char_p, [c.c_size_t]
+
+    def dctx(self) -> int:
+        """This thread's context (a context must not be used by two threads at once)."""
+        holder: _DCtx | None = getattr(_local, "oneshot", None)
+        if holder is None:
+            ptr = self._create()
+            if not ptr:
+                raise MemoryError()
+            holder = _local.oneshot = _DCtx(ptr, self._free)
+        return holder.ptr
+
+    def decompress(self, src: object, out: object) -> int:
+        """Decompress every frame of ``src`` into ``out``: the bytes written, or
+        ``-DST_TOO_SMALL`` if they would pass its end; raises ValueError if corrupt."""
+        s = np.frombuffer(src, dtype=np.uint8)  # type: ignore[call-overload]
+        o = np.frombuffer(out, dtype=np.uint8)  # type: ignore[call-overload]
+        try:
+            # ctypes lets the GIL go for the call
+            n = self._decompress(self.dctx(), o.ctypes.data, o.size, s.ctypes.data, s.size)
+        finally:
+            del s, o  # (their exports of ``out``: before the caller releases it)
+        if self._is_error(n):
+            if self._code(n) == self.DST_TOO_SMALL:
+                return -self.DST_TOO_SMALL
+            raise ValueError(self._name(n).decode("ascii", "replace"))
+        return int(n)
+
+
+class _DCtx:
+    """A thread's ZSTD_DCtx, freed with the thread's locals."""
+
+    __slots__ = ("free", "ptr")
+
+    def __init__(self, ptr: int, free: Callable[[int], object]) -> None:
+        self.ptr = ptr
+        self.free = free
+
+    def __del__(self) -> None:
+        self.free(self.ptr)
+
+
+@functools.cache
+def _oneshot() -> _OneShot | None:
+    """libzstd's one-shot decoder when python-zstandard's cffi module is there and works."""
+    try:
+        spec = importlib.util.find_spec("zstandard._cffi")
+        if spec is None or not spec.origin:
+            return None
+        oneshot = _OneShot(ctypes.CDLL(spec.origin))
+        data = b"kbatch: ZSTD_decompressDCtx " * 40
+        out = bytearray(len(data))
+        if oneshot.decompress(zstandard.ZstdCompressor().compress(data), out) != len(data) or out != data:
+            return None
+        if oneshot.decompress(zstandard.ZstdCompressor().compress(data), out[:-1]) != -_OneShot.DST_TOO_SMALL:
+            return None
+    except (ImportError, OSError, AttributeError, ValueError):
+        return None
+    return oneshot
+
+
+def zstd_decompress_into(src: Buffer, out: Buffer) -> int:
+    """Decompress every zstd frame of ``src`` into the writable buffer ``out``.
+
+    libzstd's one-shot decoder where it is found (no window besides ``out``), else
+    cramjam's. Returns the bytes written; raises ValueError or cramjam's error when the
+    payload is corrupt or does not fit.
+    """
+    oneshot = _oneshot()
+    if oneshot is None:
+        return int(cramjam.zstd.decompress_into(src, out))
+    n = oneshot.decompress(src, out)
+    if n < 0:
+        raise ValueError("zstd output does not fit")
+    return n
+
+
 def _unzstd(src: memoryview, arena: Arena, limit: int) -> int:
     bound, single = _zstd_walk(src)
     room = limit - arena.size
@@ -715,6 +867,21 @@ def _unzstd(src: memoryview, arena: Arena, limit: int) -> int:
             _corrupt(f"zstd payload is corrupt: {e}")
         arena.append(small)
         return len(small)
+    oneshot = _oneshot()
+    if oneshot is not None:
+        # Straight into the arena, at most its room: a payload that would pass the
+        # limit stops there (only the pages written are memory).
+        with arena.reserve(min(bound, room)) as out:
+            try:
+                n = oneshot.decompress(src, out)
+            except ValueError as e:
+                _corrupt(f"zstd payload is corrupt: {e}")
+        if n < 0:
+            if bound > room:
+                _too_big(limit)
+            _corrupt("zstd payload decompresses to more than its blocks can hold")
+        arena.commit(n)
+        return n
     if bound <= room:
         # The whole output fits: one call straight into the arena.
         with arena.reserve(bound) as out:
@@ -810,7 +977,8 @@ def decompress_into(
     CorruptRecordError
         The payload is corrupt or truncated, or the arena would pass ``limit``
         (``'decompressed size exceeds max_decompressed_size=N'``); ``field`` is
-        ``"records"`` and the caller fills in position and batch index. On error
+        ``"records"``, ``position`` the offset in ``src`` where known (bytes after an
+        lz4 frame's end mark), else -1, and the caller fills in batch index. On error
         ``arena.size`` is what it was before the call (its capacity may have grown).
     UnsupportedError
         Unknown codec id, or zstd with magic 0 or 1.

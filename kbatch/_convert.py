@@ -8,8 +8,22 @@ The README's main job. By default it runs Spark in local mode (``local[*]``) wit
     kbatch convert /var/lib/kafka/data out/ --master spark://host:7077 --subscribe 'orders.*'
     kbatch convert /var/lib/kafka/data out/ --engine arrow     # no Spark, in-process
 
-``--engine arrow`` does the same conversion in this process with pyarrow (Parquet or ORC),
-for small data or machines without Java.
+``--engine arrow`` does the same conversion in this process with pyarrow (Parquet or ORC,
+``pyarrow.dataset.write_dataset``), for small data or machines without Java. Both engines
+write the same layout and rows.
+
+What holds, for both engines:
+
+- Everything is checked before any work (root, selection, options, OUT and ``--mode``); a
+  user mistake is one line on stderr and status 2, a failure while converting one line and
+  status 1 (an error kbatch raised in a Spark worker is shown as kbatch's own line).
+- Output is written into a hidden folder beside OUT and moved into place only on success
+  (:mod:`kbatch._staging`): a failed run leaves OUT as it was, in every mode.
+- A root with nothing to convert says what it found instead (deeper logs, internal topics
+  only, a subscription matching nothing); internal topics a run leaves out are named.
+- The summary counts the records actually written, per partition with the offset range and
+  why the two differ (transaction markers, aborted transactions, compaction gaps, corrupt
+  bytes skipped), and the wall time including Spark's start-up.
 """
 
 from __future__ import annotations
@@ -17,17 +31,46 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Summary", "add_arguments", "convert_arrow", "convert_spark", "run", "spark_config", "task_bytes"]
+from kbatch._progress import Progress, plural, size
+from kbatch._staging import MODES, StagedOutput, check_target, has_data_files
+from kbatch.errors import KBatchError
+
+__all__ = [
+    "ConvertError",
+    "PartitionReport",
+    "Summary",
+    "UsageError",
+    "add_arguments",
+    "convert_arrow",
+    "convert_spark",
+    "run",
+    "spark_config",
+    "spark_error_line",
+    "task_bytes",
+]
 
 FORMATS = ("parquet", "orc", "json")
+#: Partitions (and notes) the text summary lists; --json-summary has them all.
+SHOWN = 20
+COMPRESSIONS = ("snappy", "zstd", "gzip", "lz4", "none")
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+class UsageError(ValueError):
+    """A mistake in the command line or its inputs: one line, status 2."""
+
+
+class ConvertError(RuntimeError):
+    """The conversion failed while running (corrupt data, Spark): one line, status 1."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,17 +105,92 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--extra-columns", action="store_true", help="add leaderEpoch, producerId, ...")
     parser.add_argument("--where", default=None, help="a Spark SQL filter, e.g. \"timestamp >= '2024-01-01'\"")
     parser.add_argument("--no-partition-by-topic", action="store_true", help="one flat output directory")
+    parser.add_argument("--mode", choices=MODES, default="errorifexists", help="if OUT exists")
     parser.add_argument(
-        "--mode", choices=("errorifexists", "overwrite", "append"), default="errorifexists", help="if OUT exists"
+        "--compression", choices=COMPRESSIONS, default=None, help="Parquet/ORC codec (default snappy; zstd is smaller)"
+    )
+    parser.add_argument(
+        "--max-rows-per-file", type=int, default=None, metavar="N", help="start a new file after N rows"
+    )
+    parser.add_argument(
+        "--row-group-rows", type=int, default=None, metavar="N", help="rows per Parquet row group (arrow engine)"
     )
     parser.add_argument("--min-partitions", type=int, default=None, help="at least this many Spark tasks")
     parser.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration (repeatable)"
     )
     parser.add_argument("--no-fail-on-data-loss", action="store_true", help="skip corrupt batches instead of failing")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress, only the summary")
+    parser.add_argument(
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="the in-place progress line: auto (when stderr is a terminal), always, never",
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="print nothing but errors (and --json-summary), Spark's logs too"
+    )
     parser.add_argument("--json-summary", action="store_true", help="print the summary as one JSON line")
     parser.set_defaults(handler=run)
+
+
+# ---------------------------------------------------------------------------------------------
+# What a run did
+
+
+@dataclass
+class PartitionReport:
+    """One partition of a conversion: records written and the offsets they came from."""
+
+    topic: str
+    partition: int
+    start: int  # offsets [start, end) selected
+    end: int
+    records: int = 0
+    skipped_bytes: int = 0
+    log_start_offset: int = 0
+    control_markers: int = 0  # transaction markers in the range (an offset each, no record)
+    aborted_records: int = 0  # left out by read_committed
+    compacted_offsets: int = 0  # offsets with no record on disk (compaction, deleted batches)
+    filtered: int = 0  # left out by --where (Spark)
+    unread: int = 0  # in batches skipped as corrupt (--no-fail-on-data-loss)
+
+    @property
+    def span(self) -> int:
+        return max(self.end - self.start, 0)
+
+    def why(self) -> str:
+        """Why ``records`` differs from the offset span (empty when it does not)."""
+        if self.records == self.span:
+            return ""
+        parts = []
+        for n, what in (
+            (self.control_markers, "transaction marker"),
+            (self.aborted_records, "aborted record"),
+            (self.compacted_offsets, "offset"),
+            (self.filtered, "record"),
+            (self.unread, "unread record"),
+        ):
+            if n:
+                tail = {
+                    "offset": " without a record (compaction)",
+                    "record": " filtered by --where",
+                    "unread record": " (corrupt batches skipped)",
+                }
+                parts.append(plural(n, what) + tail.get(what, ""))
+        if self.skipped_bytes:
+            parts.append(f"{plural(self.skipped_bytes, 'corrupt byte')} skipped")
+        return ", ".join(parts) if parts else "unexplained"
+
+    def line(self) -> str:
+        rng = f"offsets {self.start}..{self.end - 1}" if self.span else f"no offsets (at {self.start})"
+        why = self.why()
+        head = f"  {self.topic}-{self.partition}: {plural(self.records, 'record')}, {rng}"
+        return head + (f" ({why})" if why else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["why"] = self.why()
+        return d
 
 
 @dataclass
@@ -88,39 +206,67 @@ class Summary:
     engine: str
     format: str
     out: str
+    startup_seconds: float = 0.0
+    written: bool = True
+    mode: str = "errorifexists"
+    left_out: dict[str, int] = field(default_factory=dict)  # internal topic -> partitions
+    per_partition: list[PartitionReport] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def records_per_second(self) -> float:
         return self.records / self.seconds if self.seconds > 0 else 0.0
 
     def lines(self) -> list[str]:
-        rate = _size(int(self.input_bytes / self.seconds) if self.seconds else 0)
-        return [
+        rate = size(int(self.input_bytes / self.seconds) if self.seconds else 0)
+        where = (
+            f"to {self.format} in {self.out} ({size(self.output_bytes)})"
+            if self.written
+            else f"nothing written: {self.out} left as it was"
+        )
+        verb = "appended" if self.mode == "append" and self.written else "converted"
+        out = [
             (
-                f"converted {self.records:,} records from {self.topics} topics, {self.partitions} partitions "
-                f"({_size(self.input_bytes)} of log) to {self.format} in {self.out} ({_size(self.output_bytes)})"
+                f"{verb} {plural(self.records, 'record')} from {plural(self.topics, 'topic')}, "
+                f"{plural(self.partitions, 'partition')} ({size(self.input_bytes)} of log) {where}"
             ),
-            f"time {self.seconds:.1f} s, {self.records_per_second:,.0f} records/s ({rate}/s), engine {self.engine}",
         ]
+        startup = f" ({self.startup_seconds:.1f} s Spark start-up)" if self.engine == "spark" else ""
+        out.append(
+            f"time {self.seconds:.1f} s{startup}, {self.records_per_second:,.0f} records/s ({rate}/s), "
+            f"engine {self.engine}"
+        )
+        if self.left_out:
+            names = ", ".join(f"{t} ({plural(n, 'partition')})" for t, n in sorted(self.left_out.items()))
+            out.append(f"left out internal topics: {names}; pass --subscribe to include them")
+        shown = self.per_partition
+        if len(shown) > SHOWN:  # many partitions: the ones with something to explain first
+            shown = sorted(shown, key=lambda p: p.why() == "")[:SHOWN]
+        out += [p.line() for p in shown]
+        if len(self.per_partition) > len(shown):
+            out.append(f"  ... {plural(len(self.per_partition) - len(shown), 'more partition')} (--json-summary)")
+        out += [f"note: {n}" for n in self.notes[:SHOWN]]
+        if len(self.notes) > SHOWN:
+            out.append(f"note: ... {plural(len(self.notes) - SHOWN, 'more note')} (--json-summary)")
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
+        d["per_partition"] = [p.as_dict() for p in self.per_partition]
         d["records_per_second"] = round(self.records_per_second, 1)
         return d
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"  # pragma: no cover
-
-
 def _tree_bytes(path: Path) -> int:
+    if not path.exists():
+        return 0
     if path.is_file():
         return path.stat().st_size
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks before any work, and what a root holds
 
 
 def _source_options(args: argparse.Namespace) -> dict[str, str]:
@@ -145,36 +291,268 @@ def _source_options(args: argparse.Namespace) -> dict[str, str]:
     return opts
 
 
+def _partition_dirs(folder: Path) -> list[Path]:
+    """``<topic>-<partition>`` folders with at least one ``.log`` segment in ``folder``."""
+    out = []
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return []
+    for e in entries:
+        if _PARTITION_DIR.match(e.name) and e.is_dir() and not e.name.endswith(("-delete", "-future", "-stray")):
+            try:
+                if any(f.suffix == ".log" for f in e.iterdir()):
+                    out.append(e)
+            except OSError:
+                continue
+    return out
+
+
+def _deeper_roots(root: Path, depth: int = 4, limit: int = 3) -> list[Path]:
+    """Folders below ``root`` (breadth first, a few levels) that hold partition directories."""
+    found: list[Path] = []
+    level = [root]
+    for _ in range(depth):
+        nxt = []
+        for folder in level:
+            try:
+                subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+            except OSError:
+                continue
+            for sub in subs:
+                if _partition_dirs(sub):
+                    found.append(sub)
+                    if len(found) >= limit:
+                        return found
+                else:
+                    nxt.append(sub)
+        level = nxt[:200]
+    return found
+
+
+def _nothing_selected(root: Path, args: argparse.Namespace) -> str:
+    """The message for a root where the selection finds no partition: what is there instead."""
+    from kbatch.spark._plan import INTERNAL_TOPICS
+
+    dirs = _partition_dirs(root)
+    if not dirs and _PARTITION_DIR.match(root.name):
+        return f"{root} is named like a partition directory but holds no .log segment"
+    if not dirs:
+        deeper = _deeper_roots(root)
+        if deeper:
+            return f"no partition directories in {root}; found Kafka logs under {deeper[0]} (did you mean that?)"
+        return f"no partition directories (<topic>-<partition> folders with .log segments) in {root}"
+    topics: dict[str, int] = {}
+    for d in dirs:
+        m = _PARTITION_DIR.match(d.name)
+        assert m is not None
+        topics[m.group(1)] = topics.get(m.group(1), 0) + 1
+    listed = ", ".join(f"{t}: {plural(n, 'partition')}" for t, n in sorted(topics.items()))
+    unselected = args.subscribe is None and args.subscribe_pattern is None and args.assign is None
+    if unselected and all(t in INTERNAL_TOPICS for t in topics):
+        return f"only internal topics ({listed}); pass --subscribe to include them"
+    chosen = "--subscribe" if args.subscribe else "--subscribe-pattern" if args.subscribe_pattern else "--assign"
+    return f"{chosen} selects no partition in {root} (found {listed})"
+
+
+@dataclass
+class Plan:
+    """The checked selection: partition directories, their offset ranges, what was left out."""
+
+    opts: Any
+    logs: list[Any]
+    ranges: dict[tuple[str, int], tuple[int, int]]
+    left_out: dict[str, int]
+    input_bytes: int
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({d.topic for d in self.logs})
+
+    def close(self) -> None:
+        for d in self.logs:
+            d.close()
+
+
+def plan(args: argparse.Namespace) -> Plan:
+    """Check everything that can be checked without reading records; raise :class:`UsageError`."""
+    from kbatch.spark._plan import INTERNAL_TOPICS, Options, resolve_range, select_logs
+
+    root = Path(args.root)
+    if not root.exists():
+        raise UsageError(f"no such log directory: {root}")
+    if root.is_file():
+        hint = ""
+        if _PARTITION_DIR.match(root.parent.name):
+            hint = f"; did you mean its log.dirs root {root.parent.parent}?"
+        raise UsageError(f"{root} is a file, not a log.dirs root or partition directory{hint}")
+    for name in ("max_rows_per_file", "row_group_rows", "min_partitions"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.engine == "arrow":
+        if args.format == "json":
+            raise UsageError("--engine arrow writes parquet or orc; use --engine spark for json")
+        if args.where:
+            raise UsageError("--where needs --engine spark")
+        if args.conf or args.master or args.min_partitions:
+            raise UsageError("--conf, --master and --min-partitions are for --engine spark")
+    elif args.row_group_rows is not None:
+        raise UsageError("--row-group-rows is for --engine arrow (Spark sizes row groups in bytes: --conf "
+                         "spark.hadoop.parquet.block.size=...)")
+    if args.format == "json" and args.compression not in (None, "none", "gzip"):
+        raise UsageError(f"--format json takes --compression gzip or none, not {args.compression}")
+    for item in args.conf:
+        if "=" not in item:
+            raise UsageError(f"--conf needs KEY=VALUE, got {item!r}")
+    if not _is_remote(args.out):
+        out, src = Path(args.out).resolve(), root.resolve()
+        if out == src or out in src.parents or src in out.parents:
+            raise UsageError(f"{args.out} and the log root {root} overlap: write the output elsewhere")
+        try:
+            check_target(Path(args.out), args.mode)
+        except (FileExistsError, PermissionError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
+    try:
+        opts = Options.parse({**_source_options(args), "path": args.root})
+        logs = select_logs(opts)
+    except (ValueError, FileNotFoundError) as exc:
+        raise UsageError(str(exc)) from None
+    if not logs:
+        raise UsageError(_nothing_selected(root, args))
+    try:
+        ranges = {(d.topic, d.partition): resolve_range(d, opts) for d in logs}
+    except ValueError as exc:
+        for d in logs:
+            d.close()
+        raise UsageError(str(exc)) from None
+    left_out: dict[str, int] = {}
+    if args.subscribe is None and args.assign is None and Path(logs[0].path) != root:
+        for folder in _partition_dirs(root):
+            m = _PARTITION_DIR.match(folder.name)
+            if m and m.group(1) in INTERNAL_TOPICS:
+                left_out[m.group(1)] = left_out.get(m.group(1), 0) + 1
+    input_bytes = sum(s.size for d in logs for s in d.segments)
+    return Plan(opts, logs, ranges, left_out, input_bytes)
+
+
+def _is_remote(out: str) -> bool:
+    return "://" in out and not out.startswith("file://")
+
+
+def _report(log: Any, start: int, end: int, isolation_level: str) -> PartitionReport:
+    """A partition's report with the offsets in ``[start, end)`` explained from batch headers alone.
+
+    Markers are control batches in the range; aborted records are the data batches
+    read_committed drops; compacted offsets are the rest of the span that holds no record.
+    """
+    import numpy as np
+
+    from kbatch._txn import aborted_batch_mask
+
+    rep = PartitionReport(log.topic, log.partition, start, end, log_start_offset=log.log_start_offset)
+    if end <= start:
+        return rep
+    parts = [seg.scan("skip") for seg in log.segments if seg.size]
+    if not parts:
+        return rep
+    b = np.concatenate(parts)
+    base = b["base_offset"].astype(np.int64)
+    last = base + b["last_offset_delta"].astype(np.int64)
+    inside = (last >= start) & (base < end)
+    width = np.minimum(last, end - 1) - np.maximum(base, start) + 1
+    control = b["is_control"].astype(bool)
+    dropped = np.zeros(len(b), dtype=bool)
+    if isolation_level == "read_committed":
+        aborted, _lso = log.transactions()
+        if aborted:
+            dropped = aborted_batch_mask(b, [(pid, first) for pid, first, _last in aborted])
+    counts = np.minimum(b["record_count"].astype(np.int64), width)
+    rep.control_markers = int(width[inside & control].sum())
+    rep.aborted_records = int(counts[inside & dropped & ~control].sum())
+    kept = inside & ~control & ~dropped
+    rep.compacted_offsets = max(int(end - start - width[inside].sum() + (width[kept] - counts[kept]).sum()), 0)
+    return rep
+
+
+def _finish_report(rep: PartitionReport, records: int, *, filtered: bool) -> None:
+    """Set the records written; whatever the headers did not explain went to --where, or was in
+    batches skipped as corrupt (a header scan does not check CRCs)."""
+    rep.records = records
+    expected = rep.span - rep.control_markers - rep.aborted_records - rep.compacted_offsets
+    if records < expected:
+        if filtered:
+            rep.filtered = expected - records
+        else:
+            rep.unread = expected - records
+
+
+def _notes(logs: Sequence[Any]) -> list[str]:
+    """Every partition's notes (files skipped, indexes and checkpoints not used), checkpoints checked."""
+    out = []
+    for d in logs:
+        d.verify_checkpoints()  # adds its findings to d.notes
+        out += [f"{d.topic}-{d.partition}: {n}" for n in d.notes]
+    return out
+
+
 def _say(args: argparse.Namespace, msg: str) -> None:
     if not args.quiet:
         print(msg, file=sys.stderr, flush=True)
+
+
+def _progress_enabled(args: argparse.Namespace) -> bool:
+    if args.quiet or args.progress == "never":
+        return False
+    return args.progress == "always" or sys.stderr.isatty()
 
 
 # ---------------------------------------------------------------------------------------------
 # Spark
 
 
-class _Progress(threading.Thread):
-    """Print the running stages' task counts every second (Spark's status tracker)."""
+def spark_error_line(exc: BaseException) -> str:
+    """kbatch's own one-line message out of a Spark/Py4J exception's text, else its first line.
 
-    def __init__(self, sc: Any) -> None:
+    An error kbatch raises in a Python worker reaches the driver inside a JVM stack trace
+    as the worker's Python traceback; its last line reads ``kbatch.errors.CRCError: ...``
+    (or ``ValueError: ...`` for kbatch's checks). That line is what the user needs.
+    """
+    text = str(exc)
+    found = re.findall(r"^\s*(kbatch\.errors\.\w+|[A-Za-z_]*(?:Error|Exception)): (.+)$", text, re.MULTILINE)
+    kbatch_lines = [msg for kind, msg in found if kind.startswith("kbatch.errors.")]
+    if kbatch_lines:
+        return str(kbatch_lines[-1]).strip()
+    python = [msg for kind, msg in found if kind in ("ValueError", "FileNotFoundError", "OSError")]
+    if python:
+        return str(python[-1]).strip()
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return first[:500]
+
+
+class _Progress(threading.Thread):
+    """Poll Spark's status tracker and draw the estimated progress of the write job."""
+
+    def __init__(self, sc: Any, progress: Progress, records: int) -> None:
         super().__init__(daemon=True)
         self.sc = sc
+        self.progress = progress
+        self.records = records  # expected from the batch headers
         self.done = threading.Event()
 
     def run(self) -> None:
         tracker = self.sc.statusTracker()
-        last = ""
-        while not self.done.wait(1.0):
-            parts = []
+        seen: dict[int, tuple[int, int]] = {}
+        while not self.done.wait(0.5):
             for sid in tracker.getActiveStageIds():
                 info = tracker.getStageInfo(sid)
-                if info is not None:
-                    parts.append(f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks")
-            line = ", ".join(parts)
-            if line and line != last:
-                print(f"  {line}", file=sys.stderr, flush=True)
-                last = line
+                if info is not None and info.numTasks:
+                    seen[sid] = (info.numCompletedTasks, info.numTasks)
+            if seen:
+                # the write job's stage is the largest one seen
+                completed, total = max(seen.values(), key=lambda ct: ct[1])
+                fraction = completed / total
+                self.progress.update(self.progress.total * fraction, records=int(self.records * fraction), approx=True)
 
 
 #: Parquet/ORC files each task keeps open at once when writing partitioned by topic; past it
@@ -244,57 +622,169 @@ def _spark_session(args: argparse.Namespace) -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
-    for key, value in spark_config(args.master, args.conf).items():
+    quiet = [f"{key}={value}" for key, value in _quiet_conf(args).items()]
+    for key, value in spark_config(args.master, [*quiet, *args.conf]).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
 
+_QUIET_LOG4J = """\
+rootLogger.level = fatal
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.repl.name = org.apache.spark.api.python.PythonGatewayServer
+logger.repl.level = fatal
+"""
+
+
+def _quiet_conf(args: argparse.Namespace) -> dict[str, str]:
+    """With ``-q``: a log4j2 configuration at FATAL for the driver JVM (no start-up WARN lines;
+    the PySpark gateway's logger at the root's level, so Spark prints no "Setting default log
+    level" either)."""
+    if not args.quiet:
+        return {}
+    import tempfile
+
+    path = Path(tempfile.gettempdir()) / "kbatch-quiet-log4j2.properties"
+    if not path.exists() or path.read_text() != _QUIET_LOG4J:
+        path.write_text(_QUIET_LOG4J)
+    return {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{path}"}
+
+
+def _quiet_spark_errors(spark: Any) -> None:
+    """kbatch reports a failure itself, in one line: Spark's own error logs would repeat it with
+    its whole stack (a failed task logs it at ERROR in the JVM; PySpark logs an analysis error
+    with its query context on the Python side)."""
+    import logging
+
+    spark.sparkContext.setLogLevel("FATAL")
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # pragma: no cover - PySpark before 4.0
+        return
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _write_spark(spark: Any, args: argparse.Namespace, opts: dict[str, str], target: str) -> None:
+    df = spark.read.format("kafka-log").options(**opts).load(args.root)
+    if args.where:
+        try:
+            df = df.where(args.where)
+        except Exception as exc:  # noqa: BLE001 - Spark's AnalysisException/ParseException: a user mistake
+            raise UsageError(f"--where {args.where!r}: {spark_error_line(exc)}") from None
+    # the staging folder is ours and empty: "append" writes into it as it is
+    writer = df.write.mode("append" if target != args.out else args.mode).format(args.format)
+    if args.compression:
+        codec = "zlib" if args.format == "orc" and args.compression == "gzip" else args.compression
+        writer = writer.option("compression", codec)
+    if args.max_rows_per_file:
+        writer = writer.option("maxRecordsPerFile", str(args.max_rows_per_file))
+    if not args.no_partition_by_topic:
+        writer = writer.partitionBy("topic")
+    writer.save(target)
+
+
+def _written_counts(spark: Any, args: argparse.Namespace, folder: str) -> dict[tuple[str, int], tuple[int, int, int]]:
+    """``(topic, partition) -> (records, first offset, last offset)`` of what was written to ``folder``."""
+    local = not _is_remote(folder)
+    if local and not has_data_files(Path(folder)):
+        return {}
+    if local and args.format in ("parquet", "orc"):
+        import pyarrow.dataset as pads
+
+        part = None if args.no_partition_by_topic else "hive"
+        dataset = pads.dataset(folder, format=args.format, partitioning=part)
+        t = dataset.to_table(columns=["topic", "partition", "offset"])
+        g = t.group_by(["topic", "partition"]).aggregate([("offset", "count"), ("offset", "min"), ("offset", "max")])
+        return {
+            (r["topic"], r["partition"]): (r["offset_count"], r["offset_min"], r["offset_max"]) for r in g.to_pylist()
+        }
+    from pyspark.sql import functions as F
+
+    df = spark.read.format(args.format).load(folder)
+    rows = df.groupBy("topic", "partition").agg(F.count("*"), F.min("offset"), F.max("offset")).collect()
+    return {(r[0], int(r[1])): (int(r[2]), int(r[3]), int(r[4])) for r in rows}
+
+
 def convert_spark(args: argparse.Namespace) -> Summary:
     """Run the Spark pipeline: kafka-log source -> filters -> files partitioned by topic."""
-    import kbatch.spark
-    from kbatch.spark._plan import Options, select_logs
-
-    opts = _source_options(args)
-    parsed = Options.parse({**opts, "path": args.root})
-    logs = select_logs(parsed)
-    topics = sorted({d.topic for d in logs})
-    partitions = len(logs)
-    input_bytes = sum(s.size for d in logs for s in d.segments)
-    for d in logs:
-        d.close()
-    _say(args, f"kbatch convert: {len(topics)} topics, {partitions} partitions, {_size(input_bytes)} of log")
-    t0 = time.perf_counter()
-    spark = _spark_session(args)
-    _say(args, f"Spark {spark.version} at {spark.sparkContext.master} ({time.perf_counter() - t0:.1f} s to start)")
-    kbatch.spark.register(spark)
-    if "minPartitions" not in opts:
-        opts["maxPartitionBytes"] = str(task_bytes(input_bytes, spark.sparkContext.defaultParallelism))
-    t0 = time.perf_counter()
-    progress = _Progress(spark.sparkContext)
-    if not args.quiet:
-        progress.start()
+    wall = time.perf_counter()
+    p = plan(args)
     try:
-        df = spark.read.format("kafka-log").options(**opts).load(args.root)
-        if args.where:
-            df = df.where(args.where)
-        writer = df.write.mode(args.mode).format(args.format)
-        if not args.no_partition_by_topic:
-            writer = writer.partitionBy("topic")
-        writer.save(args.out)
-        seconds = time.perf_counter() - t0
-        records = spark.read.format(args.format).load(args.out).count() if args.mode != "append" else -1
+        reports = {(d.topic, d.partition): _report(d, *p.ranges[(d.topic, d.partition)], p.opts.isolation_level)
+                   for d in p.logs}
+        notes = _notes(p.logs)
     finally:
-        progress.done.set()
+        p.close()
+    _say(args, f"kbatch convert: {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
+               f"{size(p.input_bytes)} of log")
+    if args.quiet:
+        import warnings
+
+        warnings.filterwarnings("ignore", module="pyspark")
+    t0 = time.perf_counter()
+    try:
+        spark = _spark_session(args)
+    except Exception as exc:  # noqa: BLE001 - Java missing, bad --conf, master unreachable: one line
+        raise ConvertError(f"Spark did not start: {spark_error_line(exc)}") from None
+    startup = time.perf_counter() - t0
+    _quiet_spark_errors(spark)
+    _say(args, f"Spark {spark.version} at {spark.sparkContext.master} ({startup:.1f} s to start)")
+    import kbatch.spark
+
+    kbatch.spark.register(spark)
+    opts = _source_options(args)
+    if "minPartitions" not in opts:
+        opts["maxPartitionBytes"] = str(task_bytes(p.input_bytes, spark.sparkContext.defaultParallelism))
+    progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
+    expected = sum(r.span - r.control_markers - r.aborted_records - r.compacted_offsets for r in reports.values())
+    poller = _Progress(spark.sparkContext, progress, expected)
+    if progress.enabled:
+        poller.start()
+    counts: dict[tuple[str, int], tuple[int, int, int]] = {}
+    written = True
+    try:
+        if _is_remote(args.out):  # no local folder to stage in: Spark's own mode handling
+            _write_spark(spark, args, opts, args.out)
+            counts = _written_counts(spark, args, args.out)
+        else:
+            staged = StagedOutput(args.out, args.mode)
+            with staged as tmp:
+                _write_spark(spark, args, opts, str(tmp))
+                counts = _written_counts(spark, args, str(tmp))
+                if not counts:
+                    staged.discard()  # no _SUCCESS in a folder without data
+                    written = False
+    except Exception as exc:
+        if type(exc).__module__.startswith(("pyspark", "py4j")):
+            raise ConvertError(spark_error_line(exc)) from None
+        raise
+    finally:
+        poller.done.set()
+        progress.close()
+    for key, rep in reports.items():
+        _finish_report(rep, counts.get(key, (0, 0, 0))[0], filtered=bool(args.where))
     return Summary(
-        len(topics),
-        partitions,
-        records,
-        input_bytes,
-        _tree_bytes(Path(args.out)),
-        seconds,
+        len(p.topics),
+        len(p.logs),
+        sum(c[0] for c in counts.values()),
+        p.input_bytes,
+        _tree_bytes(Path(args.out)) if written and not _is_remote(args.out) else 0,
+        time.perf_counter() - wall,
         "spark",
         args.format,
         args.out,
+        startup_seconds=startup,
+        written=written,
+        mode=args.mode,
+        left_out=p.left_out,
+        per_partition=list(reports.values()),
+        notes=notes,
     )
 
 
@@ -302,118 +792,183 @@ def convert_spark(args: argparse.Namespace) -> Summary:
 # Arrow (no Spark)
 
 
-def convert_arrow(args: argparse.Namespace) -> Summary:
-    """The same conversion in this process with pyarrow: ``OUT/topic=<t>/partition-<p>.<fmt>``."""
-    import pyarrow as pa
+def _arrow_batches(
+    p: Plan, args: argparse.Namespace, reports: dict[tuple[str, int], PartitionReport], progress: Progress
+) -> Iterator[Any]:
+    from kbatch.arrow import to_record_batches
 
-    from kbatch.arrow import kafka_schema, to_record_batches
-    from kbatch.spark._plan import Options, resolve_range, select_logs
-
-    if args.format == "json":
-        raise ValueError("--engine arrow writes parquet or orc; use --engine spark for json")
-    if args.where:
-        raise ValueError("--where needs --engine spark")
-    out = Path(args.out)
-    if out.exists() and any(out.iterdir()):
-        if args.mode == "errorifexists":
-            raise FileExistsError(f"{out} exists and is not empty (use --mode overwrite)")
-        if args.mode == "overwrite":
-            import shutil
-
-            shutil.rmtree(out)
-    opts = Options.parse({**_source_options(args), "path": args.root})
-    logs = select_logs(opts)
-    t0 = time.perf_counter()
+    opts = p.opts
+    done_bytes = 0
+    finished_bytes = 0
     records = 0
-    input_bytes = sum(s.size for d in logs for s in d.segments)
-    schema = kafka_schema(include_headers=opts.include_headers, extra_columns=opts.extra_columns)
-    if not args.no_partition_by_topic:
-        schema = schema.remove(schema.get_field_index("topic"))
-    _say(
-        args,
-        f"kbatch convert (arrow): {len({d.topic for d in logs})} topics, {len(logs)} partitions, "
-        f"{_size(input_bytes)} of log",
-    )
-    try:
-        for log in logs:
-            start, end = resolve_range(log, opts)
-            folder = out if args.no_partition_by_topic else out / f"topic={log.topic}"
-            folder.mkdir(parents=True, exist_ok=True)
-            target = folder / f"{log.topic}-{log.partition}.{args.format}"
-            n = 0
-            writer: Any
-            if args.format == "parquet":
-                import pyarrow.parquet as pq
-
-                writer = pq.ParquetWriter(target, schema)
-            else:
-                import pyarrow.orc as orc
-
-                writer = orc.ORCWriter(target)
-            try:
-                tables = log.iter_tables(
-                    start_offset=start,
-                    end_offset=end,
-                    isolation_level=opts.isolation_level,  # type: ignore[arg-type]
-                    on_corruption="raise" if opts.fail_on_data_loss else "skip",
-                    verify_crc=opts.verify_crc,
+    for log in p.logs:
+        start, end = p.ranges[(log.topic, log.partition)]
+        rep = reports[(log.topic, log.partition)]
+        if end > start:
+            tables = log.iter_tables(
+                start_offset=start,
+                end_offset=end,
+                isolation_level=opts.isolation_level,
+                on_corruption="raise" if opts.fail_on_data_loss else "skip",
+                verify_crc=opts.verify_crc,
+            )
+            for table in tables:
+                n = len(table)
+                yield from to_record_batches(
+                    table,
+                    topic=log.topic,
+                    partition=log.partition,
+                    include_headers=opts.include_headers,
+                    extra_columns=opts.extra_columns,
                 )
-                for table in tables:
-                    for batch in to_record_batches(
-                        table,
-                        topic=log.topic,
-                        partition=log.partition,
-                        include_headers=opts.include_headers,
-                        extra_columns=opts.extra_columns,
-                    ):
-                        if not args.no_partition_by_topic:
-                            batch = batch.drop_columns(["topic"])
-                        writer.write(pa.Table.from_batches([batch], schema=schema))
-                        n += batch.num_rows
-            finally:
-                writer.close()
-            records += n
-            _say(args, f"  {log.topic}-{log.partition}: {n:,} records [{start}, {end}) -> {target}")
+                rep.records += n
+                records += n
+                done_bytes += table.consumed_bytes
+                progress.update(done_bytes, records=records)
+        rep.skipped_bytes = sum(s.length for s in log.skipped)
+        finished_bytes += sum(s.size for s in log.segments)
+        done_bytes = max(done_bytes, finished_bytes)
+        progress.update(done_bytes, records=records)
+
+
+def _write_orc(reader: Any, folder: Path, args: argparse.Namespace, token: str) -> None:
+    """ORC files in the dataset writer's layout: ``topic=<name>/part-<token>-<i>.orc`` (topics arrive
+    one after another: the logs are sorted by topic), a new file every ``--max-rows-per-file`` rows."""
+    import pyarrow as pa
+    import pyarrow.orc as orc
+
+    codec = {"none": "uncompressed", "gzip": "zlib", None: "snappy"}.get(args.compression, args.compression)
+    writer: Any = None
+    key: str | None = None
+    rows = index = 0
+    limit = args.max_rows_per_file or 0
+    try:
+        for batch in reader:
+            if batch.num_rows == 0:
+                continue
+            topic = batch.column(batch.schema.get_field_index("topic"))[0].as_py()
+            if not args.no_partition_by_topic:
+                batch = batch.drop_columns(["topic"])
+            here = "" if args.no_partition_by_topic else topic
+            while batch.num_rows:
+                if writer is None or here != key or (limit and rows >= limit):
+                    if writer is not None:
+                        writer.close()
+                    sub = folder if args.no_partition_by_topic else folder / f"topic={topic}"
+                    sub.mkdir(parents=True, exist_ok=True)
+                    writer = orc.ORCWriter(str(sub / f"part-{token}-{index}.orc"), compression=codec)
+                    key, rows, index = here, 0, index + 1
+                take = batch.num_rows if not limit else min(batch.num_rows, limit - rows)
+                writer.write(pa.Table.from_batches([batch.slice(0, take)]))
+                rows += take
+                batch = batch.slice(take)
     finally:
-        for log in logs:
-            log.close()
-    seconds = time.perf_counter() - t0
+        if writer is not None:
+            writer.close()
+
+
+def convert_arrow(args: argparse.Namespace) -> Summary:
+    """The same conversion in this process with pyarrow's dataset writer, same layout as Spark's."""
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+
+    from kbatch.arrow import kafka_schema
+
+    wall = time.perf_counter()
+    p = plan(args)
+    try:
+        reports = {(d.topic, d.partition): _report(d, *p.ranges[(d.topic, d.partition)], p.opts.isolation_level)
+                   for d in p.logs}
+        _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
+                   f"{size(p.input_bytes)} of log")
+        schema = kafka_schema(include_headers=p.opts.include_headers, extra_columns=p.opts.extra_columns)
+        progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
+        staged = StagedOutput(args.out, args.mode)
+        file_options = None
+        codec = args.compression or "snappy"
+        if args.format == "parquet":
+            file_options = pads.ParquetFileFormat().make_write_options(
+                compression=None if codec == "none" else codec
+            )
+        rows_per_file = args.max_rows_per_file or 0
+        group = args.row_group_rows or min(1 << 20, rows_per_file or 1 << 20)
+        partitioning = None
+        if not args.no_partition_by_topic:
+            partitioning = pads.partitioning(pa.schema([("topic", pa.string())]), flavor="hive")
+        try:
+            with staged as tmp:
+                reader = pa.RecordBatchReader.from_batches(schema, _arrow_batches(p, args, reports, progress))
+                if args.format == "orc":  # pyarrow's dataset writer does not write ORC
+                    _write_orc(reader, tmp, args, staged.token)
+                else:
+                    pads.write_dataset(
+                        reader,
+                        str(tmp),
+                        format=args.format,
+                        partitioning=partitioning,
+                        basename_template=f"part-{staged.token}-{{i}}.{args.format}",
+                        existing_data_behavior="overwrite_or_ignore",
+                        file_options=file_options,
+                        max_rows_per_file=rows_per_file,
+                        max_rows_per_group=group,
+                        min_rows_per_group=min(group, 1 << 16),
+                        max_open_files=4096,
+                        preserve_order=True,
+                    )
+                written = has_data_files(tmp)
+                if not written:
+                    staged.discard()  # nothing to write: OUT is not created
+        finally:
+            progress.close()
+        for r in reports.values():
+            _finish_report(r, r.records, filtered=False)
+        notes = _notes(p.logs)
+    finally:
+        p.close()
     return Summary(
-        len({d.topic for d in logs}),
-        len(logs),
-        records,
-        input_bytes,
-        _tree_bytes(out),
-        seconds,
+        len(p.topics),
+        len(p.logs),
+        sum(r.records for r in reports.values()),
+        p.input_bytes,
+        _tree_bytes(Path(args.out)) if written else 0,
+        time.perf_counter() - wall,
         "arrow",
         args.format,
-        str(out),
+        args.out,
+        written=written,
+        mode=args.mode,
+        left_out=p.left_out,
+        per_partition=list(reports.values()),
+        notes=notes,
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``kbatch convert``; print the summary; return the exit status (1 on error)."""
+    """Run ``kbatch convert``; print the summary; return the exit status.
+
+    0 on success, 2 for a user mistake (checked before any work), 1 when the conversion
+    failed (corrupt data, Spark); each error is one line on stderr, OUT left as it was.
+    """
     try:
         summary = convert_arrow(args) if args.engine == "arrow" else convert_spark(args)
-    except (ValueError, FileNotFoundError, FileExistsError, ImportError) as exc:
+    except UsageError as exc:
+        print(f"kbatch convert: error: {exc}", file=sys.stderr)
+        return 2
+    except ImportError as exc:
+        print(f"kbatch convert: error: {exc} (--engine {args.engine} needs it installed)", file=sys.stderr)
+        return 2
+    except (KBatchError, ConvertError, OSError) as exc:
         print(f"kbatch convert: error: {exc}", file=sys.stderr)
         return 1
-    except Exception as exc:  # Spark's errors (AnalysisException, Py4JJavaError...): one line, not a trace
-        if type(exc).__module__.startswith(("pyspark", "py4j")):
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            print(f"kbatch convert: Spark failed: {first}", file=sys.stderr)
-            return 1
-        raise
     if args.json_summary:
         print(json.dumps(summary.as_dict()))
-    else:
-        for line in summary.lines():
-            print(line)
+    elif not args.quiet:
+        print("\n".join(summary.lines()))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m kbatch._convert ROOT OUT ...`` (until ``kbatch convert`` is wired in)."""
+    """``python -m kbatch._convert ROOT OUT ...`` (the same as ``kbatch convert``)."""
     parser = argparse.ArgumentParser(prog="kbatch convert", description=__doc__.splitlines()[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -62,6 +62,8 @@ buffer without an error; everything else that does not parse is corrupt.
 
 cimport cython
 from cpython.buffer cimport (
+    PyBUF_FORMAT,
+    PyBUF_ND,
     PyBUF_SIMPLE,
     PyBuffer_FillInfo,
     PyBuffer_Release,
@@ -1258,17 +1260,124 @@ cdef int _parse_legacy(const uint8_t* base, int64_t start, int64_t end, batch_t*
 # call, like a malloc arena keeps freed memory: at most SPARE_BLOCKS of them
 # and SPARE_MAX_BYTES in all, the largest kept. A block is taken and given
 # back with the GIL held.
+#
+# A block grows in place: on Linux every block of BLOCK_MAP_MIN bytes or more
+# is a mapping of its own, and growing it is one mremap, which moves its pages
+# (page tables, not bytes) and touches none; below that, realloc. So a
+# decode's arena never holds its bytes twice while it grows: its resident
+# memory is what has been written to it, whatever its capacity (see
+# _Block.resize and docs/DESIGN.md "Memory bound").
+
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    #define KB_CAN_MAP 1
+    static void* kb_map(size_t n) {
+        void* p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    static void* kb_remap(void* p, size_t old, size_t n) {
+        void* q = mremap(p, old, n, MREMAP_MAYMOVE);
+        return q == MAP_FAILED ? NULL : q;
+    }
+    static void kb_unmap(void* p, size_t n) { (void)munmap(p, n); }
+    #else
+    #define KB_CAN_MAP 0
+    static void* kb_map(size_t n) { (void)n; return NULL; }
+    static void* kb_remap(void* p, size_t old, size_t n) { (void)p; (void)old; (void)n; return NULL; }
+    static void kb_unmap(void* p, size_t n) { (void)p; (void)n; }
+    #endif
+    """
+    bint KB_CAN_MAP
+    void* kb_map(size_t n) noexcept nogil
+    void* kb_remap(void* p, size_t old, size_t n) noexcept nogil
+    void kb_unmap(void* p, size_t n) noexcept nogil
 
 cdef enum:
-    BLOCK_HEADER = 64                 # the block's capacity, keeping the data 64-byte aligned
+    BLOCK_HEADER = 64                 # capacity, mapped length (0: malloc'd); the data 64-byte aligned
     SPARE_BLOCKS = 4
     SPARE_MAX_BYTES = 256 * 1024 * 1024
+    BLOCK_MAP_MIN = 1 << 20           # from this size on (with the header) a block is a mapping (Linux)
+    PAGE_BYTES = 4096                 # mappings are made in whole pages (of at least this size)
 
 cdef uint8_t* _spares[SPARE_BLOCKS]   # blocks (not their data), NULL = empty slot
 
 
 cdef inline size_t _block_capacity(uint8_t* block) noexcept nogil:
     return (<size_t*>block)[0]
+
+
+cdef inline size_t _block_mapped(uint8_t* block) noexcept nogil:
+    return (<size_t*>block)[1]
+
+
+cdef void _free_block(uint8_t* block) noexcept nogil:
+    """Free a block (not its data): unmapped or freed, as it was made."""
+    if block == NULL:
+        return
+    if _block_mapped(block):
+        kb_unmap(block, _block_mapped(block))
+    else:
+        free(block)
+
+
+cdef uint8_t* _new_block(size_t n) noexcept nogil:
+    """A new block with room for ``n`` bytes (its data); NULL when out of memory."""
+    cdef uint8_t* block
+    cdef size_t total
+    if n > SIZE_MAX - BLOCK_HEADER - PAGE_BYTES:
+        return NULL
+    total = n + BLOCK_HEADER
+    if KB_CAN_MAP and total >= BLOCK_MAP_MIN:
+        total = (total + PAGE_BYTES - 1) & ~(<size_t>PAGE_BYTES - 1)
+        block = <uint8_t*>kb_map(total)
+        if block == NULL:
+            return NULL
+        (<size_t*>block)[0] = n
+        (<size_t*>block)[1] = total
+        return block
+    block = <uint8_t*>malloc(total)
+    if block == NULL:
+        return NULL
+    (<size_t*>block)[0] = n
+    (<size_t*>block)[1] = 0
+    return block
+
+
+cdef uint8_t* _grown_block(uint8_t* block, size_t n) noexcept nogil:
+    """``block`` with room for ``n`` bytes of data, its bytes kept (it may have
+    moved); NULL, ``block`` untouched, when out of memory. A mapping grows
+    by mremap, its pages moved, not copied; a malloc'd block by realloc, or,
+    once it reaches BLOCK_MAP_MIN, by a copy (of less than that) into a
+    new mapping."""
+    cdef uint8_t* grown
+    cdef size_t total
+    if n <= _block_capacity(block):
+        return block
+    if n > SIZE_MAX - BLOCK_HEADER - PAGE_BYTES:
+        return NULL
+    total = n + BLOCK_HEADER
+    if _block_mapped(block):
+        total = (total + PAGE_BYTES - 1) & ~(<size_t>PAGE_BYTES - 1)
+        grown = <uint8_t*>kb_remap(block, _block_mapped(block), total)
+        if grown == NULL:
+            return NULL
+        (<size_t*>grown)[0] = n
+        (<size_t*>grown)[1] = total
+        return grown
+    if KB_CAN_MAP and total >= BLOCK_MAP_MIN:
+        grown = _new_block(n)
+        if grown == NULL:
+            return NULL
+        memcpy(grown + BLOCK_HEADER, block + BLOCK_HEADER, _block_capacity(block))
+        free(block)
+        return grown
+    grown = <uint8_t*>realloc(block, total)
+    if grown == NULL:
+        return NULL
+    (<size_t*>grown)[0] = n
+    return grown
 
 
 cdef uint8_t* _alloc_block(size_t n) noexcept:
@@ -1286,12 +1395,9 @@ cdef uint8_t* _alloc_block(size_t n) noexcept:
         block = _spares[best]
         _spares[best] = NULL
         return block + BLOCK_HEADER
-    if n > SIZE_MAX - BLOCK_HEADER:
-        return NULL
-    block = <uint8_t*>malloc(n + BLOCK_HEADER)
+    block = _new_block(n)
     if block == NULL:
         return NULL
-    (<size_t*>block)[0] = n
     return block + BLOCK_HEADER
 
 
@@ -1312,7 +1418,7 @@ cdef void _give_block(void* data) noexcept:
         return
     block = <uint8_t*>data - BLOCK_HEADER
     if _block_capacity(block) > SPARE_MAX_BYTES:
-        free(block)
+        _free_block(block)
         return
     for i in range(SPARE_BLOCKS):
         if _spares[i] != NULL:
@@ -1325,25 +1431,90 @@ cdef void _give_block(void* data) noexcept:
             if _spares[i] != NULL and (smallest < 0 or _block_capacity(_spares[i]) < _block_capacity(_spares[smallest])):
                 smallest = i
         if smallest < 0 or _block_capacity(_spares[smallest]) >= _block_capacity(block):
-            free(block)  # no smaller spare to make room for it
+            _free_block(block)  # no smaller spare to make room for it
             return
         kept -= _block_capacity(_spares[smallest])
-        free(_spares[smallest])
+        _free_block(_spares[smallest])
         _spares[smallest] = NULL
         free_slot = smallest
     _spares[free_slot] = block
 
 
+@cython.final
+cdef class _Block:
+    """A writable buffer of bytes from the spare blocks, growable in place.
+
+    A decode's arena (``kbatch._compression.Arena`` calls :meth:`resize` to
+    grow it). Its data goes back to the spares when the block is freed.
+    Exported through the buffer protocol (uint8, one dimension); while any
+    export is alive (a memoryview, a NumPy array over it) it cannot move,
+    and :meth:`resize` refuses, as ``bytearray`` does.
+    """
+
+    cdef uint8_t* data
+    cdef Py_ssize_t shape[1]
+    cdef Py_ssize_t exports
+
+    def __cinit__(self, Py_ssize_t n):
+        self.data = _take_block(<size_t>max(n, 1))
+        self.shape[0] = <Py_ssize_t>_block_capacity(self.data - BLOCK_HEADER)
+        self.exports = 0
+
+    def __dealloc__(self):
+        _give_block(self.data)
+        self.data = NULL
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        view.buf = self.data
+        view.obj = self
+        view.len = self.shape[0]
+        view.readonly = 0
+        view.itemsize = 1
+        view.format = NULL
+        if flags & PyBUF_FORMAT:
+            view.format = b"B"
+        view.ndim = 1
+        view.shape = self.shape if flags & PyBUF_ND else NULL
+        view.strides = NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+        self.exports += 1
+
+    def __releasebuffer__(self, Py_buffer* view):
+        self.exports -= 1
+
+    def resize(self, Py_ssize_t n):
+        """Grow to at least ``n`` bytes in place, the bytes kept (never shrinks).
+
+        Raises
+        ------
+        BufferError
+            An export is alive (the block cannot move under it).
+        MemoryError
+            Out of memory (the block is as it was).
+        """
+        cdef uint8_t* grown
+        if n <= self.shape[0]:
+            return
+        if self.exports:
+            raise BufferError("the block is exported: it cannot be resized")
+        grown = _grown_block(self.data - BLOCK_HEADER, <size_t>n)
+        if grown == NULL:
+            raise MemoryError()
+        self.data = grown + BLOCK_HEADER
+        self.shape[0] = <Py_ssize_t>_block_capacity(grown)
+
+
 def _arena_block(Py_ssize_t n):
-    """A writable uint8 array of at least ``n`` bytes for a decode's arena.
+    """A :class:`_Block` of at least ``n`` bytes for a decode's arena.
 
     A spare block when one is large enough (its pages already mapped), else a
-    new one; the array's memory goes back to the spares when it is freed.
+    new one; its memory goes back to the spares when it is freed.
     """
-    cdef uint8_t* data = _take_block(<size_t>max(n, 1))
-    cdef cvarray arr = <uint8_t[:_block_capacity(data - BLOCK_HEADER)]> data
-    arr.callback_free_data = _give_block
-    return np.asarray(arr)
+    return _Block(n)
 
 
 def _spare_sizes():
@@ -1355,7 +1526,7 @@ def _release_spare():
     """Free the spare blocks now (tests, and memory-tight callers)."""
     cdef int i
     for i in range(SPARE_BLOCKS):
-        free(_spares[i])
+        _free_block(_spares[i])
         _spares[i] = NULL
 
 
@@ -2283,7 +2454,7 @@ cdef object _table(object batches, rows_t* rows, header_buf_t* hb, object out_da
 # does not say what its blocks decompress to: lz4 has a way of its own, below.)
 # When every batch of a chunk is such a payload, the chunk's room is reserved
 # at once and its pieces are decompressed by the calling thread and a helper
-# thread together (cramjam runs libzstd, snappy and inflate without the GIL), each
+# thread together (cramjam runs snappy and inflate, and ctypes libzstd, without the GIL), each
 # taking the next piece neither has taken. Anything else, or any failure, and
 # the chunk goes through _compression one batch at a time, which says what
 # is wrong. The zstd frame and xerial framing are those of
@@ -2432,9 +2603,10 @@ def _helper_thread():
     return _helper
 
 
-#: Codec id -> cramjam's decompress-into-a-buffer, for the payloads _plain_pieces takes.
-_DECOMPRESS_INTO = {1: _cramjam.gzip.decompress_into, 2: _cramjam.snappy.decompress_raw_into,
-                    4: _cramjam.zstd.decompress_into}
+#: Codec id -> decompress-into-a-buffer, for the payloads _plain_pieces takes: cramjam's,
+#: and for zstd _compression's (libzstd's one-shot decoder, no window besides the output),
+#: set at the first use.
+_DECOMPRESS_INTO = {1: _cramjam.gzip.decompress_into, 2: _cramjam.snappy.decompress_raw_into, 4: None}
 
 
 cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t first, int64_t end,
@@ -2444,6 +2616,9 @@ cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t fi
     plain (see above); False, the arena as it was, if not."""
     cdef int64_t k, size, total = 0
     cdef list pieces = [], spans = []
+    if _DECOMPRESS_INTO[4] is None:
+        from kbatch import _compression
+        _DECOMPRESS_INTO[4] = _compression.zstd_decompress_into
     for k in range(first, end):
         if skip != NULL and skip[k]:
             continue
@@ -2592,8 +2767,8 @@ cdef int64_t _lz4_frame_bound(const uint8_t* p, int64_t n) noexcept nogil:
         word = _le32(p + pos)
         pos += 4
         size = word & 0x7FFFFFFF
-        if size == 0:  # EndMark (what follows it is ignored, as Java does)
-            if flg & LZ4_CONTENT_CHECKSUM and n - pos < 4:
+        if size == 0:  # EndMark: nothing may follow it (_compression says what is wrong)
+            if pos + (4 if flg & LZ4_CONTENT_CHECKSUM else 0) != n:
                 return -1
             return bound
         if size > max_block or size + tail > n - pos:
@@ -2799,7 +2974,9 @@ cdef tuple _decompress_payloads(object mv, const uint8_t* base, batch_t* bp, int
         try:
             _compression.decompress_into(bp[k].compression, mv[start:stop], arena, limit, magic=bp[k].magic)
         except KBatchError as cause:
-            exc = type(cause)(cause.reason, start, k, cause.field or "records", batch_position=bp[k].position)
+            # (a codec error that knows its place in the payload has it as its position)
+            exc = type(cause)(cause.reason, start + max(cause.position, 0), k, cause.field or "records",
+                              batch_position=bp[k].position)
             exc.__cause__ = cause
             return k, exc
         pend[k] = arena.size

@@ -13,7 +13,9 @@ What it holds (deterministic for a given seed; a few hundred KiB; well under a s
     legacy-0                an old magic 1 segment (plain and gzip wrappers) and a magic 0
                             entry, followed by magic 2 segments, as after an upgrade
     meta.properties, recovery-point-offset-checkpoint, replication-offset-checkpoint,
-    log-start-offset-checkpoint            the broker's files at the root
+    log-start-offset-checkpoint, cleaner-offset-checkpoint
+                            the broker's files at the root (LogWriter writes the
+                            offset checkpoints; users-0 is in the cleaner's)
 
 >>> import tempfile
 >>> from kbatch.log import open_logs
@@ -29,12 +31,15 @@ from __future__ import annotations
 import argparse
 import random
 import struct
+import sys
 from pathlib import Path
 
 from crc32c import crc32c
 
 import kbatch
+from kbatch._checkpoint import CLEANER, update_checkpoint
 from kbatch._legacy import encode_legacy
+from kbatch.errors import KBatchError
 from kbatch.log import LogWriter, open_log
 
 __all__ = ["add_arguments", "run", "write_sample"]
@@ -181,15 +186,9 @@ def _root_files(root: Path, logs: dict[str, Path]) -> None:
     (root / "meta.properties").write_text(
         "#Written by kbatch sample\nversion=0\nbroker.id=0\ncluster.id=kbatch-sample-cluster0\n"
     )
-    ends = {name: open_log(path).next_offset for name, path in sorted(logs.items())}
-    starts = dict.fromkeys(ends, 0)
-    for fname, table in (("recovery-point-offset-checkpoint", ends), ("replication-offset-checkpoint", ends),
-                         ("log-start-offset-checkpoint", starts)):
-        lines = ["0", str(len(table))]
-        for name, value in table.items():
-            topic, _, partition = name.rpartition("-")
-            lines.append(f"{topic} {partition} {value}")
-        (root / fname).write_text("\n".join(lines) + "\n")
+    # LogWriter wrote the offset checkpoints; the cleaner's names the compacted log, cleaned to its end
+    users = open_log(logs["users-0"])
+    update_checkpoint(root / CLEANER, {("users", 0): users.next_offset})
 
 
 def write_sample(root: str | Path, *, seed: int = 0, records: int = 300) -> dict[str, Path]:
@@ -222,10 +221,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--records", type=int, default=300, help="records per orders partition (default 300)")
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
 def run(args: argparse.Namespace) -> int:
-    """Write the sample root to ``args.out``; print one line per partition; return 0."""
-    logs = write_sample(args.out, seed=args.seed, records=args.records)
+    """Write the sample root to ``args.out``; print one line per partition; return 0.
+
+    A path that is a file or cannot be written is a user mistake: one line, status 2.
+    """
+    if args.records < 1:
+        print("kbatch sample: error: --records must be >= 1", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        print(f"kbatch sample: error: {out} exists and is not a directory", file=sys.stderr)
+        return 2
+    try:
+        logs = write_sample(out, seed=args.seed, records=args.records)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        print(f"kbatch sample: error: cannot write {exc.filename or out}: {reason}", file=sys.stderr)
+        return 2
+    except (KBatchError, ValueError) as exc:  # existing partition directories that do not continue cleanly
+        print(f"kbatch sample: error: {out} already holds other logs: {exc}", file=sys.stderr)
+        return 2
     for path in logs.values():
-        log = open_log(path)
-        print(f"{path}: {len(log.segments)} segments, offsets {log.log_start_offset}..{log.next_offset - 1}")
+        with open_log(path) as log:
+            records = sum(len(t) for t in log.iter_tables())
+            print(
+                f"{path}: {_plural(records, 'record')} at offsets {log.log_start_offset}..{log.next_offset - 1}, "
+                f"{_plural(len(log.segments), 'segment')}"
+            )
     return 0

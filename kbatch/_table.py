@@ -98,6 +98,12 @@ class RecordTable:
     next_offset : int or None
         ``base_offset + last_offset_delta + 1`` of the last batch, the offset
         to fetch next; None when there was no complete batch.
+    topic : str or None
+        The topic the records came from, when known (tables read from a
+        partition directory know it; :func:`kbatch.decode` of bare bytes does
+        not). The Arrow, pandas and Polars conversions fill it in.
+    partition : int or None
+        Likewise the partition.
     """
 
     __slots__ = (
@@ -108,6 +114,8 @@ class RecordTable:
         "consumed_bytes",
         "truncated",
         "next_offset",
+        "topic",
+        "partition",
     )
 
     def __init__(
@@ -120,6 +128,8 @@ class RecordTable:
         consumed_bytes: int,
         truncated: bool,
         next_offset: int | None,
+        topic: str | None = None,
+        partition: int | None = None,
     ) -> None:
         self.records = records
         self.batches = batches
@@ -129,6 +139,8 @@ class RecordTable:
         self.consumed_bytes = consumed_bytes
         self.truncated = truncated
         self.next_offset = next_offset
+        self.topic = topic
+        self.partition = partition
 
     def __len__(self) -> int:
         return len(self.records)
@@ -201,6 +213,7 @@ class RecordTable:
         """The records as a :class:`pyarrow.Table` with Spark's Kafka source schema.
 
         See :func:`kbatch.arrow.to_arrow`; ``binary="binary_view"`` copies no bytes.
+        ``topic`` and ``partition`` default to the table's own (:attr:`topic`).
         """
         from kbatch.arrow import to_arrow
 
@@ -252,7 +265,7 @@ class RecordTable:
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         """The Arrow PyCapsule stream interface: ``polars.DataFrame(t)``, ``pyarrow.table(t)``,
         ``duckdb.sql("select ... from t")`` take a RecordTable directly (Spark's Kafka schema,
-        headers included, topic and partition null)."""
+        headers included, topic and partition the table's own)."""
         from kbatch.arrow import arrow_c_stream
 
         return arrow_c_stream(self, requested_schema)

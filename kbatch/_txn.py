@@ -213,6 +213,8 @@ def select(
         consumed_bytes=table.consumed_bytes,
         truncated=table.truncated,
         next_offset=table.next_offset,
+        topic=table.topic,
+        partition=table.partition,
     )
 
 
@@ -270,6 +272,8 @@ def concat(tables: Sequence[RecordTable]) -> RecordTable:
         consumed_bytes=sum(t.consumed_bytes for t in tables),
         truncated=tables[-1].truncated,
         next_offset=next((t.next_offset for t in reversed(tables) if t.next_offset is not None), None),
+        topic=tables[0].topic if len({t.topic for t in tables}) == 1 else None,
+        partition=tables[0].partition if len({(t.topic, t.partition) for t in tables}) == 1 else None,
     )
 
 
@@ -430,4 +434,6 @@ def _keep_batches(table: RecordTable, keep: npt.NDArray[np.bool_], inplace: bool
         consumed_bytes=table.consumed_bytes,
         truncated=table.truncated,
         next_offset=table.next_offset,
+        topic=table.topic,
+        partition=table.partition,
     )

@@ -625,6 +625,9 @@ def _columns(
 ) -> list[Any]:
     pa = _pa()
     n = len(records)
+    # a table read from a partition directory knows where it came from
+    topic = table.topic if topic is None else topic
+    partition = table.partition if partition is None else partition
     partition = None if partition is None else int(partition)
     built = _kernel_columns(pa, table, records, binary, include_headers)
     if built is None:
@@ -691,9 +694,11 @@ def to_arrow(
     table : RecordTable
         Decoded records (``kbatch.decode``, ``LogDir.read``).
     topic : str, optional
-        Filled into every row's ``topic`` (null when None).
+        Filled into every row's ``topic``; default the table's own
+        (``table.topic``: known for tables read from a partition directory),
+        else null.
     partition : int, optional
-        Filled into every row's ``partition`` (null when None).
+        Filled into every row's ``partition``; default ``table.partition``, else null.
     include_headers : bool, default True
         Add the ``headers`` column (null for records without headers).
     extra_columns : bool, default False
@@ -974,7 +979,7 @@ def arrow_c_stream(table: RecordTable, requested_schema: object | None = None, *
     """``RecordTable.__arrow_c_stream__``: the table as an ``ArrowArrayStream`` PyCapsule.
 
     ``options`` are :class:`ArrowStream`'s (default: Spark's schema, headers included,
-    topic and partition null).
+    topic and partition the table's own, null when unknown).
     """
     return ArrowStream(table, **options).__arrow_c_stream__(requested_schema)
 

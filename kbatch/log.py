@@ -25,6 +25,10 @@ What a broker keeps on disk under each ``log.dirs`` root (all integers big-endia
         *.deleted *.cleaned *.swap            leftovers of deletion, cleaning, compaction: skipped
         leader-epoch-checkpoint               text: "0" (version), count, then "epoch startOffset"
         partition.metadata                    text: "version: 0", "topic_id: <base64url uuid>"
+    <root>/log-start-offset-checkpoint        text, "topic partition offset" lines (kbatch._checkpoint):
+    <root>/recovery-point-offset-checkpoint   a log starts at max(its log start offset checkpoint,
+    <root>/replication-offset-checkpoint      its first segment's base offset), as the broker's;
+    <root>/cleaner-offset-checkpoint          the others are read for reporting, all verified
 
     A batch's frame, enough to walk a segment without parsing records:
         baseOffset int64 (legacy: the offset, a compressed wrapper's last inner offset),
@@ -81,6 +85,14 @@ from crc32c import crc32c
 
 import kbatch
 from kbatch import _replicas, _storage
+from kbatch._checkpoint import (
+    CHECKPOINT_FILES,
+    HIGH_WATERMARK,
+    LOG_START,
+    RECOVERY_POINT,
+    root_checkpoints,
+    update_checkpoint,
+)
 from kbatch._core import BATCH_DTYPE
 from kbatch._core import decode as _core_decode
 from kbatch._core import scan as _core_scan
@@ -951,9 +963,14 @@ class LogDir:
     segments : list of Segment
         In offset order.
     notes : list of str
-        Files skipped and indexes or index entries not used, and why (an
-        index entry that does not match the ``.log`` is found, and noted here,
-        by the first read that seeks through it).
+        Files skipped, indexes, index entries and checkpoints not used, and why
+        (an index entry that does not match the ``.log`` is found, and noted
+        here, by the first read that seeks through it).
+    checkpoints : dict of str to int
+        This partition's entries in the root's checkpoint files, by short name:
+        ``log_start_offset``, ``recovery_point``, ``high_watermark``,
+        ``cleaner_offset`` (hints: see :attr:`log_start_offset` and
+        :meth:`verify_checkpoints`).
     """
 
     def __init__(
@@ -977,6 +994,7 @@ class LogDir:
             entries = _storage.list_files(loc) if listing is None else listing
             files = {posixpath.basename(e.path): e.size for e in entries if not e.is_dir}
         self.topic, self.partition, self.topic_id = partition_name(self.path)
+        self.topic_id_from_name = self.topic_id  # tiered storage: <topic>-<topic id>/<partition>
         self.notes: list[str] = []
         self.leader_epochs: list[tuple[int, int]] = []
 
@@ -1027,6 +1045,16 @@ class LogDir:
         self._txn: tuple[list[tuple[int, int, int]], int | None] | None = None
         #: The ``log.dirs`` root (or tiered-storage prefix) holding this directory.
         self.root = str(self.path.parent) if loc.fs is None else posixpath.dirname(loc.url)
+        self.checkpoints: dict[str, int] = {}
+        # a local <topic>-<partition> directory: its root's checkpoint files (a remote root's are
+        # not read: a log then starts at its first segment)
+        if loc.fs is None and self.topic_id_from_name is None and self.partition >= 0:
+            by_file, problems = root_checkpoints(Path(self.path).parent)
+            self.notes.extend(f"{self.path.parent}/{n}" for n in problems)
+            for fname, by_partition in by_file.items():
+                if (self.topic, self.partition) in by_partition:
+                    self.checkpoints[CHECKPOINT_FILES[fname]] = by_partition[(self.topic, self.partition)]
+        self._log_start: int | None = None
         if transactions is not None:
             self._txn = (sorted(transactions[0], key=lambda a: a[1]), transactions[1])
 
@@ -1057,7 +1085,47 @@ class LogDir:
 
     @property
     def log_start_offset(self) -> int:
-        return self.segments[0].base_offset if self.segments else 0
+        """Where the log starts, as the broker loads it: the first segment's base offset, or
+        the root's ``log-start-offset-checkpoint`` when that is later (after DeleteRecords or
+        retention the records before it are deleted although still on disk). A checkpointed
+        offset past the log end is not trusted: noted in :attr:`notes` and ignored."""
+        if self._log_start is None:
+            first = self.segments[0].base_offset if self.segments else 0
+            start = first
+            cp = self.checkpoints.get(CHECKPOINT_FILES[LOG_START])
+            if cp is not None and cp > first:
+                end = self.next_offset
+                if cp <= end:
+                    start = cp
+                else:
+                    self.notes.append(
+                        f"{LOG_START} says {self.topic}-{self.partition} starts at {cp}, past the log end "
+                        f"{end}: ignored (the log starts at {first})"
+                    )
+            self._log_start = start
+        return self._log_start
+
+    def verify_checkpoints(self) -> list[str]:
+        """Check this partition's checkpointed offsets against its log; return what disagrees.
+
+        A recovery point or high watermark past the log end means the copy holds less
+        than the broker had flushed or acknowledged (a truncated copy); a log start or
+        cleaner offset past the end is ignored. Each finding is added to :attr:`notes`.
+        """
+        found = []
+        end = self.next_offset
+        _ = self.log_start_offset  # notes a log start past the end
+        for name, value in self.checkpoints.items():
+            if name == CHECKPOINT_FILES[LOG_START] or value <= end:
+                continue
+            what = {CHECKPOINT_FILES[RECOVERY_POINT]: "the broker had flushed more than this copy holds"}.get(
+                name, "past what this copy holds"
+            )
+            note = f"{name} {value} is past the log end {end} of {self.topic}-{self.partition}: {what}"
+            found.append(note)
+            if note not in self.notes:
+                self.notes.append(note)
+        return found
 
     @property
     def next_offset(self) -> int:
@@ -1128,7 +1196,10 @@ class LogDir:
                             raise seg._relocate(exc, p) from exc
                         seg._skip(p, size, exc.reason)
                         continue
-                    hit = np.flatnonzero(t.records["timestamp"] >= timestamp)
+                    # as the broker's ListOffsets: only offsets from the log start on
+                    hit = np.flatnonzero(
+                        (t.records["timestamp"] >= timestamp) & (t.records["offset"] >= self.log_start_offset)
+                    )
                     if len(hit):
                         return int(t.records["offset"][hit[0]])
                 pos = nxt
@@ -1229,6 +1300,7 @@ class LogDir:
                     for table in seg.decode_range(
                             a, b, verify_crc=verify_crc, on_corruption=on_corruption, heads=heads, drop=drop):
                         table = self._clip(table, start, end)
+                        table.topic, table.partition = self.topic, self._known_partition
                         table.truncated = at_end and seg.tail is not None
                         if remaining is not None and len(table) >= remaining:
                             yield select(table, np.arange(len(table)) < remaining)
@@ -1313,7 +1385,8 @@ class LogDir:
             everything; otherwise a joined copy. A crash-truncated tail ends
             the log without an error. The same records as without the index
             files: an index entry that does not match the ``.log`` is not used
-            and is noted in :attr:`notes`.
+            and is noted in :attr:`notes`. Its ``topic`` and ``partition`` are this
+            directory's, so its Arrow, pandas and Polars forms have them filled in.
         """
         tables = list(
             self._iter(
@@ -1321,7 +1394,13 @@ class LogDir:
                 on_corruption, verify_crc, 1 << 62,
             )
         )
-        return concat(tables)
+        table = concat(tables)
+        table.topic, table.partition = self.topic, self._known_partition
+        return table
+
+    @property
+    def _known_partition(self) -> int | None:
+        return None if self.partition < 0 else self.partition
 
     def to_arrow(self, **options: Any) -> Any:
         """The records :meth:`read` returns as a :class:`pyarrow.Table`, topic and partition filled in.
@@ -1495,7 +1574,11 @@ class LogWriter:
     the largest timestamp so far at each entry and once more when a segment is
     closed; an ABORT marker adds a ``.txnindex`` entry with the last stable
     offset of the moment; a rising partition leader epoch adds a line to
-    ``leader-epoch-checkpoint``. Producer snapshots are not written.
+    ``leader-epoch-checkpoint``. :meth:`flush` and :meth:`close` record the
+    partition in the root's ``log-start-offset-checkpoint``,
+    ``recovery-point-offset-checkpoint`` and ``replication-offset-checkpoint``
+    (as a broker's clean shutdown: everything flushed and replicated);
+    :meth:`delete_records` moves the log start as the DeleteRecords API does. Producer snapshots are not written.
     """
 
     def __init__(
@@ -1517,6 +1600,8 @@ class LogWriter:
         self.topic_id = topic_id or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         (self.path / "partition.metadata").write_text(f"version: 0\ntopic_id: {self.topic_id}\n")
         self.next_offset = 0
+        #: Where the log starts (moved by :meth:`delete_records`).
+        self.log_start_offset = 0
         self.leader_epochs: list[tuple[int, int]] = []
         self._ongoing: dict[int, int] = {}
         self._file: Any = None
@@ -1662,6 +1747,27 @@ class LogWriter:
             self.next_offset = last + 1
         return self.next_offset
 
+    def delete_records(self, offset: int) -> None:
+        """Move the log start offset to ``offset``, as Kafka's DeleteRecords API does.
+
+        The segments stay on disk (the broker deletes whole segments below the log start
+        later); the root's ``log-start-offset-checkpoint`` says where the log starts.
+        """
+        offset = int(offset)
+        if not self.log_start_offset <= offset <= self.next_offset:
+            raise ValueError(
+                f"delete_records offset {offset} is outside [{self.log_start_offset}, {self.next_offset}]"
+            )
+        self.log_start_offset = offset
+        self._write_checkpoints()
+
+    def _write_checkpoints(self) -> None:
+        topic, _, partition = self.path.name.rpartition("-")
+        root, key = self.path.parent, (topic, int(partition))
+        update_checkpoint(root / LOG_START, {key: self.log_start_offset})
+        for name in (RECOVERY_POINT, HIGH_WATERMARK):
+            update_checkpoint(root / name, {key: self.next_offset})
+
     def roll(self) -> None:
         """Close the current segment; the next append starts a new one."""
         self._close_segment()
@@ -1673,8 +1779,10 @@ class LogWriter:
             stem = self._stem()
             np.array(self._index, dtype=OFFSET_INDEX_DTYPE).tofile(stem.with_suffix(".index"))
             np.array(self._time, dtype=TIME_INDEX_DTYPE).tofile(stem.with_suffix(".timeindex"))
+        self._write_checkpoints()
 
     def close(self) -> None:
-        """Finish the segment being written (final time index entry, index files)."""
+        """Finish the segment being written (final time index entry, index files, checkpoints)."""
         self._close_segment()
         self._write_epochs()
+        self._write_checkpoints()

@@ -437,7 +437,10 @@ def decode_request(schema: Schema, data: Any, *, framed: bool = False) -> tuple[
     if n >= 0:
         if pos + n > end:
             raise ProtocolError(f"Expected {n} bytes, {end - pos} left", pos, "header.client_id")
-        client_id = str(view[pos:pos + n], "utf-8")
+        try:
+            client_id = str(view[pos:pos + n], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(f"Invalid UTF-8: {exc.reason}", pos, "header.client_id") from None
         pos += n
     try:
         msg = schema.request(api_key)

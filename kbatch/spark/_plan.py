@@ -25,7 +25,7 @@ from kbatch._core import set_threads
 from kbatch._storage import is_remote, parse_options
 from kbatch.arrow import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, to_record_batches
 from kbatch.errors import StorageError
-from kbatch.log import LogDir, open_log, open_logs
+from kbatch.log import LogDir, OnCorruption, open_log, open_logs
 
 __all__ = [
     "EARLIEST",
@@ -263,6 +263,11 @@ class Options:
     storage_options: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
+    @property
+    def on_corruption(self) -> OnCorruption:
+        """How reads treat a corrupt batch: ``failOnDataLoss`` raises, otherwise it is skipped."""
+        return "raise" if self.fail_on_data_loss else "skip"
+
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> Options:
         """Parse Spark's option map (keys case-insensitive, values strings).
@@ -434,11 +439,11 @@ def select_logs(opts: Options) -> list[LogDir]:
 # Offsets
 
 
-def latest_offset(log: LogDir, isolation_level: str) -> int:
+def latest_offset(log: LogDir, isolation_level: str, on_corruption: OnCorruption = "raise") -> int:
     """The log end offset, or under read_committed the last stable offset (Kafka's ``latest``)."""
     end = log.next_offset
     if isolation_level == "read_committed":
-        _, lso = log.transactions()
+        _, lso = log.transactions(on_corruption)
         if lso is not None:
             end = min(end, lso)
     return end
@@ -466,11 +471,11 @@ def resolve_range(log: LogDir, opts: Options) -> tuple[int, int]:
         specific ``startingOffsets``, or a start after the end.
     """
     earliest = log.log_start_offset
-    latest = latest_offset(log, opts.isolation_level)
+    latest = latest_offset(log, opts.isolation_level, opts.on_corruption)
     where = f"{log.topic}-{log.partition}"
 
     def by_timestamp(ts: int, starting: bool) -> int:
-        found = log.offset_for_timestamp(ts)
+        found = log.offset_for_timestamp(ts, on_corruption=opts.on_corruption)
         if found is None:
             if starting and opts.timestamp_strategy == "error":
                 raise ValueError(
@@ -709,7 +714,7 @@ def plan_slices(
         aborted: list[Aborted] = []
         lso: int | None = None
         if opts.isolation_level == "read_committed":
-            aborted, lso = log.transactions()
+            aborted, lso = log.transactions(opts.on_corruption)
         where = (log.url, log.topic, log.partition)
         for lo, hi, size, names in _segment_cuts(log, a, b, target):
             limit = opts.max_records_per_partition
@@ -807,7 +812,7 @@ def read_slice(piece: LogSlice, opts: Options) -> Iterator[Any]:
             start_offset=piece.start,
             end_offset=piece.end,
             isolation_level=opts.isolation_level,  # type: ignore[arg-type]
-            on_corruption="raise" if opts.fail_on_data_loss else "skip",
+            on_corruption=opts.on_corruption,
             verify_crc=opts.verify_crc,
             chunk_bytes=min(opts.batch_bytes, 16 << 20),
         )

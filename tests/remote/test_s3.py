@@ -138,10 +138,10 @@ def test_missing_bucket(s3_server, s3_options):
 
 
 def test_object_deleted_between_listing_and_reading(backup, backup_local, s3_client, s3_options):
-    key = "backup/gone/kafka-logs/orders-1/00000000000000000000.log"
+    key = "scratch/gone/kafka-logs/orders-1/00000000000000000000.log"
     src = backup_local / "broker-1/kafka-logs/orders-1/00000000000000000000.log"
     s3_client.put_object(Bucket="kbatch", Key=key, Body=src.read_bytes())
-    log = open_log("s3://kbatch/backup/gone/kafka-logs/orders-1", storage_options=s3_options)
+    log = open_log("s3://kbatch/scratch/gone/kafka-logs/orders-1", storage_options=s3_options)
     s3_client.delete_object(Bucket="kbatch", Key=key)
     with pytest.raises(kbatch.StorageError, match=r"00000000000000000000\.log") as e:
         log.read()
@@ -149,10 +149,10 @@ def test_object_deleted_between_listing_and_reading(backup, backup_local, s3_cli
 
 
 def test_object_cut_after_listing(backup, backup_local, s3_client, s3_options):
-    key = "backup/cut/kafka-logs/orders-1/00000000000000000000.log"
+    key = "scratch/cut/kafka-logs/orders-1/00000000000000000000.log"
     src = (backup_local / "broker-1/kafka-logs/orders-1/00000000000000000000.log").read_bytes()
     s3_client.put_object(Bucket="kbatch", Key=key, Body=src)
-    log = open_log("s3://kbatch/backup/cut/kafka-logs/orders-1", storage_options=s3_options)
+    log = open_log("s3://kbatch/scratch/cut/kafka-logs/orders-1", storage_options=s3_options)
     s3_client.put_object(Bucket="kbatch", Key=key, Body=src[: len(src) // 2])
     with pytest.raises(kbatch.StorageError, match=r"00000000000000000000\.log"):
         log.read()
@@ -160,11 +160,11 @@ def test_object_cut_after_listing(backup, backup_local, s3_client, s3_options):
 
 def test_compressed_tiered_segment_is_refused(backup, backup_local, s3_client, s3_options):
     src = backup_local / "broker-1/kafka-logs/orders-1/00000000000000000000.log"
-    stem = f"backup/packed/orders-{'A' * 22}/1/00000000000000000000-{'B' * 22}"
+    stem = f"scratch/packed/orders-{'A' * 22}/1/00000000000000000000-{'B' * 22}"
     s3_client.put_object(Bucket="kbatch", Key=stem + ".log", Body=src.read_bytes())
     s3_client.put_object(Bucket="kbatch", Key=stem + ".rsm-manifest", Body=b'{"compression":true}')
     with pytest.raises(kbatch.UnsupportedError, match="rsm-manifest"):
-        open_logs("s3://kbatch/backup/packed", recursive=True, storage_options=s3_options)
+        open_logs("s3://kbatch/scratch/packed", recursive=True, storage_options=s3_options)
 
 
 def test_dump_a_url_prints_what_the_local_file_gives(backup, backup_local, s3_options, capsys):

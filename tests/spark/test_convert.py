@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,8 @@ import pyarrow.dataset as ds  # noqa: E402
 from kbatch import _convert  # noqa: E402
 from kbatch._sample import write_sample  # noqa: E402
 from kbatch.log import open_logs  # noqa: E402
+
+REAL_LOGS = Path(os.environ.get("KBATCH_SHARED", Path(__file__).resolve().parents[3] / "shared")) / "real-logs"
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,7 +99,7 @@ def test_convert_with_spark_parquet_read_back(spark, sample, tmp_path, capsys):
     assert status == 0
     want = [r for r in _expected(sample, isolation_level="read_committed") if r[0] == "payments" and r[2] >= 10]
     assert _read_back(out2) == want
-    assert _convert.run(_args(str(sample), str(out2), "-q")) == 1
+    assert _convert.run(_args(str(sample), str(out2), "-q")) == 2
     assert "already exists" in capsys.readouterr().err
 
 
@@ -112,7 +115,7 @@ def test_convert_arrow_engine_cli_subprocess(sample, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "converted 1,602 records from 4 topics, 6 partitions" in proc.stdout
-    assert "records/s" in proc.stdout and "orders-2: 300 records" in proc.stderr
+    assert "records/s" in proc.stdout and "orders-2: 300 records" in proc.stdout
     assert _read_back(out) == _expected(sample)
     again = subprocess.run(
         [sys.executable, "-m", "kbatch._convert", str(sample), str(out), "--engine", "arrow"],
@@ -121,11 +124,107 @@ def test_convert_arrow_engine_cli_subprocess(sample, tmp_path):
         env=env,
         timeout=300,
     )
-    assert again.returncode == 1 and again.stderr.startswith("kbatch convert: error:")
+    assert again.returncode == 2 and again.stderr.startswith("kbatch convert: error:")
     assert "Traceback" not in again.stderr
 
 
 def test_convert_missing_root_is_one_line(tmp_path, capsys):
-    assert _convert.run(_args(str(tmp_path / "nope"), str(tmp_path / "out"), "--engine", "arrow")) == 1
+    assert _convert.run(_args(str(tmp_path / "nope"), str(tmp_path / "out"), "--engine", "arrow")) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such log directory" in err
+
+
+def _spark_rows(spark, out: Path) -> list[tuple]:
+    df = spark.read.parquet(str(out))
+    return sorted(
+        ((r["topic"], r["partition"], r["offset"], r["key"], r["value"]) for r in df.collect()), key=lambda r: r[:3]
+    )
+
+
+REAL_ROOTS = sorted(p for p in REAL_LOGS.glob("*") if p.is_dir()) if REAL_LOGS.is_dir() else []
+
+
+@pytest.mark.skipif(not REAL_ROOTS, reason=f"no real broker logs at {REAL_LOGS}")
+@pytest.mark.parametrize("root", REAL_ROOTS, ids=lambda p: p.name)
+def test_real_logs_both_engines_same_rows_read_by_pyarrow_and_spark(spark, root, tmp_path, capsys):
+    """Every record of every topic (internal ones subscribed; ``_schemas`` included) comes back
+    from both engines' output, through pyarrow and through Spark, as LogDir.read gives it."""
+    topics = sorted({d.topic for d in open_logs(root)})
+    want = sorted(
+        ((d.topic, d.partition, o, k, v) for d in open_logs(root) for o, k, v in
+         zip(d.read().records["offset"].tolist(), d.read().keys(), d.read().values(), strict=True)),
+        key=lambda r: r[:3],
+    )
+    for engine in ("spark", "arrow"):
+        out = tmp_path / engine
+        argv = [str(root), str(out), "--engine", engine, "--subscribe", ",".join(topics), "--json-summary"]
+        assert _convert.run(_args(*argv)) == 0, capsys.readouterr().err
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert summary["records"] == len(want) and summary["left_out"] == {}
+        assert {(p["topic"], p["partition"]): p["records"] for p in summary["per_partition"]} == {
+            (d.topic, d.partition): len(d.read()) for d in open_logs(root)
+        }
+        got = [r[:5] for r in _read_back_plain(out)]
+        assert got == want, engine
+        assert _spark_rows(spark, out) == want, engine
+    # without a subscription the internal topic is left out, and said so
+    assert _convert.run(_args(str(root), str(tmp_path / "default"), "--json-summary")) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["left_out"] == {"__consumer_offsets": 1}
+
+
+def _read_back_plain(out: Path) -> list[tuple]:
+    t = ds.dataset(str(out), format="parquet", partitioning="hive").to_table()
+    return sorted(((r["topic"], r["partition"], r["offset"], r["key"], r["value"]) for r in t.to_pylist()),
+                  key=lambda r: r[:3])
+
+
+def test_spark_worker_error_is_one_kbatch_line_and_no_output(spark, tmp_path, capsys):
+    import kbatch
+    from kbatch.log import LogWriter
+
+    root = tmp_path / "root"
+    with LogWriter(root, "orders", 1) as w:
+        for i in range(30):
+            w.append(kbatch.encode([b"value-%d" % j for j in range(10)], base_offset=i * 10))
+    seg = root / "orders-1" / "00000000000000000000.log"
+    data = bytearray(seg.read_bytes())
+    data[2770] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    (out / "topic=x").mkdir(parents=True)
+    (out / "topic=x" / "old.parquet").write_bytes(b"old")
+    for mode in ("errorifexists", "append", "overwrite"):
+        target = tmp_path / "fresh" if mode == "errorifexists" else out
+        assert _convert.run(_args(str(root), str(target), "--mode", mode, "-q")) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("kbatch convert: error: crc32c mismatch") and err.count("\n") == 1, err
+        assert "orders-1/00000000000000000000.log" in err and "field crc" in err
+    assert not (tmp_path / "fresh").exists()
+    assert [p.name for p in out.rglob("*")] == ["topic=x", "old.parquet"]  # untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "root"]  # no staging folder left
+
+
+def test_spark_append_counts_and_empty_selection(spark, sample, tmp_path, capsys):
+    out = tmp_path / "out"
+    for mode in ("errorifexists", "append"):
+        argv = [str(sample), str(out), "--subscribe", "orders", "--mode", mode, "--json-summary"]
+        assert _convert.run(_args(*argv)) == 0
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert summary["records"] == 900 and summary["startup_seconds"] >= 0
+    assert len(_read_back_plain(out)) == 1800
+    # nothing in range: no folder, no _SUCCESS
+    ends = '{"orders": {"0": 300, "1": 300, "2": 300}}'
+    argv = [str(sample), str(tmp_path / "empty"), "--subscribe", "orders", "--starting-offsets", ends, "--json-summary"]
+    assert _convert.run(_args(*argv)) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["records"] == 0 and summary["written"] is False
+    assert not (tmp_path / "empty").exists()
+    # checked before Spark runs anything: status 2, one line
+    assert _convert.run(_args(str(tmp_path / "nope"), str(tmp_path / "o"))) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    # a --where Spark cannot analyse is the user's mistake too, and writes nothing
+    assert _convert.run(_args(str(sample), str(tmp_path / "w"), "--where", "no_such_column > 1", "-q")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kbatch convert: error: --where") and err.count("\n") == 1, err
+    assert not (tmp_path / "w").exists()
