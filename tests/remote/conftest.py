@@ -137,3 +137,29 @@ def backup(backup_local, s3_client) -> str:
         if f.is_file():
             s3_client.upload_file(str(f), BUCKET, f"backup/{f.relative_to(backup_local).as_posix()}")
     return f"s3://{BUCKET}/backup"
+
+
+@pytest.fixture(scope="session")
+def expected_rows(backup_local) -> list[tuple]:
+    """(topic, partition, offset, key, value) of every record LogDir.read gives from the local copies
+    (one replica per partition, as open_logs(recursive=True) chooses), sorted."""
+    from kbatch.log import open_logs
+
+    want = []
+    for log in open_logs(backup_local, recursive=True):
+        t = log.read()
+        want += [(log.topic, log.partition, o, k, v)
+                 for o, k, v in zip(t.records["offset"].tolist(), t.keys(), t.values(), strict=True)]
+    return sorted(want)
+
+
+def dataset_rows(dataset) -> list[tuple]:
+    """The same tuples from a written dataset (hive-partitioned by topic)."""
+    t = dataset.to_table(columns=["topic", "partition", "offset", "key", "value"])
+    return sorted(zip(*(t.column(c).to_pylist() for c in ("topic", "partition", "offset", "key", "value")),
+                      strict=True))
+
+
+@pytest.fixture(scope="session")
+def read_rows():
+    return dataset_rows

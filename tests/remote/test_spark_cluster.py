@@ -92,6 +92,28 @@ def cluster(tmp_path_factory):
         log.close()
 
 
+def test_kbatch_convert_on_the_cluster(cluster, backup, expected_rows, read_rows, s3_options, tmp_path):
+    """``kbatch convert s3://kbatch/backup OUT --master spark://...`` (first: it needs the cores)."""
+    import pyarrow.dataset as pads
+
+
+    out = tmp_path / "out"
+    paths = os.pathsep.join([REPO, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    cmd = [
+        sys.executable, "-m", "kbatch", "convert", backup, str(out), "--recursive", "--master", cluster, "-q",
+        *[f"--storage-option={k}={v}" for k, v in s3_options.items()],
+        "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
+        "--conf", "spark.driver.memory=512m", "--conf", "spark.executor.memory=512m",
+        "--conf", "spark.executor.cores=1", "--conf", "spark.cores.max=2",
+        "--conf", f"spark.executorEnv.PYTHONPATH={paths}",
+        "--conf", f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}",
+    ]
+    env = {**os.environ, "PYTHONPATH": paths, "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert read_rows(pads.dataset(out, format="parquet", partitioning="hive")) == expected_rows
+
+
 @pytest.fixture(scope="module")
 def spark(cluster):
     os.environ["PYSPARK_PYTHON"] = sys.executable
