@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 #: Bytes a remote read fetches at least (one range request); also the reader's window.
-CHUNK: Final = 16 << 20
+CHUNK: Final = 64 << 20
 
 _PYARROW_SCHEMES: Final = {
     "s3": "S3FileSystem",
