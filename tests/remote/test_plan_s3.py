@@ -46,3 +46,34 @@ def test_unknown_storage_option_is_the_filesystems_error(backup):
     opts = Options.parse({"path": backup, "storage.no_such_option": "1"})
     with pytest.raises(ValueError, match=r"storage_options for s3://.*no_such_option"):
         select_logs(opts)
+
+
+def test_object_gone_after_planning(backup, backup_local, s3_client, s3_options, caplog):
+    import kbatch
+
+    part = backup_local / "broker-1" / "kafka-logs" / "events-0"
+    for f in part.iterdir():
+        s3_client.upload_file(str(f), "kbatch", f"scratch/lost/events-0/{f.name}")
+    base = {"path": "s3://kbatch/scratch/lost/events-0", "maxPartitionBytes": "1500", **_storage(s3_options)}
+    plans = {}
+    for fail in ("true", "false"):
+        opts = Options.parse({**base, "failOnDataLoss": fail})
+        logs = select_logs(opts)
+        ranges = {(d.topic, d.partition): resolve_range(d, opts) for d in logs}
+        plans[fail] = (opts, plan_tasks(plan_slices(logs, ranges, opts), opts))
+    s3_client.delete_object(Bucket="kbatch", Key="scratch/lost/events-0/00000000000000000000.log")
+    opts, tasks = plans["true"]
+    with pytest.raises(kbatch.StorageError, match=r"00000000000000000000\.log"):
+        [b for t in tasks for b in read_task(t, opts)]
+    opts, tasks = plans["false"]
+    rows = sum(b.num_rows for t in tasks for b in read_task(t, opts))
+    assert 0 < rows == 100 - rows_in_first_segment(part)  # the other segment's, and the loss said
+    assert "not read (failOnDataLoss=false)" in caplog.text and "00000000000000000000.log" in caplog.text
+
+
+def rows_in_first_segment(part) -> int:
+    from kbatch.log import LogDir
+
+    seg = LogDir(part).segments[0]
+    b = seg.scan()
+    return int(b["record_count"].sum())
