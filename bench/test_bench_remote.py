@@ -49,9 +49,9 @@ def _server() -> tuple[subprocess.Popen[bytes], str]:
 
 def measure(n: int = N_RECORDS) -> dict[str, Any]:
     import boto3
+    from test_bench_arrow import build_root
 
     from kbatch.log import open_logs
-    from test_bench_arrow import build_root
 
     proc, url = _server()
     try:
@@ -105,8 +105,8 @@ def _table(r: dict[str, Any]) -> str:
         f"{r['records']:,} records, {r['log_bytes'] / (1 << 20):.0f} MiB of log, read with iter_arrow()",
         f"local disk (mmap):       {r['local_rps'] / 1e6:8.2f} M records/s",
         f"s3:// (moto, loopback):  {r['s3_rps'] / 1e6:8.2f} M records/s  = {r['ratio']:.2f}x local (target >= 0.5x)",
-        f"range requests per GiB:  {r['requests_per_gib']:8.1f}  ({r['bytes_read_per_run'] / (1 << 20):.0f} MiB "
-        "fetched per read)",
+        (f"range requests per GiB:  {r['requests_per_gib']:8.1f}  ({r['bytes_read_per_run'] / (1 << 20):.0f} MiB "
+         "fetched per read)"),
     ])
 
 
