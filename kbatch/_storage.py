@@ -39,8 +39,12 @@ __all__ = [
     "list_files",
     "locate",
     "parse_options",
+    "prefetch",
     "read_small",
 ]
+
+#: Concurrent requests :func:`prefetch` makes (the small objects of a listing).
+PREFETCH_THREADS: Final = 16
 
 #: Bytes a remote read fetches at least (one range request); also the reader's window.
 CHUNK: Final = 64 << 20
@@ -70,11 +74,13 @@ class Location(NamedTuple):
 
 
 class Entry(NamedTuple):
-    """One listed object: its path in the filesystem, size, and whether it is a directory."""
+    """One listed object: its path in the filesystem, size, whether it is a directory, and its
+    bytes when :func:`prefetch` read them."""
 
     path: str
     size: int
     is_dir: bool
+    data: bytes | None = None
 
 
 class _Stat(NamedTuple):
@@ -260,8 +266,16 @@ def list_files(loc: Location, recursive: bool = False) -> list[Entry]:
     return [Entry(i.path, i.size or 0, i.type == pafs.FileType.Directory) for i in infos]
 
 
-def read_small(loc: Location) -> bytes | None:
-    """The whole of a small file (an index, a checkpoint) in one request, or None when absent."""
+def _open(loc: Location, size: int | None) -> Any:
+    """``open_input_file`` (pyarrow's Python API takes no size, so an S3 open is one metadata
+    request, HEAD, before the reads; ``size`` is kept for when it does)."""
+    del size
+    return loc.fs.open_input_file(loc.path)
+
+
+def read_small(loc: Location, size: int | None = None) -> bytes | None:
+    """The whole of a small file (an index, a checkpoint), or None when absent (remote: a HEAD
+    and one GET)."""
     if loc.fs is None:
         try:
             with open(loc.path, "rb") as f:
@@ -269,7 +283,7 @@ def read_small(loc: Location) -> bytes | None:
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
     try:
-        with loc.fs.open_input_file(loc.path) as f:
+        with _open(loc, size) as f:
             size = f.size()
             data = f.read_at(size, 0) if size else b""
     except FileNotFoundError:
@@ -279,6 +293,33 @@ def read_small(loc: Location) -> bytes | None:
     if len(data) != size:
         raise StorageError(f"cannot read {loc.url}: short read ({len(data)} of {size} bytes)", url=loc.url)
     return bytes(data)
+
+
+def prefetch(fs: Any, base_url: tuple[str, str], entries: list[Entry], wanted: Any) -> list[Entry]:
+    """``entries`` with the bytes of those ``wanted(entry)`` selects read, concurrently (one
+    request each, :data:`PREFETCH_THREADS` at a time: opening a bucket of many partitions costs
+    its index objects' latency once per thread, not once per object).
+
+    ``base_url``: (filesystem path, URL) of the listed root, to name objects in errors. An
+    object gone since the listing is left without data (its reader then says so).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    picked = [k for k, e in enumerate(entries) if not e.is_dir and wanted(e)]
+    if not picked:
+        return entries
+    root, url = base_url
+
+    def one(k: int) -> bytes | None:
+        p = entries[k].path
+        return read_small(Location(fs, p, url + p[len(root):] if p.startswith(root) else p), entries[k].size)
+
+    out = list(entries)
+    with ThreadPoolExecutor(min(PREFETCH_THREADS, len(picked))) as pool:
+        for k, data in zip(picked, pool.map(one, picked), strict=True):
+            if data is not None:
+                out[k] = out[k]._replace(data=data)
+    return out
 
 
 class RangeReader:
@@ -296,6 +337,7 @@ class RangeReader:
         self.loc = loc
         self.chunk = chunk
         self._file: Any = None
+        self._known_size = size
         self._win: memoryview = memoryview(b"")
         self._win_start = 0
         self.requests = 0
@@ -307,7 +349,7 @@ class RangeReader:
     def _open(self) -> Any:
         if self._file is None:
             try:
-                self._file = self.loc.fs.open_input_file(self.loc.path)
+                self._file = _open(self.loc, self._known_size)
             except Exception as exc:
                 raise _error(exc, self.loc.url, "cannot open") from exc
         return self._file

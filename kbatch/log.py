@@ -285,6 +285,8 @@ class Segment:
     listing : dict of str to int, optional
         The names and sizes of the files beside it, when the caller listed them
         (no request then per absent index).
+    prefetched : dict of str to bytes, optional
+        The contents of files beside it the caller already read (by name).
 
     Attributes
     ----------
@@ -326,9 +328,11 @@ class Segment:
         filesystem: Any = None,
         storage_options: dict[str, Any] | None = None,
         listing: dict[str, int] | None = None,
+        prefetched: dict[str, bytes] | None = None,
     ) -> None:
         loc = _storage.locate(path, filesystem, storage_options)
         self.url = loc.url
+        self._prefetched = prefetched or {}
         self.path: Path | PurePosixPath = Path(loc.path) if loc.fs is None else PurePosixPath(loc.path)
         name = self.path.name
         m = _SEGMENT_NAME.match(name)
@@ -375,6 +379,8 @@ class Segment:
     def _side_file(self, suffix: str) -> bytes | None:
         """The bytes of the file beside the ``.log`` with ``suffix`` (None when absent)."""
         name = self.path.with_suffix(suffix).name
+        if name in self._prefetched:
+            return self._prefetched[name]
         if self._listing is not None and name not in self._listing:
             return None
         if self._reader is None:
@@ -987,12 +993,14 @@ class LogDir:
         self.url = loc.url
         self.path: Path | PurePosixPath = Path(loc.path) if loc.fs is None else PurePosixPath(loc.path)
         files: dict[str, int] | None = None  # a remote directory's files and sizes, when listed
+        prefetched: dict[str, bytes] = {}  # and the small ones the listing's caller read
         if loc.fs is None:
             if not Path(self.path).is_dir():
                 raise FileNotFoundError(f"not a directory: {self.path}")
         elif listing is not None or segments is None:
             entries = _storage.list_files(loc) if listing is None else listing
             files = {posixpath.basename(e.path): e.size for e in entries if not e.is_dir}
+            prefetched = {posixpath.basename(e.path): e.data for e in entries if e.data is not None}
         self.topic, self.partition, self.topic_id = partition_name(self.path)
         self.topic_id_from_name = self.topic_id  # tiered storage: <topic>-<topic id>/<partition>
         self.notes: list[str] = []
@@ -1001,7 +1009,7 @@ class LogDir:
         def text(name: str) -> str | None:
             if files is not None and name not in files:
                 return None
-            raw = _storage.read_small(_storage.join(loc, name))
+            raw = prefetched[name] if name in prefetched else _storage.read_small(_storage.join(loc, name))
             try:
                 return None if raw is None else raw.decode()
             except UnicodeDecodeError:
@@ -1028,14 +1036,14 @@ class LogDir:
             for name in segments:
                 if not _SEGMENT_NAME.match(name):
                     raise ValueError(f"{name!r} is not a segment name (<20-digit base offset>.log)")
-                found.append(self._segment(loc, name, files))
+                found.append(self._segment(loc, name, files, prefetched))
         if segments is None:
             names = sorted(files) if files is not None else sorted(e.name for e in Path(self.path).iterdir())
             for name in names:
                 if name.endswith(_SKIPPED_SUFFIXES):
                     self.notes.append(f"skipped {name} (left over by deletion, cleaning or compaction)")
                 elif _SEGMENT_NAME.match(name):
-                    found.append(self._segment(loc, name, files))
+                    found.append(self._segment(loc, name, files, prefetched))
         self.segments = sorted(found, key=lambda s: s.base_offset)
         for seg in self.segments:
             self.notes.extend(f"{seg.path.name}: {n}" for n in seg.notes)
@@ -1059,10 +1067,12 @@ class LogDir:
             self._txn = (sorted(transactions[0], key=lambda a: a[1]), transactions[1])
 
     @staticmethod
-    def _segment(loc: _storage.Location, name: str, files: dict[str, int] | None) -> Segment:
+    def _segment(
+        loc: _storage.Location, name: str, files: dict[str, int] | None, prefetched: dict[str, bytes]
+    ) -> Segment:
         if loc.fs is None:
             return Segment(Path(loc.path) / name)
-        return Segment(_storage.join(loc, name), listing=files)
+        return Segment(_storage.join(loc, name), listing=files, prefetched=prefetched)
 
     def __repr__(self) -> str:
         return f"<LogDir {self.topic}-{self.partition}: {len(self.segments)} segments>"
@@ -1472,6 +1482,13 @@ def open_log(
 
 
 Replicas = Literal["best", "all"]
+_SIDE_SUFFIXES: Final = (".index", ".timeindex", ".txnindex", ".rsm-manifest")
+
+
+def _is_side_file(e: _storage.Entry) -> bool:
+    name = posixpath.basename(e.path)
+    return e.size <= 16 << 20 and (name.endswith(_SIDE_SUFFIXES) or name in ("partition.metadata",
+                                                                             "leader-epoch-checkpoint"))
 
 
 def open_logs(
@@ -1528,11 +1545,18 @@ def open_logs(
     said: list[str] = []
     loc = _storage.locate(root, filesystem, storage_options)
     found, seen = find_partitions(loc, recursive, said)
+    chosen = [f for f in found if topics is None or partition_name(PurePosixPath(f.location.path))[0] in topics]
+    if loc.fs is not None and chosen:
+        # the small objects every LogDir reads at open, fetched concurrently
+        flat = [e for f in chosen for e in f.listing or ()]
+        flat = _storage.prefetch(loc.fs, (loc.path, loc.url), flat, _is_side_file)
+        k = 0
+        for i, f in enumerate(chosen):
+            n = len(f.listing or ())
+            chosen[i] = f._replace(listing=flat[k : k + n])
+            k += n
     out = []
-    for f in found:
-        topic = partition_name(PurePosixPath(f.location.path))[0]
-        if topics is not None and topic not in topics:
-            continue
+    for f in chosen:
         log = LogDir(f.location, listing=f.listing)
         log.root = f.root
         out.append(log)
