@@ -43,10 +43,9 @@ def test_disagreeing_copies_are_reported_with_the_offset(tmp_path, caplog):
             w.append(kbatch.encode([value], base_offset=i, timestamps=[i]), leader_epoch=1)
     notes: list[str] = []
     open_logs(tmp_path, recursive=True, notes=notes)
-    assert [n for n in notes if "replicas disagree" in n] == [
-        f"t-0: replicas disagree from offset 5: {tmp_path}/a/logs/t-0 and {tmp_path}/b/logs/t-0 hold different "
-        "batches there (base offset or CRC)"
-    ]
+    want = (f"t-0: replicas disagree from offset 5: {tmp_path}/a/logs/t-0 and {tmp_path}/b/logs/t-0 hold "
+            "different batches there (base offset or CRC)")
+    assert [n for n in notes if "replicas disagree" in n] == [want]
     assert "replicas disagree from offset 5" in caplog.text
     notes.clear()
     open_logs(tmp_path, recursive=True, notes=notes, verify_replicas=False)
