@@ -709,8 +709,9 @@ class Segment:
             stop = stop2 + off
             end = off + len(buf)
         if err is not None:
-            shifted = _corrupt(self.path, err.reason, err.position + off if err.position >= 0 else -1, err.field,
-                               err.batch_position + off)
+            shifted = CorruptRecordError(err.reason, err.position + off if err.position >= 0 else -1, -1, err.field,
+                                         batch_position=err.batch_position + off)  # (the reason names the file)
+            shifted.path = str(self.path)  # type: ignore[attr-defined]
             shifted.__cause__ = err.__cause__
             return heads, stop, shifted, False
         # more to frame: the budget stopped it, or the window ends before the object does
@@ -734,19 +735,33 @@ class Segment:
                 return np.concatenate(parts) if len(parts) > 1 else parts[0], pos, err, more
 
     def _resync_remote(self, pos: int) -> int:
-        """:func:`_resync` through windows of two chunks overlapping by one (a batch of up to a
-        chunk across a window's end is found in the next)."""
+        """:func:`_resync` for a remote segment, window by window: the next position after
+        ``pos`` where a RecordBatch with a valid CRC starts (or the end). A candidate cut by a
+        window's end is read whole (one request) to check its CRC."""
         assert self._reader is not None
-        chunk = self._reader.chunk
         p = pos
-        while p < self.size:
-            buf, off = self._reader.view(p, p + 2 * chunk)
-            c = _resync(buf, p - off, len(buf)) + off
+        while True:
+            buf, off = self._reader.view(p, p + 2 * self._reader.chunk)
             end = off + len(buf)
-            if c < end or end >= self.size:
-                return min(c, self.size)
-            p = max(p + 1, end - chunk)
-        return self.size
+            u8 = np.frombuffer(buf, dtype=np.uint8)
+            nxt = end - _HEADER_BYTES  # where the next window starts when nothing is found here
+            for c in (np.flatnonzero(u8[p - off + 1 + 16 :] == 2) + p - off + 1).tolist():
+                at = c + off
+                if len(buf) - c < _HEADER_BYTES:
+                    nxt = at - 1  # (the search starts after p)
+                    break
+                length = _FRAME.unpack_from(buf, c)[1]
+                if length < _MIN_V2 or self.size - at - _LOG_OVERHEAD < length:
+                    continue
+                if len(buf) - c - _LOG_OVERHEAD >= length:
+                    one = buf[c : c + _LOG_OVERHEAD + length]
+                else:
+                    one = memoryview(self._reader.read(at, _LOG_OVERHEAD + length))
+                if crc32c(one[21:]) == struct.unpack_from(">I", one, 17)[0]:
+                    return int(at)
+            if end >= self.size:
+                return self.size
+            p = max(p + 1, nxt)
 
     def _skip(self, position: int, length: int, reason: str) -> None:
         item = Skipped(str(self.path), position, length, reason)

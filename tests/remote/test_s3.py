@@ -181,3 +181,36 @@ def test_dump_a_url_prints_what_the_local_file_gives(backup, backup_local, s3_op
         assert "baseOffset" in local or "offset:" in local
     assert main(["dump", "--files", "s3://kbatch/backup/nothing-0/00000000000000000000.log", *opts]) == 1
     assert "nothing-0/00000000000000000000.log" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("chunk", [100, 1 << 20])
+def test_corrupt_batch_raises_or_is_skipped_as_locally(backup, backup_local, s3_client, s3_options, tmp_path, chunk):
+    import shutil
+
+    src = backup_local / "broker-1/kafka-logs/orders-1"
+    part = tmp_path / "orders-1"
+    shutil.copytree(src, part)
+    seg = part / "00000000000000000000.log"
+    raw = bytearray(seg.read_bytes())
+    heads = LogDir(part).segments[0].scan()
+    bad = int(heads["position"][3])
+    raw[bad + 8 : bad + 12] = (3).to_bytes(4, "big")  # a batchLength below the minimum
+    raw[int(heads["position"][5]) + 40] ^= 0xFF  # and a CRC mismatch further on
+    seg.write_bytes(bytes(raw))
+    for f in part.iterdir():
+        s3_client.upload_file(str(f), "kbatch", f"scratch/corrupt-{chunk}/orders-1/{f.name}")
+    local = LogDir(part)
+    remote = open_log(f"s3://kbatch/scratch/corrupt-{chunk}/orders-1", storage_options=s3_options)
+    for s in remote.segments:
+        s._reader.chunk = chunk
+    with pytest.raises(kbatch.CorruptRecordError) as want:
+        local.read()
+    with pytest.raises(kbatch.CorruptRecordError) as got:
+        remote.read()
+    assert (got.value.reason.split(" in ")[0], got.value.position) == (want.value.reason.split(" in ")[0],
+                                                                     want.value.position)
+    a, b = remote.read(on_corruption="skip"), local.read(on_corruption="skip")
+    assert a.records["offset"].tolist() == b.records["offset"].tolist() and len(b) > 0
+    assert [(s.position, s.length, s.reason.replace(str(remote.path), "P")) for s in remote.skipped] == [
+        (s.position, s.length, s.reason.replace(str(local.path), "P")) for s in local.skipped]
+    assert len(local.skipped) == 2
