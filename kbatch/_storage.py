@@ -384,7 +384,8 @@ class RangeReader:
         """(buffer, its offset in the object) covering ``[start, stop)`` (clipped to the object).
 
         Served from the window when it covers the range; otherwise one request of
-        ``max(stop - start, chunk)`` bytes from ``start`` replaces the window.
+        ``max(stop - start, chunk)`` bytes from ``start`` replaces the window (when ``start``
+        is in the window, its tail is kept and only the bytes after it are fetched).
         """
         stop = min(stop, self.size)
         if start >= stop:
@@ -393,8 +394,18 @@ class RangeReader:
         if ws <= start and stop <= ws + len(self._win):
             return self._win, ws
         n = min(self.size - start, max(stop - start, self.chunk))
-        self._win = memoryview(b"")  # let the old window go before the new one arrives
-        self._win = self._fetch(start, n)
+        we = ws + len(self._win)
+        if ws <= start < we:
+            # the range begins in the window: keep its tail, fetch only what follows it
+            tail = self._win[start - ws :]
+            more = self._fetch(we, min(self.size, max(stop, we + self.chunk)) - we)
+            joined = bytearray(len(tail) + len(more))
+            joined[: len(tail)] = tail
+            joined[len(tail) :] = more
+            self._win = memoryview(joined)
+        else:
+            self._win = memoryview(b"")  # let the old window go before the new one arrives
+            self._win = self._fetch(start, n)
         self._win_start = start
         return self._win, start
 

@@ -699,8 +699,10 @@ class Segment:
         if err is None and not more and stop < end < self.size:
             # the window ends inside the batch at ``stop``: grow it (from ``start``, so that
             # the read that decodes these batches finds them in it) to hold that batch
-            head = self._reader.read(stop, _LOG_OVERHEAD)
-            length = _FRAME.unpack_from(head)[1] if len(head) == _LOG_OVERHEAD else 0
+            if end - stop < _LOG_OVERHEAD:  # the frame's length is past the window too: a chunk more
+                buf, off = self._reader.view(start, end + _LOG_OVERHEAD)
+                end = off + len(buf)
+            length = _FRAME.unpack_from(buf, stop - off)[1] if end - stop >= _LOG_OVERHEAD else 0
             want = stop + (_LOG_OVERHEAD + length if length >= _MIN_ENTRY else _HEADER_BYTES)
             buf, off = self._reader.view(start, want)
             more_heads, stop2, err, more = _scan(buf, stop - off, len(buf), 1, self.path)
@@ -1315,7 +1317,9 @@ class LogDir:
                 return
             pos = seg.position_for(start, on_corruption) if start > seg.base_offset else 0
             while True:
-                heads, nxt, at_end = seg.frame_headers(pos, chunk_bytes, on_corruption)
+                # a remote segment's chunk is one read window: at most _MAX_WINDOW bytes
+                step = min(chunk_bytes, _MAX_WINDOW) if seg.is_remote else chunk_bytes
+                heads, nxt, at_end = seg.frame_headers(pos, step, on_corruption)
                 if len(heads):
                     a = int(heads["position"][0])
                     b = int(heads["position"][-1]) + _LOG_OVERHEAD + int(heads["batch_length"][-1])
