@@ -976,11 +976,17 @@ class LogDir:
 
     Attributes
     ----------
-    path : Path
+    path : Path or PurePosixPath
+        A remote directory's path in its filesystem (``url`` has the scheme).
+    url : str
+    root : str
+        The ``log.dirs`` root (or tiered-storage prefix) holding it: which copy, when
+        :func:`open_logs` found several (``replicas="all"``).
     topic : str
     partition : int
     topic_id : str or None
-        From ``partition.metadata`` (base64url, as Kafka prints it).
+        From ``partition.metadata`` (base64url, as Kafka prints it), or from the folder name
+        of a tiered-storage layout (``<topic>-<topic id>/<partition>``).
     leader_epochs : list of (int, int)
         ``(epoch, start_offset)`` from ``leader-epoch-checkpoint``.
     segments : list of Segment
