@@ -1025,7 +1025,7 @@ class LogDir:
             files = {posixpath.basename(e.path): e.size for e in entries if not e.is_dir}
             prefetched = {posixpath.basename(e.path): e.data for e in entries if e.data is not None}
         self.topic, self.partition, self.topic_id = partition_name(self.path)
-        self.topic_id_from_name = self.topic_id  # tiered storage: <topic>-<topic id>/<partition>
+        tiered = self.topic_id is not None  # <topic>-<topic id>/<partition>: tiered storage
         self.notes: list[str] = []
         self.leader_epochs: list[tuple[int, int]] = []
 
@@ -1079,7 +1079,7 @@ class LogDir:
         self.checkpoints: dict[str, int] = {}
         # a local <topic>-<partition> directory: its root's checkpoint files (a remote root's are
         # not read: a log then starts at its first segment)
-        if loc.fs is None and self.topic_id_from_name is None and self.partition >= 0:
+        if loc.fs is None and not tiered and self.partition >= 0:
             by_file, problems = root_checkpoints(Path(self.path).parent)
             self.notes.extend(f"{self.path.parent}/{n}" for n in problems)
             for fname, by_partition in by_file.items():
