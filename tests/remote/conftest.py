@@ -12,6 +12,7 @@ The backup (``s3://kbatch/backup/``, also kept as a local copy to compare with):
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import socket
 import subprocess
@@ -39,16 +40,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def s3_server():
-    """``http://127.0.0.1:PORT`` of a moto server started for the session (stopped at teardown)."""
+@contextlib.contextmanager
+def moto_server(**env: str):
+    """A moto server on 127.0.0.1 (``env``: moto's settings), its URL; stopped on exit."""
     port = _free_port()
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", **env}
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )
-    url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -59,7 +59,7 @@ def s3_server():
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("moto server did not start") from None
                 time.sleep(0.2)
-        yield url
+        yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
         try:
@@ -67,6 +67,34 @@ def s3_server():
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """``http://127.0.0.1:PORT`` of a moto server started for the session (stopped at teardown)."""
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def locked_s3():
+    """A moto server enforcing IAM after its first 5 requests: a bucket ``locked`` holding one
+    segment, and the keys of a user allowed to list it but not to read it. (url, access key, secret)."""
+    import json
+
+    with moto_server(INITIAL_NO_AUTH_ACTION_COUNT="5") as url:
+        kw = {"endpoint_url": url, "aws_access_key_id": "test", "aws_secret_access_key": "test",
+              "region_name": "us-east-1"}
+        s3 = boto3.client("s3", **kw)
+        s3.create_bucket(Bucket="locked")
+        s3.put_object(Bucket="locked", Key="root/t-0/00000000000000000000.log", Body=b"x" * 100)
+        iam = boto3.client("iam", **kw)
+        iam.create_user(UserName="reader")
+        policy = {"Version": "2012-10-17",
+                  "Statement": [{"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": "*"}]}
+        iam.put_user_policy(UserName="reader", PolicyName="list-only", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName="reader")["AccessKey"]
+        yield url, key["AccessKeyId"], key["SecretAccessKey"]
 
 
 @pytest.fixture(scope="session")

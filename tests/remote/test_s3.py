@@ -214,3 +214,16 @@ def test_corrupt_batch_raises_or_is_skipped_as_locally(backup, backup_local, s3_
     assert [(s.position, s.length, s.reason.replace(str(remote.path), "P")) for s in remote.skipped] == [
         (s.position, s.length, s.reason.replace(str(local.path), "P")) for s in local.skipped]
     assert len(local.skipped) == 2
+
+
+def test_permission_denied_names_the_object(locked_s3):
+    url, key, secret = locked_s3
+    opts = {"endpoint_override": url, "scheme": "http", "access_key": key, "secret_key": secret,
+            "region": "us-east-1"}
+    (log,) = open_logs("s3://locked/root", storage_options=opts)  # listing is allowed
+    with pytest.raises(kbatch.StorageError, match="permission denied") as e:
+        log.read()
+    assert e.value.url == "s3://locked/root/t-0/00000000000000000000.log"
+    bad = {**opts, "access_key": "nobody"}
+    with pytest.raises(kbatch.StorageError, match=r"cannot list s3://locked/root: .*(Access Key|ACCESS_KEY)"):
+        open_logs("s3://locked/root", storage_options=bad)
