@@ -159,3 +159,32 @@ def test_cluster_reads_the_bucket_as_the_local_copies(spark, backup, backup_loca
     # the tasks ran on the two workers' executors, not in the driver
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size()
     assert executors == 3  # two executors and the driver's block manager
+
+
+def test_decode_batches_and_the_stream_on_the_cluster(spark, backup, backup_local, s3_options, expected_rows,
+                                                     tmp_path):
+    import kbatch.spark
+    from kbatch.log import LogDir
+
+    # decode_batches: a DataFrame of raw record batches (one row per batch) decoded by the executors
+    part = LogDir(backup_local / "broker-1/kafka-logs/orders-0")
+    raw = []
+    for seg in part.segments:
+        for h in seg.scan().tolist():
+            pos, length = h[0], h[6]
+            raw.append((bytes(seg.data[pos : pos + 12 + length]),))
+    df = spark.createDataFrame(raw, "value binary").repartition(2)
+    decoded = kbatch.spark.decode_batches(df, topic="orders", partition=0)
+    got = sorted((r.offset, bytes(r.value)) for r in decoded.select("offset", "value").collect())
+    assert got == [(o, v) for t, p, o, k, v in expected_rows if (t, p) == ("orders", 0)]
+    # the streaming reader over s3://, availableNow, into parquet
+    out, chk = tmp_path / "out", tmp_path / "chk"
+    q = (spark.readStream.format("kafka-log").option("startingOffsets", "earliest")
+         .option("recursiveFileLookup", "true")
+         .options(**{f"storage.{k}": str(v) for k, v in s3_options.items()}).load(backup)
+         .writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(chk))
+         .trigger(availableNow=True).start())
+    q.awaitTermination(300)
+    assert q.exception() is None
+    streamed = spark.read.parquet(str(out)).select("topic", "partition", "offset").collect()
+    assert sorted((r.topic, r.partition, r.offset) for r in streamed) == [(t, p, o) for t, p, o, _, _ in expected_rows]
