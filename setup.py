@@ -57,6 +57,7 @@ extensions = [
     extension("kbatch._core", "kbatch/_core.pyx", libraries=["z"]),  # zlib's crc32 for magic 0/1
     extension("kbatch.protocol._kernel", "kbatch/protocol/_kernel.pyx"),
     extension("kbatch._arrowkernels", "kbatch/_arrowkernels.pyx"),
+    extension("kbatch.internal._offsetkernel", "kbatch/internal/_offsetkernel.pyx"),
 ]
 
 setup(

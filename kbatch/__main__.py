@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         summary = _summary(module.__doc__)
         sub = subparsers.add_parser(name, help=summary, description=summary)
         module.add_arguments(sub)
-        sub.set_defaults(handler=module.run)
+        sub.set_defaults(handler=module.run, subparser=sub)
     return parser
 
 
@@ -81,7 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # reported by the subcommand's parser, so the usage shown is the subcommand's
+            getattr(args, "subparser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # --version, --help and usage errors: report, don't exit
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)

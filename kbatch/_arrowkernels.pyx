@@ -24,6 +24,9 @@ import _thread
 import numpy as np
 
 
+_CHANGED = "the rows changed while they were read (another thread writing them?)"
+
+
 cdef inline int64_t _check(const uint8_t[::1] data, const int64_t[:] starts, const int32_t[:] lengths,
                            Py_ssize_t n, bint large) except -1:
     cdef Py_ssize_t i
@@ -57,7 +60,10 @@ def gather(const uint8_t[::1] data, const int64_t[:] starts, const int32_t[:] le
     cdef int32_t[::1] o32
     cdef uint8_t* dst = &o[0] if total else NULL
     cdef const uint8_t* src = &data[0] if size else NULL
-    cdef int64_t pos = 0
+    cdef int64_t pos = 0, s
+    # starts and lengths are read again here (once each, and checked again: another thread may
+    # have rewritten them since _check; then an error, never a copy outside either buffer)
+    i = n
     if large:
         o64 = offsets
         with nogil:
@@ -65,9 +71,14 @@ def gather(const uint8_t[::1] data, const int64_t[:] starts, const int32_t[:] le
             for i in range(n):
                 ln = lengths[i]
                 if ln > 0:
-                    memcpy(dst + pos, src + starts[i], <size_t>ln)
+                    s = starts[i]
+                    if s < 0 or ln > size - s or ln > total - pos:
+                        break
+                    memcpy(dst + pos, src + s, <size_t>ln)
                     pos += ln
                 o64[i + 1] = pos
+            else:
+                i = n
     else:
         o32 = offsets
         with nogil:
@@ -75,9 +86,16 @@ def gather(const uint8_t[::1] data, const int64_t[:] starts, const int32_t[:] le
             for i in range(n):
                 ln = lengths[i]
                 if ln > 0:
-                    memcpy(dst + pos, src + starts[i], <size_t>ln)
+                    s = starts[i]
+                    if s < 0 or ln > size - s or ln > total - pos:
+                        break
+                    memcpy(dst + pos, src + s, <size_t>ln)
                     pos += ln
                 o32[i + 1] = <int32_t>pos
+            else:
+                i = n
+    if i < n or pos != total:
+        raise ValueError(_CHANGED)
     return offsets, out
 
 
@@ -182,12 +200,26 @@ def views2(const uint8_t[::1] data, const int64_t[:] s1, const int32_t[:] l1,
     cdef int32_t[:, ::1] v2 = out2
     cdef const uint8_t* src = &data[0] if size else NULL
     cdef int shift = _shift(window_step)
-    with nogil:
+    cdef int64_t s, ln
+    cdef bint changed = False
+    with nogil:  # (each start and length read once, checked again: see gather)
         for i in range(n):
-            if l1[i] > 0:
-                _view(&v1[i, 0], src, size, s1[i], l1[i], shift)
-            if l2[i] > 0:
-                _view(&v2[i, 0], src, size, s2[i], l2[i], shift)
+            ln = l1[i]
+            if ln > 0:
+                s = s1[i]
+                if s < 0 or ln > size - s:
+                    changed = True
+                    break
+                _view(&v1[i, 0], src, size, s, ln, shift)
+            ln = l2[i]
+            if ln > 0:
+                s = s2[i]
+                if s < 0 or ln > size - s:
+                    changed = True
+                    break
+                _view(&v2[i, 0], src, size, s, ln, shift)
+    if changed:
+        raise ValueError(_CHANGED)
     return out1, out2
 
 
@@ -209,20 +241,32 @@ def gather2(const uint8_t[::1] data, const int64_t[:] s1, const int32_t[:] l1,
     cdef uint8_t* d1 = &o1[0] if t1 else NULL
     cdef uint8_t* d2 = &o2[0] if t2 else NULL
     cdef const uint8_t* src = &data[0] if size else NULL
-    with nogil:
+    cdef int64_t s
+    cdef bint changed = False
+    with nogil:  # (each start and length read once, checked again: see gather)
         f1[0] = 0
         f2[0] = 0
         for i in range(n):
             ln = l1[i]
             if ln > 0:
-                memcpy(d1 + p1, src + s1[i], <size_t>ln)
+                s = s1[i]
+                if s < 0 or ln > size - s or ln > t1 - p1:
+                    changed = True
+                    break
+                memcpy(d1 + p1, src + s, <size_t>ln)
                 p1 += ln
             f1[i + 1] = p1
             ln = l2[i]
             if ln > 0:
-                memcpy(d2 + p2, src + s2[i], <size_t>ln)
+                s = s2[i]
+                if s < 0 or ln > size - s or ln > t2 - p2:
+                    changed = True
+                    break
+                memcpy(d2 + p2, src + s, <size_t>ln)
                 p2 += ln
             f2[i + 1] = p2
+    if changed or p1 != t1 or p2 != t2:
+        raise ValueError(_CHANGED)
     if not large:
         return off1.astype(np.int32), out1, off2.astype(np.int32), out2
     return off1, out1, off2, out2
@@ -332,6 +376,7 @@ cdef enum:
     E_HEADERS = 4   # a record's headers_start/headers_count reach outside the header rows
     E_BATCH = 5     # a record's batch index is outside the batches
     E_TOO_MANY = 6  # more than 2**31-1 header rows (list offsets are int32)
+    E_CHANGED = 7   # gather pass: a row no longer says what the fill pass found
 
 
 cdef struct part_t:
@@ -411,7 +456,8 @@ cdef inline void _slot(const job_t* job, part_t* p, int col, Py_ssize_t row, int
 cdef int _fill(const job_t* job, part_t* p, Py_ssize_t first, Py_ssize_t end) noexcept nogil:
     """Fixed-width columns, null bits and (views mode) views of records first .. end."""
     cdef const uint8_t* src = job.src
-    cdef int64_t size = job.size, hs, hc
+    cdef int64_t size = job.size, hs, hc, ks, vs
+    cdef int32_t kl, vl
     cdef int64_t hbase = job.rec[0].headers_start if job.with_headers else 0
     cdef Py_ssize_t i, r, j = p.first_row
     cdef const record_t* rec
@@ -425,7 +471,12 @@ cdef int _fill(const job_t* job, part_t* p, Py_ssize_t first, Py_ssize_t end) no
         p.bad = i
         hs = rec.headers_start if job.with_headers else 0
         hc = rec.headers_count if job.with_headers else 0
-        if _outside(size, rec.key_start, rec.key_length) or _outside(size, rec.value_start, rec.value_length):
+        # Each field read once: the rows may be another thread's, rewritten meanwhile.
+        ks = rec.key_start
+        kl = rec.key_length
+        vs = rec.value_start
+        vl = rec.value_length
+        if _outside(size, ks, kl) or _outside(size, vs, vl):
             return E_SLICE
         if hc < 0 or hs < 0 or hs > job.nh - hc:
             return E_HEADERS
@@ -439,19 +490,23 @@ cdef int _fill(const job_t* job, part_t* p, Py_ssize_t first, Py_ssize_t end) no
             job.ts_type[i] = job.ts_types[rec.batch]
         job.offset[i] = rec.offset
         job.ts_us[i] = rec.timestamp * 1000
-        _slot(job, p, C_KEY, i, rec.key_start, rec.key_length)
-        _slot(job, p, C_VALUE, i, rec.value_start, rec.value_length)
+        _slot(job, p, C_KEY, i, ks, kl)
+        _slot(job, p, C_VALUE, i, vs, vl)
         if hc == 0:  # Spark's source: null, not an empty list, for a record without headers
             p.nulls[C_LIST] += 1
             job.null_bits[C_LIST][i >> 3] |= <uint8_t>(1 << (i & 7))
         for r in range(hs, hs + hc):
             h = &job.hdr[r]
-            if _outside(size, h.key_start, h.key_length) or _outside(size, h.value_start, h.value_length):
+            ks = h.key_start
+            kl = h.key_length
+            vs = h.value_start
+            vl = h.value_length
+            if _outside(size, ks, kl) or _outside(size, vs, vl):
                 return E_SLICE
-            if h.key_length > 0 and not _ascii(src + h.key_start, h.key_length):
+            if kl > 0 and not _ascii(src + ks, kl):
                 p.non_ascii = True
-            _slot(job, p, C_HKEY, j, h.key_start, h.key_length)
-            _slot(job, p, C_HVALUE, j, h.value_start, h.value_length)
+            _slot(job, p, C_HKEY, j, ks, kl)
+            _slot(job, p, C_HVALUE, j, vs, vl)
             j += 1
         if j > 2147483647:
             return E_TOO_MANY
@@ -473,6 +528,8 @@ cdef inline int64_t _copy(uint8_t* dst, int64_t pos, int64_t end, const uint8_t*
     cdef int64_t k = 0
     if ln <= 0:
         return pos
+    if s < 0 or ln > size - s or ln > end - pos:  # (rewritten since _fill checked it)
+        return -1
     if s + ln + 16 <= size and pos + ln + 16 <= end:
         while k < ln:
             memcpy(dst + pos + k, src + s + k, 16)
@@ -482,14 +539,15 @@ cdef inline int64_t _copy(uint8_t* dst, int64_t pos, int64_t end, const uint8_t*
     return pos + ln
 
 
-cdef void _gather(const job_t* job, const part_t* p, Py_ssize_t first, Py_ssize_t end,
-                  offset_t* ko, offset_t* vo, offset_t* hko, offset_t* hvo) noexcept nogil:
-    """Binary layout: the bytes of records first .. end (after their _fill)."""
+cdef int _gather(const job_t* job, const part_t* p, Py_ssize_t first, Py_ssize_t end,
+                 offset_t* ko, offset_t* vo, offset_t* hko, offset_t* hvo) noexcept nogil:
+    """Binary layout: the bytes of records first .. end (after their _fill); E_CHANGED if a
+    row no longer says what _fill found (every range is checked again as it is read)."""
     cdef const uint8_t* src = job.src
     cdef int64_t size = job.size
     cdef int64_t pk = p.pos[0], pv = p.pos[1], phk = p.pos[2], phv = p.pos[3]
     cdef int64_t ek = pk + p.total[0], ev = pv + p.total[1], ehk = phk + p.total[2], ehv = phv + p.total[3]
-    cdef Py_ssize_t i, r, j = p.first_row
+    cdef Py_ssize_t i, r, j = p.first_row, hs, hc
     cdef const record_t* rec
     cdef const header_t* h
     for i in range(first, end):
@@ -497,16 +555,27 @@ cdef void _gather(const job_t* job, const part_t* p, Py_ssize_t first, Py_ssize_
         if i + PREFETCH < job.n:
             __builtin_prefetch(src + rec[PREFETCH].value_start)
         pk = _copy(job.dst[C_KEY], pk, ek, src, size, rec.key_start, rec.key_length)
-        ko[i + 1] = <offset_t>pk
         pv = _copy(job.dst[C_VALUE], pv, ev, src, size, rec.value_start, rec.value_length)
+        if pk < 0 or pv < 0:
+            return E_CHANGED
+        ko[i + 1] = <offset_t>pk
         vo[i + 1] = <offset_t>pv
-        for r in range(rec.headers_start, rec.headers_start + job.list_off[i + 1] - job.list_off[i]):
+        hs = rec.headers_start
+        hc = job.list_off[i + 1] - job.list_off[i]
+        if hc and (hs < 0 or hs > job.nh - hc):
+            return E_CHANGED
+        for r in range(hs, hs + hc):
             h = &job.hdr[r]
             phk = _copy(job.dst[C_HKEY], phk, ehk, src, size, h.key_start, h.key_length)
             phv = _copy(job.dst[C_HVALUE], phv, ehv, src, size, h.value_start, h.value_length)
+            if phk < 0 or phv < 0:
+                return E_CHANGED
             j += 1
             hko[j] = <offset_t>phk
             hvo[j] = <offset_t>phv
+    if pk != ek or pv != ev or phk != ehk or phv != ehv:
+        return E_CHANGED
+    return 0
 
 
 cdef struct pass_t:
@@ -538,11 +607,11 @@ cdef void _work(pass_t* ps) noexcept nogil:
             else:
                 p.err = E_LAYOUT
         elif job.large:
-            _gather(job, p, first, end, <int64_t*>job.offsets[0], <int64_t*>job.offsets[1],
-                    <int64_t*>job.offsets[2], <int64_t*>job.offsets[3])
+            p.err = _gather(job, p, first, end, <int64_t*>job.offsets[0], <int64_t*>job.offsets[1],
+                            <int64_t*>job.offsets[2], <int64_t*>job.offsets[3])
         else:
-            _gather(job, p, first, end, <int32_t*>job.offsets[0], <int32_t*>job.offsets[1],
-                    <int32_t*>job.offsets[2], <int32_t*>job.offsets[3])
+            p.err = _gather(job, p, first, end, <int32_t*>job.offsets[0], <int32_t*>job.offsets[1],
+                            <int32_t*>job.offsets[2], <int32_t*>job.offsets[3])
         KBATCH_DONE(&ps.done)
 
 
@@ -756,4 +825,7 @@ cdef list _gathered(job_t* job, const int64_t* total, Py_ssize_t rows):
         job.dst[k] = <uint8_t*>_addr(raw[k])
         job.offsets[k] = _addr(offsets[k])
     _run(job, True)
+    for k in range(job.nchunks):
+        if job.parts[k].err:
+            raise ValueError(_CHANGED)
     return [[offsets[k], raw[k]] for k in range(4)]

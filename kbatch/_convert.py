@@ -637,6 +637,13 @@ def _spark_session(args: argparse.Namespace) -> Any:
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     if here not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([here, *[p for p in paths if p]])
+    if (args.master or "local").startswith("local"):
+        # one machine: no routable address to look for (Spark warns when it finds only loopback)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    import warnings
+
+    # said at session start with pandas >= 3; convert hands Spark Arrow batches, not pandas
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder

@@ -119,6 +119,8 @@ cdef extern from "Python.h":
     Py_ssize_t _str_length "PyUnicode_GET_LENGTH"(PyObject* o) noexcept
     const char* _str_utf8 "PyUnicode_AsUTF8AndSize"(PyObject* o, Py_ssize_t* size) noexcept
     void PyErr_Clear() noexcept
+    int PyGC_Disable() noexcept
+    int PyGC_Enable() noexcept
     const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
     bint PyUnicode_IS_COMPACT_ASCII(object)
     void* PyUnicode_DATA(object)
@@ -639,7 +641,7 @@ cdef int64_t _count_entries(const uint8_t* buf, int64_t n, int64_t* consumed) no
     return k
 
 
-cdef int64_t _fill_batches(const uint8_t* buf, batch_t* out, int64_t count, int64_t* pstart,
+cdef int64_t _fill_batches(const uint8_t* buf, int64_t n, batch_t* out, int64_t count, int64_t* pstart,
                            int64_t* pend, error_t* err) noexcept nogil:
     """Parse ``count`` batch headers and locate each one's records.
 
@@ -647,6 +649,12 @@ cdef int64_t _fill_batches(const uint8_t* buf, batch_t* out, int64_t count, int6
     from: a v2 batch's records, a legacy entry's whole message, or a legacy
     wrapper's (compressed) value. Returns how many batches are valid (== count
     unless ``err`` is set).
+
+    ``n`` is the bytes :func:`_count_entries` counted those ``count`` entries
+    in. Every length is read here once, checked against ``n`` again (the
+    buffer may be another thread's ``bytearray``, rewritten since it was
+    counted) and stored in the batch row: ``position``, ``batch_length``,
+    ``pstart`` and ``pend`` are what every later pass uses, never the bytes.
     """
     cdef int64_t k, pos = 0
     cdef const uint8_t* p
@@ -660,9 +668,15 @@ cdef int64_t _fill_batches(const uint8_t* buf, batch_t* out, int64_t count, int6
         err.batch_index = k
         err.batch_position = pos
         b.position = pos
+        if unlikely(n - pos < HEADER_SIZE_UP_TO_MAGIC):  # (only if the bytes changed since counted)
+            _fail(err, E_TRUNCATED_FIELD, pos, "batchLength", -1, 0, 0)
+            return k
         length = <int32_t>_be32(p + 8)
         if length < RECORD_OVERHEAD_V0:
             _fail(err, E_ENTRY_TOO_SMALL, pos + 8, "batchLength", -1, length, 0)
+            return k
+        if unlikely(length > n - pos - LOG_OVERHEAD):  # (likewise)
+            _fail(err, E_TRUNCATED_FIELD, pos + 8, "batchLength", -1, length, n - pos - LOG_OVERHEAD)
             return k
         magic = <int8_t>p[16]
         b.magic = magic
@@ -804,6 +818,8 @@ cdef inline uint32_t _span_crc32c(_Span span, const uint8_t* p, Py_ssize_t size,
                                   int gil_release_mode) except? 0xFFFFFFFF:
     """CRC-32C of ``size`` bytes at ``p`` through crc32c (``gil_release_mode``:
     crc32c's; 0 holds the GIL, -1 lets it go for large buffers)."""
+    if gil_release_mode != 0:
+        _gil_may_go()
     span.ptr = p
     span.size = size
     return <uint32_t>_crc32c(span, 0, gil_release_mode)
@@ -1243,7 +1259,13 @@ cdef int _parse_legacy(const uint8_t* base, int64_t start, int64_t end, batch_t*
         delta = b.base_offset - last_inner
     forced = b.magic == 1 and b.timestamp_type == 1
     for i in range(b.record_count):
-        size = <int32_t>_be32(p + 8)  # framed and bounded by _frame_legacy_inner
+        # Framed by _frame_legacy_inner in the arena, which no other thread
+        # writes; checked again all the same, as cheap as a comment.
+        if unlikely(base + end - p < LOG_OVERHEAD):
+            return _fail(err, E_INNER_TRUNCATED, p - base, "size", i, LOG_OVERHEAD, base + end - p)
+        size = <int32_t>_be32(p + 8)
+        if unlikely(size < 0 or size > base + end - p - LOG_OVERHEAD):
+            return _fail(err, E_INNER_TRUNCATED, p - base, "size", i, size, base + end - p - LOG_OVERHEAD)
         if _parse_legacy_message(base, p + LOG_OVERHEAD, p + LOG_OVERHEAD + size,
                                  <int64_t>(<uint64_t>_be64(p) + <uint64_t>delta), True, verify_crc,
                                  forced, b.max_timestamp, i, batch_index, out + i, hb.size, err) != 0:
@@ -1980,6 +2002,51 @@ cdef extern from "pythread.h":
     void PyThread_free_lock(PyThread_type_lock lock) nogil
 
 
+# The plain-list encode's window (docs/DESIGN.md, Threads). From the first
+# borrowed item pointer _gather_plain takes to the last byte written from
+# one, the calling thread keeps the GIL and calls no Python code, so no
+# other Python thread can run and drop an item; and the cyclic GC is off,
+# since allocating a tracked object may start a collection, whose finalizers
+# are Python code that may hand the GIL over. _gil_may_go() marks every place
+# on the encode path where another thread could run next (the GIL let go,
+# Python code called): debug builds (KBATCH_DEBUG=1 keeps C asserts) abort
+# there while the window is open.
+cdef extern from *:
+    """
+    #include <assert.h>
+    #define KB_ASSERT_WINDOW_CLOSED(open) \
+        assert(!(open) && "kbatch: another thread may run while encode holds borrowed item pointers")
+    """
+    void KB_ASSERT_WINDOW_CLOSED(bint window_open) noexcept nogil
+
+cdef bint _window_open = False
+cdef int _window_gc = 0   # the GC was enabled when the window opened
+
+
+cdef inline void _open_window() noexcept:
+    global _window_open, _window_gc
+    _window_gc = PyGC_Disable()
+    _window_open = True
+
+
+cdef inline void _close_window() noexcept:
+    global _window_open
+    if _window_open:
+        _window_open = False
+        if _window_gc:
+            PyGC_Enable()
+
+
+cdef inline void _gil_may_go() noexcept nogil:
+    """Another Python thread may run next: the window must be closed."""
+    KB_ASSERT_WINDOW_CLOSED(_window_open)
+
+
+def _window_is_open():
+    """Tests: whether the plain-list encode's window is open (never, between calls)."""
+    return bool(_window_open)
+
+
 cdef struct worker_t:
     PyThread_type_lock ready   # released by submit: a job (or quit) is there
     PyThread_type_lock done    # released by the thread: the job is finished
@@ -2055,6 +2122,7 @@ cdef class _Worker:
             if keep_gil:
                 fn(arg)
             else:
+                _gil_may_go()
                 with nogil:
                     fn(arg)
             return
@@ -2066,6 +2134,8 @@ cdef class _Worker:
     cdef void wait(self, bint keep_gil) noexcept:
         """Block until the job submitted last is finished (``keep_gil``: holding
         the GIL, so that no other Python thread runs meanwhile)."""
+        if not keep_gil:
+            _gil_may_go()
         if not self.busy:
             return
         if keep_gil:
@@ -2173,7 +2243,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     if count:
         bp = <batch_t*>_row_ptr(batches)
         with nogil:
-            bad = _fill_batches(buf, bp, count, &pstart[0], &pend[0], &err)
+            bad = _fill_batches(buf, n, bp, count, &pstart[0], &pend[0], &err)
         if err.code:
             exc = _make_error(&err, IN_INPUT, 0, 0)
     istart = np.asarray(pstart).copy()
@@ -2407,7 +2477,7 @@ def scan(object data, Py_ssize_t start=0, Py_ssize_t stop=-1):
         pend = np.empty(count, dtype=np.int64)
         bp = <batch_t*>_row_ptr(batches)
         with nogil:
-            good = _fill_batches(buf, bp, count, &pstart[0], &pend[0], &err)
+            good = _fill_batches(buf, stop - start, bp, count, &pstart[0], &pend[0], &err)
             for k in range(good):
                 bp[k].first_record = -1
                 if bp[k].magic < 2:
@@ -2777,32 +2847,50 @@ cdef int64_t _lz4_frame_bound(const uint8_t* p, int64_t n) noexcept nogil:
         pos += size + tail
 
 
-cdef int64_t _lz4_frame_into(const uint8_t* p, uint8_t* out) noexcept nogil:
-    """Decompress a frame that _lz4_frame_bound took into ``out`` (room for its
-    bound); the bytes written, or -1 if a block or a checksum is bad."""
-    cdef uint8_t flg = p[4]
-    cdef int64_t pos = 15 if flg & LZ4_CONTENT_SIZE else 7, at = 0, size
-    cdef int max_block = 1 << (2 * (p[5] >> 4) + 8), got
-    cdef bint checked = (flg & (LZ4_BLOCK_CHECKSUM | LZ4_CONTENT_CHECKSUM)) != 0
+cdef int64_t _lz4_frame_into(const uint8_t* p, int64_t n, uint8_t* out, int64_t room) noexcept nogil:
+    """Decompress a frame of ``n`` bytes that _lz4_frame_bound took into ``out``
+    (``room``: its bound); the bytes written, or -1 if a block or a checksum is
+    bad. Every field is read once here and checked against ``n`` and ``room``
+    again: the payload may be another thread's ``bytearray``, rewritten since
+    _lz4_frame_bound read it (then -1 or garbage, never a read or write
+    outside the two buffers)."""
+    cdef uint8_t flg
+    cdef int64_t pos, at = 0, size, tail
+    cdef int max_block, got
+    cdef bint checked
     cdef uint32_t word
+    if n < 11:
+        return -1
+    flg = p[4]
+    max_block = 1 << (2 * ((p[5] >> 4) & 7) + 8)
+    pos = 15 if flg & LZ4_CONTENT_SIZE else 7
+    tail = 4 if flg & LZ4_BLOCK_CHECKSUM else 0
+    checked = (flg & (LZ4_BLOCK_CHECKSUM | LZ4_CONTENT_CHECKSUM)) != 0
     while True:
+        if n - pos < 4:
+            return -1
         word = _le32(p + pos)
         pos += 4
         size = word & 0x7FFFFFFF
         if size == 0:
             break
-        if flg & LZ4_BLOCK_CHECKSUM and _xxh32(p + pos, size, 0) != _le32(p + pos + size):
+        if size + tail > n - pos:
+            return -1
+        if tail and _xxh32(p + pos, size, 0) != _le32(p + pos + size):
             return -1
         if word >> 31:  # stored uncompressed
+            if size > room - at:
+                return -1
             memcpy(out + at, p + pos, size)
             at += size
         else:
-            got = _lz4_decompress(<const char*>p + pos, <char*>out + at, <int>size, max_block)
+            got = _lz4_decompress(<const char*>p + pos, <char*>out + at, <int>size,
+                                  <int>min(<int64_t>max_block, room - at))
             if got < 0:
                 return -1
             at += got
-        pos += size + (4 if flg & LZ4_BLOCK_CHECKSUM else 0)
-    if flg & LZ4_CONTENT_CHECKSUM and _xxh32(out, at, 0) != _le32(p + pos):
+        pos += size + tail
+    if flg & LZ4_CONTENT_CHECKSUM and (n - pos < 4 or _xxh32(out, at, 0) != _le32(p + pos)):
         return -1
     # liblz4's frame decoder (_compression's path for frames with checksums) holds
     # the output to a content size; the one without checksums skips it, as Java does.
@@ -2814,6 +2902,7 @@ cdef int64_t _lz4_frame_into(const uint8_t* p, uint8_t* out) noexcept nogil:
 cdef struct lz4_job_t:
     const uint8_t* src      # the input
     const int64_t* pstart   # payloads in the input, by batch
+    const int64_t* pend
     const uint8_t* skip     # by batch; may be NULL
     int64_t first           # the chunk's first batch; what follows is by batch - first
     uint64_t range          # batches not yet taken (see kb_take)
@@ -2836,7 +2925,8 @@ cdef bint _lz4_take(lz4_job_t* job, bint from_back) noexcept nogil:
         k = job.first + i
         if job.skip == NULL or not job.skip[k]:
             dst = job.out + (job.slot[i] if from_back else job.used)
-            got = _lz4_frame_into(job.src + job.pstart[k], dst)
+            got = _lz4_frame_into(job.src + job.pstart[k], job.pend[k] - job.pstart[k], dst,
+                                  job.slot[i + 1] - job.slot[i])
             if got < 0:
                 kb_cut(&job.range, 0)
                 return False
@@ -2907,6 +2997,7 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
     memset(&job, 0, sizeof(job))
     job.src = src
     job.pstart = &pstart[0]
+    job.pend = &pend[0]
     job.skip = skip
     job.first = first
     job.range = <uint64_t>count << 32
@@ -3373,9 +3464,10 @@ cdef void _plan_range(void* arg) noexcept nogil:
 
 
 cdef int64_t _plan_records(rec_in_t* recs, int64_t n, int64_t max_records, int64_t max_bytes,
-                           plan_t* plans) except -1:
+                           plan_t* plans, bint hold_gil) except -1:
     """:func:`_plan` (``plans`` has room for ``n``), the second half on a worker
-    thread when record counts set the batch boundaries.
+    thread when record counts set the batch boundaries; ``hold_gil``: without
+    letting go of the GIL (the plain-list encode's window).
 
     The back half starts at a multiple of ``max_records``, as if a batch
     began there. It did if the front's last batch could not have taken its
@@ -3389,6 +3481,9 @@ cdef int64_t _plan_records(rec_in_t* recs, int64_t n, int64_t max_records, int64
     if max_records < split:
         split -= split % max_records
     if not (_CPUS > 1 and n >= PARALLEL_RECORDS_MIN and 0 < max_records <= split):
+        if hold_gil:
+            return _plan(recs, n, max_records, max_bytes, plans)
+        _gil_may_go()
         with nogil:
             return _plan(recs, n, max_records, max_bytes, plans)
     front.recs = back.recs = recs
@@ -3400,10 +3495,14 @@ cdef int64_t _plan_records(rec_in_t* recs, int64_t n, int64_t max_records, int64
     front.plans = plans
     back.plans = plans + split  # the front needs at most ``split`` entries
     worker = _Worker(True)
-    worker.submit(_plan_range, &back, False)
-    with nogil:
+    worker.submit(_plan_range, &back, hold_gil)
+    if hold_gil:
         _plan_range(&front)
-    worker.close(False)
+    else:
+        _gil_may_go()
+        with nogil:
+            _plan_range(&front)
+    worker.close(hold_gil)
     last = plans + front.nb - 1
     body = _body_size(recs + split, recs[split].timestamp - recs[last.first].timestamp,
                       <int32_t>(split - last.first)) if split - last.first < max_records else 0
@@ -3412,8 +3511,12 @@ cdef int64_t _plan_records(rec_in_t* recs, int64_t n, int64_t max_records, int64
         return front.nb + back.nb
     back.first = last.first  # the front's last batch goes on: plan again from there
     back.plans = plans + front.nb - 1
-    with nogil:
+    if hold_gil:
         _plan_range(&back)
+    else:
+        _gil_may_go()
+        with nogil:
+            _plan_range(&back)
     return front.nb - 1 + back.nb
 
 
@@ -3513,6 +3616,7 @@ cdef class _CompressJob:
         if worker is not None:
             worker.close(True)
         self.raw = memoryview(block)
+        _close_window()  # the inputs are no longer read
 
     cdef list run(self, int64_t nb):
         """Compress batches ``0 .. nb`` here and, for large inputs, on a
@@ -3543,6 +3647,7 @@ cdef class _CompressJob:
         cdef object raw
         cdef uint8_t* p
         cdef const rec_in_t* recs = self.inp.recs
+        _gil_may_go()  # (the codec: Python code, and it lets go of the GIL)
         while self.next_batch < self.end_batch:
             k = self.next_batch
             self.next_batch = k + 1
@@ -3611,13 +3716,16 @@ cdef inline int64_t _max_timestamp(const rec_in_t* recs, int64_t first, int64_t 
     return max_ts
 
 
-cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object level, bint hold_gil=False):
+cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object level, object codec,
+                           bint hold_gil=False):
     """Plan and write the gathered records as one or more batches.
 
-    ``hold_gil``: the rows point into objects nothing keeps alive but the
-    caller's (unsnapshotted) sequences: write every record without releasing
-    the GIL or running Python code (compressed: into one block first, then
-    compress from there).
+    ``codec``: :func:`_codec`'s, for a compressed encode. ``hold_gil``: the
+    rows point into objects nothing keeps alive but the caller's
+    (unsnapshotted) sequences, and the caller has opened the window: write
+    every record without releasing the GIL or running Python code
+    (compressed: into one block first, then close the window and compress
+    from there).
     """
     cdef int64_t nb, k, total = 0
     cdef plan_t* plans
@@ -3628,7 +3736,7 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
     if plans == NULL:
         raise MemoryError()
     try:
-        nb = _plan_records(inp.recs, inp.n, o.max_records, o.max_bytes, plans)
+        nb = _plan_records(inp.recs, inp.n, o.max_records, o.max_bytes, plans, hold_gil)
         for k in range(nb):
             if plans[k].size > MAX_BATCH_SIZE:
                 raise ValueError(f"record {plans[k].first} is larger than a batch can hold (2 GiB)")
@@ -3640,8 +3748,7 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
             job.plans = plans
             job.compression = compression
             job.level = level
-            from kbatch import _compression
-            job.codec = _compression.compress
+            job.codec = codec
             job.raw_bytes = total - nb * BATCH_OVERHEAD
             if hold_gil:
                 job.write_all(nb, job.raw_bytes)
@@ -3700,6 +3807,7 @@ cdef object _write_uncompressed(_Inputs inp, const batch_opts_t* o, const plan_t
                 if hold_gil:
                     _write_batch(&job, k)
                 else:
+                    _gil_may_go()
                     with nogil:
                         _write_batch(&job, k)
                 _seal(span, out_ptr + at[k], plans[k].size)
@@ -3814,6 +3922,7 @@ cdef class _Beside:
     cdef object error
 
     def __cinit__(self, fn, *args):
+        _gil_may_go()
         self.finished = PyThread_allocate_lock()
         if self.finished == NULL:
             raise MemoryError()
@@ -3885,6 +3994,12 @@ def _now_ms():
     return time.time_ns() // 1_000_000
 
 
+cdef object _codec():
+    # kbatch._compression.compress (imported here: _compression imports this module)
+    from kbatch import _compression
+    return _compression.compress
+
+
 cdef void _set_opts(batch_opts_t* o, int64_t base_offset, int64_t producer_id, int16_t producer_epoch,
                     int32_t base_sequence, bint transactional, int32_t partition_leader_epoch, int timestamp_type,
                     int64_t max_batch_records, int64_t max_batch_bytes, int compression, bint control):
@@ -3934,51 +4049,63 @@ def encode(object values, object keys=None, object timestamps=None, object heade
     _set_opts(&o, base_offset, producer_id, producer_epoch, base_sequence, transactional,
               partition_leader_epoch, timestamp_type, max_batch_records, max_batch_bytes, compression, control)
     now = _now_ms()
+    codec = _codec() if compression else None  # (an import: Python code, before the window)
     # The C rows point into the items. Plain items (bytes, int, str, lists and
-    # tuples of them) are read without running any Python code, and an
-    # uncompressed encode then writes every byte before it runs any or lets go
-    # of the GIL: nothing can drop an item meanwhile, so the caller's lists are
-    # used as they are (a compressed encode writes every record before it
-    # calls a codec). Anything else first takes a tuple snapshot of each
-    # sequence, which keeps every item alive.
+    # tuples of them) are read inside the window (see _open_window: the GIL
+    # kept, no Python code, the cyclic GC off) and every byte is written from
+    # them before it closes: nothing can drop an item meanwhile, so the
+    # caller's lists are used as they are (a compressed encode writes every
+    # record before it calls a codec). Anything else first takes a tuple
+    # snapshot of each sequence, which keeps every item alive.
     strict = True
     inp = _Inputs(n)
     none = <PyObject*>None
-    vitems = _items(<PyObject*>values)
-    kitems = NULL if keys is None else _items(<PyObject*>keys)
-    titems = NULL if timestamps is None or ts_fast else _items(<PyObject*>timestamps)
-    hitems = NULL if headers is None else _items(<PyObject*>headers)
-    for i in range(n):
-        # The items are scattered objects: ask for those of a few records
-        # ahead while this one is read (the gather is bound by these misses).
-        if i + PREFETCH_AHEAD < n:
-            __builtin_prefetch(vitems[i + PREFETCH_AHEAD])
-            if kitems != NULL:
-                __builtin_prefetch(kitems[i + PREFETCH_AHEAD])
-            if hitems != NULL:
-                __builtin_prefetch(hitems[i + PREFETCH_AHEAD])
-        if _gather_plain(inp, i, none if kitems == NULL else kitems[i], vitems[i],
-                         none if titems == NULL else titems[i], none if hitems == NULL else hitems[i],
-                         none, now):
-            strict = False
-            break
-        if ts_fast:
-            inp.recs[i].timestamp = ts_array[i]
-    if not strict:
-        values = _snapshot(values)
-        keys = _snapshot(keys)
-        headers = _snapshot(headers)
-        if not ts_fast:
-            timestamps = _snapshot(timestamps)
-        inp = _Inputs(n)
-        for i in range(n):
-            _gather(inp, i,
-                    None if keys is None else _item(keys, i),
-                    _item(values, i),
-                    ts_array[i] if ts_fast else (None if timestamps is None else _item(timestamps, i)),
-                    None if headers is None else _item(headers, i),
-                    now)
-    return _encode_inputs(inp, &o, compression, compression_level, strict)
+    _open_window()
+    try:
+        vitems = _items(<PyObject*>values)
+        kitems = NULL if keys is None else _items(<PyObject*>keys)
+        titems = NULL if timestamps is None or ts_fast else _items(<PyObject*>timestamps)
+        hitems = NULL if headers is None else _items(<PyObject*>headers)
+        # Python code ran since ``n`` was taken (a generator of keys, ...): a
+        # list of another length now goes the checked way.
+        strict = (_items_size(<PyObject*>values) == n
+                  and (kitems == NULL or _items_size(<PyObject*>keys) == n)
+                  and (titems == NULL or _items_size(<PyObject*>timestamps) == n)
+                  and (hitems == NULL or _items_size(<PyObject*>headers) == n))
+        for i in range(n if strict else 0):
+            # The items are scattered objects: ask for those of a few records
+            # ahead while this one is read (the gather is bound by these misses).
+            if i + PREFETCH_AHEAD < n:
+                __builtin_prefetch(vitems[i + PREFETCH_AHEAD])
+                if kitems != NULL:
+                    __builtin_prefetch(kitems[i + PREFETCH_AHEAD])
+                if hitems != NULL:
+                    __builtin_prefetch(hitems[i + PREFETCH_AHEAD])
+            if _gather_plain(inp, i, none if kitems == NULL else kitems[i], vitems[i],
+                             none if titems == NULL else titems[i], none if hitems == NULL else hitems[i],
+                             none, now):
+                strict = False
+                break
+            if ts_fast:
+                inp.recs[i].timestamp = ts_array[i]
+        if not strict:
+            _close_window()  # Python code ahead: the snapshots hold every item
+            values = _snapshot(values)
+            keys = _snapshot(keys)
+            headers = _snapshot(headers)
+            if not ts_fast:
+                timestamps = _snapshot(timestamps)
+            inp = _Inputs(n)
+            for i in range(n):
+                _gather(inp, i,
+                        None if keys is None else _item(keys, i),
+                        _item(values, i),
+                        ts_array[i] if ts_fast else (None if timestamps is None else _item(timestamps, i)),
+                        None if headers is None else _item(headers, i),
+                        now)
+        return _encode_inputs(inp, &o, compression, compression_level, codec, strict)
+    finally:
+        _close_window()
 
 
 # Encoding from Arrow-style columns. Each binary column is ``offsets``
@@ -4214,7 +4341,7 @@ def encode_arrays(object value_offsets, object value_data, object value_valid=No
         g = second
     if g.bad < g.end:
         raise ValueError(f"record {g.bad}: {_GATHER_FIELDS[g.bad_field]}")
-    return _encode_inputs(inp, &o, compression, compression_level)
+    return _encode_inputs(inp, &o, compression, compression_level, _codec() if compression else None)
 
 
 _CONTROL_TYPES = {"abort": 0, "commit": 1}

@@ -324,6 +324,10 @@ def _contiguous(
         return None
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(np.maximum(lengths, 0), out=offsets[1:])
+    # The rows are read again above: they must still say what was checked (another thread may
+    # be rewriting them), and the window must lie inside the data.
+    if first < 0 or first + total > len(u8) or int(offsets[-1]) != total:
+        return None
     validity, nulls = _validity(pa, lengths)
     window = pa.py_buffer(u8)[first : first + total]
     if binary == "binary":

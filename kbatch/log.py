@@ -97,6 +97,7 @@ from kbatch._core import BATCH_DTYPE
 from kbatch._core import decode as _core_decode
 from kbatch._core import scan as _core_scan
 from kbatch._discover import SEGMENT_NAME, find_partitions, partition_name
+from kbatch._producer_snapshot import ProducerState
 from kbatch._table import RecordTable
 from kbatch._txn import _txn_state, aborted_batch_mask, concat, select
 from kbatch.errors import CorruptRecordError, CRCError, UnsupportedError
@@ -1623,11 +1624,12 @@ class LogWriter:
     the largest timestamp so far at each entry and once more when a segment is
     closed; an ABORT marker adds a ``.txnindex`` entry with the last stable
     offset of the moment; a rising partition leader epoch adds a line to
-    ``leader-epoch-checkpoint``. :meth:`flush` and :meth:`close` record the
-    partition in the root's ``log-start-offset-checkpoint``,
-    ``recovery-point-offset-checkpoint`` and ``replication-offset-checkpoint``
-    (as a broker's clean shutdown: everything flushed and replicated);
-    :meth:`delete_records` moves the log start as the DeleteRecords API does. Producer snapshots are not written.
+    ``leader-epoch-checkpoint``; each roll and :meth:`close` write the producer
+    state at the log end offset to ``<offset>.snapshot`` (:mod:`kbatch._producer_snapshot`).
+    :meth:`flush` and :meth:`close` record the partition in the root's
+    ``log-start-offset-checkpoint``, ``recovery-point-offset-checkpoint`` and
+    ``replication-offset-checkpoint`` (as a broker's clean shutdown: everything flushed
+    and replicated); :meth:`delete_records` moves the log start as the DeleteRecords API does.
     """
 
     def __init__(
@@ -1653,6 +1655,7 @@ class LogWriter:
         self.log_start_offset = 0
         self.leader_epochs: list[tuple[int, int]] = []
         self._ongoing: dict[int, int] = {}
+        self.producers = ProducerState()
         self._file: Any = None
         self._base = 0
         self._size = 0
@@ -1695,6 +1698,7 @@ class LogWriter:
             self._time_append(self._max_ts, self._max_ts_offset)
         self._file.close()
         self._file = None
+        self.producers.write(self.path, self.next_offset)  # as a broker does at a roll and at shutdown
         stem = self._stem()
         np.array(self._index, dtype=OFFSET_INDEX_DTYPE).tofile(stem.with_suffix(".index"))
         np.array(self._time, dtype=TIME_INDEX_DTYPE).tofile(stem.with_suffix(".timeindex"))
@@ -1785,6 +1789,8 @@ class LogWriter:
                 self.leader_epochs.append((epoch, first))
                 self._write_epochs()
             pid = int(h["producer_id"])
+            if magic == 2:
+                self.producers.update(h, first, last)
             if magic == 2 and h["is_transactional"] and pid >= 0:
                 if not h["is_control"]:
                     self._ongoing.setdefault(pid, first)

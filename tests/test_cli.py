@@ -40,9 +40,11 @@ def test_the_net_under_every_subcommand(monkeypatch, capsys, exc, status, text):
         raise exc
 
     parser = cli.build_parser()
-    real = parser.parse_args
+    real = parser.parse_known_args
     monkeypatch.setattr(cli, "build_parser", lambda: parser)
-    monkeypatch.setattr(parser, "parse_args", lambda argv: argparse.Namespace(**{**vars(real(argv)), "handler": boom}))
+    monkeypatch.setattr(
+        parser, "parse_known_args", lambda argv: (argparse.Namespace(**{**vars(real(argv)[0]), "handler": boom}), [])
+    )
     monkeypatch.delenv("KBATCH_DEBUG", raising=False)
     assert cli.main(["dump", "--files", "x"]) == status
     err = capsys.readouterr().err

@@ -8,6 +8,8 @@ import kbatch
 import kbatch.__main__
 import kbatch._core
 import kbatch._dump
+import kbatch._dumpinternal
+import kbatch._kafkajson
 import kbatch._sample
 import kbatch._table
 import kbatch._txn
@@ -23,6 +25,8 @@ MODULES = [
     kbatch.log,
     kbatch._txn,
     kbatch._dump,
+    kbatch._dumpinternal,
+    kbatch._kafkajson,
     kbatch._sample,
 ]
 

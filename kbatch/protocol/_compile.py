@@ -573,7 +573,8 @@ class _Decoder:
         if f.kind == "struct" and not f.array:
             return None
         if f.array and f.kind in FIXED_FORMATS:
-            return ()
+            # a "null" default stays None: for PartitionChangeRecord's Isr it means "unchanged"
+            return None if f.default_text == "null" else ()
         return f.default(self.g.version)
 
     def element(self, f: FieldSpec, kind: str, path: str, ind: str, nullable: bool,

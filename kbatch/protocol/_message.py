@@ -429,6 +429,7 @@ def decode_request(schema: Schema, data: Any, *, framed: bool = False) -> tuple[
         pos = 4
     if end - pos < 10:
         raise ProtocolError(f"Expected at least 10 header bytes, {end - pos} left", pos, "header")
+    header_at = pos  # request_api_key int16, request_api_version int16, correlation_id int32, client_id
     api_key, version, correlation_id = _HDR.unpack_from(view, pos)
     pos += 8
     (n,) = _I16.unpack_from(view, pos)
@@ -445,7 +446,10 @@ def decode_request(schema: Schema, data: Any, *, framed: bool = False) -> tuple[
     try:
         msg = schema.request(api_key)
     except KeyError:
-        raise ProtocolError(f"Unknown API key {api_key}", 0, "header.request_api_key") from None
+        raise ProtocolError(f"Unknown API key {api_key}", header_at, "header.request_api_key") from None
+    if version not in msg.spec.valid:
+        raise ProtocolError(f"{msg.name} has no version {version} (valid: {msg.spec.valid})", header_at + 2,
+                            "header.request_api_version")
     if msg.header_version(version) >= 2:
         pos = _skip_tags(view, pos, end, "header._tagged_fields")
     header = {"request_api_key": api_key, "request_api_version": version,

@@ -223,11 +223,12 @@ def _parse_field(raw: dict[str, Any], common: dict[str, list[dict[str, Any]]],
             if elem not in common:
                 raise ValueError(f"field {name}: struct {elem} has no fields and is not a common struct")
             sub_raw = common[elem]
-    versions = VersionRange.parse(raw.get("versions"))
-    if "versions" not in raw:
-        raise ValueError(f"field {name}: missing versions")
     tag = raw.get("tag")
     tagged = VersionRange.parse(raw.get("taggedVersions"))
+    # as Kafka's generator: a tagged field without "versions" exists in its taggedVersions
+    if "versions" not in raw and tagged.empty:
+        raise ValueError(f"field {name}: missing versions")
+    versions = VersionRange.parse(raw.get("versions"), default=tagged)
     if tag is not None:
         if tagged.empty:
             raise ValueError(f"field {name}: tag without taggedVersions")

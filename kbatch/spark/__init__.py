@@ -61,6 +61,11 @@ Options (Spark's Kafka source names and meanings; values are strings)
     ``storage.endpoint_override``, ``storage.region``); they travel with the query to every
     task. Credentials otherwise come as pyarrow finds them on each executor. With
     ``failOnDataLoss=false`` an object gone since planning is logged and its slice skipped.
+``view``
+    kbatch's: Kafka's own state instead of records (:mod:`kbatch.spark._views`):
+    ``consumer_offsets``, ``consumer_groups``, ``transactions``, ``producer_snapshots``,
+    ``cluster_metadata.<table>``; with ``history`` (every record) and ``offset`` (of the
+    metadata image).
 kbatch's own: ``verifyCrc`` (default true), ``includeHeaders`` (Spark's, default false),
 ``extraColumns`` (``leaderEpoch, producerId, producerEpoch, sequence, isTransactional``),
 ``maxRecordsPerBatch`` / ``maxBytesPerBatch`` (cap of each Arrow batch handed to Spark:

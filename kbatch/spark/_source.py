@@ -23,6 +23,7 @@ from kbatch.spark._plan import (
     select_logs,
 )
 from kbatch.spark._schema import kafka_struct
+from kbatch.spark._views import ViewReader, is_view, parse_view_options, spark_schema
 
 try:  # Spark >= 4.2: Trigger.AvailableNow and read limits for Python sources
     from pyspark.sql.streaming.datasource import (
@@ -63,6 +64,8 @@ class KafkaLogDataSource(DataSource):
         return "kafka-log"
 
     def schema(self) -> StructType:
+        if is_view(self.options):  # Kafka's own state (kbatch.spark._views)
+            return spark_schema(parse_view_options(self.options))
         check_option_names(self.options)
         opts = {str(k).lower(): str(v).lower() for k, v in self.options.items()}
         return kafka_struct(
@@ -71,9 +74,13 @@ class KafkaLogDataSource(DataSource):
         )
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if is_view(self.options):
+            return ViewReader(parse_view_options(self.options), schema)
         return KafkaLogReader(Options.parse(self.options), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        if is_view(self.options):
+            raise ValueError("kafka-log views (option view) are batch reads only")
         return KafkaLogStreamReader(Options.parse(self.options, streaming=True), schema)
 
 

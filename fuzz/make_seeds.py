@@ -1,0 +1,92 @@
+"""Write the seed corpora of the harnesses: ``python fuzz/make_seeds.py [OUT_DIR]``.
+
+Seeds are generated, not committed: ``OUT_DIR/<harness>/`` (``decode``, ``logdir``,
+``protocol``) gets valid inputs in that harness's input layout (see each ``fuzz_*.py``):
+
+* decode: every codec with magic 2, every codec but zstd with magic 0 and 1, control batches,
+  transactions with ABORT and COMMIT markers, LogAppendTime, empty keys and values; each
+  with CRC checks on and off, a small ``max_decompressed_size`` and read_committed;
+* logdir: each file of the fixture partition directory (every ``.log``, ``.index``,
+  ``.timeindex``, ``.txnindex``) as it is, under each ``kbatch dump`` mode;
+* protocol: a sample of every shipped message at every valid version (every field set,
+  arrays of two), and a whole request with its header for every request API and version.
+
+The default OUT_DIR is ``$TMPDIR/kbatch-fuzz/seeds`` (outside the repository).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import tempfile
+from pathlib import Path
+
+from kbatch import protocol
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fixtures
+
+__all__ = ["main", "write_seeds"]
+
+# (flags, limit) pairs of fuzz_decode's header: CRC off, CRC on, small limit, read_committed x2
+DECODE_FLAGS = ((0, 0), (1, 0), (2, 4), (4 | 1, 0), (8 | 16, 0))
+
+
+def _put(out: Path, name: str, data: bytes) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}-{hashlib.sha1(data).hexdigest()[:8]}").write_bytes(data)
+
+
+def write_seeds(root: Path) -> dict[str, int]:
+    """Write every harness's seeds under ``root``; return the number written per harness."""
+    counts: dict[str, int] = {}
+    n = 0
+    for name, data in fixtures.record_buffers().items():
+        for flags, limit in DECODE_FLAGS:
+            _put(root / "decode", f"{name}-f{flags}", bytes([flags, limit]) + data)
+            n += 1
+    counts["decode"] = n
+
+    n = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        part = fixtures.partition_dir(tmp)
+        stems = sorted({p.stem for p in part.iterdir() if p.suffix == ".log"})
+        suffixes = (".log", ".index", ".timeindex", ".txnindex")
+        for s, stem in enumerate(stems):
+            for k, suffix in enumerate(suffixes):
+                path = part / (stem + suffix)
+                body = path.read_bytes() if path.exists() else b""
+                for mode in range(4):
+                    select = k | s << 2 | mode << 4
+                    _put(root / "logdir", f"{stem}{suffix}-m{mode}", bytes([select, 5 + 7 * s, 15 + mode]) + body)
+                    n += 1
+    counts["logdir"] = n
+
+    n = 0
+    schema = protocol.default_schema()
+    names = sorted(m.name for m in schema)
+    for i, name in enumerate(names):
+        msg = schema[name]
+        for j, version in enumerate(msg.versions):
+            body = msg.encode(fixtures.sample_message(msg, version), version)
+            _put(root / "protocol", f"{name}-v{version}", bytes([i, j]) + body)
+            n += 1
+            if msg.type == "request":
+                request = protocol.encode_request(schema, msg.api_key, version, fixtures.sample_message(msg, version),
+                                                  correlation_id=j, client_id="fz", framed=False)
+                _put(root / "protocol", f"{name}-v{version}-framed", bytes([0x80, 0]) + request)
+                n += 1
+    counts["protocol"] = n
+    return counts
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[0]) if argv else Path(tempfile.gettempdir()) / "kbatch-fuzz" / "seeds"
+    counts = write_seeds(root)
+    print(f"make_seeds: {root}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+

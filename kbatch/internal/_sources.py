@@ -1,0 +1,66 @@
+"""Where an internal topic's records come from: a root, a partition directory, or a RecordTable."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from kbatch._table import RecordTable
+from kbatch.log import LogDir, open_log
+
+__all__ = ["Source", "Part", "partitions", "tables"]
+
+Source = str | os.PathLike[str] | LogDir | RecordTable
+
+
+class Part(NamedTuple):
+    """One partition of an internal topic: its number (-1 when unknown), its reader, and
+    whether kbatch opened it (and so closes it once read)."""
+
+    partition: int
+    log: LogDir | RecordTable
+    owned: bool = False
+
+
+def partitions(source: Any, topic: str) -> list[Part]:
+    """The partitions of ``topic`` that ``source`` holds, in partition order.
+
+    ``source`` is a :class:`RecordTable` (one partition), a :class:`LogDir`, a
+    partition directory (``<topic>-<n>``) or a ``log.dirs`` root (every
+    ``<topic>-<n>`` directory in it; none is an empty list).
+    """
+    if isinstance(source, RecordTable):
+        return [Part(-1, source)]
+    if isinstance(source, LogDir):
+        return [Part(source.partition, source)]
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"expected a path, a LogDir or a RecordTable, not {type(source).__name__}")
+    path = Path(source)
+    if not path.is_dir():
+        raise FileNotFoundError(f"not a directory: {path}")
+    pattern = re.compile(re.escape(topic) + r"-(\d+)")
+    m = pattern.fullmatch(path.name)
+    if m:
+        return [Part(int(m.group(1)), open_log(path), True)]
+    found = []
+    for entry in path.iterdir():
+        m = pattern.fullmatch(entry.name)
+        if m and entry.is_dir():
+            found.append(Part(int(m.group(1)), open_log(entry), True))
+    return sorted(found, key=lambda p: p.partition)
+
+
+def tables(part: Part, isolation_level: Literal["read_committed", "read_uncommitted"],
+           chunk_bytes: int = 64 << 20) -> Iterator[RecordTable]:
+    """The records of one partition in RecordTables of about ``chunk_bytes`` of log."""
+    if isinstance(part.log, RecordTable):
+        yield part.log
+        return
+    try:
+        yield from part.log.iter_tables(isolation_level=isolation_level, chunk_bytes=chunk_bytes)
+    finally:
+        if part.owned:
+            part.log.close()
