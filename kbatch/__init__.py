@@ -29,7 +29,7 @@ from kbatch._core import (
 )
 from kbatch._table import HeaderColumns, Record, RecordTable
 from kbatch._version import __version__
-from kbatch.errors import CorruptRecordError, CRCError, KBatchError, UnsupportedError
+from kbatch.errors import CorruptRecordError, CRCError, KBatchError, StorageError, UnsupportedError
 from kbatch.log import LogDir, LogWriter, Segment, open_log, open_logs
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "Record",
     "RecordTable",
     "Segment",
+    "StorageError",
     "UnsupportedError",
     "__version__",
     "decode",
