@@ -31,7 +31,7 @@ from kbatch._options import code as _code
 from kbatch._table import HeaderColumns, Record, RecordTable
 from kbatch._version import __version__
 from kbatch._wire import COMPRESSION_CODECS, TIMESTAMP_TYPES
-from kbatch.errors import CorruptRecordError, CRCError, KBatchError, UnsupportedError
+from kbatch.errors import CorruptRecordError, CRCError, KBatchError, StorageError, UnsupportedError
 from kbatch.log import LogDir, LogWriter, Segment, open_log, open_logs
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "Record",
     "RecordTable",
     "Segment",
+    "StorageError",
     "UnsupportedError",
     "__version__",
     "decode",

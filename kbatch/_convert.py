@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kbatch import _storage
 from kbatch._progress import Progress, plural, size
 from kbatch._staging import MODES, StagedOutput, check_target, has_data_files
 from kbatch.errors import KBatchError
@@ -75,7 +76,8 @@ class ConvertError(RuntimeError):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``convert``'s arguments to ``parser`` (a subcommand parser)."""
-    parser.add_argument("root", help="a Kafka log.dirs root (or one <topic>-<partition> directory)")
+    parser.add_argument("root", help="a Kafka log.dirs root (or one <topic>-<partition> directory), a path or a URL "
+                                     "(s3://, gs://, abfs://, hdfs://)")
     parser.add_argument("out", help="output directory (partitioned by topic)")
     parser.add_argument("--format", choices=FORMATS, default="parquet", help="output format (default parquet)")
     parser.add_argument(
@@ -106,6 +108,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--where", default=None, help="a Spark SQL filter, e.g. \"timestamp >= '2024-01-01'\"")
     parser.add_argument("--no-partition-by-topic", action="store_true", help="one flat output directory")
     parser.add_argument("--mode", choices=MODES, default="errorifexists", help="if OUT exists")
+    parser.add_argument("--recursive", action="store_true",
+                        help="find partitions at any depth under ROOT (a backup of several log.dirs roots); "
+                             "one replica per partition")
+    parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of pyarrow's filesystem for ROOT's (and OUT's) URL scheme, e.g. "
+                             "endpoint_override=http://127.0.0.1:9000 (repeatable); Spark tasks get them too")
     parser.add_argument(
         "--compression", choices=COMPRESSIONS, default=None, help="Parquet/ORC codec (default snappy; zstd is smaller)"
     )
@@ -276,6 +284,11 @@ def _source_options(args: argparse.Namespace) -> dict[str, str]:
         "isolationLevel": args.isolation_level,
         "failOnDataLoss": "false" if args.no_fail_on_data_loss else "true",
     }
+    if getattr(args, "recursive", False):
+        opts["recursiveFileLookup"] = "true"
+    for item in getattr(args, "storage_option", None) or ():
+        key, _, value = str(item).partition("=")
+        opts[f"storage.{key.strip()}"] = value.strip()
     for name, value in (
         ("subscribe", args.subscribe),
         ("subscribePattern", args.subscribe_pattern),
@@ -379,9 +392,10 @@ def plan(args: argparse.Namespace) -> Plan:
     from kbatch.spark._plan import INTERNAL_TOPICS, Options, resolve_range, select_logs
 
     root = Path(args.root)
-    if not root.exists():
+    remote_root = _is_remote(args.root)
+    if not remote_root and not root.exists():
         raise UsageError(f"no such log directory: {root}")
-    if root.is_file():
+    if not remote_root and root.is_file():
         hint = ""
         if _PARTITION_DIR.match(root.parent.name):
             hint = f"; did you mean its log.dirs root {root.parent.parent}?"
@@ -405,9 +419,13 @@ def plan(args: argparse.Namespace) -> Plan:
     for item in args.conf:
         if "=" not in item:
             raise UsageError(f"--conf needs KEY=VALUE, got {item!r}")
+    try:
+        _storage.parse_options(args.storage_option)
+    except ValueError as exc:
+        raise UsageError(f"--storage-option: {exc}") from None
     if not _is_remote(args.out):
         out, src = Path(args.out).resolve(), root.resolve()
-        if out == src or out in src.parents or src in out.parents:
+        if not remote_root and (out == src or out in src.parents or src in out.parents):
             raise UsageError(f"{args.out} and the log root {root} overlap: write the output elsewhere")
         try:
             check_target(Path(args.out), args.mode)
@@ -419,7 +437,7 @@ def plan(args: argparse.Namespace) -> Plan:
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     if not logs:
-        raise UsageError(_nothing_selected(root, args))
+        raise UsageError(f"no partition selected under {args.root}" if remote_root else _nothing_selected(root, args))
     try:
         ranges = {(d.topic, d.partition): resolve_range(d, opts) for d in logs}
     except ValueError as exc:
@@ -427,7 +445,7 @@ def plan(args: argparse.Namespace) -> Plan:
             d.close()
         raise UsageError(str(exc)) from None
     left_out: dict[str, int] = {}
-    if args.subscribe is None and args.assign is None and Path(logs[0].path) != root:
+    if not remote_root and args.subscribe is None and args.assign is None and Path(logs[0].path) != root:
         for folder in _partition_dirs(root):
             m = _PARTITION_DIR.match(folder.name)
             if m and m.group(1) in INTERNAL_TOPICS:
@@ -437,7 +455,7 @@ def plan(args: argparse.Namespace) -> Plan:
 
 
 def _is_remote(out: str) -> bool:
-    return "://" in out and not out.startswith("file://")
+    return _storage.is_remote(out)
 
 
 def _report(log: Any, start: int, end: int, isolation_level: str) -> PartitionReport:
@@ -874,6 +892,58 @@ def _write_orc(reader: Any, folder: Path, args: argparse.Namespace, token: str) 
             writer.close()
 
 
+class RemoteStaging:
+    """:class:`StagedOutput` for an OUT on a remote filesystem (pyarrow.fs): files are written
+    under ``OUT/_kbatch-staging-<token>/`` and moved into OUT only when the whole conversion
+    succeeded (removed otherwise). Object stores have no atomic rename: the moves are object
+    copies, so a reader listing OUT during those moves may see part of the files."""
+
+    def __init__(self, out: str, mode: str, storage_option: Sequence[str]) -> None:
+        import pyarrow.fs as pafs
+
+        loc = _storage.locate(out, storage_options=_storage.parse_options(storage_option))
+        self.fs, self.out, self.mode = loc.fs, loc.path, mode
+        self.token = os.urandom(4).hex()
+        self.tmp = f"{self.out}/_kbatch-staging-{self.token}"
+        self._discarded = False
+        try:
+            existing = [i for i in self.fs.get_file_info(pafs.FileSelector(self.out, recursive=True,
+                                                                            allow_not_found=True))
+                        if i.type == pafs.FileType.File]
+        except OSError as exc:
+            raise UsageError(f"cannot list {out}: {exc}") from None
+        if existing and mode == "errorifexists":
+            raise UsageError(f"{out} exists and holds files: use --mode overwrite or append")
+
+    def __enter__(self) -> str:
+        return self.tmp
+
+    def has_data(self) -> bool:
+        import pyarrow.fs as pafs
+
+        infos = self.fs.get_file_info(pafs.FileSelector(self.tmp, recursive=True, allow_not_found=True))
+        return any(i.type == pafs.FileType.File for i in infos)
+
+    def discard(self) -> None:
+        self._discarded = True
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        import pyarrow.fs as pafs
+
+        try:
+            if exc_type is None and not self._discarded:
+                if self.mode == "overwrite":
+                    for i in self.fs.get_file_info(pafs.FileSelector(self.out, recursive=True, allow_not_found=True)):
+                        if i.type == pafs.FileType.File and not i.path.startswith(self.tmp + "/"):
+                            self.fs.delete_file(i.path)
+                for i in self.fs.get_file_info(pafs.FileSelector(self.tmp, recursive=True)):
+                    if i.type == pafs.FileType.File:
+                        self.fs.move(i.path, self.out + i.path[len(self.tmp):])
+        finally:
+            if self.fs.get_file_info(self.tmp).type != pafs.FileType.NotFound:
+                self.fs.delete_dir(self.tmp)
+
+
 def convert_arrow(args: argparse.Namespace) -> Summary:
     """The same conversion in this process with pyarrow's dataset writer, same layout as Spark's."""
     import pyarrow as pa
@@ -890,7 +960,11 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
                    f"{size(p.input_bytes)} of log")
         schema = kafka_schema(include_headers=p.opts.include_headers, extra_columns=p.opts.extra_columns)
         progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
-        staged = StagedOutput(args.out, args.mode)
+        remote_out = _is_remote(args.out)
+        if remote_out and args.format == "orc":
+            raise UsageError("--engine arrow writes ORC to a local OUT only; use parquet, or --engine spark")
+        staged: Any = RemoteStaging(args.out, args.mode, args.storage_option) if remote_out else StagedOutput(
+            args.out, args.mode)
         file_options = None
         codec = args.compression or "snappy"
         if args.format == "parquet":
@@ -911,6 +985,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
                     pads.write_dataset(
                         reader,
                         str(tmp),
+                        filesystem=staged.fs if remote_out else None,
                         format=args.format,
                         partitioning=partitioning,
                         basename_template=f"part-{staged.token}-{{i}}.{args.format}",
@@ -922,7 +997,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
                         max_open_files=4096,
                         preserve_order=True,
                     )
-                written = has_data_files(tmp)
+                written = staged.has_data() if remote_out else has_data_files(tmp)
                 if not written:
                     staged.discard()  # nothing to write: OUT is not created
         finally:
@@ -937,7 +1012,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         len(p.logs),
         sum(r.records for r in reports.values()),
         p.input_bytes,
-        _tree_bytes(Path(args.out)) if written else 0,
+        _tree_bytes(Path(args.out)) if written and not remote_out else 0,
         time.perf_counter() - wall,
         "arrow",
         args.format,

@@ -64,6 +64,7 @@ import numpy.typing as npt
 from crc32c import crc32c
 
 import kbatch
+from kbatch import _storage
 from kbatch._kafkajson import KafkaJson
 from kbatch._producer_snapshot import read_snapshot
 from kbatch.errors import KBatchError
@@ -150,6 +151,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per line, for machines")
     parser.add_argument("--json-binary", choices=("base64", "hex"), default="base64",
                         help="with --json, how keys and payloads that are not UTF-8 are written (default base64)")
+    parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="for files given as URLs (s3://, gs://, ...): an option of pyarrow's filesystem "
+                             "for the scheme, e.g. endpoint_override=http://127.0.0.1:9000 (repeatable)")
 
 
 #: The internal-topic decoders (``--NAME``) and what they read.
@@ -340,7 +344,9 @@ def _dump_log(path: Path, ctx: _Ctx) -> None:
     ctx.o.line(f"Log starting offset: {seg.base_offset}", type="segment", file=str(path),
                base_offset=seg.base_offset)
     try:
-        _dump_records(path, seg.data, seg.size, ctx)
+        # a remote .log: only the bytes --max-bytes asks for are fetched
+        data = seg.view(0, min(seg.size, max(0, int(ctx.args.max_bytes)))) if seg.is_remote else seg.data
+        _dump_records(path, data, seg.size, ctx)
     finally:
         seg.close()
 
@@ -721,9 +727,13 @@ def _file_order(path: Path) -> tuple[int, int, str]:
     return (int(digits.group(0)) if digits else -1, _SUFFIX_ORDER.get(path.suffix, 9), path.name)
 
 
-def _expand(name: str, ctx: _Ctx) -> list[Path]:
+def _expand(name: str, ctx: _Ctx) -> list[Any]:
     """``name`` itself, or for a directory the files in it that dump knows, in offset order (and
-    one stderr line naming the entries it leaves out)."""
+    one stderr line naming the entries it leaves out). A URL is one remote file
+    (:class:`kbatch._storage.StoragePath`)."""
+    if _storage.is_remote(name):
+        options = _storage.parse_options(getattr(ctx.args, "storage_option", None))
+        return [_storage.StoragePath(_storage.locate(name, storage_options=options))]
     path = Path(name)
     if not path.is_dir():
         return [path]

@@ -9,13 +9,15 @@ already catches ``ValueError`` keeps working.
         ``CRCError``: a stored checksum does not match the bytes.
     ``UnsupportedError`` (also ``ValueError``): well-formed, but a feature
     kbatch does not read (yet).
+    ``StorageError`` (also ``ValueError``): a file or object cannot be listed or read
+    (missing, permission denied, shorter than listed); ``.url`` names it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["KBatchError", "CorruptRecordError", "CRCError", "UnsupportedError"]
+__all__ = ["KBatchError", "CorruptRecordError", "CRCError", "StorageError", "UnsupportedError"]
 
 
 class KBatchError(Exception):
@@ -110,3 +112,17 @@ class CRCError(CorruptRecordError):
 
 class UnsupportedError(KBatchError, ValueError):
     """Well-formed input that uses a feature kbatch cannot read."""
+
+
+class StorageError(KBatchError, ValueError):
+    """A file or object cannot be listed or read as it was listed.
+
+    Attributes
+    ----------
+    url : str
+        The object (or directory, bucket, prefix) concerned.
+    """
+
+    def __init__(self, reason: str, position: int = -1, *, url: str = "") -> None:
+        super().__init__(reason, position)
+        self.url = url

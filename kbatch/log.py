@@ -66,15 +66,16 @@ from __future__ import annotations
 import base64
 import bisect
 import contextlib
+import json
 import logging
 import mmap
 import os
-import re
+import posixpath
 import struct
 import uuid
 import zlib
 from collections.abc import Iterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
@@ -83,6 +84,7 @@ import numpy.typing as npt
 from crc32c import crc32c
 
 import kbatch
+from kbatch import _replicas, _storage
 from kbatch._checkpoint import (
     CHECKPOINT_FILES,
     HIGH_WATERMARK,
@@ -94,10 +96,11 @@ from kbatch._checkpoint import (
 from kbatch._core import BATCH_DTYPE
 from kbatch._core import decode as _core_decode
 from kbatch._core import scan as _core_scan
+from kbatch._discover import SEGMENT_NAME, find_partitions, partition_name
 from kbatch._producer_snapshot import ProducerState
 from kbatch._table import RecordTable
 from kbatch._txn import _txn_state, aborted_batch_mask, concat, select
-from kbatch.errors import CorruptRecordError, CRCError
+from kbatch.errors import CorruptRecordError, CRCError, UnsupportedError
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
     from typing_extensions import Self
@@ -112,6 +115,7 @@ __all__ = [
     "Skipped",
     "open_log",
     "open_logs",
+    "partition_name",
 ]
 
 logger = logging.getLogger("kbatch.log")
@@ -137,9 +141,9 @@ _MIN_V2: Final = _HEADER_BYTES - _LOG_OVERHEAD
 _MAX_LIES: Final = 8  # index entries found not to match the log before the whole file is dropped
 _FRAME = struct.Struct(">qi")
 _SKIPPED_SUFFIXES: Final = (".deleted", ".cleaned", ".swap")
-_SKIPPED_DIRS: Final = ("-delete", "-future", "-stray")
-_SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
-_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+_SEGMENT_NAME = SEGMENT_NAME
+#: A remote read frames at most this much in one window (larger reads go window by window).
+_MAX_WINDOW: Final = 256 << 20
 
 OnCorruption = Literal["raise", "skip"]
 IsolationLevel = Literal["read_uncommitted", "read_committed"]
@@ -154,14 +158,14 @@ class Skipped(NamedTuple):
     reason: str
 
 
-def _corrupt(path: Path, reason: str, position: int, field: str, batch_position: int) -> CorruptRecordError:
+def _corrupt(path: PurePath, reason: str, position: int, field: str, batch_position: int) -> CorruptRecordError:
     err = CorruptRecordError(f"{reason} in {path}", position, -1, field, batch_position=batch_position)
     err.path = str(path)  # type: ignore[attr-defined]
     return err
 
 
 def _scan(
-    buf: Any, pos: int, end: int, max_bytes: int, path: Path
+    buf: Any, pos: int, end: int, max_bytes: int, path: PurePath
 ) -> tuple[npt.NDArray[Any], int, CorruptRecordError | None, bool]:
     """Header rows of the batches from ``pos``: (rows, end of the last, error or None, more).
 
@@ -252,7 +256,10 @@ def _resync(buf: memoryview, pos: int, end: int) -> int:
 def _read_index(path: Path, dtype: np.dtype[Any]) -> npt.NDArray[Any] | None:
     if not path.is_file():
         return None
-    raw = path.read_bytes()
+    return _index_entries(path.read_bytes(), dtype)
+
+
+def _index_entries(raw: bytes, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
     entries = np.frombuffer(raw[: len(raw) - len(raw) % dtype.itemsize], dtype=dtype)
     if dtype is TXN_INDEX_DTYPE or len(entries) == 0:
         return entries
@@ -268,11 +275,27 @@ class Segment:
     Parameters
     ----------
     path : str or Path
-        The ``.log`` file (named by its 20-digit base offset).
+        The ``.log`` file (named by its 20-digit base offset, or as tiered storage names
+        it, ``<base offset>-<segment id>.log``): a local path, ``file://``, or a URL of
+        any filesystem ``pyarrow.fs`` reaches (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``).
+    filesystem : pyarrow.fs.FileSystem or fsspec filesystem, optional
+        The filesystem ``path`` is in (then ``path`` is a path in it).
+    storage_options : dict, optional
+        Keyword arguments of the URL scheme's ``pyarrow.fs`` filesystem
+        (``endpoint_override``, ``region``, ``access_key``, ...).
+    listing : dict of str to int, optional
+        The names and sizes of the files beside it, when the caller listed them
+        (no request then per absent index).
+    prefetched : dict of str to bytes, optional
+        The contents of files beside it the caller already read (by name).
 
     Attributes
     ----------
-    path : Path
+    path : Path or PurePosixPath
+        A remote segment's path in its filesystem (``url`` has the scheme).
+    url : str
+    segment_id : str or None
+        The tiered-storage segment id in the name (base64url), else None.
     base_offset : int
     size : int
         Bytes in the ``.log``.
@@ -299,14 +322,36 @@ class Segment:
     ([(0, 2), (2, 1)], 3)
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        m = _SEGMENT_NAME.match(self.path.name)
-        stem = self.path.name.split(".")[0]
-        if not stem.isdigit():
-            raise ValueError(f"{self.path.name} is not named like a segment (<20-digit base offset>.log)")
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | _storage.Location,
+        *,
+        filesystem: Any = None,
+        storage_options: dict[str, Any] | None = None,
+        listing: dict[str, int] | None = None,
+        prefetched: dict[str, bytes] | None = None,
+    ) -> None:
+        loc = _storage.locate(path, filesystem, storage_options)
+        self.url = loc.url
+        self._prefetched = prefetched or {}
+        self.path: Path | PurePosixPath = Path(loc.path) if loc.fs is None else PurePosixPath(loc.path)
+        name = self.path.name
+        m = _SEGMENT_NAME.match(name)
+        stem = name.split(".")[0]
+        if not m and not stem.isdigit():
+            raise ValueError(f"{name} is not named like a segment (<20-digit base offset>.log, "
+                             "or <base offset>-<segment id>.log in tiered storage)")
         self.base_offset = int(m.group(1)) if m else int(stem)
-        self.size = self.path.stat().st_size
+        self.segment_id: str | None = m.group(2) if m else None
+        self._loc = loc
+        self._listing = listing
+        self._reader: _storage.RangeReader | None = None
+        if loc.fs is None:
+            self.size = os.stat(loc.path).st_size
+        else:
+            size = None if listing is None else listing.get(name)
+            self._reader = _storage.RangeReader(loc, size)
+            self.size = self._reader.size
         self._mmap: mmap.mmap | None = None
         self._data: memoryview | None = None
         self.notes: list[str] = []
@@ -318,21 +363,73 @@ class Segment:
         self.tail: tuple[int, int] | None = None
         self.note_to: list[str] | None = None
         self._lies: dict[str, int] = {}
-        stem_path = self.path.with_suffix("")
-        self.index = _read_index(stem_path.with_suffix(".index"), OFFSET_INDEX_DTYPE)
-        self.timeindex = _read_index(stem_path.with_suffix(".timeindex"), TIME_INDEX_DTYPE)
-        self.txnindex = _read_index(stem_path.with_suffix(".txnindex"), TXN_INDEX_DTYPE)
+        self._check_manifest()
+        self.index = self._side_index(".index", OFFSET_INDEX_DTYPE)
+        self.timeindex = self._side_index(".timeindex", TIME_INDEX_DTYPE)
+        self.txnindex = self._side_index(".txnindex", TXN_INDEX_DTYPE)
         self._check_indexes()
 
     def __repr__(self) -> str:
         return f"<Segment {self.path.name} {self.size} bytes>"
 
     @property
+    def is_remote(self) -> bool:
+        """Whether the segment is read by ranges from a remote filesystem (not memory-mapped)."""
+        return self._reader is not None
+
+    def _side_file(self, suffix: str) -> bytes | None:
+        """The bytes of the file beside the ``.log`` with ``suffix`` (None when absent)."""
+        name = self.path.with_suffix(suffix).name
+        if name in self._prefetched:
+            return self._prefetched[name]
+        if self._listing is not None and name not in self._listing:
+            return None
+        if self._reader is None:
+            path = self.path.with_suffix(suffix)
+            return Path(path).read_bytes() if Path(path).is_file() else None
+        return _storage.read_small(_storage.Location(self._loc.fs, str(self.path.with_suffix(suffix)),
+                                                     self.url[: -len(".log")] + suffix))
+
+    def _side_index(self, suffix: str, dtype: np.dtype[Any]) -> npt.NDArray[Any] | None:
+        raw = self._side_file(suffix)
+        return None if raw is None else _index_entries(raw, dtype)
+
+    def _check_manifest(self) -> None:
+        """A tiered segment whose plugin manifest (``.rsm-manifest``, Aiven's) says its object is
+        compressed or encrypted by chunk cannot be read as a segment: UnsupportedError."""
+        if self.segment_id is None:
+            return
+        raw = self._side_file(".rsm-manifest")
+        if raw is None:
+            return
+        try:
+            manifest = json.loads(raw)
+            plain = manifest.get("compression") is False and manifest.get("encryption") is None
+        except (ValueError, AttributeError):
+            plain = False
+        if not plain:
+            raise UnsupportedError(
+                f"{self.url}: its .rsm-manifest says the object is transformed by the tiered-storage "
+                "plugin (compressed or encrypted chunks), not the segment's bytes; kbatch reads plain "
+                "segment objects only")
+
+    def view(self, start: int, stop: int) -> memoryview:
+        """The bytes ``[start, stop)`` of the ``.log`` (clipped to its size): a slice of the
+        mapping, or of a remote segment's read window (one range request when not in it)."""
+        if self._reader is None:
+            return self.data[start:stop]
+        buf, off = self._reader.view(start, stop)
+        return buf[start - off : min(stop, self.size) - off]
+
+    @property
     def data(self) -> memoryview:
         """The ``.log`` bytes, memory-mapped read-only on first use (so that opening a large
-        root costs no mapping or file descriptor per segment until it is read)."""
+        root costs no mapping or file descriptor per segment until it is read). A remote
+        segment's whole object is fetched (readers use :meth:`view` instead)."""
         if self._data is None:
-            if self.size:
+            if self._reader is not None:
+                self._data = self._reader.view(0, self.size)[0] if self.size else memoryview(b"")
+            elif self.size:
                 with open(self.path, "rb") as f:
                     self._mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
                 self._data = memoryview(self._mmap)
@@ -342,6 +439,9 @@ class Segment:
 
     def close(self) -> None:
         """Unmap the file (deferred to garbage collection while tables still point into it)."""
+        if self._reader is not None:
+            self._reader.close()
+            self._data = None
         if self._mmap is not None and self._data is not None:
             try:
                 self._data.release()
@@ -361,6 +461,18 @@ class Segment:
         if sc is not None and not self.skipped:  # the cached scan is the framing itself
             k = int(np.searchsorted(sc["position"], pos))
             return sc[k : k + 1] if k < len(sc) and int(sc["position"][k]) == pos else None
+        if self._reader is not None:
+            one = self._reader.read(pos, 1 << 16)
+            length = _FRAME.unpack_from(one)[1]
+            if length < _MIN_ENTRY or self.size - pos - _LOG_OVERHEAD < length:
+                return None
+            if len(one) < _LOG_OVERHEAD + length:
+                one = self._reader.read(pos, _LOG_OVERHEAD + length)
+            heads, _, exc = _core_scan(one, 0, _LOG_OVERHEAD + length)
+            if exc is not None or len(heads) != 1:
+                return None
+            heads["position"] += pos
+            return heads
         if self._data is None:
             # reads of the batch instead of mapping the file (unless the batch is large)
             with open(self.path, "rb") as f:
@@ -558,7 +670,10 @@ class Segment:
             if k < len(starts) and int(starts[k]) == pos:
                 j = min(max(int(np.searchsorted(ends, pos + max_bytes, "left")), k), len(starts) - 1)
                 return sc[k : j + 1], int(ends[j]), j == len(starts) - 1
-        heads, stop, err, more = _scan(self.data, pos, self.size, max_bytes, self.path)
+        if self._reader is not None:
+            heads, stop, err, more = self._frame_remote(pos, max_bytes)
+        else:
+            heads, stop, err, more = _scan(self.data, pos, self.size, max_bytes, self.path)
         if err is None:
             if not more and stop < self.size and self.tail is None:
                 self.tail = (stop, self.size - stop)
@@ -567,9 +682,89 @@ class Segment:
             return heads, stop, not more
         if on_corruption == "raise":
             raise err
-        nxt = _resync(self.data, stop, self.size)
+        nxt = _resync(self.data, stop, self.size) if self._reader is None else self._resync_remote(stop)
         self._skip(stop, nxt - stop, err.reason)
         return heads, nxt, nxt >= self.size
+
+    def _frame_window(
+        self, start: int, max_bytes: int
+    ) -> tuple[npt.NDArray[Any], int, CorruptRecordError | None, bool]:
+        """:func:`_scan` of a remote segment from ``start`` within one read window of about
+        ``max_bytes`` (grown to hold the batch that crosses it), in file positions."""
+        assert self._reader is not None
+        buf, off = self._reader.view(start, start + max(max_bytes, 1))
+        heads, stop, err, more = _scan(buf, start - off, len(buf), max_bytes, self.path)
+        heads["position"] += off
+        stop += off
+        end = off + len(buf)
+        if err is None and not more and stop < end < self.size:
+            # the window ends inside the batch at ``stop``: grow it (from ``start``, so that
+            # the read that decodes these batches finds them in it) to hold that batch
+            if end - stop < _LOG_OVERHEAD:  # the frame's length is past the window too: a chunk more
+                buf, off = self._reader.view(start, end + _LOG_OVERHEAD)
+                end = off + len(buf)
+            length = _FRAME.unpack_from(buf, stop - off)[1] if end - stop >= _LOG_OVERHEAD else 0
+            want = stop + (_LOG_OVERHEAD + length if length >= _MIN_ENTRY else _HEADER_BYTES)
+            buf, off = self._reader.view(start, want)
+            more_heads, stop2, err, more = _scan(buf, stop - off, len(buf), 1, self.path)
+            more_heads["position"] += off
+            heads = np.concatenate((heads, more_heads))
+            stop = stop2 + off
+            end = off + len(buf)
+        if err is not None:
+            shifted = CorruptRecordError(err.reason, err.position + off if err.position >= 0 else -1, -1, err.field,
+                                         batch_position=err.batch_position + off)  # (the reason names the file)
+            shifted.path = str(self.path)  # type: ignore[attr-defined]
+            shifted.__cause__ = err.__cause__
+            return heads, stop, shifted, False
+        # more to frame: the budget stopped it, or the window ends before the object does
+        return heads, stop, None, stop < self.size and (more or end < self.size)
+
+    def _frame_remote(
+        self, pos: int, max_bytes: int
+    ) -> tuple[npt.NDArray[Any], int, CorruptRecordError | None, bool]:
+        """:func:`_scan` for a remote segment: one window when ``max_bytes`` is at most
+        ``_MAX_WINDOW`` (the chunk a read decodes next), else window after window of
+        :data:`kbatch._storage.CHUNK` (headers of a whole segment, in bounded memory)."""
+        assert self._reader is not None
+        if max_bytes <= _MAX_WINDOW:
+            return self._frame_window(pos, max_bytes)
+        parts = []
+        start = pos
+        while True:
+            heads, pos, err, more = self._frame_window(pos, self._reader.chunk)
+            parts.append(heads)
+            if err is not None or not more or pos - start >= max_bytes:
+                return np.concatenate(parts) if len(parts) > 1 else parts[0], pos, err, more
+
+    def _resync_remote(self, pos: int) -> int:
+        """:func:`_resync` for a remote segment, window by window: the next position after
+        ``pos`` where a RecordBatch with a valid CRC starts (or the end). A candidate cut by a
+        window's end is read whole (one request) to check its CRC."""
+        assert self._reader is not None
+        p = pos
+        while True:
+            buf, off = self._reader.view(p, p + 2 * self._reader.chunk)
+            end = off + len(buf)
+            u8 = np.frombuffer(buf, dtype=np.uint8)
+            nxt = end - _HEADER_BYTES  # where the next window starts when nothing is found here
+            for c in (np.flatnonzero(u8[p - off + 1 + 16 :] == 2) + p - off + 1).tolist():
+                at = c + off
+                if len(buf) - c < _HEADER_BYTES:
+                    nxt = at - 1  # (the search starts after p)
+                    break
+                length = _FRAME.unpack_from(buf, c)[1]
+                if length < _MIN_V2 or self.size - at - _LOG_OVERHEAD < length:
+                    continue
+                if len(buf) - c - _LOG_OVERHEAD >= length:
+                    one = buf[c : c + _LOG_OVERHEAD + length]
+                else:
+                    one = memoryview(self._reader.read(at, _LOG_OVERHEAD + length))
+                if crc32c(one[21:]) == struct.unpack_from(">I", one, 17)[0]:
+                    return int(at)
+            if end >= self.size:
+                return self.size
+            p = max(p + 1, nxt)
 
     def _skip(self, position: int, length: int, reason: str) -> None:
         item = Skipped(str(self.path), position, length, reason)
@@ -684,6 +879,14 @@ class Segment:
             idx = np.searchsorted(sc["position"], np.asarray(positions, dtype=np.int64))
             if np.all(idx < len(sc)) and np.array_equal(sc["position"][np.minimum(idx, len(sc) - 1)], positions):
                 return sc[idx]
+        if self._reader is not None and len(positions):
+            first, last = int(min(positions)), int(max(positions))
+            head = self._reader.read(last, _LOG_OVERHEAD)
+            length = _FRAME.unpack_from(head)[1] if len(head) == _LOG_OVERHEAD else 0
+            buf, off = self._reader.view(first, last + _LOG_OVERHEAD + max(length, 0))
+            rows = _headers(buf, np.asarray(positions, dtype=np.int64) - off)
+            rows["position"] += off
+            return rows
         return _headers(self.data, positions)
 
     def decode_range(
@@ -715,9 +918,9 @@ class Segment:
                     mask = None
             try:
                 if mask is None:
-                    yield kbatch.decode(self.data[start:stop], verify_crc=verify_crc)
+                    yield kbatch.decode(self.view(start, stop), verify_crc=verify_crc)
                 else:
-                    yield _core_decode(self.data[start:stop], verify_crc=verify_crc, skip_batches=mask,
+                    yield _core_decode(self.view(start, stop), verify_crc=verify_crc, skip_batches=mask,
                                        keep_skipped_rows=False)
                 return
             except CorruptRecordError as exc:
@@ -727,7 +930,7 @@ class Segment:
                 partial = exc.partial
                 if isinstance(partial, RecordTable) and len(partial.batches):
                     yield partial
-                length = _LOG_OVERHEAD + _FRAME.unpack_from(self.data, bad)[1]
+                length = _LOG_OVERHEAD + _FRAME.unpack_from(self.view(bad, bad + _LOG_OVERHEAD))[1]
                 self._skip(bad, length, exc.reason)
                 start = bad + length
 
@@ -767,13 +970,6 @@ def _overlapping(aborted: list[tuple[int, int, int]], first: int, last: int) -> 
     return [(pid, f) for pid, f, end in aborted[:stop] if end >= first]
 
 
-def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
 class LogDir:
     """A partition directory ``<topic>-<partition>``: its segments, metadata and readers.
 
@@ -781,11 +977,17 @@ class LogDir:
 
     Attributes
     ----------
-    path : Path
+    path : Path or PurePosixPath
+        A remote directory's path in its filesystem (``url`` has the scheme).
+    url : str
+    root : str
+        The ``log.dirs`` root (or tiered-storage prefix) holding it: which copy, when
+        :func:`open_logs` found several (``replicas="all"``).
     topic : str
     partition : int
     topic_id : str or None
-        From ``partition.metadata`` (base64url, as Kafka prints it).
+        From ``partition.metadata`` (base64url, as Kafka prints it), or from the folder name
+        of a tiered-storage layout (``<topic>-<topic id>/<partition>``).
     leader_epochs : list of (int, int)
         ``(epoch, start_offset)`` from ``leader-epoch-checkpoint``.
     segments : list of Segment
@@ -803,29 +1005,49 @@ class LogDir:
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | _storage.Location,
         *,
         segments: Sequence[str] | None = None,
         transactions: tuple[Sequence[tuple[int, int, int]], int | None] | None = None,
+        filesystem: Any = None,
+        storage_options: dict[str, Any] | None = None,
+        listing: Sequence[_storage.Entry] | None = None,
     ) -> None:
-        self.path = Path(path)
-        if not self.path.is_dir():
-            raise FileNotFoundError(f"not a directory: {self.path}")
-        m = _PARTITION_DIR.match(self.path.name)
-        self.topic = m.group(1) if m else self.path.name
-        self.partition = int(m.group(2)) if m else -1
+        loc = _storage.locate(path, filesystem, storage_options)
+        self.url = loc.url
+        self.path: Path | PurePosixPath = Path(loc.path) if loc.fs is None else PurePosixPath(loc.path)
+        files: dict[str, int] | None = None  # a remote directory's files and sizes, when listed
+        prefetched: dict[str, bytes] = {}  # and the small ones the listing's caller read
+        if loc.fs is None:
+            if not Path(self.path).is_dir():
+                raise FileNotFoundError(f"not a directory: {self.path}")
+        elif listing is not None or segments is None:
+            entries = _storage.list_files(loc) if listing is None else listing
+            files = {posixpath.basename(e.path): e.size for e in entries if not e.is_dir}
+            prefetched = {posixpath.basename(e.path): e.data for e in entries if e.data is not None}
+        self.topic, self.partition, self.topic_id = partition_name(self.path)
+        tiered = self.topic_id is not None  # <topic>-<topic id>/<partition>: tiered storage
         self.notes: list[str] = []
-        self.topic_id: str | None = None
         self.leader_epochs: list[tuple[int, int]] = []
-        text = _read_text(self.path / "partition.metadata")
-        if text is not None:
-            for line in text.splitlines():
+
+        def text(name: str) -> str | None:
+            if files is not None and name not in files:
+                return None
+            raw = prefetched[name] if name in prefetched else _storage.read_small(_storage.join(loc, name))
+            try:
+                return None if raw is None else raw.decode()
+            except UnicodeDecodeError:
+                return None
+
+        content = text("partition.metadata")
+        if content is not None:
+            for line in content.splitlines():
                 key, _, value = line.partition(":")
                 if key.strip() == "topic_id":
                     self.topic_id = value.strip()
-        text = _read_text(self.path / "leader-epoch-checkpoint")
-        if text is not None:
-            lines = text.split("\n")
+        content = text("leader-epoch-checkpoint")
+        if content is not None:
+            lines = content.split("\n")
             try:
                 count = int(lines[1])
                 self.leader_epochs = [
@@ -838,12 +1060,14 @@ class LogDir:
             for name in segments:
                 if not _SEGMENT_NAME.match(name):
                     raise ValueError(f"{name!r} is not a segment name (<20-digit base offset>.log)")
-                found.append(Segment(self.path / name))
-        for entry in sorted(self.path.iterdir()) if segments is None else ():
-            if entry.name.endswith(_SKIPPED_SUFFIXES):
-                self.notes.append(f"skipped {entry.name} (left over by deletion, cleaning or compaction)")
-            elif _SEGMENT_NAME.match(entry.name):
-                found.append(Segment(entry))
+                found.append(self._segment(loc, name, files, prefetched))
+        if segments is None:
+            names = sorted(files) if files is not None else sorted(e.name for e in Path(self.path).iterdir())
+            for name in names:
+                if name.endswith(_SKIPPED_SUFFIXES):
+                    self.notes.append(f"skipped {name} (left over by deletion, cleaning or compaction)")
+                elif _SEGMENT_NAME.match(name):
+                    found.append(self._segment(loc, name, files, prefetched))
         self.segments = sorted(found, key=lambda s: s.base_offset)
         for seg in self.segments:
             self.notes.extend(f"{seg.path.name}: {n}" for n in seg.notes)
@@ -851,16 +1075,28 @@ class LogDir:
         for note in self.notes:
             logger.info("%s: %s", self.path, note)
         self._txn: tuple[list[tuple[int, int, int]], int | None] | None = None
+        #: The ``log.dirs`` root (or tiered-storage prefix) holding this directory.
+        self.root = str(self.path.parent) if loc.fs is None else posixpath.dirname(loc.url)
         self.checkpoints: dict[str, int] = {}
-        if m:
-            by_file, problems = root_checkpoints(self.path.parent)
+        # a local <topic>-<partition> directory: its root's checkpoint files (a remote root's are
+        # not read: a log then starts at its first segment)
+        if loc.fs is None and not tiered and self.partition >= 0:
+            by_file, problems = root_checkpoints(Path(self.path).parent)
             self.notes.extend(f"{self.path.parent}/{n}" for n in problems)
-            for fname, entries in by_file.items():
-                if (self.topic, self.partition) in entries:
-                    self.checkpoints[CHECKPOINT_FILES[fname]] = entries[(self.topic, self.partition)]
+            for fname, by_partition in by_file.items():
+                if (self.topic, self.partition) in by_partition:
+                    self.checkpoints[CHECKPOINT_FILES[fname]] = by_partition[(self.topic, self.partition)]
         self._log_start: int | None = None
         if transactions is not None:
             self._txn = (sorted(transactions[0], key=lambda a: a[1]), transactions[1])
+
+    @staticmethod
+    def _segment(
+        loc: _storage.Location, name: str, files: dict[str, int] | None, prefetched: dict[str, bytes]
+    ) -> Segment:
+        if loc.fs is None:
+            return Segment(Path(loc.path) / name)
+        return Segment(_storage.join(loc, name), listing=files, prefetched=prefetched)
 
     def __repr__(self) -> str:
         return f"<LogDir {self.topic}-{self.partition}: {len(self.segments)} segments>"
@@ -988,7 +1224,7 @@ class LogDir:
                     p = int(h["position"][k])
                     size = _LOG_OVERHEAD + int(h["batch_length"][k])
                     try:
-                        t = kbatch.decode(seg.data[p : p + size], verify_crc=verify_crc)
+                        t = kbatch.decode(seg.view(p, p + size), verify_crc=verify_crc)
                     except CorruptRecordError as exc:
                         if on_corruption == "raise":
                             raise seg._relocate(exc, p) from exc
@@ -1088,7 +1324,9 @@ class LogDir:
                 return
             pos = seg.position_for(start, on_corruption) if start > seg.base_offset else 0
             while True:
-                heads, nxt, at_end = seg.frame_headers(pos, chunk_bytes, on_corruption)
+                # a remote segment's chunk is one read window: at most _MAX_WINDOW bytes
+                step = min(chunk_bytes, _MAX_WINDOW) if seg.is_remote else chunk_bytes
+                heads, nxt, at_end = seg.frame_headers(pos, step, on_corruption)
                 if len(heads):
                     a = int(heads["position"][0])
                     b = int(heads["position"][-1]) + _LOG_OVERHEAD + int(heads["batch_length"][-1])
@@ -1223,12 +1461,17 @@ def open_log(
     *,
     segments: Sequence[str] | None = None,
     transactions: tuple[Sequence[tuple[int, int, int]], int | None] | None = None,
+    filesystem: Any = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> LogDir:
     """Open a partition directory (``<topic>-<partition>``) copied out of a broker.
 
     Parameters
     ----------
     path : str or Path
+        A local path, ``file://``, or a URL of any filesystem ``pyarrow.fs`` reaches
+        (``s3://bucket/backup/orders-0``, ``gs://``, ``abfs://``, ``hdfs://``); also a
+        tiered-storage partition folder ``<topic>-<topic id>/<partition>``.
     segments : sequence of str, optional
         Open only these ``.log`` files of the directory (names such as
         ``00000000000000001234.log``), without listing it: a reader of one
@@ -1238,6 +1481,11 @@ def open_log(
         What :meth:`LogDir.transactions` gives for the whole log, known by
         the caller. Needed with ``segments`` for ``read_committed``: an
         aborted transaction's marker may lie in a segment not opened.
+    filesystem : pyarrow.fs.FileSystem or fsspec filesystem, optional
+        The filesystem ``path`` is in.
+    storage_options : dict, optional
+        Keyword arguments of the URL scheme's ``pyarrow.fs`` filesystem
+        (e.g. ``{"endpoint_override": "http://127.0.0.1:9000"}`` for ``s3://``).
 
     Returns
     -------
@@ -1255,13 +1503,56 @@ def open_log(
     >>> open_log(f"{root}/clicks-3", segments=["00000000000000000000.log"]).segments
     [<Segment 00000000000000000000.log 69 bytes>]
     """
-    return LogDir(path, segments=segments, transactions=transactions)
+    return LogDir(path, segments=segments, transactions=transactions, filesystem=filesystem,
+                  storage_options=storage_options)
+
+
+Replicas = Literal["best", "all"]
+_SIDE_SUFFIXES: Final = (".index", ".timeindex", ".txnindex", ".rsm-manifest")
+
+
+def _is_side_file(e: _storage.Entry) -> bool:
+    name = posixpath.basename(e.path)
+    return e.size <= 16 << 20 and (name.endswith(_SIDE_SUFFIXES) or name in ("partition.metadata",
+                                                                             "leader-epoch-checkpoint"))
 
 
 def open_logs(
-    root: str | os.PathLike[str], topics: Sequence[str] | None = None, notes: list[str] | None = None
+    root: str | os.PathLike[str],
+    topics: Sequence[str] | None = None,
+    notes: list[str] | None = None,
+    *,
+    recursive: bool = False,
+    replicas: Replicas = "best",
+    verify_replicas: bool = True,
+    filesystem: Any = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> list[LogDir]:
-    """Every partition directory under a ``log.dirs`` root, by topic then partition.
+    """Every partition directory under a ``log.dirs`` root (or a whole backup), by topic then partition.
+
+    Parameters
+    ----------
+    root : str or Path
+        A local path, ``file://`` or a URL (``s3://bucket/backup``, ...), as :func:`open_log`.
+    topics : sequence of str, optional
+        Only these topics.
+    notes : list, optional
+        Receives what was skipped and why, and the replica choices.
+    recursive : bool, default False
+        Search at any depth (a folder holding several ``log.dirs`` roots: one per
+        broker, one per disk). Finding nothing then raises ``FileNotFoundError``
+        saying what was there.
+    replicas : {"best", "all"}
+        A partition found in several roots is several replicas of one log. ``"best"``
+        opens the one with the highest log end offset (ties: the newest leader epoch,
+        then the first root) and notes the others; ``"all"`` opens every copy (each
+        :class:`LogDir`'s ``root`` says which).
+    verify_replicas : bool, default True
+        Check that replicas agree where their offsets overlap (same batch CRCs at the
+        same offsets; reads every replica's batch headers): a disagreement is noted and
+        logged as a warning, naming the partition and offset.
+    filesystem, storage_options
+        As :func:`open_log`. A remote root is listed in one call, whatever its depth.
 
     Directories ending in ``-delete``, ``-future`` or ``-stray`` are skipped
     (and said so in ``notes`` and the ``kbatch.log`` logger).
@@ -1275,21 +1566,37 @@ def open_logs(
     >>> [d.partition for d in open_logs(root, topics=["a"])]
     [0, 1]
     """
+    if replicas not in ("best", "all"):
+        raise ValueError(f"replicas must be 'best' or 'all', got {replicas!r}")
+    said: list[str] = []
+    loc = _storage.locate(root, filesystem, storage_options)
+    found, seen = find_partitions(loc, recursive, said)
+    chosen = [f for f in found if topics is None or partition_name(PurePosixPath(f.location.path))[0] in topics]
+    if loc.fs is not None and chosen:
+        # the small objects every LogDir reads at open, fetched concurrently
+        flat = [e for f in chosen for e in f.listing or ()]
+        flat = _storage.prefetch(loc.fs, (loc.path, loc.url), flat, _is_side_file)
+        k = 0
+        for i, f in enumerate(chosen):
+            n = len(f.listing or ())
+            chosen[i] = f._replace(listing=flat[k : k + n])
+            k += n
     out = []
-    for entry in sorted(Path(root).iterdir()):
-        if not entry.is_dir():
-            continue
-        if entry.name.endswith(_SKIPPED_DIRS):
-            note = f"skipped {entry} (a partition being deleted or moved)"
-            logger.info(note)
-            if notes is not None:
-                notes.append(note)
-            continue
-        m = _PARTITION_DIR.match(entry.name)
-        if not m or (topics is not None and m.group(1) not in topics):
-            continue
-        out.append(LogDir(entry))
-    return sorted(out, key=lambda d: (d.topic, d.partition))
+    for f in chosen:
+        log = LogDir(f.location, listing=f.listing)
+        log.root = f.root
+        out.append(log)
+    if recursive and not found:
+        raise FileNotFoundError(f"no partition directory (<topic>-<partition> holding segments) found: {seen}")
+    out.sort(key=lambda d: (d.topic, d.partition, d.root))
+    if len({(d.topic, d.partition) for d in out}) < len(out):
+        out, replica_notes = _replicas.choose(out, keep_all=replicas == "all", verify=verify_replicas)
+        said.extend(replica_notes)
+    for note in said:
+        logger.info(note)
+    if notes is not None:
+        notes.extend(said)
+    return out
 
 
 class LogWriter:

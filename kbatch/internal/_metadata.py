@@ -203,7 +203,7 @@ class _Image:
 
 def _checkpoints(log: LogDir) -> list[tuple[int, Path]]:
     found = []
-    for p in log.path.iterdir():
+    for p in Path(log.path).iterdir():  # (kbatch.internal reads local directories)
         m = _CHECKPOINT.fullmatch(p.name)
         if m:
             found.append((int(m.group(1)), p))

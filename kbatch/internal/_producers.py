@@ -22,7 +22,7 @@ _SNAPSHOT = re.compile(r"(\d{20})\.snapshot")
 def directories(source: Any) -> list[Path]:
     """The partition directories of ``source`` (one partition directory, or a root)."""
     if isinstance(source, LogDir):
-        return [source.path]
+        return [Path(source.path)]  # (kbatch.internal reads local directories)
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"expected a path or a LogDir, not {type(source).__name__}")
     path = Path(source)

@@ -50,6 +50,17 @@ Options (Spark's Kafka source names and meanings; values are strings)
     micro-batch (prorated over partitions by backlog); no micro-batch while fewer than
     ``minOffsetsPerTrigger`` offsets wait, unless ``maxTriggerDelay`` (default ``15m``)
     passed since the last one. ``trigger(availableNow=True)`` never waits.
+``recursiveFileLookup``
+    Spark's file-source name: find partition directories at any depth under the path (a
+    backup of several ``log.dirs`` roots); a partition found under several roots is read
+    from one replica (``replicas``: ``best``, the highest log end offset then the newest
+    leader epoch, the others logged; or ``all``), replicas that disagree are logged.
+``storage.<key>``
+    The path may be a URL (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``): ``storage.<key>``
+    options are the keyword arguments of pyarrow's filesystem for its scheme (e.g.
+    ``storage.endpoint_override``, ``storage.region``); they travel with the query to every
+    task. Credentials otherwise come as pyarrow finds them on each executor. With
+    ``failOnDataLoss=false`` an object gone since planning is logged and its slice skipped.
 ``view``
     kbatch's: Kafka's own state instead of records (:mod:`kbatch.spark._views`):
     ``consumer_offsets``, ``consumer_groups``, ``transactions``, ``producer_snapshots``,

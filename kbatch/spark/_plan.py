@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 
 from kbatch._core import set_threads
+from kbatch._storage import is_remote, parse_options
 from kbatch.arrow import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, to_record_batches
+from kbatch.errors import StorageError
 from kbatch.log import LogDir, OnCorruption, open_log, open_logs
 
 __all__ = [
@@ -81,7 +83,11 @@ OPTIONS = (
     "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger",
     "maxTriggerDelay",
+    "recursiveFileLookup",
+    "replicas",
 )
+#: Options named ``storage.<key>`` are the path's filesystem options (``storage_options``).
+STORAGE_PREFIX = "storage."
 #: Default task size (Spark's ``spark.sql.files.maxPartitionBytes``).
 DEFAULT_MAX_PARTITION_BYTES = 128 << 20
 #: Default ``maxTriggerDelay`` (Spark's Kafka source: 15 minutes).
@@ -159,7 +165,9 @@ def check_option_names(options: Mapping[str, Any]) -> None:
     import difflib
 
     known = {o.lower(): o for o in OPTIONS}
-    unknown = sorted(str(k) for k in options if str(k).lower() not in known)
+    unknown = sorted(
+        str(k) for k in options if str(k).lower() not in known and not str(k).lower().startswith(STORAGE_PREFIX)
+    )
     if not unknown:
         return
     hints = []
@@ -250,6 +258,9 @@ class Options:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     streaming: bool = False
+    recursive: bool = False
+    replicas: str = "best"
+    storage_options: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -348,6 +359,11 @@ class Options:
             min_offsets_per_trigger=min_offsets,
             max_trigger_delay_ms=_millis(opts, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
             streaming=streaming,
+            recursive=_bool(opts, "recursiveFileLookup", False),
+            replicas=_choice(opts, "replicas", ("best", "all"), "best"),
+            storage_options=parse_options(
+                f"{k[len(STORAGE_PREFIX):]}={v}" for k, v in opts.items() if k.startswith(STORAGE_PREFIX)
+            ),
             raw=opts,
         )
 
@@ -356,8 +372,38 @@ class Options:
 # Which partition directories
 
 
+def _choice(opts: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
+    value = opts.get(name.lower(), default).strip().lower()
+    if value not in allowed:
+        raise ValueError(f"option {name} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
 def _is_partition_dir(path: Path) -> bool:
     return path.is_dir() and any(p.suffix == ".log" for p in path.iterdir())
+
+
+def _open_root(opts: Options) -> list[LogDir]:
+    """The partition directories under ``opts.path``: a local path as before; a URL (``s3://``,
+    ...) listed once, with ``storage.*`` options; ``recursiveFileLookup``: at any depth, one
+    replica per partition (``replicas``)."""
+    if opts.recursive or is_remote(opts.path):
+        notes: list[str] = []
+        logs = open_logs(opts.path, notes=notes, recursive=opts.recursive, replicas=opts.replicas,  # type: ignore[arg-type]
+                         storage_options=opts.storage_options or None)
+        for note in notes:
+            logger.warning("%s", note)
+        if logs or opts.recursive:
+            return logs
+        # not a root: one partition directory?
+        one = open_log(opts.path, storage_options=opts.storage_options or None)
+        if not one.segments:
+            raise FileNotFoundError(f"no partition directory under {opts.path} (and it holds no segment)")
+        return [one]
+    root = Path(opts.path)
+    if not root.exists():
+        raise FileNotFoundError(f"no such log directory: {root}")
+    return [open_log(root)] if _is_partition_dir(root) else open_logs(root)
 
 
 def select_logs(opts: Options) -> list[LogDir]:
@@ -369,10 +415,8 @@ def select_logs(opts: Options) -> list[LogDir]:
     naming them in ``subscribe``/``assign`` reads them. ``assign`` of a partition that is not
     on disk fails as it would against a cluster (unknown partition).
     """
-    root = Path(opts.path)
-    if not root.exists():
-        raise FileNotFoundError(f"no such log directory: {root}")
-    logs = [open_log(root)] if _is_partition_dir(root) else open_logs(root)
+    root = opts.path
+    logs = _open_root(opts)
     if opts.assign is not None:
         have = {(d.topic, d.partition) for d in logs}
         missing = [(t, p) for t, ps in opts.assign.items() for p in ps if (t, p) not in have]
@@ -671,7 +715,7 @@ def plan_slices(
         lso: int | None = None
         if opts.isolation_level == "read_committed":
             aborted, lso = log.transactions(opts.on_corruption)
-        where = (str(log.path), log.topic, log.partition)
+        where = (log.url, log.topic, log.partition)
         for lo, hi, size, names in _segment_cuts(log, a, b, target):
             limit = opts.max_records_per_partition
             if limit and hi - lo > limit:
@@ -727,10 +771,11 @@ def open_slice(piece: LogSlice, opts: Options) -> LogDir:
         A segment of the slice was deleted after planning (retention, compaction) and
         ``failOnDataLoss`` is true; otherwise the loss is logged and the rest is read.
     """
+    storage = opts.storage_options or None
     if not piece.segments:
-        return open_log(piece.path)
+        return open_log(piece.path, storage_options=storage)
     names = piece.segments
-    gone = [n for n in names if not os.path.exists(os.path.join(piece.path, n))]
+    gone = [] if is_remote(piece.path) else [n for n in names if not os.path.exists(os.path.join(piece.path, n))]
     if gone:
         msg = (
             f"{piece.topic}-{piece.partition}: segment{'s' if len(gone) > 1 else ''} {', '.join(gone)} of offsets "
@@ -741,7 +786,7 @@ def open_slice(piece: LogSlice, opts: Options) -> LogDir:
         logger.warning("%s: their records are skipped", msg)
         names = tuple(n for n in names if n not in gone)
     transactions = (list(piece.aborted), piece.last_stable) if opts.isolation_level == "read_committed" else None
-    return open_log(piece.path, segments=names, transactions=transactions)
+    return open_log(piece.path, segments=names, transactions=transactions, storage_options=storage)
 
 
 def read_slice(piece: LogSlice, opts: Options) -> Iterator[Any]:
@@ -754,7 +799,14 @@ def read_slice(piece: LogSlice, opts: Options) -> Iterator[Any]:
     # Spark runs a task on each core it was given: a parse thread of kbatch's own would
     # only compete with the task next to it.
     set_threads(1)
-    log = open_slice(piece, opts)
+    try:
+        log = open_slice(piece, opts)
+    except StorageError as exc:
+        if opts.fail_on_data_loss:
+            raise
+        logger.warning("%s-%s: offsets [%d, %d) not read (failOnDataLoss=false): %s", piece.topic,
+                       piece.partition, piece.start, piece.end, exc)
+        return
     try:
         tables = log.iter_tables(
             start_offset=piece.start,
@@ -764,7 +816,17 @@ def read_slice(piece: LogSlice, opts: Options) -> Iterator[Any]:
             verify_crc=opts.verify_crc,
             chunk_bytes=min(opts.batch_bytes, 16 << 20),
         )
-        for table in tables:
+        while True:
+            try:
+                table = next(tables)
+            except StopIteration:
+                break
+            except StorageError as exc:  # an object gone or cut since planning
+                if opts.fail_on_data_loss:
+                    raise
+                logger.warning("%s-%s: the rest of offsets [%d, %d) not read (failOnDataLoss=false): %s",
+                               piece.topic, piece.partition, piece.start, piece.end, exc)
+                break
             yield from to_record_batches(
                 table,
                 topic=piece.topic,

@@ -1,0 +1,43 @@
+"""kbatch convert --engine arrow from s3:// (and to s3://) equals LogDir.read of the local copies."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbatch.__main__ import main
+
+pa = pytest.importorskip("pyarrow")
+pads = pytest.importorskip("pyarrow.dataset")
+
+
+def opts(s3_options) -> list[str]:
+    return [f"--storage-option={k}={v}" for k, v in s3_options.items()]
+
+
+def test_convert_arrow_from_s3_to_a_local_folder(backup, expected_rows, read_rows, s3_options, tmp_path):
+    out = tmp_path / "out"
+    rc = main(["convert", backup, str(out), "--engine", "arrow", "--recursive", "-q", *opts(s3_options)])
+    assert rc == 0
+    assert read_rows(pads.dataset(out, format="parquet", partitioning="hive")) == expected_rows
+
+
+def test_convert_arrow_from_s3_to_s3(backup, expected_rows, read_rows, s3_options, s3_client):
+    out = "s3://kbatch/converted"
+    rc = main(["convert", backup, out, "--engine", "arrow", "--recursive", "-q", *opts(s3_options)])
+    assert rc == 0
+    fs = pa.fs.S3FileSystem(**s3_options)
+    listed = s3_client.list_objects_v2(Bucket="kbatch", Prefix="converted/")["Contents"]
+    keys = [o["Key"] for o in listed if not o["Key"].endswith("/")]  # (pyarrow's directory markers)
+    assert keys and all(k.startswith("converted/topic=") and k.endswith(".parquet") for k in keys)  # no staging left
+    written = pads.dataset("kbatch/converted", filesystem=fs, format="parquet", partitioning="hive")
+    assert read_rows(written) == expected_rows
+    # errorifexists (the default) refuses, one line, status 2
+    assert main(["convert", backup, out, "--engine", "arrow", "--recursive", "-q", *opts(s3_options)]) == 2
+
+
+def test_convert_bad_storage_option_is_one_line(backup, s3_options, tmp_path, capsys):
+    rc = main(["convert", backup, str(tmp_path / "o"), "--engine", "arrow", "--storage-option", "nonsense",
+               *opts(s3_options)])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "storage" in err[0]

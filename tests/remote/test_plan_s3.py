@@ -1,0 +1,79 @@
+"""The kafka-log source's planner and tasks (no Spark needed) over s3:// with ``storage.*`` options."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from kbatch.spark._plan import Options, plan_slices, plan_tasks, read_task, resolve_range, select_logs
+
+pa = pytest.importorskip("pyarrow")
+
+
+def _run(options: dict[str, str]) -> pa.Table:
+    opts = Options.parse(options)
+    logs = select_logs(opts)
+    ranges = {(d.topic, d.partition): resolve_range(d, opts) for d in logs}
+    tasks = plan_tasks(plan_slices(logs, ranges, opts), opts)
+    opts = pickle.loads(pickle.dumps(opts))  # as a task receives them
+    batches = [b for t in pickle.loads(pickle.dumps(tasks)) for b in read_task(t, opts)]
+    table = pa.Table.from_batches(batches)
+    return table.sort_by([("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")])
+
+
+def _storage(s3_options):
+    return {f"storage.{k}": str(v) for k, v in s3_options.items()}
+
+
+def test_tasks_read_a_bucket_as_the_local_copy(backup, backup_local, s3_options):
+    common = {"maxPartitionBytes": "3000", "subscribePattern": ".*"}
+    remote = _run({"path": f"{backup}/broker-1/kafka-logs", **common, **_storage(s3_options)})
+    local = _run({"path": str(backup_local / "broker-1" / "kafka-logs"), **common})
+    assert remote.num_rows == local.num_rows > 0 and remote.equals(local)
+
+
+def test_recursive_file_lookup_reads_one_replica_per_partition(backup, backup_local, s3_options):
+    remote = _run({"path": backup, "recursiveFileLookup": "true", **_storage(s3_options)})
+    local = _run({"path": str(backup_local), "recursiveFileLookup": "true"})
+    assert remote.equals(local)
+    counts = remote.group_by(["topic", "partition"]).aggregate([("offset", "count")]).to_pylist()
+    assert {(c["topic"], c["partition"]): c["offset_count"] for c in counts} == {
+        ("clicks", 0): 20, ("events", 0): 100, ("orders", 0): 300, ("orders", 1): 35}
+
+
+def test_unknown_storage_option_is_the_filesystems_error(backup):
+    opts = Options.parse({"path": backup, "storage.no_such_option": "1"})
+    with pytest.raises(ValueError, match=r"storage_options for s3://.*no_such_option"):
+        select_logs(opts)
+
+
+def test_object_gone_after_planning(backup, backup_local, s3_client, s3_options, caplog):
+    import kbatch
+
+    part = backup_local / "broker-1" / "kafka-logs" / "events-0"
+    for f in part.iterdir():
+        s3_client.upload_file(str(f), "kbatch", f"scratch/lost/events-0/{f.name}")
+    base = {"path": "s3://kbatch/scratch/lost/events-0", "maxPartitionBytes": "1500", **_storage(s3_options)}
+    plans = {}
+    for fail in ("true", "false"):
+        opts = Options.parse({**base, "failOnDataLoss": fail})
+        logs = select_logs(opts)
+        ranges = {(d.topic, d.partition): resolve_range(d, opts) for d in logs}
+        plans[fail] = (opts, plan_tasks(plan_slices(logs, ranges, opts), opts))
+    s3_client.delete_object(Bucket="kbatch", Key="scratch/lost/events-0/00000000000000000000.log")
+    opts, tasks = plans["true"]
+    with pytest.raises(kbatch.StorageError, match=r"00000000000000000000\.log"):
+        [b for t in tasks for b in read_task(t, opts)]
+    opts, tasks = plans["false"]
+    rows = sum(b.num_rows for t in tasks for b in read_task(t, opts))
+    assert 0 < rows == 100 - rows_in_first_segment(part)  # the other segment's, and the loss said
+    assert "not read (failOnDataLoss=false)" in caplog.text and "00000000000000000000.log" in caplog.text
+
+
+def rows_in_first_segment(part) -> int:
+    from kbatch.log import LogDir
+
+    seg = LogDir(part).segments[0]
+    b = seg.scan()
+    return int(b["record_count"].sum())
