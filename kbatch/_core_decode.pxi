@@ -100,7 +100,7 @@ cdef int64_t _place_rows(const uint8_t* base, batch_t* bp, int64_t first, int64_
         elif b.record_count > (pend[k] - pstart[k]) // MIN_RECORD_SIZE:
             err.batch_index = k
             err.batch_position = b.position
-            _fail(err, E_COUNT_TOO_LARGE, b.position + 57, "recordCount", -1, b.record_count, pend[k] - pstart[k])
+            _fail(err, E_COUNT_TOO_LARGE, b.position + RECORDS_COUNT_OFFSET, "recordCount", -1, b.record_count, pend[k] - pstart[k])
             return k
         if not b.is_control:
             need[0] += b.record_count

@@ -60,23 +60,23 @@ cdef void _write_batch_header(uint8_t* p, int64_t base_offset, int64_t size, int
                               int64_t max_timestamp, int64_t producer_id, int16_t producer_epoch,
                               int32_t base_sequence, int32_t record_count) noexcept nogil:
     _put64(p, <uint64_t>base_offset)
-    _put32(p + 8, <uint32_t>(size - LOG_OVERHEAD))
-    _put32(p + 12, <uint32_t>leader_epoch)
-    p[16] = 2
-    _put32(p + 17, 0)  # crc, filled once the batch is complete
-    _put16(p + 21, <uint16_t>attributes)
-    _put32(p + 23, <uint32_t>last_offset_delta)
-    _put64(p + 27, <uint64_t>base_timestamp)
-    _put64(p + 35, <uint64_t>max_timestamp)
-    _put64(p + 43, <uint64_t>producer_id)
-    _put16(p + 51, <uint16_t>producer_epoch)
-    _put32(p + 53, <uint32_t>base_sequence)
-    _put32(p + 57, <uint32_t>record_count)
+    _put32(p + LENGTH_OFFSET, <uint32_t>(size - LOG_OVERHEAD))
+    _put32(p + PARTITION_LEADER_EPOCH_OFFSET, <uint32_t>leader_epoch)
+    p[MAGIC_OFFSET] = 2
+    _put32(p + CRC_OFFSET, 0)  # crc, filled once the batch is complete
+    _put16(p + ATTRIBUTES_OFFSET, <uint16_t>attributes)
+    _put32(p + LAST_OFFSET_DELTA_OFFSET, <uint32_t>last_offset_delta)
+    _put64(p + BASE_TIMESTAMP_OFFSET, <uint64_t>base_timestamp)
+    _put64(p + MAX_TIMESTAMP_OFFSET, <uint64_t>max_timestamp)
+    _put64(p + PRODUCER_ID_OFFSET, <uint64_t>producer_id)
+    _put16(p + PRODUCER_EPOCH_OFFSET, <uint16_t>producer_epoch)
+    _put32(p + BASE_SEQUENCE_OFFSET, <uint32_t>base_sequence)
+    _put32(p + RECORDS_COUNT_OFFSET, <uint32_t>record_count)
 
 
 cdef inline void _seal(_Span span, uint8_t* batch, Py_ssize_t size) except *:
     """Write the CRC-32C of a finished batch (attributes .. end)."""
-    _put32(batch + 17, _span_crc32c(span, batch + 21, size - 21, 0))
+    _put32(batch + CRC_OFFSET, _span_crc32c(span, batch + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET, 0))
 
 
 cdef int64_t _plan(rec_in_t* recs, int64_t n, int64_t max_records, int64_t max_bytes,

@@ -6,11 +6,39 @@
 #           _fill_legacy; _crc32_ieee (magic 0/1) and _span_crc32c over a _Span (magic 2)
 # uses:     _core_wire (readers), _core_errors (_fail)
 
+# Where each header field is, derived from the one before it (the grammar is
+# in _core.pyx's docstring; the names are Java's DefaultRecordBatch and
+# LegacyRecord ones).
 cdef enum:
-    LOG_OVERHEAD = 12          # baseOffset + batchLength
-    HEADER_SIZE_UP_TO_MAGIC = 17
-    RECORD_OVERHEAD_V0 = 14    # smallest legal legacy entry (Java's LegacyRecord)
-    BATCH_OVERHEAD = 61        # RecordBatch header
+    # A log entry, any magic: offset, then the bytes after the length field
+    BASE_OFFSET_OFFSET = 0
+    LENGTH_OFFSET = BASE_OFFSET_OFFSET + 8
+    LOG_OVERHEAD = LENGTH_OFFSET + 4                   # baseOffset + batchLength
+    # RecordBatch (magic 2), from the batch's first byte
+    PARTITION_LEADER_EPOCH_OFFSET = LOG_OVERHEAD
+    MAGIC_OFFSET = PARTITION_LEADER_EPOCH_OFFSET + 4   # the same place in a legacy entry
+    HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1
+    CRC_OFFSET = MAGIC_OFFSET + 1
+    ATTRIBUTES_OFFSET = CRC_OFFSET + 4                 # the CRC-32C covers from here to the end
+    LAST_OFFSET_DELTA_OFFSET = ATTRIBUTES_OFFSET + 2
+    BASE_TIMESTAMP_OFFSET = LAST_OFFSET_DELTA_OFFSET + 4
+    MAX_TIMESTAMP_OFFSET = BASE_TIMESTAMP_OFFSET + 8
+    PRODUCER_ID_OFFSET = MAX_TIMESTAMP_OFFSET + 8
+    PRODUCER_EPOCH_OFFSET = PRODUCER_ID_OFFSET + 8
+    BASE_SEQUENCE_OFFSET = PRODUCER_EPOCH_OFFSET + 2
+    RECORDS_COUNT_OFFSET = BASE_SEQUENCE_OFFSET + 4
+    RECORDS_OFFSET = RECORDS_COUNT_OFFSET + 4
+    BATCH_OVERHEAD = RECORDS_OFFSET                    # RecordBatch header
+    # A legacy message (magic 0 and 1), from its crc (LOG_OVERHEAD into its entry)
+    LEGACY_CRC_OFFSET = 0
+    LEGACY_MAGIC_OFFSET = LEGACY_CRC_OFFSET + 4        # the CRC32 covers from here to the end
+    LEGACY_ATTRIBUTES_OFFSET = LEGACY_MAGIC_OFFSET + 1
+    LEGACY_TIMESTAMP_OFFSET = LEGACY_ATTRIBUTES_OFFSET + 1       # magic 1 only
+    LEGACY_KEY_SIZE_OFFSET_V0 = LEGACY_ATTRIBUTES_OFFSET + 1
+    LEGACY_KEY_SIZE_OFFSET_V1 = LEGACY_TIMESTAMP_OFFSET + 8
+    RECORD_OVERHEAD_V0 = LEGACY_KEY_SIZE_OFFSET_V0 + 8  # smallest legal legacy message: null key and value
+    RECORD_OVERHEAD_V1 = LEGACY_KEY_SIZE_OFFSET_V1 + 8
+    # Record (magic 2)
     MIN_RECORD_SIZE = 7        # length + attributes + 5 one-byte varints
     MIN_HEADER_SIZE = 2        # key length + value length
 
@@ -25,7 +53,7 @@ cdef int64_t _count_entries(const uint8_t* buf, int64_t n, int64_t* consumed) no
     cdef int64_t pos = 0, k = 0
     cdef int32_t length
     while n - pos >= HEADER_SIZE_UP_TO_MAGIC:
-        length = <int32_t>_be32(buf + pos + 8)
+        length = <int32_t>_be32(buf + pos + LENGTH_OFFSET)
         if length < RECORD_OVERHEAD_V0:
             k += 1
             break
@@ -67,14 +95,14 @@ cdef int64_t _fill_batches(const uint8_t* buf, int64_t n, batch_t* out, int64_t 
         if unlikely(n - pos < HEADER_SIZE_UP_TO_MAGIC):  # (only if the bytes changed since counted)
             _fail(err, E_TRUNCATED_FIELD, pos, "batchLength", -1, 0, 0)
             return k
-        length = <int32_t>_be32(p + 8)
+        length = <int32_t>_be32(p + LENGTH_OFFSET)
         if length < RECORD_OVERHEAD_V0:
-            _fail(err, E_ENTRY_TOO_SMALL, pos + 8, "batchLength", -1, length, 0)
+            _fail(err, E_ENTRY_TOO_SMALL, pos + LENGTH_OFFSET, "batchLength", -1, length, 0)
             return k
         if unlikely(length > n - pos - LOG_OVERHEAD):  # (likewise)
-            _fail(err, E_TRUNCATED_FIELD, pos + 8, "batchLength", -1, length, n - pos - LOG_OVERHEAD)
+            _fail(err, E_TRUNCATED_FIELD, pos + LENGTH_OFFSET, "batchLength", -1, length, n - pos - LOG_OVERHEAD)
             return k
-        magic = <int8_t>p[16]
+        magic = <int8_t>p[MAGIC_OFFSET]
         b.magic = magic
         b.base_offset = <int64_t>_be64(p)
         b.batch_length = length
@@ -87,32 +115,32 @@ cdef int64_t _fill_batches(const uint8_t* buf, int64_t n, batch_t* out, int64_t 
             pos += LOG_OVERHEAD + length
             continue
         if magic != 2:
-            _fail(err, E_UNKNOWN_MAGIC, pos + 16, "magic", -1, magic, 0)
+            _fail(err, E_UNKNOWN_MAGIC, pos + MAGIC_OFFSET, "magic", -1, magic, 0)
             return k
         if length + LOG_OVERHEAD < BATCH_OVERHEAD:
-            _fail(err, E_BATCH_TOO_SMALL, pos + 8, "batchLength", -1, length + LOG_OVERHEAD, 0)
+            _fail(err, E_BATCH_TOO_SMALL, pos + LENGTH_OFFSET, "batchLength", -1, length + LOG_OVERHEAD, 0)
             return k
-        attributes = <int16_t>_be16(p + 21)
-        b.partition_leader_epoch = <int32_t>_be32(p + 12)
-        b.crc = _be32(p + 17)
+        attributes = <int16_t>_be16(p + ATTRIBUTES_OFFSET)
+        b.partition_leader_epoch = <int32_t>_be32(p + PARTITION_LEADER_EPOCH_OFFSET)
+        b.crc = _be32(p + CRC_OFFSET)
         b.attributes = attributes
-        b.last_offset_delta = <int32_t>_be32(p + 23)
-        b.base_timestamp = <int64_t>_be64(p + 27)
-        b.max_timestamp = <int64_t>_be64(p + 35)
-        b.producer_id = <int64_t>_be64(p + 43)
-        b.producer_epoch = <int16_t>_be16(p + 51)
-        b.base_sequence = <int32_t>_be32(p + 53)
-        b.record_count = <int32_t>_be32(p + 57)
+        b.last_offset_delta = <int32_t>_be32(p + LAST_OFFSET_DELTA_OFFSET)
+        b.base_timestamp = <int64_t>_be64(p + BASE_TIMESTAMP_OFFSET)
+        b.max_timestamp = <int64_t>_be64(p + MAX_TIMESTAMP_OFFSET)
+        b.producer_id = <int64_t>_be64(p + PRODUCER_ID_OFFSET)
+        b.producer_epoch = <int16_t>_be16(p + PRODUCER_EPOCH_OFFSET)
+        b.base_sequence = <int32_t>_be32(p + BASE_SEQUENCE_OFFSET)
+        b.record_count = <int32_t>_be32(p + RECORDS_COUNT_OFFSET)
         b.compression = attributes & 0x07
         b.timestamp_type = (attributes >> 3) & 1
         b.is_transactional = (attributes >> 4) & 1
         b.is_control = (attributes >> 5) & 1
         b.has_delete_horizon = (attributes >> 6) & 1
         if b.compression > 4:
-            _fail(err, E_UNKNOWN_COMPRESSION, pos + 21, "attributes", -1, b.compression, 0)
+            _fail(err, E_UNKNOWN_COMPRESSION, pos + ATTRIBUTES_OFFSET, "attributes", -1, b.compression, 0)
             return k
         if b.record_count < 0:
-            _fail(err, E_NEGATIVE_COUNT, pos + 57, "recordCount", -1, b.record_count, 0)
+            _fail(err, E_NEGATIVE_COUNT, pos + RECORDS_COUNT_OFFSET, "recordCount", -1, b.record_count, 0)
             return k
         pstart[k] = pos + BATCH_OVERHEAD
         pend[k] = pos + LOG_OVERHEAD + length
@@ -122,7 +150,7 @@ cdef int64_t _fill_batches(const uint8_t* buf, int64_t n, batch_t* out, int64_t 
 
 cdef inline int64_t _legacy_key_offset(int8_t magic) noexcept nogil:
     # crc(4) magic(1) attributes(1) [timestamp(8)]: where the key length is, from the crc
-    return 6 if magic == 0 else 14
+    return LEGACY_KEY_SIZE_OFFSET_V0 if magic == 0 else LEGACY_KEY_SIZE_OFFSET_V1
 
 
 cdef int _fill_legacy(const uint8_t* buf, int64_t pos, batch_t* b, int64_t* pstart, int64_t* pend,
@@ -132,9 +160,9 @@ cdef int _fill_legacy(const uint8_t* buf, int64_t pos, batch_t* b, int64_t* psta
     cdef const uint8_t* end = m + b.batch_length
     cdef const uint8_t* q
     cdef int32_t key_length, value_length
-    cdef int8_t attributes = <int8_t>m[5]
+    cdef int8_t attributes = <int8_t>m[LEGACY_ATTRIBUTES_OFFSET]
     if b.batch_length < _legacy_key_offset(b.magic) + 8:
-        return _fail(err, E_LEGACY_TOO_SMALL, pos + 8, "batchLength", -1, b.batch_length, b.magic)
+        return _fail(err, E_LEGACY_TOO_SMALL, pos + LENGTH_OFFSET, "batchLength", -1, b.batch_length, b.magic)
     b.crc = _be32(m)
     b.attributes = <uint8_t>attributes
     b.compression = attributes & 0x07
@@ -148,14 +176,14 @@ cdef int _fill_legacy(const uint8_t* buf, int64_t pos, batch_t* b, int64_t* psta
     b.has_delete_horizon = 0
     if b.magic == 1:
         b.timestamp_type = (attributes >> 3) & 1
-        b.base_timestamp = b.max_timestamp = <int64_t>_be64(m + 6)
+        b.base_timestamp = b.max_timestamp = <int64_t>_be64(m + LEGACY_TIMESTAMP_OFFSET)
     else:
         b.timestamp_type = -1
         b.base_timestamp = b.max_timestamp = -1
     if b.compression == 4:
-        return _fail(err, E_LEGACY_ZSTD, pos + 17, "attributes", -1, b.magic, 0)
+        return _fail(err, E_LEGACY_ZSTD, pos + LOG_OVERHEAD + LEGACY_ATTRIBUTES_OFFSET, "attributes", -1, b.magic, 0)
     if b.compression > 4:
-        return _fail(err, E_UNKNOWN_COMPRESSION, pos + 17, "attributes", -1, b.compression, 0)
+        return _fail(err, E_UNKNOWN_COMPRESSION, pos + LOG_OVERHEAD + LEGACY_ATTRIBUTES_OFFSET, "attributes", -1, b.compression, 0)
     q = m + _legacy_key_offset(b.magic)
     key_length = <int32_t>_be32(q)
     q += 4
@@ -238,15 +266,16 @@ cdef int64_t _check_crcs(const uint8_t* buf, batch_t* batches, int64_t first, in
             continue
         stop = batches[k].position + LOG_OVERHEAD + batches[k].batch_length
         if batches[k].magic == 2:
-            start = batches[k].position + 21
+            start = batches[k].position + ATTRIBUTES_OFFSET
             computed = _span_crc32c(span, buf + start, stop - start, -1)
         else:
-            start = batches[k].position + 16
+            start = batches[k].position + LOG_OVERHEAD + LEGACY_MAGIC_OFFSET
             computed = _crc32_ieee(buf + start, stop - start)
         if computed != batches[k].crc:
             err.batch_index = k
             err.batch_position = batches[k].position
-            _fail(err, E_CRC if batches[k].magic == 2 else E_CRC32, batches[k].position + (17 if batches[k].magic == 2 else 12),
+            _fail(err, E_CRC if batches[k].magic == 2 else E_CRC32,
+                  batches[k].position + (CRC_OFFSET if batches[k].magic == 2 else LOG_OVERHEAD + LEGACY_CRC_OFFSET),
                   "crc", -1, batches[k].crc, computed)
             return k
     return end

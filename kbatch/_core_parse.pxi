@@ -314,19 +314,19 @@ cdef int _parse_legacy_message(const uint8_t* base, const uint8_t* m, const uint
     cdef const uint8_t* q
     cdef int32_t key_length, value_length
     cdef uint32_t computed
-    if unlikely(n < 14):
+    if unlikely(n < RECORD_OVERHEAD_V0):
         return _fail(err, E_LEGACY_TOO_SMALL, m - base, "size", i, n, 0)
-    magic = <int8_t>m[4]
+    magic = <int8_t>m[LEGACY_MAGIC_OFFSET]
     if unlikely(magic != 0 and magic != 1):
-        return _fail(err, E_INNER_MAGIC, m + 4 - base, "magic", i, magic, 0)
-    if unlikely(magic == 1 and n < 22):
+        return _fail(err, E_INNER_MAGIC, m + LEGACY_MAGIC_OFFSET - base, "magic", i, magic, 0)
+    if unlikely(magic == 1 and n < RECORD_OVERHEAD_V1):
         return _fail(err, E_LEGACY_TOO_SMALL, m - base, "size", i, n, 1)
-    attributes = <int8_t>m[5]
+    attributes = <int8_t>m[LEGACY_ATTRIBUTES_OFFSET]
     if inner:
         if unlikely(attributes & 0x07):
-            return _fail(err, E_NESTED_COMPRESSION, m + 5 - base, "attributes", i, attributes & 0x07, 0)
+            return _fail(err, E_NESTED_COMPRESSION, m + LEGACY_ATTRIBUTES_OFFSET - base, "attributes", i, attributes & 0x07, 0)
         if verify_crc:
-            computed = _crc32_ieee(m + 4, n - 4)
+            computed = _crc32_ieee(m + LEGACY_MAGIC_OFFSET, n - LEGACY_MAGIC_OFFSET)
             if unlikely(computed != _be32(m)):
                 return _fail(err, E_CRC32, m - base, "crc", i, _be32(m), computed)
     q = m + _legacy_key_offset(magic)
@@ -351,7 +351,7 @@ cdef int _parse_legacy_message(const uint8_t* base, const uint8_t* m, const uint
     if forced:  # LogAppendTime wrapper: its timestamp for every inner record
         r.timestamp = forced_timestamp
     else:
-        r.timestamp = <int64_t>_be64(m + 6) if magic == 1 else -1
+        r.timestamp = <int64_t>_be64(m + LEGACY_TIMESTAMP_OFFSET) if magic == 1 else -1
     r.key_length = key_length
     r.value_length = value_length
     r.headers_start = headers_start
@@ -373,9 +373,9 @@ cdef int _frame_legacy_inner(const uint8_t* base, int64_t start, int64_t end, ba
     while p < e:
         if unlikely(e - p < LOG_OVERHEAD):
             return _fail(err, E_INNER_TRUNCATED, p - base, "size", count, LOG_OVERHEAD, e - p)
-        size = <int32_t>_be32(p + 8)
+        size = <int32_t>_be32(p + LENGTH_OFFSET)
         if unlikely(size < RECORD_OVERHEAD_V0):
-            return _fail(err, E_ENTRY_TOO_SMALL, p + 8 - base, "size", count, size, 0)
+            return _fail(err, E_ENTRY_TOO_SMALL, p + LENGTH_OFFSET - base, "size", count, size, 0)
         if unlikely(size > e - p - LOG_OVERHEAD):
             return _fail(err, E_INNER_TRUNCATED, p - base, "size", count, size, e - p - LOG_OVERHEAD)
         last = <int64_t>_be64(p)
@@ -411,7 +411,7 @@ cdef int _parse_legacy(const uint8_t* base, int64_t start, int64_t end, batch_t*
         # writes; checked again all the same, as cheap as a comment.
         if unlikely(base + end - p < LOG_OVERHEAD):
             return _fail(err, E_INNER_TRUNCATED, p - base, "size", i, LOG_OVERHEAD, base + end - p)
-        size = <int32_t>_be32(p + 8)
+        size = <int32_t>_be32(p + LENGTH_OFFSET)
         if unlikely(size < 0 or size > base + end - p - LOG_OVERHEAD):
             return _fail(err, E_INNER_TRUNCATED, p - base, "size", i, size, base + end - p - LOG_OVERHEAD)
         if _parse_legacy_message(base, p + LOG_OVERHEAD, p + LOG_OVERHEAD + size,
