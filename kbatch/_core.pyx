@@ -66,9 +66,9 @@ unit: no call cost between parts). Each part opens with what it provides and
 what it uses::
 
     _core_rows.pxi     row dtypes (the NumPy views of _core.pxd's structs)
-    _core_wire.pxi     big-endian readers/writers, varints
+    _core_wire.pxi     varints (the byte-order readers/writers: kbatch/_wire.pxd)
     _core_errors.pxi   error_t filled without the GIL, raised with it
-    _core_frame.pxi    frame constants, batch headers (v2 and legacy), CRCs
+    _core_frame.pxi    batch headers (v2 and legacy; offsets: kbatch/_wire.pxd), CRCs
     _core_parse.pxi    records into rows (v2, legacy)
     _core_memory.pxi   spare blocks, the arena (_Block), rows to NumPy
     _core_threads.pxi  thread budget, the helper threads, the GIL window
@@ -106,6 +106,18 @@ from libc.stdint cimport (
 )
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memmove, memset
+# The wire primitives and frame offsets shared with the other compiled modules (kbatch/_wire.pxd);
+# the parts use the readers and writers under their old local names.
+from kbatch._wire cimport (
+    ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, BASE_TIMESTAMP_OFFSET, BATCH_OVERHEAD, CRC_OFFSET,
+    HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET, LEGACY_ATTRIBUTES_OFFSET, LEGACY_CRC_OFFSET,
+    LEGACY_KEY_SIZE_OFFSET_V0, LEGACY_KEY_SIZE_OFFSET_V1, LEGACY_MAGIC_OFFSET,
+    LEGACY_TIMESTAMP_OFFSET, LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET, RECORDS_COUNT_OFFSET,
+    RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1,
+)
+from kbatch._wire cimport be16 as _be16, be32 as _be32, be64 as _be64, le32 as _le32
+from kbatch._wire cimport put16 as _put16, put32 as _put32, put64 as _put64
 
 import _thread
 import os

@@ -4,7 +4,7 @@
 #           batch-header writers, _seal (CRC-32C), _plan/_plan_records (batches under the
 #           limits), _CompressJob, _encode_inputs, _write_uncompressed (two writer threads
 #           for large outputs), _finish_batch
-# uses:     _core_wire (writers, varints), _core_frame (constants, _Span), _core_gather
+# uses:     kbatch/_wire.pxd (writers, offsets), _core_wire (varints), _core_frame (_Span), _core_gather
 #           (C rows), _core_memory, _core_threads (_Worker, _Beside, the GIL window)
 
 cdef inline int64_t _body_size(const rec_in_t* r, int64_t timestamp_delta, int32_t offset_delta) noexcept nogil:

@@ -1,43 +1,12 @@
 # _core_frame.pxi: batch framing and checksums, part of kbatch/_core.pyx.
 #
-# provides: the frame constants (LOG_OVERHEAD, BATCH_OVERHEAD, ...); _count_entries (complete
+# provides: MIN_RECORD_SIZE, MIN_HEADER_SIZE; _count_entries (complete
 #           entries in a buffer), _fill_batches (every batch header into a batch_t row, v2 and
 #           legacy outer entries, with the byte range its records are parsed from),
 #           _fill_legacy; _crc32_ieee (magic 0/1) and _span_crc32c over a _Span (magic 2)
-# uses:     _core_wire (readers), _core_errors (_fail)
+# uses:     kbatch/_wire.pxd (readers, header offsets), _core_errors (_fail)
 
-# Where each header field is, derived from the one before it (the grammar is
-# in _core.pyx's docstring; the names are Java's DefaultRecordBatch and
-# LegacyRecord ones).
 cdef enum:
-    # A log entry, any magic: offset, then the bytes after the length field
-    BASE_OFFSET_OFFSET = 0
-    LENGTH_OFFSET = BASE_OFFSET_OFFSET + 8
-    LOG_OVERHEAD = LENGTH_OFFSET + 4                   # baseOffset + batchLength
-    # RecordBatch (magic 2), from the batch's first byte
-    PARTITION_LEADER_EPOCH_OFFSET = LOG_OVERHEAD
-    MAGIC_OFFSET = PARTITION_LEADER_EPOCH_OFFSET + 4   # the same place in a legacy entry
-    HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1
-    CRC_OFFSET = MAGIC_OFFSET + 1
-    ATTRIBUTES_OFFSET = CRC_OFFSET + 4                 # the CRC-32C covers from here to the end
-    LAST_OFFSET_DELTA_OFFSET = ATTRIBUTES_OFFSET + 2
-    BASE_TIMESTAMP_OFFSET = LAST_OFFSET_DELTA_OFFSET + 4
-    MAX_TIMESTAMP_OFFSET = BASE_TIMESTAMP_OFFSET + 8
-    PRODUCER_ID_OFFSET = MAX_TIMESTAMP_OFFSET + 8
-    PRODUCER_EPOCH_OFFSET = PRODUCER_ID_OFFSET + 8
-    BASE_SEQUENCE_OFFSET = PRODUCER_EPOCH_OFFSET + 2
-    RECORDS_COUNT_OFFSET = BASE_SEQUENCE_OFFSET + 4
-    RECORDS_OFFSET = RECORDS_COUNT_OFFSET + 4
-    BATCH_OVERHEAD = RECORDS_OFFSET                    # RecordBatch header
-    # A legacy message (magic 0 and 1), from its crc (LOG_OVERHEAD into its entry)
-    LEGACY_CRC_OFFSET = 0
-    LEGACY_MAGIC_OFFSET = LEGACY_CRC_OFFSET + 4        # the CRC32 covers from here to the end
-    LEGACY_ATTRIBUTES_OFFSET = LEGACY_MAGIC_OFFSET + 1
-    LEGACY_TIMESTAMP_OFFSET = LEGACY_ATTRIBUTES_OFFSET + 1       # magic 1 only
-    LEGACY_KEY_SIZE_OFFSET_V0 = LEGACY_ATTRIBUTES_OFFSET + 1
-    LEGACY_KEY_SIZE_OFFSET_V1 = LEGACY_TIMESTAMP_OFFSET + 8
-    RECORD_OVERHEAD_V0 = LEGACY_KEY_SIZE_OFFSET_V0 + 8  # smallest legal legacy message: null key and value
-    RECORD_OVERHEAD_V1 = LEGACY_KEY_SIZE_OFFSET_V1 + 8
     # Record (magic 2)
     MIN_RECORD_SIZE = 7        # length + attributes + 5 one-byte varints
     MIN_HEADER_SIZE = 2        # key length + value length

@@ -4,7 +4,7 @@
 #           snappy exact sizing (_zstd_single_size, _snappy_block_size, _plain_pieces) and
 #           _inflate_chunk (pieces on two threads); LZ4 frames in C (_lz4_load, _lz4_in_c,
 #           _lz4_frame_bound, _lz4_frame_into, _inflate_lz4_chunk)
-# uses:     _core_wire (readers), _core_memory (the arena), _core_threads (_Worker,
+# uses:     kbatch/_wire.pxd (readers), _core_memory (the arena), _core_threads (_Worker,
 #           _lz4_helper, _helper_thread), kbatch._compression (everything else, errors)
 
 # Compressed chunks on two threads. Where a payload tells the exact size of

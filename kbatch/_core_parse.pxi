@@ -4,8 +4,8 @@
 #           common shape, _parse_body in full, _parse_records over one batch's records);
 #           the legacy parser (_parse_legacy_message, _frame_legacy_inner for a decompressed
 #           wrapper's inner message set, _parse_legacy)
-# uses:     _core_wire (readers, varints), _core_errors (_fail), _core_frame (constants,
-#           _crc32_ieee)
+# uses:     kbatch/_wire.pxd (readers, offsets), _core_wire (varints), _core_errors (_fail),
+#           _core_frame (_crc32_ieee)
 
 cdef inline bint _reserve(void** rows, int64_t* capacity, int64_t need, size_t itemsize) noexcept nogil:
     """Grow a C row buffer to hold ``need`` rows (doubling); False when out of memory."""

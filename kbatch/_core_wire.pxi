@@ -1,44 +1,10 @@
 # _core_wire.pxi: byte-level readers and writers, part of kbatch/_core.pyx.
 #
-# provides: _be16/_be32/_be64/_le32 readers and _put16/_put32/_put64 writers (big-endian,
-#           byte by byte, never unaligned casts); zigzag varint/varlong readers (bounded,
+# provides: zigzag varint/varlong readers (bounded,
 #           one-byte fast path: _read_varint, _read_varlong; unbounded _varint_at/_varlong_at
 #           for bytes already checked), sizes and writers; the Python-level _decode_varint,
 #           _decode_varlong, _encode_varint, _encode_varlong (tests); _byte_view
-# uses:     nothing of the other parts
-
-cdef inline uint16_t _be16(const uint8_t* p) noexcept nogil:
-    return <uint16_t>((<uint16_t>p[0] << 8) | p[1])
-
-
-cdef inline uint32_t _be32(const uint8_t* p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
-
-
-cdef inline uint32_t _le32(const uint8_t* p) noexcept nogil:
-    return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
-
-
-cdef inline uint64_t _be64(const uint8_t* p) noexcept nogil:
-    return (<uint64_t>_be32(p) << 32) | <uint64_t>_be32(p + 4)
-
-
-cdef inline void _put16(uint8_t* p, uint16_t v) noexcept nogil:
-    p[0] = <uint8_t>(v >> 8)
-    p[1] = <uint8_t>v
-
-
-cdef inline void _put32(uint8_t* p, uint32_t v) noexcept nogil:
-    p[0] = <uint8_t>(v >> 24)
-    p[1] = <uint8_t>(v >> 16)
-    p[2] = <uint8_t>(v >> 8)
-    p[3] = <uint8_t>v
-
-
-cdef inline void _put64(uint8_t* p, uint64_t v) noexcept nogil:
-    _put32(p, <uint32_t>(v >> 32))
-    _put32(p + 4, <uint32_t>v)
-
+# uses:     nothing of the other parts (the byte-order readers/writers: kbatch/_wire.pxd)
 
 cdef inline int _read_varint(const uint8_t** pp, const uint8_t* end, int32_t* out) noexcept nogil:
     """Zigzag varint as Java's ByteUtils.readVarint: at most 5 bytes.
