@@ -30,7 +30,8 @@ from kbatch._core import (
 from kbatch._options import code as _code
 from kbatch._table import HeaderColumns, Record, RecordTable
 from kbatch._version import __version__
-from kbatch._wire import COMPRESSION_CODECS, TIMESTAMP_TYPES
+from kbatch._wire import CODEC_IDS as COMPRESSION_CODECS
+from kbatch._wire import TIMESTAMP_TYPES
 from kbatch.errors import CorruptRecordError, CRCError, KBatchError, StorageError, UnsupportedError
 from kbatch.log import LogDir, LogWriter, Segment, open_log, open_logs
 

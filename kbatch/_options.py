@@ -1,8 +1,8 @@
 """Argument normalisation shared by :func:`kbatch.encode`, :func:`kbatch.arrow.encode_arrow`
 and :class:`kbatch.BatchBuilder`.
 
->>> from kbatch._wire import COMPRESSION_CODECS
->>> code("compression", "ZSTD", COMPRESSION_CODECS), code("compression", None, COMPRESSION_CODECS)
+>>> from kbatch._wire import CODEC_IDS
+>>> code("compression", "ZSTD", CODEC_IDS), code("compression", None, CODEC_IDS)
 (4, 0)
 """
 

@@ -68,7 +68,7 @@ import numpy.typing as npt
 from kbatch._columns import BINARY_KINDS, HEADERS_COLUMN, BinaryKind, columns, ddl
 from kbatch._options import code
 from kbatch._table import RecordTable
-from kbatch._wire import COMPRESSION_CODECS, TIMESTAMP_TYPES
+from kbatch._wire import CODEC_IDS, TIMESTAMP_TYPES
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # type: ignore[import-untyped,unused-ignore]
@@ -1339,6 +1339,6 @@ def encode_arrow(
         *args,
         **cols,
         **options,
-        compression=code("compression", compression, COMPRESSION_CODECS),
+        compression=code("compression", compression, CODEC_IDS),
         timestamp_type=code("timestamp_type", timestamp_type, TIMESTAMP_TYPES),
     )

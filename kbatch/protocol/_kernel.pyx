@@ -54,17 +54,11 @@ from libc.limits cimport LLONG_MAX, LLONG_MIN
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy, strcmp
 
+from kbatch._wire cimport be16 as _u16, be32 as _u32, be64 as _u64  # big-endian, shared with _core
+
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void* op)
 
-cdef inline uint16_t _u16(const uint8_t* p) noexcept nogil:
-    return <uint16_t>((<uint16_t>p[0] << 8) | p[1])
-
-cdef inline uint32_t _u32(const uint8_t* p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
-
-cdef inline uint64_t _u64(const uint8_t* p) noexcept nogil:
-    return (<uint64_t>_u32(p) << 32) | _u32(p + 4)
 
 # element sizes of the fixed kinds, indexed by op
 cdef Py_ssize_t SIZES[8]
