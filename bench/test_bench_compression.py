@@ -34,6 +34,7 @@ import platform
 import random
 import struct
 import sys
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -48,6 +49,7 @@ import snappy
 import zstandard
 
 from kbatch import _compression as C
+from kbatch.errors import CorruptRecordError
 
 CODECS = {"gzip": C.GZIP, "snappy": C.SNAPPY, "lz4": C.LZ4, "zstd": C.ZSTD}
 TOTAL = 4 << 20
@@ -232,6 +234,95 @@ def test_compress(benchmark: Any, codec: str, who: str) -> None:
     assert 0 < n < TOTAL
 
 
+# --------------------------------------------------------------------------- limits and the GIL
+# Figures tests/test_compression.py checks only for correctness: how soon a decompression bomb
+# is refused, and how freely another Python thread runs while the codec works (the GIL released
+# around it), beside a call of the same length that holds the GIL. Reported, never asserted.
+
+BOMB_LIMIT = 1 << 20
+
+
+def _bomb(codec: str) -> bytes:
+    """64 MiB of zeros, compressed."""
+    zeros = bytes(64 << 20)
+    if codec == "gzip":
+        return gzip.compress(zeros, 9)
+    if codec == "snappy":
+        return bytes(cramjam.snappy.compress_raw(zeros))
+    if codec == "lz4":
+        return C.compress(C.LZ4, zeros)
+    return zstandard.ZstdCompressor(write_content_size=False).compress(zeros)
+
+
+def measure_bomb_stop(codec: str, rounds: int = 3) -> float:
+    """Best seconds to refuse 64 MiB of zeros at ``max_decompressed_size`` = 1 MiB."""
+    blob = _bomb(codec)
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        try:
+            C.decompress_into(CODECS[codec], blob, C.Arena(), BOMB_LIMIT)
+        except CorruptRecordError:
+            best = min(best, time.perf_counter() - t0)
+        else:
+            raise AssertionError(f"{codec}: 64 MiB decompressed under a 1 MiB limit")
+    return best
+
+
+def _spins_per_second(work: Callable[[], Any]) -> float:
+    """How many loop turns another Python thread makes per second while ``work`` runs."""
+    spins = 0
+    stop = threading.Event()
+
+    def spin() -> None:
+        nonlocal spins
+        while not stop.is_set():
+            spins += 1
+
+    th = threading.Thread(target=spin)
+    th.start()
+    try:
+        time.sleep(0.01)
+        before = spins
+        t0 = time.perf_counter()
+        work()
+        elapsed = time.perf_counter() - t0
+        during = spins - before
+    finally:
+        stop.set()
+        th.join()
+    return during / elapsed
+
+
+def measure_gil(codec: str) -> dict[str, float]:
+    """Another thread's loop turns/s during a 32 MiB decompression, and during ``bytes.count``.
+
+    A call holding the GIL lets the spinner count only at its edges (about 10k/s); with the
+    GIL released it counts millions a second.
+    """
+    part = _records_like(4 << 20, seed=9)
+    data = part * 8
+    blob = C.compress(CODECS[codec], data)
+    arena = C.Arena()
+    free = _spins_per_second(lambda: C.decompress_into(CODECS[codec], blob, arena, 1 << 30))
+    assert arena.size == len(data)
+    held = _spins_per_second(lambda: (data * 4).count(b"\x00\x01\x02"))  # one C call, GIL held
+    return {"decompress": free, "holding the GIL": held}
+
+
+def test_limits_and_gil(capsys: Any) -> None:
+    """Print the bomb and GIL figures (targets: refused in < 2 s; > 100k turns/s beside)."""
+    lines = []
+    for codec in CODECS:
+        stop = measure_bomb_stop(codec, rounds=1)
+        gil = measure_gil(codec)
+        lines.append(f"{codec}: bomb refused in {stop * 1e3:.0f} ms (target < 2 s); other thread "
+                     f"{gil['decompress']:,.0f} turns/s during decompression, "
+                     f"{gil['holding the GIL']:,.0f} during bytes.count (target > 100,000)")
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+
+
 # --------------------------------------------------------------------------- table
 
 
@@ -291,6 +382,16 @@ def main() -> None:
             f"| {codec} | {TOTAL / t['kbatch'] / 1e6:.0f} | {TOTAL / t['card'] / 1e6:.0f} | "
             f"{TOTAL / t['cramjam'] / 1e6:.0f} | {ratio:.1f} |"
         )
+
+
+    print()
+    print("| codec | 64 MiB bomb refused at 1 MiB | other thread during decompression "
+          "| during bytes.count (GIL held) |")
+    print("| --- | ---: | ---: | ---: |")
+    for codec in CODECS:
+        gil = measure_gil(codec)
+        print(f"| {codec} | {measure_bomb_stop(codec) * 1e3:.0f} ms | {gil['decompress'] / 1e6:.1f} M turns/s | "
+              f"{gil['holding the GIL'] / 1e6:.2f} M turns/s |")
 
 
 if __name__ == "__main__":

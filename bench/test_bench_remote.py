@@ -9,7 +9,8 @@ Reported: records/s of each (best of 2 interleaved rounds), their ratio (target:
 at least 0.5x the local one), and the range requests made per GiB read.
 
 Run: ``PYTHONPATH=. python bench/test_bench_remote.py`` prints the table; under pytest the
-target is an assertion. Needs ``moto[server]``, ``boto3`` and ``pyarrow``.
+target is reported (a miss is a ``TargetMissed`` warning), never asserted. Needs
+``moto[server]``, ``boto3`` and ``pyarrow``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from workload import best_interleaved, machine
+from workload import best_interleaved, machine, report
 
 N_RECORDS = int(os.environ.get("KBATCH_BENCH_REMOTE_RECORDS", "1000000"))
 
@@ -113,9 +114,9 @@ def _table(r: dict[str, Any]) -> str:
 def test_remote_read_speed() -> None:
     pytest.importorskip("moto.server")
     pytest.importorskip("pyarrow")
-    r = measure()
+    r = measure()  # asserts that both reads return every record
     print("\n" + _table(r))
-    assert r["ratio"] >= 0.5
+    report(f"s3:// read at {r['ratio']:.2f}x the local one", ">= 0.5x", r["ratio"] >= 0.5)
 
 
 if __name__ == "__main__":

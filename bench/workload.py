@@ -22,6 +22,7 @@ import os
 import platform
 import random
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -151,3 +152,18 @@ def best_interleaved(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str
             fn()
             best[name] = min(best[name], time.perf_counter() - t0)
     return best
+
+
+class TargetMissed(UserWarning):
+    """A bench figure fell short of its target: reported (pytest's warnings summary), not failed."""
+
+
+def report(figure: str, target: str, met: bool) -> None:
+    """Print a measured figure beside its target; a miss warns instead of failing.
+
+    Speed on a shared or loaded machine is a figure to read beside its peer, not a test
+    outcome: the bench's assertions check only what its runs produced.
+    """
+    print(f"\n{figure} (target {target}: {'met' if met else 'MISSED'})")
+    if not met:
+        warnings.warn(f"{figure}: target {target} missed", TargetMissed, stacklevel=2)

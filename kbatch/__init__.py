@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbatch import _core
+from kbatch import _core, _legacy, _txn
 from kbatch._core import (
     BATCH_DTYPE,
     HEADER_DTYPE,
@@ -27,8 +27,11 @@ from kbatch._core import (
     get_threads,
     set_threads,
 )
+from kbatch._options import code as _code
 from kbatch._table import HeaderColumns, Record, RecordTable
 from kbatch._version import __version__
+from kbatch._wire import CODEC_IDS as COMPRESSION_CODECS
+from kbatch._wire import TIMESTAMP_TYPES
 from kbatch.errors import CorruptRecordError, CRCError, KBatchError, StorageError, UnsupportedError
 from kbatch.log import LogDir, LogWriter, Segment, open_log, open_logs
 
@@ -58,8 +61,6 @@ __all__ = [
     "set_threads",
 ]
 
-COMPRESSION_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-TIMESTAMP_TYPES = {"create": 0, "log_append": 1}
 
 
 def decode(
@@ -128,26 +129,14 @@ def decode(
     table = _core.decode(data, verify_crc=bool(verify_crc), max_decompressed_size=max_decompressed_size)
     if isolation_level == "read_uncommitted":
         return table
-    from kbatch._txn import aborted_from_markers, filter_committed
-
     if aborted_transactions is None:
-        aborted_transactions = aborted_from_markers(table)
-    return filter_committed(table, aborted_transactions, last_stable_offset)
+        aborted_transactions = _txn.aborted_from_markers(table)
+    return _txn.filter_committed(table, aborted_transactions, last_stable_offset)
 
 
 def _columnar(obj: Any) -> bool:
     """Whether ``obj`` is an Arrow, pandas or Polars column or table (for :func:`encode`)."""
     return type(obj).__module__.partition(".")[0] in ("pyarrow", "pandas", "polars")
-
-
-def _code(name: str, value: str | int | None, table: dict[str, int]) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, int) and value in table.values():
-        return value
-    if isinstance(value, str) and value.lower() in table:
-        return table[value.lower()]
-    raise ValueError(f"{name} must be one of {sorted(table)}, got {value!r}")
 
 
 def encode(
@@ -230,9 +219,7 @@ def encode(
         given = [name for name, set_ in unused.items() if set_]
         if given:
             raise ValueError(f"magic {magic} message sets have no {', '.join(given)}")
-        from kbatch._legacy import encode_legacy
-
-        return encode_legacy(values, keys, timestamps=timestamps, magic=magic, compression=codec,
+        return _legacy.encode_legacy(values, keys, timestamps=timestamps, magic=magic, compression=codec,
                              compression_level=compression_level, base_offset=base_offset, timestamp_type=ts_type)
     if magic != 2:
         raise ValueError(f"magic must be 0, 1 or 2, got {magic!r}")

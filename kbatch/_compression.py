@@ -61,6 +61,7 @@ import numpy as np
 import numpy.typing as npt
 import zstandard
 
+from kbatch._wire import CODEC_NAMES, GZIP, LZ4, NONE, SNAPPY, ZSTD
 from kbatch.errors import CorruptRecordError, UnsupportedError
 
 if TYPE_CHECKING:  # typing_extensions is not a runtime dependency
@@ -79,20 +80,6 @@ __all__ = [
     "decompress_into",
 ]
 
-NONE: Final = 0
-GZIP: Final = 1
-SNAPPY: Final = 2
-LZ4: Final = 3
-ZSTD: Final = 4
-
-#: Codec id -> Kafka's name for it (``compression.type``).
-CODEC_NAMES: Final = {
-    NONE: "none",
-    GZIP: "gzip",
-    SNAPPY: "snappy",
-    LZ4: "lz4",
-    ZSTD: "zstd",
-}
 
 #: Default cap on the decompressed bytes of one ``kbatch.decode`` call: 512 MiB.
 #:

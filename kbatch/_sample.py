@@ -39,13 +39,14 @@ from crc32c import crc32c
 import kbatch
 from kbatch._checkpoint import CLEANER, update_checkpoint
 from kbatch._legacy import encode_legacy
+from kbatch._wire import CODEC_NAMES
 from kbatch.errors import KBatchError
 from kbatch.log import LogWriter, open_log
 
 __all__ = ["add_arguments", "run", "write_sample"]
 
 BASE_TIMESTAMP = 1_700_000_000_000
-_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+_CODECS = tuple(CODEC_NAMES.values())  # every codec in turn: none, gzip, snappy, lz4, zstd
 
 
 def empty_batch(

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import ctypes
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
+
+from kbatch._columns import BinaryKind
 
 if TYPE_CHECKING:  # optional dependencies, imported on use
     import pandas as pd  # type: ignore[import-untyped,unused-ignore]
     import polars as pl
     import pyarrow as pa
 
-    from kbatch.arrow import BinaryKind
-
-__all__ = ["HeaderColumns", "Record", "RecordTable"]
+__all__ = ["HeaderColumns", "Record", "RecordTable", "concat", "select"]
 
 
 def _utf8(raw: bytes) -> str:
@@ -279,3 +281,153 @@ class RecordTable:
             np.ascontiguousarray(r[f"{name}_start"]),
             np.ascontiguousarray(r[f"{name}_length"]),
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Table operations
+
+
+def _runs(mask: npt.NDArray[np.bool_]) -> tuple[list[int], list[int]]:
+    edges = np.diff(np.concatenate(([0], mask.view(np.int8), [0])))
+    return np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()
+
+
+def _take(rows: npt.NDArray[Any], mask: npt.NDArray[np.bool_], inplace: bool) -> npt.NDArray[Any]:
+    """``rows[mask]``, fast for runs of kept rows (whole batches): memmove in place, or slices joined."""
+    starts, ends = _runs(mask)
+    if len(starts) == 1 and starts[0] == 0 and ends[0] == len(rows):
+        return rows if inplace else rows.copy()
+    if not rows.flags.c_contiguous or len(starts) * 16 > len(rows):
+        return rows[mask]
+    size = rows.dtype.itemsize
+    if inplace:
+        base = rows.ctypes.data
+        dst = 0
+        for a, b in zip(starts, ends, strict=True):
+            if dst != a:
+                ctypes.memmove(base + dst * size, base + a * size, (b - a) * size)
+            dst += b - a
+        return rows[:dst]
+    void = rows.view(np.dtype((np.void, size)))
+    if not starts:
+        empty: npt.NDArray[Any] = rows[:0].copy()
+        return empty
+    return np.concatenate([void[a:b] for a, b in zip(starts, ends, strict=True)]).view(rows.dtype)
+
+
+def select(
+    table: RecordTable,
+    record_mask: npt.NDArray[np.bool_] | None,
+    batch_mask: npt.NDArray[np.bool_] | None = None,
+    *,
+    inplace: bool = False,
+) -> RecordTable:
+    """A new RecordTable with only the chosen rows, sharing ``table.data``.
+
+    ``records["batch"]`` and ``headers_start`` are re-indexed to the kept
+    batch and header rows. Batches keep their row when ``batch_mask`` (default:
+    every batch) says so; a kept record's batch must be kept. With
+    ``inplace=True`` the rows are compacted inside ``table``'s own arrays
+    (which must then not be used any more): no new allocation.
+
+    >>> import kbatch
+    >>> t = kbatch.decode(kbatch.encode([b"a", b"b", b"c"], headers=[[("h", b"1")], [], [("h", b"3")]]))
+    >>> s = select(t, t.records["offset"] != 0)
+    >>> s.records["offset"].tolist(), s.headers(1), s.records["headers_start"].tolist()
+    ([1, 2], [('h', b'3')], [0, 0])
+    """
+    records = table.records
+    batches = table.batches
+    if record_mask is None:
+        record_mask = np.ones(len(records), dtype=bool)
+    if record_mask.all() and batch_mask is None:
+        return table
+    raw_headers = np.asarray(table.headers).view(np.ndarray)
+    if len(raw_headers):
+        counts = records["headers_count"]
+        header_mask = np.repeat(record_mask, counts.astype(np.int64))
+        kept = _take(records, record_mask, inplace)
+        headers = _take(raw_headers, header_mask, inplace)
+        kept_counts = kept["headers_count"].astype(np.int64)
+        new_starts = np.cumsum(kept_counts)
+        new_starts -= kept_counts
+        kept["headers_start"] = new_starts
+    else:
+        kept = _take(records, record_mask, inplace)
+        headers = raw_headers
+    new_batches = batches
+    if batch_mask is not None:
+        new_batches = batches[batch_mask]
+        remap = np.cumsum(batch_mask, dtype=np.int64) - 1
+        kept["batch"] = remap[kept["batch"]]
+        new_batches["first_record"] = np.searchsorted(kept["batch"], np.arange(len(new_batches)))
+    return RecordTable(
+        records=kept,
+        batches=new_batches,
+        headers=headers,
+        data=table.data,
+        consumed_bytes=table.consumed_bytes,
+        truncated=table.truncated,
+        next_offset=table.next_offset,
+        topic=table.topic,
+        partition=table.partition,
+    )
+
+
+def concat(tables: Sequence[RecordTable]) -> RecordTable:
+    """One RecordTable from several (a copy of their data, unless there is one).
+
+    Batch positions and record/header starts are shifted so that they point
+    into the joined ``data``; ``consumed_bytes`` is the sum and ``truncated``
+    the last table's.
+
+    >>> import kbatch
+    >>> a, b = kbatch.decode(kbatch.encode([b"a"])), kbatch.decode(kbatch.encode([b"b"], base_offset=1))
+    >>> t = concat([a, b])
+    >>> t.records["offset"].tolist(), t.values(), t.records["batch"].tolist()
+    ([0, 1], [b'a', b'b'], [0, 1])
+    """
+    tables = list(tables)
+    if not tables:
+        from kbatch._core import decode  # _core imports this module: at call time
+
+        return decode(b"", verify_crc=True, max_decompressed_size=None)
+    if len(tables) == 1:
+        return tables[0]
+    parts: list[npt.NDArray[Any]] = []
+    recs: list[npt.NDArray[Any]] = []
+    heads: list[npt.NDArray[Any]] = []
+    bats: list[npt.NDArray[Any]] = []
+    shift = nb = nh = 0
+    for t in tables:
+        data = np.frombuffer(t.data, dtype=np.uint8) if len(memoryview(t.data).cast("B")) else np.empty(0, np.uint8)
+        r = t.records.copy()
+        h = np.asarray(t.headers).view(np.ndarray).copy()
+        b = t.batches.copy()
+        r["key_start"] += shift
+        r["value_start"] += shift
+        r["headers_start"] += nh
+        r["batch"] += nb
+        h["key_start"] += shift
+        h["value_start"] += shift
+        b["position"] += shift
+        b["first_record"] += sum(len(x) for x in recs)
+        parts.append(data)
+        recs.append(r)
+        heads.append(h)
+        bats.append(b)
+        shift += len(data)
+        nb += len(b)
+        nh += len(h)
+    joined = np.concatenate(parts).tobytes()
+    return RecordTable(
+        records=np.concatenate(recs),
+        batches=np.concatenate(bats),
+        headers=np.concatenate(heads),
+        data=joined,
+        consumed_bytes=sum(t.consumed_bytes for t in tables),
+        truncated=tables[-1].truncated,
+        next_offset=next((t.next_offset for t in reversed(tables) if t.next_offset is not None), None),
+        topic=tables[0].topic if len({t.topic for t in tables}) == 1 else None,
+        partition=tables[0].partition if len({(t.topic, t.partition) for t in tables}) == 1 else None,
+    )

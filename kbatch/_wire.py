@@ -4,9 +4,15 @@ The same numbers as ``kbatch/_wire.pxd`` (which the compiled modules cimport), e
 derived from the one before it, with Java's names (``DefaultRecordBatch``, ``LegacyRecord``,
 ``Records``). The grammar itself is the docstring of ``kbatch/_core.pyx``.
 
+Also the names of the values a batch's ``attributes`` carry (bits 0-2 the codec, bit 3 the
+timestamp type): Kafka's ids (``CompressionType``, ``TimestampType``) and its
+``compression.type`` names, lower-case, written once for every Python module.
+
 >>> from kbatch import _wire
 >>> _wire.CRC_OFFSET, _wire.RECORDS_OFFSET, _wire.LOG_OVERHEAD
 (17, 61, 12)
+>>> _wire.CODEC_NAMES[_wire.ZSTD], _wire.CODEC_IDS["lz4"]
+('zstd', 3)
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ __all__ = [
     "CODEC_NAMES",
     "CONTROL_TYPES",
     "CRC_OFFSET",
+    "GZIP",
     "HEADER_SIZE_UP_TO_MAGIC",
     "LAST_OFFSET_DELTA_OFFSET",
     "LEGACY_ATTRIBUTES_OFFSET",
@@ -33,8 +40,10 @@ __all__ = [
     "LEGACY_TIMESTAMP_OFFSET",
     "LENGTH_OFFSET",
     "LOG_OVERHEAD",
+    "LZ4",
     "MAGIC_OFFSET",
     "MAX_TIMESTAMP_OFFSET",
+    "NONE",
     "PARTITION_LEADER_EPOCH_OFFSET",
     "PRODUCER_EPOCH_OFFSET",
     "PRODUCER_ID_OFFSET",
@@ -42,6 +51,9 @@ __all__ = [
     "RECORDS_OFFSET",
     "RECORD_OVERHEAD_V0",
     "RECORD_OVERHEAD_V1",
+    "SNAPPY",
+    "TIMESTAMP_TYPES",
+    "ZSTD",
 ]
 
 # A log entry, any magic: the offset, then the number of bytes after the length field.
@@ -75,9 +87,17 @@ LEGACY_KEY_SIZE_OFFSET_V1: Final = LEGACY_TIMESTAMP_OFFSET + 8
 RECORD_OVERHEAD_V0: Final = LEGACY_KEY_SIZE_OFFSET_V0 + 8  # smallest legal legacy message
 RECORD_OVERHEAD_V1: Final = LEGACY_KEY_SIZE_OFFSET_V1 + 8
 
-#: Codec id (attributes bits 0-2) -> Kafka's name for it (``compression.type``).
-CODEC_NAMES: Final = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-#: Kafka's codec name -> its id.
+#: Codec ids (attributes bits 0-2).
+NONE: Final = 0
+GZIP: Final = 1
+SNAPPY: Final = 2
+LZ4: Final = 3
+ZSTD: Final = 4
+#: Codec id -> Kafka's name for it (``compression.type``).
+CODEC_NAMES: Final = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+#: Kafka's codec name -> its id (what ``compression=`` accepts; ``kbatch.COMPRESSION_CODECS``).
 CODEC_IDS: Final = {name: codec for codec, name in CODEC_NAMES.items()}
+#: ``timestamp_type=`` name -> attributes bit 3 (``kbatch.TIMESTAMP_TYPES``).
+TIMESTAMP_TYPES: Final = {"create": 0, "log_append": 1}
 #: Control record types (a control batch's record key: version int16, type int16).
 CONTROL_TYPES: Final = {"abort": 0, "commit": 1}

@@ -60,17 +60,20 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+
+from kbatch._columns import BINARY_KINDS, HEADERS_COLUMN, BinaryKind, columns, ddl
+from kbatch._options import code
+from kbatch._table import RecordTable
+from kbatch._wire import CODEC_IDS, TIMESTAMP_TYPES
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # type: ignore[import-untyped,unused-ignore]
     import polars as pl
     import pyarrow as pa
-
-    from kbatch._table import RecordTable
 
 __all__ = [
     "ArrowStream",
@@ -91,8 +94,6 @@ __all__ = [
     "to_record_batches",
 ]
 
-BinaryKind = Literal["binary", "large_binary", "binary_view"]
-_BINARY_KINDS = ("binary", "large_binary", "binary_view")
 
 #: Views address ``table.data`` through windows starting every 1 GiB (a view's offset is int32).
 _WINDOW_STEP = 1 << 30
@@ -159,26 +160,18 @@ def kafka_schema(
     """
     pa = _pa()
     btype, stype = _types(binary)
-    fields = [
-        pa.field("key", btype),
-        pa.field("value", btype),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-        pa.field("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(pa.field("headers", _headers_type(btype, stype)))
-    if extra_columns:
-        fields += [
-            pa.field("leaderEpoch", pa.int32()),
-            pa.field("producerId", pa.int64()),
-            pa.field("producerEpoch", pa.int16()),
-            pa.field("sequence", pa.int32()),
-            pa.field("isTransactional", pa.bool_()),
-        ]
-    return pa.schema(fields)
+    types = {
+        "binary": btype,
+        "string": pa.string(),
+        "int": pa.int32(),
+        "bigint": pa.int64(),
+        "smallint": pa.int16(),
+        "boolean": pa.bool_(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+        HEADERS_COLUMN[1]: _headers_type(btype, stype),
+    }
+    cols = columns(include_headers=include_headers, extra_columns=extra_columns)
+    return pa.schema([pa.field(name, types[kind]) for name, kind in cols])
 
 
 def spark_ddl(*, include_headers: bool = True, extra_columns: bool = False) -> str:
@@ -187,26 +180,7 @@ def spark_ddl(*, include_headers: bool = True, extra_columns: bool = False) -> s
     >>> spark_ddl(include_headers=False)
     'key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, timestampType int'
     """
-    cols = [
-        "key binary",
-        "value binary",
-        "topic string",
-        "partition int",
-        "offset bigint",
-        "timestamp timestamp",
-        "timestampType int",
-    ]
-    if include_headers:
-        cols.append("headers array<struct<key: string, value: binary>>")
-    if extra_columns:
-        cols += [
-            "leaderEpoch int",
-            "producerId bigint",
-            "producerEpoch smallint",
-            "sequence int",
-            "isTransactional boolean",
-        ]
-    return ", ".join(cols)
+    return ddl(include_headers=include_headers, extra_columns=extra_columns)
 
 
 def _types(binary: str) -> tuple[Any, Any]:
@@ -217,7 +191,7 @@ def _types(binary: str) -> tuple[Any, Any]:
         return pa.large_binary(), pa.large_string()
     if binary == "binary_view":
         return pa.binary_view(), pa.string_view()
-    raise ValueError(f"binary must be one of {list(_BINARY_KINDS)}, got {binary!r}")
+    raise ValueError(f"binary must be one of {list(BINARY_KINDS)}, got {binary!r}")
 
 
 def _headers_type(btype: Any, stype: Any) -> Any:
@@ -676,8 +650,8 @@ def _columns(
 
 
 def _check(binary: str, partition: int | None) -> None:
-    if binary not in _BINARY_KINDS:
-        raise ValueError(f"binary must be one of {list(_BINARY_KINDS)}, got {binary!r}")
+    if binary not in BINARY_KINDS:
+        raise ValueError(f"binary must be one of {list(BINARY_KINDS)}, got {binary!r}")
     if partition is not None and not -(2**31) <= int(partition) < 2**31:
         raise ValueError(f"partition must fit an int32, got {partition}")
 
@@ -874,8 +848,6 @@ class ArrowStream:
         max_bytes: int = DEFAULT_BATCH_BYTES,
     ) -> None:
         _check(binary, partition)
-        from kbatch._table import RecordTable
-
         self._tables = tables
         self._single = isinstance(tables, RecordTable)
         self.options: dict[str, Any] = {
@@ -1355,7 +1327,6 @@ def encode_arrow(
     bytes
         The batches, as :func:`kbatch.encode` would build them from the same records.
     """
-    import kbatch
     from kbatch import _core
 
     encoder: Any = _core.encode_arrays  # arguments are assembled dynamically below
@@ -1368,6 +1339,6 @@ def encode_arrow(
         *args,
         **cols,
         **options,
-        compression=kbatch._code("compression", compression, kbatch.COMPRESSION_CODECS),
-        timestamp_type=kbatch._code("timestamp_type", timestamp_type, kbatch.TIMESTAMP_TYPES),
+        compression=code("compression", compression, CODEC_IDS),
+        timestamp_type=code("timestamp_type", timestamp_type, TIMESTAMP_TYPES),
     )

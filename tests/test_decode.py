@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 import pytest
-from refcodec import Rec, batch, control_record, legacy_entry, legacy_message, legacy_wrapper, zigzag_varint
+from support.refcodec import Rec, batch, control_record, legacy_entry, legacy_message, legacy_wrapper, zigzag_varint
 
 import kbatch
 from kbatch import CorruptRecordError, CRCError

@@ -6,13 +6,16 @@ import pytest
 
 import kbatch
 import kbatch.__main__
+import kbatch._columns
 import kbatch._core
 import kbatch._dump
 import kbatch._dumpinternal
 import kbatch._kafkajson
+import kbatch._options
 import kbatch._sample
 import kbatch._table
 import kbatch._txn
+import kbatch._wire
 import kbatch.errors
 import kbatch.log
 
@@ -28,6 +31,9 @@ MODULES = [
     kbatch._dumpinternal,
     kbatch._kafkajson,
     kbatch._sample,
+    kbatch._columns,
+    kbatch._wire,
+    kbatch._options,
 ]
 
 

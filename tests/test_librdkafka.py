@@ -22,7 +22,7 @@ import pytest
 import kbatch
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-kafka_mock = pytest.importorskip("kafka_mock")
+kafka_mock = pytest.importorskip("support.kafka_mock")
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CODEC_ID = {name: i for i, name in enumerate(CODECS)}

@@ -421,7 +421,7 @@ def test_legacy_crc_in_scan_matches_zlib(tmp_path: Path) -> None:
 def test_librdkafka_batches_through_a_written_log(tmp_path: Path) -> None:
     """Batches librdkafka built (through its in-process mock cluster) make a log like any other."""
     pytest.importorskip("confluent_kafka")
-    kafka_mock = pytest.importorskip("kafka_mock")
+    kafka_mock = pytest.importorskip("support.kafka_mock")
     rng = random.Random(3)
     with kafka_mock.mock_cluster() as cluster:
         cluster.create_topic("rd")

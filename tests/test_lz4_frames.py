@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import lz4.frame
 import pytest
-from refcodec import Rec, batch
+from support.refcodec import Rec, batch
 
 import kbatch
 from kbatch import _compression as C

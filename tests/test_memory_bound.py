@@ -17,7 +17,7 @@ from pathlib import Path
 import lz4.frame
 import pytest
 import zstandard
-from refcodec import batch, varlong, zigzag_varint
+from support.refcodec import batch, varlong, zigzag_varint
 
 from kbatch import _compression
 

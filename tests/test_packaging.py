@@ -34,8 +34,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-from tests.switches import enabled
+from support.switches import enabled
 
 ROOT = Path(__file__).resolve().parent.parent
 

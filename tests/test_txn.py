@@ -18,13 +18,12 @@ import pytest
 
 import kbatch
 from kbatch import _core
+from kbatch._table import concat, select
 from kbatch._txn import (
     aborted_batch_mask,
     aborted_from_markers,
-    concat,
     filter_committed,
     open_transactions,
-    select,
 )
 from kbatch.errors import CRCError
 from kbatch.log import TXN_INDEX_DTYPE, LogWriter, open_log

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import vector_params
-from expect import check_table
+from support.expect import check_table
 
 import kbatch
 

@@ -45,7 +45,15 @@ from ._keyed import KeyedList, keyed
 from ._records import records_slice
 from ._schema import FIXED_FORMATS, INT_RANGES, ZERO_UUID, FieldSpec
 
-__all__ = ["ENCODE_KERNEL", "KERNEL", "compile_decoder", "compile_encoder", "find_encode_error", "literal_default"]
+__all__ = [
+    "ENCODE_KERNEL",
+    "KERNEL",
+    "compile_decoder",
+    "compile_encoder",
+    "find_encode_error",
+    "literal_default",
+    "uvarint_tail",
+]
 
 KERNEL: Callable[..., tuple[list[dict[str, Any]], int] | None] | None
 ENCODE_KERNEL: Callable[..., bytearray | None] | None
@@ -78,11 +86,14 @@ def _array_struct(fmt: str, n: int) -> struct.Struct:
     return s
 
 
-def _uvarint_tail(data: memoryview, pos: int, first: int, end: int) -> tuple[int, int]:
+def uvarint_tail(data: memoryview, pos: int, first: int, end: int) -> tuple[int, int]:
     """Finish an unsigned varint whose first byte (> 127) was read from ``data``.
 
     Returns ``(value, pos)``, or ``(-1, pos)`` when the varint is truncated or
     longer than 32 bits.
+
+    >>> uvarint_tail(memoryview(b"\\xac\\x02"), 1, 0xAC, 2)
+    (300, 2)
     """
     value = first & 0x7F
     shift = 7
@@ -172,7 +183,7 @@ def _is_default(value: Any, default: Any) -> bool:
 
 _BASE_GLOBALS: dict[str, Any] = {
     "_E": ProtocolError,
-    "_uvt": _uvarint_tail,
+    "_uvt": uvarint_tail,
     "_arr": _array_struct,
     "_wuv": _write_uvarint,
     "_wtags": _write_tags,

@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ._compile import ENCODE_KERNEL, KERNEL, compile_decoder, compile_encoder, find_encode_error
+from ._compile import ENCODE_KERNEL, KERNEL, compile_decoder, compile_encoder, find_encode_error, uvarint_tail
 from ._errors import ProtocolError
 from ._schema import MessageSpec, parse_message
 
@@ -361,13 +361,11 @@ def _encode_request_header(api_key: int, version: int, correlation_id: int, clie
 
 
 def _skip_tags(view: memoryview, pos: int, end: int, where: str) -> int:
-    from ._compile import _uvarint_tail
-
     def uv(p: int) -> tuple[int, int]:
         if p >= end:
             raise ProtocolError("Expected an unsigned varint, no bytes left", p, where)
         first = view[p]
-        value, p2 = (first, p + 1) if first < 128 else _uvarint_tail(view, p + 1, first, end)
+        value, p2 = (first, p + 1) if first < 128 else uvarint_tail(view, p + 1, first, end)
         if value < 0:
             raise ProtocolError("Invalid unsigned varint", p, where)
         return value, p2

@@ -8,12 +8,10 @@ from typing import Any
 import numpy as np
 
 import kbatch
+from kbatch._table import concat
 from kbatch.arrow import kafka_schema, to_arrow
 
 __all__ = ["decode_arrow_batch", "decode_batches"]
-
-KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
-EXTRA_COLUMNS = ("leaderEpoch", "producerId", "producerEpoch", "sequence", "isTransactional")
 
 
 def _column_buffer(arr: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -67,8 +65,6 @@ def _decode_rows(u8: np.ndarray, starts: np.ndarray, ends: np.ndarray, verify_cr
             rows.append(np.full(len(t), i, dtype=np.int64))
     if not tables:
         return kbatch.decode(b""), np.zeros(0, np.int64)
-    from kbatch._txn import concat
-
     return concat(tables), np.concatenate(rows)
 
 

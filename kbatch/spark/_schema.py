@@ -1,4 +1,4 @@
-"""Spark's Kafka source schema, built by hand (no SparkSession needed)."""
+"""Spark's Kafka source schema as a ``StructType`` (no SparkSession needed), from :mod:`kbatch._columns`."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kbatch._columns import HEADERS_COLUMN, columns
+
 __all__ = ["kafka_struct"]
 
 
@@ -24,24 +26,17 @@ def kafka_struct(*, include_headers: bool = False, extra_columns: bool = False) 
     Exactly the columns of ``spark.read.format("kafka")`` (``headers`` as Spark declares
     it with ``includeHeaders``), plus kbatch's extras with ``extra_columns``.
     """
-    fields = [
-        StructField("key", BinaryType(), True),
-        StructField("value", BinaryType(), True),
-        StructField("topic", StringType(), True),
-        StructField("partition", IntegerType(), True),
-        StructField("offset", LongType(), True),
-        StructField("timestamp", TimestampType(), True),
-        StructField("timestampType", IntegerType(), True),
-    ]
-    if include_headers:
-        header = StructType([StructField("key", StringType(), True), StructField("value", BinaryType(), True)])
-        fields.append(StructField("headers", ArrayType(header, True), True))
-    if extra_columns:
-        fields += [
-            StructField("leaderEpoch", IntegerType(), True),
-            StructField("producerId", LongType(), True),
-            StructField("producerEpoch", ShortType(), True),
-            StructField("sequence", IntegerType(), True),
-            StructField("isTransactional", BooleanType(), True),
-        ]
+    header = StructType([StructField("key", StringType(), True), StructField("value", BinaryType(), True)])
+    types = {
+        "binary": BinaryType(),
+        "string": StringType(),
+        "int": IntegerType(),
+        "bigint": LongType(),
+        "smallint": ShortType(),
+        "boolean": BooleanType(),
+        "timestamp": TimestampType(),
+        HEADERS_COLUMN[1]: ArrayType(header, True),
+    }
+    cols = columns(include_headers=include_headers, extra_columns=extra_columns)
+    fields = [StructField(name, types[kind], True) for name, kind in cols]
     return StructType(fields)

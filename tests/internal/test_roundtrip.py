@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from protocol import strategies
+from support import protocol_strategies as strategies
 
 import kbatch
 from kbatch.internal import (

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import protocol_strategies as strategies
+from support.protocol_defs import types
 
 import kbatch
 from kbatch.errors import KBatchError
@@ -26,9 +28,6 @@ from kbatch.protocol import (
     parse_message,
 )
 from kbatch.protocol._schema import strip_comments
-
-from . import strategies
-from ._helpers import types
 
 KITCHEN_SINK = r"""
 // A message with every field type. "//" inside a string is not a comment.

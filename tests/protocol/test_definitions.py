@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from support.protocol_defs import KAFKA_PYTHON_DEFINITIONS, OWN_APIS, semantic
 
 from kbatch.protocol import Schema, default_schema, parse_message
-
-from ._helpers import KAFKA_PYTHON_DEFINITIONS, OWN_APIS, semantic
 
 
 @pytest.mark.parametrize("name", [f"{a}{t}" for a in OWN_APIS for t in ("Request", "Response")])

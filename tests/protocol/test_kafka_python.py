@@ -16,12 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.api_header import ResponseClassRegistry
 from kafka.protocol.api_message import ApiMessage, ApiMessageData
+from support import protocol_strategies as strategies
+from support.protocol_defs import KAFKA_PYTHON_DEFINITIONS, types
 
 from kbatch.protocol import Message, Records, Schema
 from kbatch.protocol._schema import ZERO_UUID, FieldSpec
-
-from . import strategies
-from ._helpers import KAFKA_PYTHON_DEFINITIONS, types
 
 SCHEMA = Schema.from_directory(KAFKA_PYTHON_DEFINITIONS)
 MESSAGES = [m for m in SCHEMA if m.type in ("request", "response")]

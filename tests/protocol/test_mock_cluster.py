@@ -23,7 +23,7 @@ from kbatch.protocol import Connection, Records
 
 pytest.importorskip("confluent_kafka")  # no musllinux wheels
 
-from ..kafka_mock import CODECS, MockCluster, fetch_all, fetch_response, mock_cluster
+from support.kafka_mock import CODECS, MockCluster, fetch_all, fetch_response, mock_cluster
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 Row = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]

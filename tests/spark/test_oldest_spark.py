@@ -20,8 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.switches import enabled
+from support.switches import enabled
 
 OLDEST = "4.0.1"
 HERE = Path(__file__).resolve().parent

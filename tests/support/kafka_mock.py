@@ -6,7 +6,7 @@ operation here has a bounded timeout.
 
 Usage::
 
-    from tests.kafka_mock import fetch_raw, mock_cluster
+    from support.kafka_mock import fetch_raw, mock_cluster
 
     with mock_cluster() as cluster:
         cluster.produce("t", [b"a", b"b"], compression="zstd")

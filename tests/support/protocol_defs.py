@@ -1,4 +1,4 @@
-"""Shared helpers for the protocol tests (imported by path-relative import)."""
+"""Kafka protocol definitions for the protocol tests: kafka-python's, kbatch's own, and how to compare them."""
 
 from __future__ import annotations
 

@@ -1,0 +1,8 @@
+"""Helpers shared by the tests (importable as ``support.x``: pytest puts ``tests/`` on the path).
+
+- ``refcodec``: a plain Python RecordBatch writer, independent of kbatch;
+- ``expect``: compares a RecordTable with a vector's expected fields;
+- ``kafka_mock``: librdkafka's in-process mock cluster, a real Kafka peer;
+- ``protocol_defs``, ``protocol_strategies``: Kafka protocol definitions and hypothesis strategies;
+- ``switches``: which heavy test tiers run.
+"""
