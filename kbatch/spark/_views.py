@@ -113,7 +113,11 @@ def read_view(opts: ViewOptions, piece: str) -> Iterator[Any]:
 
     table = _compute(opts, piece)
     # Spark's own Arrow forms of its types (timestamps in microseconds, UTC)
-    table = table.cast(to_arrow_schema(spark_schema(opts), timezone="UTC"))
+    try:
+        arrow_schema = to_arrow_schema(spark_schema(opts), timezone="UTC")
+    except TypeError:  # Spark 4.0/4.1: no timezone argument, and timestamps are UTC already
+        arrow_schema = to_arrow_schema(spark_schema(opts))
+    table = table.cast(arrow_schema)
     yield from table.to_batches(max_chunksize=65_536)
 
 

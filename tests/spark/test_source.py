@@ -232,7 +232,12 @@ def test_streaming_follows_a_live_log(spark, tmp_path):
 def test_stream_trigger_limits(tmp_path):
     """minOffsetsPerTrigger / maxTriggerDelay / maxOffsetsPerTrigger as Spark's Kafka source
     (no session needed: the reader's offsets logic alone)."""
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+    datasource = pytest.importorskip(
+        "pyspark.sql.streaming.datasource", reason="read limits of Python stream sources: Spark 4.2+"
+    )
+    ReadAllAvailable, ReadMaxRows, ReadMinRows = (
+        datasource.ReadAllAvailable, datasource.ReadMaxRows, datasource.ReadMinRows
+    )
 
     from kbatch.spark._plan import Options
     from kbatch.spark._schema import kafka_struct
