@@ -341,9 +341,13 @@ def filter_committed(
     Returns
     -------
     RecordTable
-        Sharing ``table.data``; records of aborted transactions and past the
-        last stable offset are gone, as are their batch rows; control batch
-        rows stay (they never have records).
+        Sharing ``table.data``; records of aborted transactions and at or
+        past the last stable offset are gone (each record by its own offset,
+        wherever it is in the table), as are the rows of batches that start
+        there; control batch rows stay (they never have records). A batch
+        cut by the last stable offset keeps its header's ``record_count``;
+        its records are those whose ``batch`` column names it, from its
+        ``first_record`` on.
 
     Examples
     --------
@@ -361,10 +365,12 @@ def filter_committed(
         keep_batch &= b["base_offset"] < last_stable_offset
     out = table if keep_batch.all() else _keep_batches(table, keep_batch, inplace)
     if last_stable_offset is not None and len(out.records):
-        # offsets only grow: what is at or past the last stable offset is a tail
-        n = int(np.searchsorted(out.records["offset"], last_stable_offset, "left"))
-        if n < len(out.records):
-            out = select(out, np.arange(len(out.records)) < n, inplace=inplace or out is not table)
+        # a mask by offset, not a cut: offsets may go back between batches (a record below the
+        # last stable offset after one past it is still returned, as Kafka's consumer filters
+        # batch by batch); a kept batch row's first_record then counts only the kept records
+        below = out.records["offset"] < last_stable_offset
+        if not below.all():
+            out = select(out, below, np.ones(len(out.batches), dtype=bool), inplace=inplace or out is not table)
     return out
 
 

@@ -20,8 +20,6 @@ from kbatch import protocol
 from kbatch.log import LogWriter, open_log
 
 
-@pytest.mark.xfail(strict=True, reason="fuzz finding lso_order: filter_committed cuts at the last stable offset "
-                                       "with a binary search that assumes offsets never go back")
 def test_last_stable_offset_keeps_every_record_below_it_when_offsets_go_back() -> None:
     # found by fuzz/fuzz_decode.py: a batch at offsets 10-11, then one at offset 0
     data = (kbatch.encode([b"a", b"b"], base_offset=10, timestamps=[1, 1])
