@@ -44,7 +44,14 @@ import numpy.typing as npt
 
 from kbatch._table import RecordTable
 
-__all__ = ["aborted_from_markers", "concat", "filter_committed", "open_transactions", "select"]
+__all__ = [
+    "aborted_from_markers",
+    "check_aborted_index",
+    "concat",
+    "filter_committed",
+    "open_transactions",
+    "select",
+]
 
 #: Control record types (the ``control_type`` batch column).
 ABORT = 0
@@ -129,6 +136,71 @@ def open_transactions(table: RecordTable | npt.NDArray[Any]) -> dict[int, int]:
     {3: 5}
     """
     return _txn_state(_batches_of(table))[1]
+
+
+def check_aborted_index(
+    entries: Iterable[tuple[int, int, int]],
+    found: Sequence[tuple[int, int, int]],
+    *,
+    unverifiable: bool = False,
+) -> tuple[list[tuple[int, int, int]], list[str]]:
+    """Check a segment's ``.txnindex`` entries against the ABORT markers of its ``.log``.
+
+    The index is a hint: the markers (control batches, seen in a header scan)
+    are the truth. An entry holds when an ABORT marker of its producer is at its
+    last offset and the transaction's data does not start before the entry's
+    first offset (it may start later: data before the segment was deleted or
+    compacted away). What is used is the markers' transactions, plus, when
+    ``unverifiable`` (the scan skipped corrupt bytes, where a marker may have
+    been), entries naming no marker.
+
+    Parameters
+    ----------
+    entries : iterable of (int, int, int)
+        ``(producer_id, first_offset, last_offset)`` per ``.txnindex`` entry.
+    found : sequence of (int, int, int)
+        The same, per ABORT marker of the segment (the first offset is the
+        producer's first transactional batch after its previous marker), as
+        ``_txn_state`` finds them.
+    unverifiable : bool, default False
+        Whether the segment's scan skipped corrupt bytes.
+
+    Returns
+    -------
+    aborted : list of (int, int, int)
+        The aborted transactions to use.
+    problems : list of str
+        One line per entry that does not hold and per marker with no entry.
+
+    Examples
+    --------
+    >>> check_aborted_index([(7, 0, 2)], [(7, 0, 2)])
+    ([(7, 0, 2)], [])
+    >>> check_aborted_index([], [(7, 0, 2)])
+    ([(7, 0, 2)], ['.txnindex has no entry for the ABORT marker of producer 7 at offset 2: the marker is used'])
+    """
+    aborted = list(found)
+    markers = {(pid, last): first for pid, first, last in found}
+    listed: set[tuple[int, int]] = set()
+    problems: list[str] = []
+    for pid, first, last in entries:
+        key = (int(pid), int(last))
+        listed.add(key)
+        what = f".txnindex entry (producer {pid}, offsets {first}..{last})"
+        if key not in markers:
+            if unverifiable:
+                aborted.append((int(pid), int(first), int(last)))
+                problems.append(f"{what}: no ABORT marker of that producer at offset {last} (it may be in the "
+                                "bytes skipped as corrupt): entry used")
+            else:
+                problems.append(f"{what}: no ABORT marker of that producer at offset {last}: entry not used")
+        elif first > markers[key]:
+            problems.append(f"{what}: the transaction's data starts at {markers[key]}: the marker is used")
+    for pid, _first, last in found:
+        if (pid, last) not in listed:
+            problems.append(f".txnindex has no entry for the ABORT marker of producer {pid} at offset {last}: "
+                            "the marker is used")
+    return aborted, problems
 
 
 def _runs(mask: npt.NDArray[np.bool_]) -> tuple[list[int], list[int]]:
