@@ -143,16 +143,17 @@ def check_aborted_index(
     found: Sequence[tuple[int, int, int]],
     *,
     unverifiable: bool = False,
-) -> tuple[list[tuple[int, int, int]], list[str]]:
-    """Check a segment's ``.txnindex`` entries against the ABORT markers of its ``.log``.
+) -> list[str]:
+    """Check a segment's ``.txnindex`` entries against the ABORT markers of its ``.log``: what disagrees.
 
     The index is a hint: the markers (control batches, seen in a header scan)
     are the truth. An entry holds when an ABORT marker of its producer is at its
     last offset and the transaction's data does not start before the entry's
     first offset (it may start later: data before the segment was deleted or
-    compacted away). What is used is the markers' transactions, plus, when
-    ``unverifiable`` (the scan skipped corrupt bytes, where a marker may have
-    been), entries naming no marker.
+    compacted away). Only the markers' transactions are to be used, so that a
+    read gives what it gives with the ``.txnindex`` deleted; when ``unverifiable``
+    (the scan skipped corrupt bytes, where a marker may have been), an entry
+    naming no marker is noted as such.
 
     Parameters
     ----------
@@ -167,19 +168,16 @@ def check_aborted_index(
 
     Returns
     -------
-    aborted : list of (int, int, int)
-        The aborted transactions to use.
-    problems : list of str
+    list of str
         One line per entry that does not hold and per marker with no entry.
 
     Examples
     --------
     >>> check_aborted_index([(7, 0, 2)], [(7, 0, 2)])
-    ([(7, 0, 2)], [])
+    []
     >>> check_aborted_index([], [(7, 0, 2)])
-    ([(7, 0, 2)], ['.txnindex has no entry for the ABORT marker of producer 7 at offset 2: the marker is used'])
+    ['.txnindex has no entry for the ABORT marker of producer 7 at offset 2: the marker is used']
     """
-    aborted = list(found)
     markers = {(pid, last): first for pid, first, last in found}
     listed: set[tuple[int, int]] = set()
     problems: list[str] = []
@@ -188,19 +186,15 @@ def check_aborted_index(
         listed.add(key)
         what = f".txnindex entry (producer {pid}, offsets {first}..{last})"
         if key not in markers:
-            if unverifiable:
-                aborted.append((int(pid), int(first), int(last)))
-                problems.append(f"{what}: no ABORT marker of that producer at offset {last} (it may be in the "
-                                "bytes skipped as corrupt): entry used")
-            else:
-                problems.append(f"{what}: no ABORT marker of that producer at offset {last}: entry not used")
+            where = " (it may have been in the bytes skipped as corrupt)" if unverifiable else ""
+            problems.append(f"{what}: no ABORT marker of that producer at offset {last}{where}: entry not used")
         elif first > markers[key]:
             problems.append(f"{what}: the transaction's data starts at {markers[key]}: the marker is used")
     for pid, _first, last in found:
         if (pid, last) not in listed:
             problems.append(f".txnindex has no entry for the ABORT marker of producer {pid} at offset {last}: "
                             "the marker is used")
-    return aborted, problems
+    return problems
 
 
 def _runs(mask: npt.NDArray[np.bool_]) -> tuple[list[int], list[int]]:

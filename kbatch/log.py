@@ -951,7 +951,8 @@ class LogDir:
         segment's headers (cached): a frame that cannot be a batch raises, or
         with ``on_corruption="skip"`` is recorded in :attr:`skipped` (a marker
         may have been lost with it; a ``.txnindex`` entry naming no marker in
-        such a segment is then used, and noted).
+        such a segment is noted as such, and not used: a read gives what it
+        gives with the ``.txnindex`` deleted).
         """
         if self._txn is None or (on_corruption == "raise" and self.skipped):
             ongoing: dict[int, int] = {}
@@ -962,7 +963,7 @@ class LogDir:
                     t = seg.txnindex
                     entries = zip(t["producer_id"].tolist(), t["first_offset"].tolist(), t["last_offset"].tolist(),
                                   strict=True)
-                    found, problems = check_aborted_index(entries, found, unverifiable=bool(seg.skipped))
+                    problems = check_aborted_index(entries, found, unverifiable=bool(seg.skipped))
                     for text in problems:
                         if f"{seg.path.name}: {text}" not in self.notes:
                             seg._note(text)
