@@ -350,3 +350,15 @@ def test_an_honest_txnindex_is_checked_without_a_note_across_segments(tmp_path: 
     assert log.read(isolation_level="read_committed").values() == want
     assert log.transactions() == ([(5, 6, 7)], None)
     assert log.notes == []
+
+
+def test_last_stable_offset_masks_each_record_by_its_offset_headers_and_batch_rows_follow() -> None:
+    data = (kbatch.encode([b"a", b"b", b"c"], base_offset=10, headers=[[("h", b"a")], [("h", b"b")], []])
+            + kbatch.encode([b"d", b"e"], base_offset=0, headers=[[], [("h", b"e")]])
+            + kbatch.encode([b"f"], base_offset=20))
+    t = kbatch.decode(data, isolation_level="read_committed", last_stable_offset=11)
+    assert t.records["offset"].tolist() == [10, 0, 1]
+    assert [t.headers(i) for i in range(3)] == [[("h", b"a")], [], [("h", b"e")]]
+    assert t.records["batch"].tolist() == [0, 1, 1]
+    assert t.batches["base_offset"].tolist() == [10, 0]  # the batch at 20 starts past it
+    assert t.batches["first_record"].tolist() == [0, 1]
