@@ -25,12 +25,6 @@ their fixes are under way and turns red again as soon as the name is dropped:
 and defects these harnesses found (each with an ``xfail`` test in
 ``tests/test_fuzz_findings.py``):
 
-``txnindex``
-    a lying ``.txnindex`` is trusted: read_committed returns an aborted transaction's records;
-``lso_order``
-    ``decode(..., isolation_level="read_committed", last_stable_offset=...)`` on batches whose
-    offsets go backwards drops records below the last stable offset and leaves batch rows
-    pointing past the records;
 ``request_version``
     ``decode_request`` with a version the API does not have raises ``ProtocolError`` without
     a position.

@@ -36,7 +36,7 @@ an aborted transaction), never once per record.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -46,7 +46,7 @@ from kbatch._table import RecordTable, concat, select
 
 # concat and select are general table operations, kept in kbatch._table; kbatch.log takes
 # them from here, so they stay importable here under the same names.
-__all__ = ["aborted_from_markers", "concat", "filter_committed", "open_transactions", "select"]
+__all__ = ["aborted_from_markers", "check_aborted_index", "concat", "filter_committed", "open_transactions", "select"]
 
 #: Control record types (the ``control_type`` batch column).
 ABORT = 0
@@ -133,6 +133,65 @@ def open_transactions(table: RecordTable | npt.NDArray[Any]) -> dict[int, int]:
     return _txn_state(_batches_of(table))[1]
 
 
+def check_aborted_index(
+    entries: Iterable[tuple[int, int, int]],
+    found: Sequence[tuple[int, int, int]],
+    *,
+    unverifiable: bool = False,
+) -> list[str]:
+    """Check a segment's ``.txnindex`` entries against the ABORT markers of its ``.log``: what disagrees.
+
+    The index is a hint: the markers (control batches, seen in a header scan)
+    are the truth. An entry holds when an ABORT marker of its producer is at its
+    last offset and the transaction's data does not start before the entry's
+    first offset (it may start later: data before the segment was deleted or
+    compacted away). Only the markers' transactions are to be used, so that a
+    read gives what it gives with the ``.txnindex`` deleted; when ``unverifiable``
+    (the scan skipped corrupt bytes, where a marker may have been), an entry
+    naming no marker is noted as such.
+
+    Parameters
+    ----------
+    entries : iterable of (int, int, int)
+        ``(producer_id, first_offset, last_offset)`` per ``.txnindex`` entry.
+    found : sequence of (int, int, int)
+        The same, per ABORT marker of the segment (the first offset is the
+        producer's first transactional batch after its previous marker), as
+        ``_txn_state`` finds them.
+    unverifiable : bool, default False
+        Whether the segment's scan skipped corrupt bytes.
+
+    Returns
+    -------
+    list of str
+        One line per entry that does not hold and per marker with no entry.
+
+    Examples
+    --------
+    >>> check_aborted_index([(7, 0, 2)], [(7, 0, 2)])
+    []
+    >>> check_aborted_index([], [(7, 0, 2)])
+    ['.txnindex has no entry for the ABORT marker of producer 7 at offset 2: the marker is used']
+    """
+    markers = {(pid, last): first for pid, first, last in found}
+    listed: set[tuple[int, int]] = set()
+    problems: list[str] = []
+    for pid, first, last in entries:
+        key = (int(pid), int(last))
+        listed.add(key)
+        what = f".txnindex entry (producer {pid}, offsets {first}..{last})"
+        if key not in markers:
+            where = " (it may have been in the bytes skipped as corrupt)" if unverifiable else ""
+            problems.append(f"{what}: no ABORT marker of that producer at offset {last}{where}: entry not used")
+        elif first > markers[key]:
+            problems.append(f"{what}: the transaction's data starts at {markers[key]}: the marker is used")
+    for pid, _first, last in found:
+        if (pid, last) not in listed:
+            problems.append(f".txnindex has no entry for the ABORT marker of producer {pid} at offset {last}: "
+                            "the marker is used")
+    return problems
+
+
 def aborted_batch_mask(
     batches: npt.NDArray[Any], aborted_transactions: Iterable[tuple[int, int]]
 ) -> npt.NDArray[np.bool_]:
@@ -197,9 +256,13 @@ def filter_committed(
     Returns
     -------
     RecordTable
-        Sharing ``table.data``; records of aborted transactions and past the
-        last stable offset are gone, as are their batch rows; control batch
-        rows stay (they never have records).
+        Sharing ``table.data``; records of aborted transactions and at or
+        past the last stable offset are gone (each record by its own offset,
+        wherever it is in the table), as are the rows of batches that start
+        there; control batch rows stay (they never have records). A batch
+        cut by the last stable offset keeps its header's ``record_count``;
+        its records are those whose ``batch`` column names it, from its
+        ``first_record`` on.
 
     Examples
     --------
@@ -217,10 +280,12 @@ def filter_committed(
         keep_batch &= b["base_offset"] < last_stable_offset
     out = table if keep_batch.all() else _keep_batches(table, keep_batch, inplace)
     if last_stable_offset is not None and len(out.records):
-        # offsets only grow: what is at or past the last stable offset is a tail
-        n = int(np.searchsorted(out.records["offset"], last_stable_offset, "left"))
-        if n < len(out.records):
-            out = select(out, np.arange(len(out.records)) < n, inplace=inplace or out is not table)
+        # a mask by offset, not a cut: offsets may go back between batches (a record below the
+        # last stable offset after one past it is still returned, as Kafka's consumer filters
+        # batch by batch); a kept batch row's first_record then counts only the kept records
+        below = out.records["offset"] < last_stable_offset
+        if not below.all():
+            out = select(out, below, np.ones(len(out.batches), dtype=bool), inplace=inplace or out is not table)
     return out
 
 

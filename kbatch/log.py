@@ -99,7 +99,7 @@ from kbatch._core import scan as _core_scan
 from kbatch._discover import SEGMENT_NAME, find_partitions, partition_name
 from kbatch._producer_snapshot import ProducerState
 from kbatch._table import RecordTable
-from kbatch._txn import _txn_state, aborted_batch_mask, concat, select
+from kbatch._txn import _txn_state, aborted_batch_mask, check_aborted_index, concat, select
 from kbatch.errors import CorruptRecordError, CRCError, UnsupportedError
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
@@ -1177,12 +1177,18 @@ class LogDir:
     def transactions(self, on_corruption: OnCorruption = "raise") -> tuple[list[tuple[int, int, int]], int | None]:
         """Aborted transactions ``(producer_id, first_offset, last_offset)`` and the last stable offset.
 
-        Aborted transactions come from a segment's ``.txnindex`` when it has
-        one, else from its control markers; the last stable offset is the first
-        offset of the earliest transaction still open at the end of the log
-        (None when none is open). Needs every segment's headers (cached): a
-        frame that cannot be a batch raises, or with ``on_corruption="skip"``
-        is recorded in :attr:`skipped` (a marker may have been lost with it).
+        Aborted transactions come from the ABORT control markers in the
+        segments' headers (a header scan, no decompression); a segment's
+        ``.txnindex`` is a hint checked against them (:func:`check_aborted_index`:
+        an entry naming no marker, or claiming a later start than the data, and a
+        marker with no entry are noted in :attr:`notes`; the markers are used).
+        The last stable offset is the first offset of the earliest transaction
+        still open at the end of the log (None when none is open). Needs every
+        segment's headers (cached): a frame that cannot be a batch raises, or
+        with ``on_corruption="skip"`` is recorded in :attr:`skipped` (a marker
+        may have been lost with it; a ``.txnindex`` entry naming no marker in
+        such a segment is noted as such, and not used: a read gives what it
+        gives with the ``.txnindex`` deleted).
         """
         if self._txn is None or (on_corruption == "raise" and self.skipped):
             ongoing: dict[int, int] = {}
@@ -1191,10 +1197,12 @@ class LogDir:
                 found, ongoing = _txn_state(seg.scan(on_corruption), ongoing)
                 if seg.txnindex is not None:
                     t = seg.txnindex
-                    found = list(
-                        zip(t["producer_id"].tolist(), t["first_offset"].tolist(), t["last_offset"].tolist(),
-                            strict=True)
-                    )
+                    entries = zip(t["producer_id"].tolist(), t["first_offset"].tolist(), t["last_offset"].tolist(),
+                                  strict=True)
+                    problems = check_aborted_index(entries, found, unverifiable=bool(seg.skipped))
+                    for text in problems:
+                        if f"{seg.path.name}: {text}" not in self.notes:
+                            seg._note(text)
                 aborted.extend(found)
             aborted.sort(key=lambda a: a[1])
             self._txn = (aborted, min(ongoing.values()) if ongoing else None)

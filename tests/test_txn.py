@@ -319,3 +319,45 @@ def test_log_read_committed_with_corrupt_batches(seed: int, tmp_path: Path) -> N
         assert [s_.position for s_ in log.skipped] == [int(b["position"][hit])]
     with pytest.raises(CRCError):
         open_log(path).read(isolation_level="read_committed")
+
+
+def test_an_honest_txnindex_is_checked_without_a_note_across_segments(tmp_path: Path) -> None:
+    # producer 5 commits a transaction, then aborts one whose data lies in two segments before
+    # the segment holding its ABORT marker (the only .txnindex entry: first offset 4)
+    with LogWriter(tmp_path, "t", 0, segment_bytes=200) as w:
+        w.append(kbatch.encode([b"t1"], producer_id=5, producer_epoch=0, transactional=True, base_offset=0))
+        w.append(kbatch.encode([b"p" * 150], base_offset=1))
+        w.append(kbatch.encode([b"t2"], producer_id=5, producer_epoch=0, transactional=True, base_offset=2))
+        w.append(kbatch.encode_control("commit", 5, 0, base_offset=3))
+        w.append(kbatch.encode([b"t3"], producer_id=5, producer_epoch=0, transactional=True, base_offset=4))
+        w.append(kbatch.encode([b"q" * 150], base_offset=5))
+        w.append(kbatch.encode([b"t4"], producer_id=5, producer_epoch=0, transactional=True, base_offset=6))
+        w.append(kbatch.encode_control("abort", 5, 0, base_offset=7))
+        w.append(kbatch.encode([b"end"], base_offset=8))
+    part = tmp_path / "t-0"
+    assert [p.name for p in part.glob("*.txnindex")] == ["00000000000000000006.txnindex"]
+    want = [b"t1", b"p" * 150, b"t2", b"q" * 150, b"end"]
+    log = open_log(part)
+    assert log.read(isolation_level="read_committed").values() == want
+    assert log.transactions() == ([(5, 4, 7)], None)
+    assert log.notes == []
+    # the transaction's first batch deleted (retention): the entry starts before the data left,
+    # which is no lie, and the rest of the transaction is still left out
+    for p in part.glob("00000000000000000004.*"):
+        p.unlink()
+    log = open_log(part)
+    assert log.read(isolation_level="read_committed").values() == want
+    assert log.transactions() == ([(5, 6, 7)], None)
+    assert log.notes == []
+
+
+def test_last_stable_offset_masks_each_record_by_its_offset_headers_and_batch_rows_follow() -> None:
+    data = (kbatch.encode([b"a", b"b", b"c"], base_offset=10, headers=[[("h", b"a")], [("h", b"b")], []])
+            + kbatch.encode([b"d", b"e"], base_offset=0, headers=[[], [("h", b"e")]])
+            + kbatch.encode([b"f"], base_offset=20))
+    t = kbatch.decode(data, isolation_level="read_committed", last_stable_offset=11)
+    assert t.records["offset"].tolist() == [10, 0, 1]
+    assert [t.headers(i) for i in range(3)] == [[("h", b"a")], [], [("h", b"e")]]
+    assert t.records["batch"].tolist() == [0, 1, 1]
+    assert t.batches["base_offset"].tolist() == [10, 0]  # the batch at 20 starts past it
+    assert t.batches["first_record"].tolist() == [0, 1]
