@@ -18,7 +18,10 @@ Then, on both directories: ``read()``, ``read(start_offset=)``, ``read(start_tim
 ``skipped``), read_committed, ``offset_for_timestamp``; and ``kbatch dump`` on the replaced
 file. Oracle: only kbatch errors escape, with a position; every table's spans inside its
 data; ``kbatch dump`` returns 0 or 1 and never raises; and every read through the indexes
-gives what the same read gives without them (the same records, or the same error class).
+gives what the same read gives without them (the same records, or the same error class);
+where a raise-mode read without them stops at damage that a checked index entry lets the read
+jump over (as the broker's seek does), the read through the indexes must give exactly the
+records the index-free read gives when it skips that damage.
 That last check is skipped for inputs that replace a ``.log``, ``.index`` or ``.timeindex``
 when ``KBATCH_FUZZ_KNOWN`` names ``index`` (issue 15, defects 1 and 2), and for those that
 replace a ``.txnindex`` when it names ``txnindex`` (found here, see fuzz/oracle.py).
@@ -75,10 +78,10 @@ def _outcome(log: Any, name: str, fn: Callable[[Any], Any]) -> tuple[str, Any]:
     return "value", result
 
 
-def _reads(path: Path, offset: int, stamp: int) -> dict[str, tuple[str, Any]]:
+def _reads(path: Path, offset: int, stamp: int, mode: str = "raise") -> dict[str, tuple[str, Any]]:
     def tables(log: Any) -> Any:
         out = []
-        for t in log.iter_tables(start_offset=offset, chunk_bytes=256):
+        for t in log.iter_tables(start_offset=offset, chunk_bytes=256, on_corruption=mode):
             oracle.check_table(t)
             out.append(oracle.content(t))
         return out
@@ -89,12 +92,12 @@ def _reads(path: Path, offset: int, stamp: int) -> dict[str, tuple[str, Any]]:
         return oracle.content(t), [tuple(str(x).replace(str(path), "<dir>") for x in s) for s in log.skipped]
 
     reads: dict[str, Callable[[Any], Any]] = {
-        "read()": lambda log: log.read(),
-        f"read(start_offset={offset})": lambda log: log.read(start_offset=offset),
-        f"read(start_timestamp={stamp})": lambda log: log.read(start_timestamp=stamp),
+        "read()": lambda log: log.read(on_corruption=mode),
+        f"read(start_offset={offset})": lambda log: log.read(start_offset=offset, on_corruption=mode),
+        f"read(start_timestamp={stamp})": lambda log: log.read(start_timestamp=stamp, on_corruption=mode),
         f"iter_tables(start_offset={offset})": tables,
-        "read(read_committed)": lambda log: log.read(isolation_level="read_committed"),
-        f"offset_for_timestamp({stamp})": lambda log: log.offset_for_timestamp(stamp),
+        "read(read_committed)": lambda log: log.read(isolation_level="read_committed", on_corruption=mode),
+        f"offset_for_timestamp({stamp})": lambda log: log.offset_for_timestamp(stamp, on_corruption=mode),
         "read(on_corruption='skip')": skip,  # last: it fills .skipped
     }
     try:
@@ -124,8 +127,20 @@ def TestOneInput(raw: bytes) -> None:
         full = _reads(FULL, offset, stamp)
         bare = _reads(BARE, offset, stamp)
         if suffix == ".txnindex" or not oracle.known("index"):
+            bare_skip: dict[str, tuple[str, Any]] | None = None
             for what, got in full.items():
                 want = bare[what]
+                if got != want and suffix == ".log" and want[0] == "error" and got[0] != "error":
+                    # A seek through a checked index entry jumps over the batches before it, as
+                    # the broker's does; without the index a raise-mode read frames from the
+                    # segment start and may stop at damage there (docs/DESIGN.md, "indexes are
+                    # hints"). Then what the indexed read returns must be exactly what the
+                    # index-free read returns when it skips that damage.
+                    if bare_skip is None:
+                        bare_skip = _reads(BARE, offset, stamp, "skip")
+                    want = bare_skip[what]
+                    if _records(got) == _records(want):  # the tables may be cut elsewhere
+                        continue
                 if got != want:
                     raise oracle.Finding(f"{name} replaced: {what} with the indexes gives {_brief(got)}, "
                                          f"without them {_brief(want)}")
@@ -139,6 +154,19 @@ def TestOneInput(raw: bytes) -> None:
                 (d / name).write_bytes(PRISTINE[name])
             else:
                 (d / name).unlink()
+
+
+def _records(outcome: tuple[str, Any]) -> Any:
+    """The records an outcome holds, in order, whatever tables they came in (without the
+    table-relative batch row number)."""
+    kind, value = outcome
+    if kind == "table":
+        tables = [value]
+    elif kind == "value" and isinstance(value, list) and all(isinstance(v, tuple) for v in value):
+        tables = value
+    else:
+        return outcome
+    return [row[:4] + row[5:] for v in tables for row in v[0]]
 
 
 def _brief(outcome: tuple[str, Any]) -> str:
