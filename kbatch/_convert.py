@@ -834,7 +834,7 @@ def _arrow_batches(
                 start_offset=start,
                 end_offset=end,
                 isolation_level=opts.isolation_level,
-                on_corruption="raise" if opts.fail_on_data_loss else "skip",
+                on_corruption=opts.on_corruption,
                 verify_crc=opts.verify_crc,
             )
             for table in tables:

@@ -134,7 +134,10 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         logs = select_logs(self.opts)
         try:
             self._earliest = offsets_json({(d.topic, d.partition): d.log_start_offset for d in logs})
-            return offsets_json({(d.topic, d.partition): latest_offset(d, self.opts.isolation_level) for d in logs})
+            opts = self.opts
+            return offsets_json(
+                {(d.topic, d.partition): latest_offset(d, opts.isolation_level, opts.on_corruption) for d in logs}
+            )
         finally:
             for d in logs:
                 d.close()
