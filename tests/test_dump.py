@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-import io
 import json
 import struct
 import subprocess
@@ -12,19 +10,11 @@ from pathlib import Path
 
 import pytest
 from conftest import REAL_LOGS
+from support.dumprun import dump
 
 import kbatch
-from kbatch import _dump
 from kbatch._legacy import encode_legacy
 from kbatch.log import LogWriter
-
-
-def dump(*argv: str) -> tuple[int, list[str], list[str]]:
-    parser = argparse.ArgumentParser()
-    _dump.add_arguments(parser)
-    out, err = io.StringIO(), io.StringIO()
-    rc = _dump.run(parser.parse_args(list(argv)), out, err)
-    return rc, out.getvalue().splitlines(), err.getvalue().splitlines()
 
 
 @pytest.fixture

@@ -4,9 +4,7 @@ files, KRaft ``.checkpoint`` snapshots and KRaft control records, directory argu
 
 from __future__ import annotations
 
-import argparse
 import base64
-import io
 import json
 import struct
 import subprocess
@@ -16,18 +14,11 @@ from pathlib import Path
 import pytest
 from conftest import REAL_LOGS
 from crc32c import crc32c
+from support.dumprun import dump
 
 import kbatch
 from kbatch import _dump
 from kbatch.log import LogWriter
-
-
-def dump(*argv: str) -> tuple[int, list[str], list[str]]:
-    parser = argparse.ArgumentParser()
-    _dump.add_arguments(parser)
-    out, err = io.StringIO(), io.StringIO()
-    rc = _dump.run(parser.parse_args(list(argv)), out, err)
-    return rc, out.getvalue().splitlines(), err.getvalue().splitlines()
 
 
 def producer_snapshot(entries: list[tuple[int, int, int, int, int, int, int, int]], version: int = 1) -> bytes:

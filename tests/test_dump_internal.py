@@ -7,9 +7,7 @@ in field names, order, JSON layout or tagged-field handling fails here.
 
 from __future__ import annotations
 
-import argparse
 import base64
-import io
 import json
 import struct
 import uuid
@@ -18,22 +16,14 @@ from typing import Any
 
 import pytest
 from conftest import REAL_LOGS
+from support.dumprun import dump
 
 import kbatch
-from kbatch import _dump
 from kbatch._kafkajson import java_double
 from kbatch.internal import default_registry
 
 SCHEMA = default_registry().schema
 TOPIC_ID = uuid.UUID(bytes=base64.urlsafe_b64decode("Uj5wn_FqTXirEASvVZRY1w=="))  # Kafka's test topic id
-
-
-def dump(*argv: str) -> tuple[int, list[str], list[str]]:
-    parser = argparse.ArgumentParser()
-    _dump.add_arguments(parser)
-    out, err = io.StringIO(), io.StringIO()
-    rc = _dump.run(parser.parse_args(list(argv)), out, err)
-    return rc, out.getvalue().splitlines(), err.getvalue().splitlines()
 
 
 def coordinator_record(key_name: str, record_type: int, key: dict[str, Any],
