@@ -345,7 +345,7 @@ def _deeper_roots(root: Path, depth: int = 4, limit: int = 3) -> list[Path]:
 
 def _nothing_selected(root: Path, args: argparse.Namespace) -> str:
     """The message for a root where the selection finds no partition: what is there instead."""
-    from kbatch.spark._plan import INTERNAL_TOPICS
+    from kbatch._plan import INTERNAL_TOPICS
 
     dirs = _partition_dirs(root)
     if not dirs and _PARTITION_DIR.match(root.name):
@@ -389,7 +389,7 @@ class Plan:
 
 def plan(args: argparse.Namespace) -> Plan:
     """Check everything that can be checked without reading records; raise :class:`UsageError`."""
-    from kbatch.spark._plan import INTERNAL_TOPICS, Options, resolve_range, select_logs
+    from kbatch._plan import INTERNAL_TOPICS, Options, resolve_range, select_logs
 
     root = Path(args.root)
     remote_root = _is_remote(args.root)
@@ -623,7 +623,7 @@ def task_bytes(input_bytes: int, cores: int) -> int:
     >>> task_bytes(10 << 30, 8) >> 20, task_bytes(46 << 20, 2) >> 20, task_bytes(1000, 2) >> 10
     (128, 23, 128)
     """
-    from kbatch.spark._plan import DEFAULT_MAX_PARTITION_BYTES, SEGMENT_OPEN_COST
+    from kbatch._plan import DEFAULT_MAX_PARTITION_BYTES, SEGMENT_OPEN_COST
 
     per_core = input_bytes // max(1, cores)
     return max(4 * SEGMENT_OPEN_COST, min(DEFAULT_MAX_PARTITION_BYTES, per_core))
@@ -631,7 +631,7 @@ def task_bytes(input_bytes: int, cores: int) -> int:
 
 def _spark_session(args: argparse.Namespace) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from kbatch.spark._plan import env_pythonpath
+    from kbatch._plan import env_pythonpath
 
     here = env_pythonpath()  # make kbatch importable by Spark's Python workers (source checkouts)
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)

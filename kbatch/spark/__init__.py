@@ -87,7 +87,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["KafkaLogDataSource", "decode_batches", "kafka_struct", "register"]
 
-# pyspark is imported on first use, so that kbatch.spark._plan (the planner, used by
+# pyspark is imported on first use, so that kbatch._plan (the planner, used by
 # ``kbatch convert --engine arrow``) works without it.
 _LAZY = {
     "KafkaLogDataSource": "kbatch.spark._source",

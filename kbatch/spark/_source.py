@@ -10,7 +10,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from kbatch.spark._plan import (
+from kbatch._plan import (
     LogSlice,
     Options,
     check_option_names,
@@ -43,7 +43,7 @@ __all__ = ["KafkaLogDataSource", "LogPartition"]
 
 
 class LogPartition(InputPartition):
-    """A Spark input partition: the :class:`~kbatch.spark._plan.LogSlice` s one task reads."""
+    """A Spark input partition: the :class:`~kbatch._plan.LogSlice` s one task reads."""
 
     def __init__(self, pieces: Sequence[LogSlice]) -> None:
         super().__init__(tuple(pieces))
@@ -94,7 +94,7 @@ def _check_schema(opts: Options, schema: StructType) -> None:
 
 
 class KafkaLogReader(DataSourceReader):
-    """Batch reader: tasks of about ``maxPartitionBytes`` of log (:func:`~kbatch.spark._plan.plan_tasks`)."""
+    """Batch reader: tasks of about ``maxPartitionBytes`` of log (:func:`~kbatch._plan.plan_tasks`)."""
 
     def __init__(self, opts: Options, schema: StructType) -> None:
         _check_schema(opts, schema)

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from kbatch.spark._plan import Options, plan_slices, plan_tasks, read_task, resolve_range, select_logs
+from kbatch._plan import Options, plan_slices, plan_tasks, read_task, resolve_range, select_logs
 
 pa = pytest.importorskip("pyarrow")
 

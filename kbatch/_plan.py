@@ -1,8 +1,9 @@
-"""The Kafka source's options over a ``log.dirs`` root, and splitting logs into Spark tasks.
+"""The Kafka source's options over a ``log.dirs`` root, and splitting logs into tasks.
 
-Nothing here needs Spark: the planner turns options and partition directories into
-:class:`LogSlice` work items (picklable), and :func:`read_slice` turns one into Arrow record
-batches. The Spark classes in :mod:`kbatch.spark._source` are thin shells around these.
+Nothing here needs Spark (``kbatch convert``'s arrow engine uses it too): the planner turns
+options and partition directories into :class:`LogSlice` work items (picklable), and
+:func:`read_slice` turns one into Arrow record batches. The Spark classes in
+:mod:`kbatch.spark._source` are thin shells around these.
 """
 
 from __future__ import annotations
@@ -849,6 +850,4 @@ def read_task(pieces: Sequence[LogSlice], opts: Options) -> Iterator[Any]:
 
 def env_pythonpath() -> str:
     """The directory kbatch is imported from (for PYTHONPATH of Spark's Python workers)."""
-    import kbatch
-
-    return os.path.dirname(os.path.dirname(os.path.abspath(kbatch.__file__)))
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
