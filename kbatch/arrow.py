@@ -65,9 +65,8 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from kbatch._columns import BINARY_KINDS, HEADERS_COLUMN, BinaryKind, columns, ddl
+from kbatch._columns import BINARY_KINDS, HEADERS_COLUMN, BinaryKind, RecordColumns, columns, ddl
 from kbatch._options import code
-from kbatch._table import RecordTable
 from kbatch._wire import CODEC_IDS, TIMESTAMP_TYPES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -446,7 +445,7 @@ def _constant(pa: Any, type_: Any, n: int, value: int | None) -> Any:
     return _fixed_width(pa, type_, np.zeros(n, dtype=dtype) if value == 0 else np.full(n, value, dtype=dtype))
 
 
-def _header_rows(table: RecordTable, records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _header_rows(table: RecordColumns, records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Header rows in record order, each record's header count and the list offsets."""
     n = len(records)
     counts = _field(records, "headers_count", np.int64)
@@ -476,7 +475,7 @@ def _headers_list(pa: Any, binary: str, validity: Any, nulls: int, offsets: np.n
     return pa.Array.from_buffers(htype, n, [validity, pa.py_buffer(offsets)], nulls, children=[struct])
 
 
-def _headers_column(pa: Any, table: RecordTable, records: np.ndarray, binary: str) -> Any:
+def _headers_column(pa: Any, table: RecordColumns, records: np.ndarray, binary: str) -> Any:
     rows, counts, offsets = _header_rows(table, records)
     keys, vals = _pair(
         table.data, rows["key_start"], rows["key_length"], rows["value_start"], rows["value_length"], binary, True
@@ -486,7 +485,7 @@ def _headers_column(pa: Any, table: RecordTable, records: np.ndarray, binary: st
 
 
 def _kernel_columns(
-    pa: Any, table: RecordTable, records: np.ndarray, binary: str, include_headers: bool
+    pa: Any, table: RecordColumns, records: np.ndarray, binary: str, include_headers: bool
 ) -> dict[str, Any] | None:
     """The record columns from :func:`kbatch._arrowkernels.spark_columns`, in one pass.
 
@@ -566,7 +565,7 @@ def _row_bytes(rows: np.ndarray) -> npt.NDArray[np.uint8]:
 
 
 def _numpy_columns(
-    pa: Any, table: RecordTable, records: np.ndarray, binary: str, include_headers: bool
+    pa: Any, table: RecordColumns, records: np.ndarray, binary: str, include_headers: bool
 ) -> dict[str, Any]:
     """The record columns from NumPy columns (and the byte kernels when compiled)."""
     key, value = _pair(
@@ -592,7 +591,7 @@ def _numpy_columns(
 
 
 def _columns(
-    table: RecordTable,
+    table: RecordColumns,
     records: np.ndarray,
     *,
     topic: str | None,
@@ -657,7 +656,7 @@ def _check(binary: str, partition: int | None) -> None:
 
 
 def to_arrow(
-    table: RecordTable,
+    table: RecordColumns,
     *,
     topic: str | None = None,
     partition: int | None = None,
@@ -669,7 +668,7 @@ def to_arrow(
 
     Parameters
     ----------
-    table : RecordTable
+    table : RecordColumns
         Decoded records (``kbatch.decode``, ``LogDir.read``).
     topic : str, optional
         Filled into every row's ``topic``; default the table's own
@@ -713,7 +712,7 @@ def to_arrow(
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-def _payload_bytes(table: RecordTable, records: np.ndarray, include_headers: bool) -> npt.NDArray[np.int64]:
+def _payload_bytes(table: RecordColumns, records: np.ndarray, include_headers: bool) -> npt.NDArray[np.int64]:
     """Bytes each record contributes to Arrow buffers (key + value [+ header bytes]) + 32."""
     size = np.maximum(_field(records, "key_length", np.int64), 0) + np.maximum(
         _field(records, "value_length", np.int64), 0
@@ -731,7 +730,7 @@ def _payload_bytes(table: RecordTable, records: np.ndarray, include_headers: boo
 
 
 def _batch_bounds(
-    table: RecordTable, records: np.ndarray, include_headers: bool, max_rows: int, max_bytes: int
+    table: RecordColumns, records: np.ndarray, include_headers: bool, max_rows: int, max_bytes: int
 ) -> list[tuple[int, int]]:
     """``(start, end)`` of each record batch of :func:`to_record_batches`."""
     from kbatch._core import HEADER_DTYPE, RECORD_DTYPE
@@ -759,7 +758,7 @@ def _chunk_bounds(sizes: npt.NDArray[np.int64], max_rows: int, max_bytes: int) -
 
 
 def to_record_batches(
-    table: RecordTable,
+    table: RecordColumns,
     *,
     topic: str | None = None,
     partition: int | None = None,
@@ -837,7 +836,7 @@ class ArrowStream:
 
     def __init__(
         self,
-        tables: RecordTable | Iterable[RecordTable],
+        tables: RecordColumns | Iterable[RecordColumns],
         *,
         topic: str | None = None,
         partition: int | None = None,
@@ -848,8 +847,8 @@ class ArrowStream:
         max_bytes: int = DEFAULT_BATCH_BYTES,
     ) -> None:
         _check(binary, partition)
-        self._tables = tables
-        self._single = isinstance(tables, RecordTable)
+        # one table (anything with a RecordTable's columns) or an iterable of them
+        self._tables: Iterable[RecordColumns] = [tables] if isinstance(tables, RecordColumns) else tables
         self.options: dict[str, Any] = {
             "topic": topic,
             "partition": partition,
@@ -867,9 +866,8 @@ class ArrowStream:
         return kafka_schema(include_headers=o["include_headers"], extra_columns=o["extra_columns"], binary=o["binary"])
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        tables = [self._tables] if self._single else self._tables
-        for table in tables:
-            yield from to_record_batches(table, **self.options)  # type: ignore[arg-type]
+        for table in self._tables:
+            yield from to_record_batches(table, **self.options)
 
     def to_reader(self) -> pa.RecordBatchReader:
         """Return a :class:`pyarrow.RecordBatchReader` over the stream."""
@@ -951,7 +949,7 @@ def log_to_arrow(
     return pa.Table.from_batches(list(batches), schema=schema)
 
 
-def arrow_c_stream(table: RecordTable, requested_schema: object | None = None, **options: Any) -> object:
+def arrow_c_stream(table: RecordColumns, requested_schema: object | None = None, **options: Any) -> object:
     """``RecordTable.__arrow_c_stream__``: the table as an ``ArrowArrayStream`` PyCapsule.
 
     ``options`` are :class:`ArrowStream`'s (default: Spark's schema, headers included,
@@ -961,7 +959,7 @@ def arrow_c_stream(table: RecordTable, requested_schema: object | None = None, *
 
 
 def to_pandas(
-    table: RecordTable,
+    table: RecordColumns,
     *,
     topic: str | None = None,
     partition: int | None = None,
@@ -992,7 +990,7 @@ def to_pandas(
 
 
 def to_polars(
-    table: RecordTable,
+    table: RecordColumns,
     *,
     topic: str | None = None,
     partition: int | None = None,
