@@ -889,12 +889,11 @@ cdef class BatchBuilder:
     def __init__(self, *, int64_t base_offset=0, int64_t producer_id=-1, int16_t producer_epoch=-1,
                  int32_t base_sequence=-1, bint transactional=False, int32_t partition_leader_epoch=-1,
                  object timestamp_type="create", object compression=None, object compression_level=None):
-        import kbatch
         self.base_offset = base_offset
-        self.compression = kbatch._code("compression", compression, kbatch.COMPRESSION_CODECS)
+        self.compression = _codec_id(compression)
         self.level = compression_level
         _set_opts(&self.opts, base_offset, producer_id, producer_epoch, base_sequence, transactional,
-                  partition_leader_epoch, kbatch._code("timestamp_type", timestamp_type, kbatch.TIMESTAMP_TYPES),
+                  partition_leader_epoch, _timestamp_type_id(timestamp_type),
                   0, 0, self.compression, False)
         self.count = 0
         self.size = 0

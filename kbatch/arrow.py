@@ -66,8 +66,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kbatch._columns import BINARY_KINDS, HEADERS_COLUMN, BinaryKind, RecordColumns, columns, ddl
-from kbatch._options import code
-from kbatch._wire import CODEC_IDS, TIMESTAMP_TYPES
+from kbatch._options import codec_id, timestamp_type_id
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # type: ignore[import-untyped,unused-ignore]
@@ -1337,6 +1336,6 @@ def encode_arrow(
         *args,
         **cols,
         **options,
-        compression=code("compression", compression, CODEC_IDS),
-        timestamp_type=code("timestamp_type", timestamp_type, TIMESTAMP_TYPES),
+        compression=codec_id(compression),
+        timestamp_type=timestamp_type_id(timestamp_type),
     )

@@ -83,7 +83,6 @@ import numpy as np
 import numpy.typing as npt
 from crc32c import crc32c
 
-import kbatch
 from kbatch import _replicas, _storage
 from kbatch._checkpoint import (
     CHECKPOINT_FILES,
@@ -98,8 +97,8 @@ from kbatch._core import decode as _core_decode
 from kbatch._core import scan as _core_scan
 from kbatch._discover import SEGMENT_NAME, find_partitions, partition_name
 from kbatch._producer_snapshot import ProducerState
-from kbatch._table import RecordTable
-from kbatch._txn import _txn_state, aborted_batch_mask, check_aborted_index, concat, select
+from kbatch._table import RecordTable, concat, select
+from kbatch._txn import aborted_batch_mask, check_aborted_index, txn_state
 from kbatch.errors import CorruptRecordError, CRCError, UnsupportedError
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
@@ -918,7 +917,7 @@ class Segment:
                     mask = None
             try:
                 if mask is None:
-                    yield kbatch.decode(self.view(start, stop), verify_crc=verify_crc)
+                    yield _core_decode(self.view(start, stop), verify_crc=verify_crc)
                 else:
                     yield _core_decode(self.view(start, stop), verify_crc=verify_crc, skip_batches=mask,
                                        keep_skipped_rows=False)
@@ -1194,7 +1193,7 @@ class LogDir:
             ongoing: dict[int, int] = {}
             aborted: list[tuple[int, int, int]] = []
             for seg in self.segments:
-                found, ongoing = _txn_state(seg.scan(on_corruption), ongoing)
+                found, ongoing = txn_state(seg.scan(on_corruption), ongoing)
                 if seg.txnindex is not None:
                     t = seg.txnindex
                     entries = zip(t["producer_id"].tolist(), t["first_offset"].tolist(), t["last_offset"].tolist(),
@@ -1232,7 +1231,7 @@ class LogDir:
                     p = int(h["position"][k])
                     size = _LOG_OVERHEAD + int(h["batch_length"][k])
                     try:
-                        t = kbatch.decode(seg.view(p, p + size), verify_crc=verify_crc)
+                        t = _core_decode(seg.view(p, p + size), verify_crc=verify_crc)
                     except CorruptRecordError as exc:
                         if on_corruption == "raise":
                             raise seg._relocate(exc, p) from exc
@@ -1750,7 +1749,7 @@ class LogWriter:
             first = base
             if magic < 2 and int(h["compression"]):
                 # a wrapper's offset is its last inner one: count the inner messages
-                inner_table = kbatch.decode(view[p : p + size], verify_crc=False)
+                inner_table = _core_decode(view[p : p + size], verify_crc=False)
                 inner = len(inner_table)
                 first = base - inner + 1
                 if magic == 1 and int(h["timestamp_type"]) == 0 and inner:
