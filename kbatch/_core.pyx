@@ -127,6 +127,7 @@ import numpy as np
 import cramjam as _cramjam
 from crc32c import crc32c as _crc32c
 
+from kbatch import _compression
 from kbatch._options import codec_id as _codec_id, timestamp_type_id as _timestamp_type_id
 from kbatch._table import RecordTable
 from kbatch.errors import CorruptRecordError, CRCError, KBatchError, UnsupportedError

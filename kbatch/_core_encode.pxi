@@ -581,7 +581,6 @@ cdef object _finish_batch(object records, int compression, object level, int64_t
     cdef uint8_t* p
     cdef int64_t size
     if compression:
-        from kbatch import _compression
         payload = _compression.compress(compression, records, level)
     size = BATCH_OVERHEAD + len(payload)
     if size > MAX_BATCH_SIZE:
@@ -618,8 +617,6 @@ def _now_ms():
 
 
 cdef object _codec():
-    # kbatch._compression.compress (imported here: _compression imports this module)
-    from kbatch import _compression
     return _compression.compress
 
 
