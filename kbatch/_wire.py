@@ -13,11 +13,13 @@ timestamp type): Kafka's ids (``CompressionType``, ``TimestampType``) and its
 (17, 61, 12)
 >>> _wire.CODEC_NAMES[_wire.ZSTD], _wire.CODEC_IDS["lz4"]
 ('zstd', 3)
+>>> _wire.read_uvarint(b"\\xac\\x02", 0, 2)
+(300, 2)
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
@@ -54,6 +56,7 @@ __all__ = [
     "SNAPPY",
     "TIMESTAMP_TYPES",
     "ZSTD",
+    "read_uvarint",
 ]
 
 # A log entry, any magic: the offset, then the number of bytes after the length field.
@@ -101,3 +104,33 @@ CODEC_IDS: Final = {name: codec for codec, name in CODEC_NAMES.items()}
 TIMESTAMP_TYPES: Final = {"create": 0, "log_append": 1}
 #: Control record types (a control batch's record key: version int16, type int16).
 CONTROL_TYPES: Final = {"abort": 0, "commit": 1}
+
+
+def read_uvarint(data: Any, pos: int, end: int) -> tuple[int, int]:
+    """The unsigned varint at ``data[pos:end]`` (bytes or a byte memoryview): ``(value, next pos)``.
+
+    The grammar (Kafka's ``ByteUtils.readUnsignedVarint``)::
+
+        uvarint = 1 to 5 bytes, 7 bits each, least significant group first;
+                  the high bit of a byte set: another byte follows
+
+    The value has up to 35 bits (callers check their own range). It is -1 when the varint
+    runs past ``end`` (next pos ``<= pos + 4``, having read what there was) or is longer than
+    5 bytes (next pos ``pos + 5``). The one Python varint reader: the compiled modules have
+    their own in C.
+
+    >>> read_uvarint(b"\\x01\\x80", 0, 2), read_uvarint(b"\\x80", 0, 1), read_uvarint(b"\\xff" * 6, 0, 6)
+    ((1, 1), (-1, 1), (-1, 5))
+    """
+    value = shift = 0
+    while True:
+        if pos >= end:
+            return -1, pos
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            return -1, pos

@@ -39,6 +39,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kbatch._wire import read_uvarint
+
 from ._errors import ProtocolError
 from ._kernel import decode_struct_array, encode_struct_array
 from ._keyed import KeyedList, keyed
@@ -95,22 +97,8 @@ def uvarint_tail(data: memoryview, pos: int, first: int, end: int) -> tuple[int,
     >>> uvarint_tail(memoryview(b"\\xac\\x02"), 1, 0xAC, 2)
     (300, 2)
     """
-    value = first & 0x7F
-    shift = 7
-    while True:
-        if pos >= end:
-            return -1, pos
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 28:
-            return -1, pos
-    if value > 0xFFFFFFFF:
-        return -1, pos
-    return value, pos
+    value, pos = read_uvarint(data, pos - 1, end)  # data[pos - 1] is ``first``
+    return (value, pos) if value <= 0xFFFFFFFF else (-1, pos)
 
 
 def _write_uvarint(b: bytearray, value: int) -> None:
