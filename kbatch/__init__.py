@@ -32,6 +32,7 @@ from kbatch._table import HeaderColumns, Record, RecordTable
 from kbatch._version import __version__
 from kbatch._wire import CODEC_IDS as COMPRESSION_CODECS  # noqa: F401  (what compression= accepts)
 from kbatch._wire import TIMESTAMP_TYPES as TIMESTAMP_TYPES
+from kbatch.arrow import encode_arrow
 from kbatch.errors import CorruptRecordError, CRCError, KBatchError, StorageError, UnsupportedError
 from kbatch.log import LogDir, LogWriter, Segment, open_log, open_logs
 
@@ -226,8 +227,6 @@ def encode(
             raise ValueError(f"{name} must be >= 1, got {limit}")
     if _columnar(values):
         # Arrow / pandas / Polars columns or tables: the columnar encoder, no object per record
-        from kbatch.arrow import encode_arrow
-
         tabular = hasattr(values, "column_names") or hasattr(values, "columns")
         source = values if tabular else {"value": values, "key": keys, "timestamp": timestamps, "headers": headers}
         return encode_arrow(

@@ -66,6 +66,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kbatch._columns import BINARY_KINDS, HEADERS_COLUMN, BinaryKind, RecordColumns, columns, ddl
+from kbatch._core import HEADER_DTYPE, RECORD_DTYPE, encode_arrays, get_threads
 from kbatch._options import codec_id, timestamp_type_id
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -492,8 +493,6 @@ def _kernel_columns(
     bytes contiguous, so kept zero-copy; views into more than one window). A
     ``timestampType`` shared by every batch is returned as that int.
     """
-    from kbatch._core import HEADER_DTYPE, RECORD_DTYPE, get_threads
-
     kernels = _kernels
     data = table.data
     u8 = _as_u8(data)
@@ -732,8 +731,6 @@ def _batch_bounds(
     table: RecordColumns, records: np.ndarray, include_headers: bool, max_rows: int, max_bytes: int
 ) -> list[tuple[int, int]]:
     """``(start, end)`` of each record batch of :func:`to_record_batches`."""
-    from kbatch._core import HEADER_DTYPE, RECORD_DTYPE
-
     headers = table.headers.view(np.ndarray)
     if _kernels is None or records.dtype != RECORD_DTYPE or headers.dtype != HEADER_DTYPE:
         return _chunk_bounds(_payload_bytes(table, records, include_headers), max_rows, max_bytes)
@@ -1324,9 +1321,7 @@ def encode_arrow(
     bytes
         The batches, as :func:`kbatch.encode` would build them from the same records.
     """
-    from kbatch import _core
-
-    encoder: Any = _core.encode_arrays  # arguments are assembled dynamically below
+    encoder: Any = encode_arrays  # arguments are assembled dynamically below
     cols = from_arrow(source)
     args = [cols.pop(name) for name in _ARRAY_ARGS]
     for name in ("max_batch_records", "max_batch_bytes"):

@@ -112,6 +112,7 @@ from kbatch._wire import (
     PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_OVERHEAD_V0,
 )
+from kbatch.arrow import iter_log_arrow, log_to_arrow
 from kbatch.errors import CorruptRecordError, CRCError, UnsupportedError
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
@@ -1463,14 +1464,11 @@ class LogDir:
         ``options``: :meth:`iter_tables`'s arguments plus ``include_headers``,
         ``extra_columns`` and ``binary`` of :func:`kbatch.arrow.to_arrow`.
         """
-        from kbatch.arrow import log_to_arrow
-
         return log_to_arrow(self, **options)
 
     def iter_arrow(self, *, batch_rows: int = 65_536, batch_bytes: int = 64 << 20, **options: Any) -> Iterator[Any]:
         """Stream the records as ``pyarrow.RecordBatch`` es of at most ``batch_rows`` rows and
         about ``batch_bytes`` bytes (see :func:`kbatch.arrow.iter_log_arrow`), with bounded memory."""
-        from kbatch.arrow import iter_log_arrow
 
         return iter_log_arrow(self, batch_rows=batch_rows, batch_bytes=batch_bytes, **options)
 
