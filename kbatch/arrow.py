@@ -110,7 +110,7 @@ DEFAULT_BATCH_BYTES = 64 << 20
 
 _kernels: ModuleType | None
 try:
-    from kbatch import _arrowkernels as _compiled
+    import kbatch._arrowkernels as _compiled
 
     _kernels = _compiled
 except ImportError:  # not compiled: the NumPy fallbacks below are used (several times slower)
