@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kbatch._wire import read_uvarint
+from kbatch._wire import uvarint_tail as _wire_uvarint_tail
 
 from ._errors import ProtocolError
 from ._kernel import decode_struct_array, encode_struct_array
@@ -97,7 +97,7 @@ def uvarint_tail(data: memoryview, pos: int, first: int, end: int) -> tuple[int,
     >>> uvarint_tail(memoryview(b"\\xac\\x02"), 1, 0xAC, 2)
     (300, 2)
     """
-    value, pos = read_uvarint(data, pos - 1, end)  # data[pos - 1] is ``first``
+    value, pos = _wire_uvarint_tail(data, pos, first, end)
     return (value, pos) if value <= 0xFFFFFFFF else (-1, pos)
 
 
@@ -171,7 +171,7 @@ def _is_default(value: Any, default: Any) -> bool:
 
 _BASE_GLOBALS: dict[str, Any] = {
     "_E": ProtocolError,
-    "_uvt": uvarint_tail,
+    "_uvt": _wire_uvarint_tail,  # the range check is in the generated code
     "_arr": _array_struct,
     "_wuv": _write_uvarint,
     "_wtags": _write_tags,
@@ -360,7 +360,7 @@ class _Decoder:
         g.emit(ind, "pos += 1")
         g.emit(ind, f"if {var} > 127:")
         g.emit(ind, f"    {var}, pos = _uvt(buf, pos, {var}, end)")
-        g.emit(ind, f"    if {var} < 0:")
+        g.emit(ind, f"    if {var} < 0 or {var} > 0xFFFFFFFF:")
         g.raise_(ind + "        ", "Invalid unsigned varint", path)
 
     def struct_body(self, fields: list[FieldSpec], path: str, ind: str) -> str:
