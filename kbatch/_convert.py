@@ -839,11 +839,7 @@ def _arrow_batches(
             done_bytes = max(done_bytes, finished_bytes)
         progress.update(done_bytes, records=records)
 
-    def lost(log: Any, exc: Exception) -> None:  # --no-fail-on-data-loss: an object gone or cut since planning
-        start, end = p.ranges[(log.topic, log.partition)]
-        log.notes.append(f"the rest of offsets [{start}, {end}) not read: {exc}")
-
-    return read_logs(p.logs, p.opts, ranges=p.ranges, lost=None if p.opts.fail_on_data_loss else lost, progress=count)
+    return read_logs(p.logs, p.opts, ranges=p.ranges, progress=count)
 
 
 def _write_orc(reader: Any, folder: Path, args: argparse.Namespace, token: str) -> None:
