@@ -925,8 +925,8 @@ def iter_log_arrow(
 # ---------------------------------------------------------------------------------------------
 # The one log -> Arrow batches loop
 #
-# LogDir.to_arrow / iter_arrow (through iter_log_arrow), the Spark source's tasks
-# (kbatch._plan.read_slice) and ``kbatch convert --engine arrow`` all read a log through
+# LogDir.to_arrow / iter_arrow (by iter_log_arrow), the Spark source's tasks (read_slice) and
+# ``kbatch convert --engine arrow`` (both by kbatch._plan.read_logs) all read a log through
 # log_batches, so that they give the same rows for the same options:
 #
 #   for each log:    its offsets [start, end) (``ranges``, else ``start_offset``/``end_offset``)
@@ -940,7 +940,7 @@ def iter_log_arrow(
 #   ``progress``     is told of each table once its batches are out, and of the log's end
 #
 # The loop lives here, below kbatch.log, and knows a LogDir only by its methods: LogDir.to_arrow
-# reaches it without importing upward, and kbatch._plan and kbatch._convert import it down.
+# reaches it without importing upward, and kbatch._plan imports it down.
 
 
 def log_batches(
