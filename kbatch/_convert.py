@@ -47,13 +47,14 @@ from kbatch._plan import (
     SEGMENT_OPEN_COST,
     Options,
     env_pythonpath,
+    read_logs,
     resolve_range,
     select_logs,
 )
 from kbatch._progress import Progress, plural, size
 from kbatch._staging import MODES, StagedOutput, check_target, has_data_files
 from kbatch._txn import aborted_batch_mask
-from kbatch.arrow import kafka_schema, to_record_batches
+from kbatch.arrow import kafka_schema
 from kbatch.errors import KBatchError
 
 __all__ = [
@@ -822,38 +823,24 @@ def convert_spark(args: argparse.Namespace) -> Summary:
 def _arrow_batches(
     p: Plan, args: argparse.Namespace, reports: dict[tuple[str, int], PartitionReport], progress: Progress
 ) -> Iterator[Any]:
-    opts = p.opts
-    done_bytes = 0
-    finished_bytes = 0
-    records = 0
-    for log in p.logs:
-        start, end = p.ranges[(log.topic, log.partition)]
+    """The selected records as Arrow batches (the Spark source's loop, :func:`kbatch._plan.read_logs`),
+    each partition's records and skipped bytes counted in its report as they go."""
+    done_bytes = finished_bytes = records = 0
+
+    def count(log: Any, table: Any) -> None:
+        nonlocal done_bytes, finished_bytes, records
         rep = reports[(log.topic, log.partition)]
-        if end > start:
-            tables = log.iter_tables(
-                start_offset=start,
-                end_offset=end,
-                isolation_level=opts.isolation_level,
-                on_corruption=opts.on_corruption,
-                verify_crc=opts.verify_crc,
-            )
-            for table in tables:
-                n = len(table)
-                yield from to_record_batches(
-                    table,
-                    topic=log.topic,
-                    partition=log.partition,
-                    include_headers=opts.include_headers,
-                    extra_columns=opts.extra_columns,
-                )
-                rep.records += n
-                records += n
-                done_bytes += table.consumed_bytes
-                progress.update(done_bytes, records=records)
-        rep.skipped_bytes = sum(s.length for s in log.skipped)
-        finished_bytes += sum(s.size for s in log.segments)
-        done_bytes = max(done_bytes, finished_bytes)
+        if table is not None:
+            rep.records += len(table)
+            records += len(table)
+            done_bytes += table.consumed_bytes
+        else:  # the partition is done
+            rep.skipped_bytes = sum(s.length for s in log.skipped)
+            finished_bytes += sum(s.size for s in log.segments)
+            done_bytes = max(done_bytes, finished_bytes)
         progress.update(done_bytes, records=records)
+
+    return read_logs(p.logs, p.opts, ranges=p.ranges, progress=count)
 
 
 def _write_orc(reader: Any, folder: Path, args: argparse.Namespace, token: str) -> None:
