@@ -27,11 +27,12 @@ from kbatch._core import (
     get_threads,
     set_threads,
 )
-from kbatch._options import code as _code
+from kbatch._options import codec_id, timestamp_type_id
 from kbatch._table import HeaderColumns, Record, RecordTable
 from kbatch._version import __version__
-from kbatch._wire import CODEC_IDS as COMPRESSION_CODECS
-from kbatch._wire import TIMESTAMP_TYPES
+from kbatch._wire import CODEC_IDS as COMPRESSION_CODECS  # noqa: F401  (what compression= accepts)
+from kbatch._wire import TIMESTAMP_TYPES as TIMESTAMP_TYPES
+from kbatch.arrow import encode_arrow
 from kbatch.errors import CorruptRecordError, CRCError, KBatchError, StorageError, UnsupportedError
 from kbatch.log import LogDir, LogWriter, Segment, open_log, open_logs
 
@@ -122,16 +123,14 @@ def decode(
     >>> t.batches["record_count"].tolist(), t.next_offset, t.truncated
     ([1], 1, False)
     """
-    if max_decompressed_size is not None and int(max_decompressed_size) < 0:
-        raise ValueError("max_decompressed_size must be >= 0")
-    if isolation_level not in ("read_uncommitted", "read_committed"):
-        raise ValueError(f"isolation_level must be 'read_uncommitted' or 'read_committed', got {isolation_level!r}")
-    table = _core.decode(data, verify_crc=bool(verify_crc), max_decompressed_size=max_decompressed_size)
-    if isolation_level == "read_uncommitted":
-        return table
-    if aborted_transactions is None:
-        aborted_transactions = _txn.aborted_from_markers(table)
-    return _txn.filter_committed(table, aborted_transactions, last_stable_offset)
+    return _txn.decode(
+        data,
+        verify_crc=verify_crc,
+        max_decompressed_size=max_decompressed_size,
+        isolation_level=isolation_level,
+        aborted_transactions=aborted_transactions,
+        last_stable_offset=last_stable_offset,
+    )
 
 
 def _columnar(obj: Any) -> bool:
@@ -207,8 +206,8 @@ def encode(
     >>> kbatch.decode(raw).batches[["base_offset", "record_count"]].tolist()
     [(100, 2), (102, 1)]
     """
-    ts_type = _code("timestamp_type", timestamp_type, TIMESTAMP_TYPES)
-    codec = _code("compression", compression, COMPRESSION_CODECS)
+    ts_type = timestamp_type_id(timestamp_type)
+    codec = codec_id(compression)
     if magic in (0, 1):
         unused = {
             "headers": headers is not None, "producer_id": producer_id != -1, "producer_epoch": producer_epoch != -1,
@@ -228,8 +227,6 @@ def encode(
             raise ValueError(f"{name} must be >= 1, got {limit}")
     if _columnar(values):
         # Arrow / pandas / Polars columns or tables: the columnar encoder, no object per record
-        from kbatch.arrow import encode_arrow
-
         tabular = hasattr(values, "column_names") or hasattr(values, "columns")
         source = values if tabular else {"value": values, "key": keys, "timestamp": timestamps, "headers": headers}
         return encode_arrow(

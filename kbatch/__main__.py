@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from kbatch._version import __version__
+from kbatch.errors import KBatchError
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
@@ -113,8 +114,6 @@ def _one_line(command: str, exc: Exception) -> int:
     unreadable file, a bad value (``OSError``, ``ValueError``) is the user's input (2);
     anything else is a bug, reported as one line with its type (1).
     """
-    from kbatch.errors import KBatchError
-
     if isinstance(exc, KBatchError):
         print(f"kbatch {command}: error: {exc}", file=sys.stderr)
         return 1

@@ -12,7 +12,9 @@ tuples; nothing here imports pyarrow or pyspark.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Any, Final, Literal, Protocol, runtime_checkable
+
+import numpy as np
 
 __all__ = [
     "BINARY_KINDS",
@@ -20,6 +22,7 @@ __all__ = [
     "HEADERS_COLUMN",
     "KAFKA_COLUMNS",
     "BinaryKind",
+    "RecordColumns",
     "columns",
     "ddl",
 ]
@@ -27,6 +30,28 @@ __all__ = [
 #: Arrow type of ``key``, ``value`` and header values (header keys: the matching string type).
 BinaryKind = Literal["binary", "large_binary", "binary_view"]
 BINARY_KINDS: Final = ("binary", "large_binary", "binary_view")
+
+
+@runtime_checkable
+class RecordColumns(Protocol):
+    """What the conversions of :mod:`kbatch.arrow` read of a table: :class:`kbatch.RecordTable` is one.
+
+    A structural type, so that :mod:`kbatch.arrow` needs no import of :mod:`kbatch._table`
+    (which reaches :mod:`kbatch.arrow` at call time, for ``RecordTable.to_arrow`` and friends).
+    """
+
+    @property
+    def records(self) -> np.ndarray: ...
+    @property
+    def batches(self) -> np.ndarray: ...
+    @property
+    def headers(self) -> np.ndarray: ...
+    @property
+    def data(self) -> Any: ...
+    @property
+    def topic(self) -> str | None: ...
+    @property
+    def partition(self) -> int | None: ...
 
 #: (name, Spark SQL type) of the columns of Spark's Kafka source, in its order.
 KAFKA_COLUMNS: Final = (

@@ -78,6 +78,8 @@ __all__ = [
     "Arena",
     "compress",
     "decompress_into",
+    "lz4_hc",
+    "zstd_decompress_into",
 ]
 
 
@@ -446,7 +448,8 @@ def _xxh32_short(data: bytes) -> int:
 
 
 @functools.lru_cache(maxsize=64)
-def _lz4_hc(header: bytes) -> int:
+def lz4_hc(header: bytes) -> int:
+    """The LZ4 frame descriptor's header checksum byte: ``(xxh32(header, seed 0) >> 8) & 0xFF``."""
     return (_xxh32_short(header) >> 8) & 0xFF
 
 
@@ -473,7 +476,7 @@ def _lz4_header(header: bytes, magic: int) -> tuple[int, bool]:
     if bsv < 4:
         _corrupt(f"lz4 frame block size value {bsv} is invalid (expected 4..7)")
     # magic 0: Java (ignoreFlagDescriptorChecksum) skips HC, KAFKA-3160.
-    if magic != 0 and header[-1] != _lz4_hc(header[4:-1]):
+    if magic != 0 and header[-1] != lz4_hc(header[4:-1]):
         _corrupt("lz4 frame descriptor checksum mismatch")
     return 1 << (2 * bsv + 8), bool(flg & 0x14)
 
@@ -568,7 +571,7 @@ def _unlz4_liblz4(src: memoryview, pos: int, arena: Arena, limit: int) -> int:
     start = arena.size
     n_src = len(src)
     d = lz4.frame.LZ4FrameDecompressor()
-    data: object = bytes(src[: pos - 1]) + bytes((_lz4_hc(bytes(src[4 : pos - 1])),))
+    data: object = bytes(src[: pos - 1]) + bytes((lz4_hc(bytes(src[4 : pos - 1])),))
     fed = pos  # input bytes given to liblz4
     try:
         while True:
@@ -604,7 +607,7 @@ def _lz4_compress(data: memoryview, level: int | None, magic: int) -> bytes:
     flg, bd = 0x60, _LZ4_BLOCK_64K << 4  # version 1, independent blocks; 64 KiB blocks
     descriptor = bytes((flg, bd))
     # magic 0: useBrokenFlagDescriptorChecksum, the HC old (KAFKA-3160) readers expect.
-    hc = _lz4_hc(_LZ4_MAGIC + descriptor if magic == 0 else descriptor)
+    hc = lz4_hc(_LZ4_MAGIC + descriptor if magic == 0 else descriptor)
     parts = [_LZ4_MAGIC, descriptor, bytes((hc,))]
     pack = struct.Struct("<I").pack
     step = 1 << (2 * _LZ4_BLOCK_64K + 8)

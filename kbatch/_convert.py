@@ -41,8 +41,20 @@ from pathlib import Path
 from typing import Any
 
 from kbatch import _storage
+from kbatch._plan import (
+    DEFAULT_MAX_PARTITION_BYTES,
+    INTERNAL_TOPICS,
+    SEGMENT_OPEN_COST,
+    Options,
+    env_pythonpath,
+    read_logs,
+    resolve_range,
+    select_logs,
+)
 from kbatch._progress import Progress, plural, size
 from kbatch._staging import MODES, StagedOutput, check_target, has_data_files
+from kbatch._txn import aborted_batch_mask
+from kbatch.arrow import kafka_schema
 from kbatch.errors import KBatchError
 
 __all__ = [
@@ -345,8 +357,6 @@ def _deeper_roots(root: Path, depth: int = 4, limit: int = 3) -> list[Path]:
 
 def _nothing_selected(root: Path, args: argparse.Namespace) -> str:
     """The message for a root where the selection finds no partition: what is there instead."""
-    from kbatch._plan import INTERNAL_TOPICS
-
     dirs = _partition_dirs(root)
     if not dirs and _PARTITION_DIR.match(root.name):
         return f"{root} is named like a partition directory but holds no .log segment"
@@ -389,8 +399,6 @@ class Plan:
 
 def plan(args: argparse.Namespace) -> Plan:
     """Check everything that can be checked without reading records; raise :class:`UsageError`."""
-    from kbatch._plan import INTERNAL_TOPICS, Options, resolve_range, select_logs
-
     root = Path(args.root)
     remote_root = _is_remote(args.root)
     if not remote_root and not root.exists():
@@ -465,8 +473,6 @@ def _report(log: Any, start: int, end: int, isolation_level: str) -> PartitionRe
     read_committed drops; compacted offsets are the rest of the span that holds no record.
     """
     import numpy as np
-
-    from kbatch._txn import aborted_batch_mask
 
     rep = PartitionReport(log.topic, log.partition, start, end, log_start_offset=log.log_start_offset)
     if end <= start:
@@ -623,15 +629,12 @@ def task_bytes(input_bytes: int, cores: int) -> int:
     >>> task_bytes(10 << 30, 8) >> 20, task_bytes(46 << 20, 2) >> 20, task_bytes(1000, 2) >> 10
     (128, 23, 128)
     """
-    from kbatch._plan import DEFAULT_MAX_PARTITION_BYTES, SEGMENT_OPEN_COST
-
     per_core = input_bytes // max(1, cores)
     return max(4 * SEGMENT_OPEN_COST, min(DEFAULT_MAX_PARTITION_BYTES, per_core))
 
 
 def _spark_session(args: argparse.Namespace) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from kbatch._plan import env_pythonpath
 
     here = env_pythonpath()  # make kbatch importable by Spark's Python workers (source checkouts)
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
@@ -822,8 +825,6 @@ def _arrow_batches(
 ) -> Iterator[Any]:
     """The selected records as Arrow batches (the Spark source's loop, :func:`kbatch._plan.read_logs`),
     each partition's records and skipped bytes counted in its report as they go."""
-    from kbatch._plan import read_logs
-
     done_bytes = finished_bytes = records = 0
 
     def count(log: Any, table: Any) -> None:
@@ -934,8 +935,6 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
     """The same conversion in this process with pyarrow's dataset writer, same layout as Spark's."""
     import pyarrow as pa
     import pyarrow.dataset as pads
-
-    from kbatch.arrow import kafka_schema
 
     wall = time.perf_counter()
     p = plan(args)

@@ -127,6 +127,8 @@ import numpy as np
 import cramjam as _cramjam
 from crc32c import crc32c as _crc32c
 
+from kbatch import _compression
+from kbatch._options import codec_id as _codec_id, timestamp_type_id as _timestamp_type_id
 from kbatch._table import RecordTable
 from kbatch.errors import CorruptRecordError, CRCError, KBatchError, UnsupportedError
 
@@ -166,7 +168,24 @@ cdef extern from *:
 
 
 # ---------------------------------------------------------------------------
-# Tunables (module globals, so that tests can change them)
+# Tunables and test hooks: every knob the tests turn, in one place
+#
+# The tunables are module globals read at call time, so that tests can
+# change them (monkeypatch.setattr(kbatch._core, name, value)). The hooks
+# that must sit beside the state they expose are defined in their part and
+# listed here; nothing else in the core exists for tests.
+#
+#   _CPUS               _core_threads.pxi  the thread budget (users: set_threads)
+#   _usable_cpus()      _core_threads.pxi  the budget as read from the system
+#   _window_is_open()   _core_threads.pxi  whether the plain-list encode's GIL window is open
+#   _lz4_in_c(use)      _core_inflate.pxi  LZ4 frames in C on/off, and chunks decompressed so
+#   _arena_block(n),
+#   _spare_sizes(),
+#   _release_spare()    _core_memory.pxi   the spare-block allocator's blocks
+#   _decode_varint(), _decode_varlong(), _encode_varint(), _encode_varlong()
+#                       _core_wire.pxi     the record varints, from Python
+# Python modules keep theirs at their top: kbatch.arrow (_THREAD_CHUNK, _kernels),
+# kbatch._compression (_oneshot).
 
 #: Input bytes per chunk (CRC'd, decompressed and parsed together; a parse
 #: thread's unit of work). A module global so that tests can shrink it.

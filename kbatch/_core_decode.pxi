@@ -472,7 +472,6 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
             # never let it size an allocation.
             need += min(bp[k].record_count, (pend[k] - pstart[k]) // MIN_RECORD_SIZE)
     if in_arena:
-        from kbatch import _compression
         limit = (_compression.DEFAULT_MAX_DECOMPRESSED_SIZE if max_decompressed_size is None
                  else int(max_decompressed_size))
         # Pages are only touched as they are written, so reserving for a

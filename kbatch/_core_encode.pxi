@@ -581,7 +581,6 @@ cdef object _finish_batch(object records, int compression, object level, int64_t
     cdef uint8_t* p
     cdef int64_t size
     if compression:
-        from kbatch import _compression
         payload = _compression.compress(compression, records, level)
     size = BATCH_OVERHEAD + len(payload)
     if size > MAX_BATCH_SIZE:
@@ -618,8 +617,6 @@ def _now_ms():
 
 
 cdef object _codec():
-    # kbatch._compression.compress (imported here: _compression imports this module)
-    from kbatch import _compression
     return _compression.compress
 
 
@@ -889,12 +886,11 @@ cdef class BatchBuilder:
     def __init__(self, *, int64_t base_offset=0, int64_t producer_id=-1, int16_t producer_epoch=-1,
                  int32_t base_sequence=-1, bint transactional=False, int32_t partition_leader_epoch=-1,
                  object timestamp_type="create", object compression=None, object compression_level=None):
-        import kbatch
         self.base_offset = base_offset
-        self.compression = kbatch._code("compression", compression, kbatch.COMPRESSION_CODECS)
+        self.compression = _codec_id(compression)
         self.level = compression_level
         _set_opts(&self.opts, base_offset, producer_id, producer_epoch, base_sequence, transactional,
-                  partition_leader_epoch, kbatch._code("timestamp_type", timestamp_type, kbatch.TIMESTAMP_TYPES),
+                  partition_leader_epoch, _timestamp_type_id(timestamp_type),
                   0, 0, self.compression, False)
         self.count = 0
         self.size = 0

@@ -165,7 +165,6 @@ cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t fi
     cdef int64_t k, size, total = 0
     cdef list pieces = [], spans = []
     if _DECOMPRESS_INTO[4] is None:
-        from kbatch import _compression
         _DECOMPRESS_INTO[4] = _compression.zstd_decompress_into
     for k in range(first, end):
         if skip != NULL and skip[k]:
@@ -244,7 +243,6 @@ def _lz4_load():
     """
     global _lz4_found, _lz4_decompress, _lz4_tried, _xxh32
     _lz4_tried = True
-    from kbatch import _compression
     try:
         import ctypes
         import lz4.block
@@ -269,7 +267,7 @@ def _lz4_load():
     cdef char* o = out
     if f(block, o, len(block), len(out)) != len(raw) or bytes(out[:len(raw)]) != raw:
         return
-    if (h(<const char*>raw, 10, 0) >> 8) & 0xFF != _compression._lz4_hc(raw[:10]):
+    if (h(<const char*>raw, 10, 0) >> 8) & 0xFF != _compression.lz4_hc(raw[:10]):
         return
     _xxh32 = h
     _lz4_found = _lz4_decompress = f
@@ -509,8 +507,6 @@ cdef tuple _decompress_payloads(object mv, const uint8_t* base, batch_t* bp, int
     with ``skip[k]`` set (``skip`` may be NULL) are left out. Returns
     ``(end or the first bad batch, exception or None)``.
     """
-    from kbatch import _compression
-
     cdef int64_t k, start, stop
     if two and _inflate_chunk(mv, base, bp, first, end, pstart, pend, arena, limit, skip):
         return end, None

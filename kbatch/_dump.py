@@ -67,15 +67,15 @@ import kbatch
 from kbatch import _storage
 from kbatch._kafkajson import KafkaJson
 from kbatch._producer_snapshot import read_snapshot
+from kbatch._wire import ATTRIBUTES_OFFSET, CODEC_NAMES, LEGACY_MAGIC_OFFSET, LOG_OVERHEAD
 from kbatch.errors import KBatchError
 from kbatch.log import (
-    _LOG_OVERHEAD,
     OFFSET_INDEX_DTYPE,
     TIME_INDEX_DTYPE,
     TXN_INDEX_DTYPE,
     Segment,
-    _read_index,
-    _scan,
+    read_index,
+    scan_headers,
 )
 
 __all__ = ["FORMAT_VERSION", "add_arguments", "run"]
@@ -87,7 +87,6 @@ FORMAT_VERSION = 1
 _INT_MAX = 2**31 - 1
 #: A batch header row (``kbatch.BATCH_DTYPE`` fields) as a dict of Python values.
 _Head = dict[str, Any]
-_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _TS_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
 #: Kafka's ControlRecordType (clients/.../record/ControlRecordType.java).
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
@@ -107,7 +106,7 @@ _KAFKA_DECODERS = {
 _SUFFIX_ORDER = {".log": 0, ".index": 1, ".timeindex": 2, ".txnindex": 3, ".snapshot": 4, ".checkpoint": 5}
 _CHECKPOINT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 _BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
-_ATTR_CONTROL_BYTE = 22  # low byte of a v2 batch's attributes; bit 5 marks a control batch
+_ATTR_CONTROL_BYTE = ATTRIBUTES_OFFSET + 1  # low byte of a v2 batch's attributes; bit 5 marks a control batch
 
 
 def _kafka_decoder(text: str) -> str:
@@ -295,10 +294,10 @@ def _int32(v: int) -> int:
 
 
 def _batch_valid(data: memoryview, h: _Head) -> bool:
-    p, size = int(h["position"]), _LOG_OVERHEAD + int(h["batch_length"])
+    p, size = int(h["position"]), LOG_OVERHEAD + int(h["batch_length"])
     if int(h["magic"]) == 2:
-        return crc32c(data[p + 21 : p + size]) == int(h["crc"])
-    return (zlib.crc32(data[p + 16 : p + size]) & 0xFFFFFFFF) == int(h["crc"])
+        return crc32c(data[p + ATTRIBUTES_OFFSET : p + size]) == int(h["crc"])
+    return (zlib.crc32(data[p + LOG_OVERHEAD + LEGACY_MAGIC_OFFSET : p + size]) & 0xFFFFFFFF) == int(h["crc"])
 
 
 class _Ctx:
@@ -373,7 +372,7 @@ def _dump_checkpoint(path: Path, ctx: _Ctx) -> None:
 def _dump_records(path: Path, data: memoryview, size: int, ctx: _Ctx) -> None:
     args, o = ctx.args, ctx.o
     end = min(size, max(0, int(args.max_bytes)))
-    heads, stop, err, _ = _scan(data, 0, end, 1 << 62, path)
+    heads, stop, err, _ = scan_headers(data, 0, end, 1 << 62, path)
     last_offset = -1
     chunk = 2048
     for first in range(0, len(heads), chunk):
@@ -381,7 +380,7 @@ def _dump_records(path: Path, data: memoryview, size: int, ctx: _Ctx) -> None:
         table = None
         if ctx.deep and len(block):
             a = int(block["position"][0])
-            b = int(block["position"][-1]) + _LOG_OVERHEAD + int(block["batch_length"][-1])
+            b = int(block["position"][-1]) + LOG_OVERHEAD + int(block["batch_length"][-1])
             try:
                 table = kbatch.decode(data[a:b], verify_crc=False)
             except KBatchError as exc:
@@ -425,7 +424,7 @@ def _control_records(data: memoryview, h: _Head, path: Path, ctx: _Ctx) -> kbatc
     """Every record of a control batch (decode keeps only their type): the batch decoded again
     with its control bit cleared, which only the CRC (not checked here) covers."""
     p = int(h["position"])
-    raw = bytearray(data[p : p + _LOG_OVERHEAD + int(h["batch_length"])])
+    raw = bytearray(data[p : p + LOG_OVERHEAD + int(h["batch_length"])])
     raw[_ATTR_CONTROL_BYTE] &= ~0x20
     try:
         return kbatch.decode(raw, verify_crc=False)
@@ -438,10 +437,10 @@ def _control_records(data: memoryview, h: _Head, path: Path, ctx: _Ctx) -> kbatc
 def _print_batch(data: memoryview, h: _Head, o: _Out, path: Path) -> None:
     magic = int(h["magic"])
     ts_name = _TS_TYPES.get(int(h["timestamp_type"]), "NoTimestampType")
-    size = _LOG_OVERHEAD + int(h["batch_length"])
+    size = LOG_OVERHEAD + int(h["batch_length"])
     valid = _batch_valid(data, h)
     base, last = int(h["base_offset"]), int(h["base_offset"]) + int(h["last_offset_delta"])
-    codec = _CODECS[int(h["compression"])] if 0 <= int(h["compression"]) < 5 else str(int(h["compression"]))
+    codec = CODEC_NAMES.get(int(h["compression"]), str(int(h["compression"])))
     tail = (
         f" position: {int(h['position'])} {ts_name}: {int(h['max_timestamp'])} size: {size} magic: {magic}"
         f" compresscodec: {codec} crc: {int(h['crc'])} isvalid: {str(valid).lower()}"
@@ -603,7 +602,7 @@ def _index_prologue(
 ) -> tuple[int, Any] | int:
     """An index file's base offset and entries, or the exit status when there is nothing more to
     print: the file is empty, or ``--index-sanity-check`` was asked for (and is printed here)."""
-    entries = _read_index(path, dtype)
+    entries = read_index(path, dtype)
     assert entries is not None
     if len(entries) == 0:
         o.line(f"{path} is empty.", type="empty_index", file=str(path))
@@ -630,7 +629,7 @@ def _dump_index(path: Path, args: argparse.Namespace, o: _Out, mismatches: dict[
         if seg is not None:
             # Kafka reads the first batch of a --max-message-size slice at the entry's position
             window = min(seg.size, position + max(0, int(args.max_message_size)))
-            got = _scan(seg.data, position, window, 1, seg.path)[0] if position < window else None
+            got = scan_headers(seg.data, position, window, 1, seg.path)[0] if position < window else None
             if got is not None and len(got):
                 h = got[0]
                 found = int(h["base_offset"]) + int(h["last_offset_delta"])
@@ -667,7 +666,7 @@ def _dump_timeindex(path: Path, args: argparse.Namespace, o: _Out, problems: lis
                 h = heads[k]
                 p = int(h["position"])
                 try:
-                    t = kbatch.decode(seg.data[p : p + _LOG_OVERHEAD + int(h["batch_length"])], verify_crc=False)
+                    t = kbatch.decode(seg.data[p : p + LOG_OVERHEAD + int(h["batch_length"])], verify_crc=False)
                     logged = int(t.records["timestamp"].max()) if len(t) else int(h["max_timestamp"])
                 except KBatchError:
                     logged = int(h["max_timestamp"])
@@ -684,7 +683,7 @@ def _dump_timeindex(path: Path, args: argparse.Namespace, o: _Out, problems: lis
 
 
 def _dump_txnindex(path: Path, args: argparse.Namespace, o: _Out) -> int:
-    entries = _read_index(path, TXN_INDEX_DTYPE)
+    entries = read_index(path, TXN_INDEX_DTYPE)
     assert entries is not None
     for e in entries:
         v, pid, first, last, lso = (int(e[n]) for n in TXN_INDEX_DTYPE.names or ())

@@ -33,6 +33,7 @@ import functools
 from typing import Any
 
 from kbatch._kafkajson import KafkaJson, kafka_uuid, message_json
+from kbatch._wire import read_uvarint
 from kbatch.internal import (
     CONTROL_TYPES,
     InternalRecordError,
@@ -82,16 +83,9 @@ def _frame(value: bytes) -> tuple[int, int, int] | str:
     """(frame version, apiKey, version) of a metadata-framed value, or Kafka's words for why not."""
     pos, out = 0, []
     for entity in ("frame version", "type", "version"):
-        result = shift = 0
-        while True:
-            if pos >= len(value) or shift > 28:
-                return f"Error while reading {entity}"
-            b = value[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                break
-            shift += 7
+        result, pos = read_uvarint(value, pos, len(value))
+        if result < 0:  # truncated or longer than 5 bytes
+            return f"Error while reading {entity}"
         if result > 0x7FFF:
             return f"Value for {entity} was too large."
         if entity == "frame version" and result == 0:

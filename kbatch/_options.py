@@ -4,11 +4,15 @@ and :class:`kbatch.BatchBuilder`.
 >>> from kbatch._wire import CODEC_IDS
 >>> code("compression", "ZSTD", CODEC_IDS), code("compression", None, CODEC_IDS)
 (4, 0)
+>>> codec_id("lz4"), timestamp_type_id("log_append")
+(3, 1)
 """
 
 from __future__ import annotations
 
-__all__ = ["code"]
+from kbatch._wire import CODEC_IDS, TIMESTAMP_TYPES
+
+__all__ = ["code", "codec_id", "timestamp_type_id"]
 
 
 def code(name: str, value: str | int | None, table: dict[str, int]) -> int:
@@ -23,3 +27,13 @@ def code(name: str, value: str | int | None, table: dict[str, int]) -> int:
     if isinstance(value, str) and value.lower() in table:
         return table[value.lower()]
     raise ValueError(f"{name} must be one of {sorted(table)}, got {value!r}")
+
+
+def codec_id(compression: str | int | None) -> int:
+    """The codec id of a ``compression`` argument (:func:`code` over :data:`kbatch._wire.CODEC_IDS`)."""
+    return code("compression", compression, CODEC_IDS)
+
+
+def timestamp_type_id(timestamp_type: str | int | None) -> int:
+    """The id of a ``timestamp_type`` argument (:func:`code` over :data:`kbatch._wire.TIMESTAMP_TYPES`)."""
+    return code("timestamp_type", timestamp_type, TIMESTAMP_TYPES)

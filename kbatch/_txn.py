@@ -42,11 +42,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kbatch._table import RecordTable, concat, select
+from kbatch._core import decode as _core_decode
+from kbatch._table import RecordTable, select
 
-# concat and select are general table operations, kept in kbatch._table; kbatch.log takes
-# them from here, so they stay importable here under the same names.
-__all__ = ["aborted_from_markers", "check_aborted_index", "concat", "filter_committed", "open_transactions", "select"]
+__all__ = [
+    "aborted_batch_mask",
+    "aborted_from_markers",
+    "check_aborted_index",
+    "decode",
+    "filter_committed",
+    "open_transactions",
+    "txn_state",
+]
 
 #: Control record types (the ``control_type`` batch column).
 ABORT = 0
@@ -57,7 +64,7 @@ def _batches_of(table: RecordTable | npt.NDArray[Any]) -> npt.NDArray[Any]:
     return table.batches if isinstance(table, RecordTable) else table
 
 
-def _txn_state(
+def txn_state(
     batches: npt.NDArray[Any], ongoing: dict[int, int] | None = None
 ) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
     """Walk markers and transactional batches as Kafka's ProducerStateManager does.
@@ -115,7 +122,7 @@ def aborted_from_markers(table: RecordTable | npt.NDArray[Any]) -> list[tuple[in
     >>> aborted_from_markers(kbatch.decode(raw + kbatch.encode_control("abort", 3, 0, base_offset=6)))
     [(3, 5)]
     """
-    aborted, _ = _txn_state(_batches_of(table))
+    aborted, _ = txn_state(_batches_of(table))
     return sorted((pid, first) for pid, first, _ in aborted)
 
 
@@ -130,7 +137,7 @@ def open_transactions(table: RecordTable | npt.NDArray[Any]) -> dict[int, int]:
     >>> open_transactions(kbatch.decode(raw))
     {3: 5}
     """
-    return _txn_state(_batches_of(table))[1]
+    return txn_state(_batches_of(table))[1]
 
 
 def check_aborted_index(
@@ -157,7 +164,7 @@ def check_aborted_index(
     found : sequence of (int, int, int)
         The same, per ABORT marker of the segment (the first offset is the
         producer's first transactional batch after its previous marker), as
-        ``_txn_state`` finds them.
+        ``txn_state`` finds them.
     unverifiable : bool, default False
         Whether the segment's scan skipped corrupt bytes.
 
@@ -358,3 +365,33 @@ def _keep_batches(table: RecordTable, keep: npt.NDArray[np.bool_], inplace: bool
         topic=table.topic,
         partition=table.partition,
     )
+
+
+def decode(
+    data: Any,
+    *,
+    verify_crc: bool = True,
+    max_decompressed_size: int | None = None,
+    isolation_level: str = "read_uncommitted",
+    aborted_transactions: Any = None,
+    last_stable_offset: int | None = None,
+) -> RecordTable:
+    """:func:`kbatch.decode`, argument checks included (documented there).
+
+    It lives here, below the package face, so that lower layers (``Records.decode`` of
+    :mod:`kbatch.protocol`) decode as the face does without importing it.
+
+    >>> import kbatch
+    >>> decode(kbatch.encode([b"x"]), isolation_level="read_committed").values()
+    [b'x']
+    """
+    if max_decompressed_size is not None and int(max_decompressed_size) < 0:
+        raise ValueError("max_decompressed_size must be >= 0")
+    if isolation_level not in ("read_uncommitted", "read_committed"):
+        raise ValueError(f"isolation_level must be 'read_uncommitted' or 'read_committed', got {isolation_level!r}")
+    table = _core_decode(data, verify_crc=bool(verify_crc), max_decompressed_size=max_decompressed_size)
+    if isolation_level == "read_uncommitted":
+        return table
+    if aborted_transactions is None:
+        aborted_transactions = aborted_from_markers(table)
+    return filter_committed(table, aborted_transactions, last_stable_offset)

@@ -6,7 +6,7 @@
 #           (magic 0/1) header offsets, each derived from the one before (Java's names:
 #           DefaultRecordBatch, LegacyRecord, Records). kbatch/_wire.py has the same constants
 #           for Python; the grammar itself is the docstring of kbatch/_core.pyx.
-# used by:  kbatch/_core.pyx (its parts), kbatch/protocol/_kernel.pyx
+# used by:  kbatch/_core.pyx (its parts), kbatch/protocol/_kernel.pyx, kbatch/internal/_offsetkernel.pyx
 
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 

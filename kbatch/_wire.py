@@ -13,11 +13,13 @@ timestamp type): Kafka's ids (``CompressionType``, ``TimestampType``) and its
 (17, 61, 12)
 >>> _wire.CODEC_NAMES[_wire.ZSTD], _wire.CODEC_IDS["lz4"]
 ('zstd', 3)
+>>> _wire.read_uvarint(b"\\xac\\x02", 0, 2)
+(300, 2)
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
@@ -54,6 +56,8 @@ __all__ = [
     "SNAPPY",
     "TIMESTAMP_TYPES",
     "ZSTD",
+    "read_uvarint",
+    "uvarint_tail",
 ]
 
 # A log entry, any magic: the offset, then the number of bytes after the length field.
@@ -101,3 +105,54 @@ CODEC_IDS: Final = {name: codec for codec, name in CODEC_NAMES.items()}
 TIMESTAMP_TYPES: Final = {"create": 0, "log_append": 1}
 #: Control record types (a control batch's record key: version int16, type int16).
 CONTROL_TYPES: Final = {"abort": 0, "commit": 1}
+
+
+
+def uvarint_tail(data: Any, pos: int, first: int, end: int) -> tuple[int, int]:
+    """Finish the unsigned varint whose first byte ``first`` (> 127) was read just before ``pos``.
+
+    The grammar (Kafka's ``ByteUtils.readUnsignedVarint``)::
+
+        uvarint = 1 to 5 bytes, 7 bits each, least significant group first;
+                  the high bit of a byte set: another byte follows
+
+    Returns ``(value, next pos)``. The value has up to 35 bits (callers check their own
+    range); it is -1 when the varint runs past ``end`` (next pos ``<=`` the first byte's
+    position + 4, having read what there was) or is longer than 5 bytes (next pos: the first
+    byte's position + 5). The one Python varint loop (the compiled modules have theirs in C):
+    :func:`read_uvarint` starts it, the compiled protocol decoders call it after reading the
+    first byte themselves.
+
+    >>> uvarint_tail(b"\\xac\\x02", 1, 0xAC, 2)
+    (300, 2)
+    """
+    value = first & 0x7F
+    shift = 7
+    while True:
+        if pos >= end:
+            return -1, pos
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            return -1, pos
+
+
+def read_uvarint(data: Any, pos: int, end: int) -> tuple[int, int]:
+    """The unsigned varint at ``data[pos:end]`` (bytes or a byte memoryview): ``(value, next pos)``.
+
+    As :func:`uvarint_tail`: up to 35 bits; -1 when truncated (next pos ``<= pos + 4``) or
+    longer than 5 bytes (next pos ``pos + 5``).
+
+    >>> read_uvarint(b"\\x01\\x80", 0, 2), read_uvarint(b"\\x80", 0, 1), read_uvarint(b"\\xff" * 6, 0, 6)
+    ((1, 1), (-1, 1), (-1, 5))
+    """
+    if pos >= end:
+        return -1, pos
+    first = data[pos]
+    if first < 0x80:
+        return first, pos + 1
+    return uvarint_tail(data, pos + 1, first, end)

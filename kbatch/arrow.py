@@ -65,10 +65,9 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from kbatch._columns import BINARY_KINDS, HEADERS_COLUMN, BinaryKind, columns, ddl
-from kbatch._options import code
-from kbatch._table import RecordTable
-from kbatch._wire import CODEC_IDS, TIMESTAMP_TYPES
+from kbatch._columns import BINARY_KINDS, HEADERS_COLUMN, BinaryKind, RecordColumns, columns, ddl
+from kbatch._core import HEADER_DTYPE, RECORD_DTYPE, encode_arrays, get_threads
+from kbatch._options import codec_id, timestamp_type_id
 from kbatch.errors import StorageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -112,7 +111,7 @@ DEFAULT_BATCH_BYTES = 64 << 20
 
 _kernels: ModuleType | None
 try:
-    from kbatch import _arrowkernels as _compiled
+    import kbatch._arrowkernels as _compiled
 
     _kernels = _compiled
 except ImportError:  # not compiled: the NumPy fallbacks below are used (several times slower)
@@ -447,7 +446,7 @@ def _constant(pa: Any, type_: Any, n: int, value: int | None) -> Any:
     return _fixed_width(pa, type_, np.zeros(n, dtype=dtype) if value == 0 else np.full(n, value, dtype=dtype))
 
 
-def _header_rows(table: RecordTable, records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _header_rows(table: RecordColumns, records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Header rows in record order, each record's header count and the list offsets."""
     n = len(records)
     counts = _field(records, "headers_count", np.int64)
@@ -477,7 +476,7 @@ def _headers_list(pa: Any, binary: str, validity: Any, nulls: int, offsets: np.n
     return pa.Array.from_buffers(htype, n, [validity, pa.py_buffer(offsets)], nulls, children=[struct])
 
 
-def _headers_column(pa: Any, table: RecordTable, records: np.ndarray, binary: str) -> Any:
+def _headers_column(pa: Any, table: RecordColumns, records: np.ndarray, binary: str) -> Any:
     rows, counts, offsets = _header_rows(table, records)
     keys, vals = _pair(
         table.data, rows["key_start"], rows["key_length"], rows["value_start"], rows["value_length"], binary, True
@@ -487,7 +486,7 @@ def _headers_column(pa: Any, table: RecordTable, records: np.ndarray, binary: st
 
 
 def _kernel_columns(
-    pa: Any, table: RecordTable, records: np.ndarray, binary: str, include_headers: bool
+    pa: Any, table: RecordColumns, records: np.ndarray, binary: str, include_headers: bool
 ) -> dict[str, Any] | None:
     """The record columns from :func:`kbatch._arrowkernels.spark_columns`, in one pass.
 
@@ -495,8 +494,6 @@ def _kernel_columns(
     bytes contiguous, so kept zero-copy; views into more than one window). A
     ``timestampType`` shared by every batch is returned as that int.
     """
-    from kbatch._core import HEADER_DTYPE, RECORD_DTYPE, get_threads
-
     kernels = _kernels
     data = table.data
     u8 = _as_u8(data)
@@ -567,7 +564,7 @@ def _row_bytes(rows: np.ndarray) -> npt.NDArray[np.uint8]:
 
 
 def _numpy_columns(
-    pa: Any, table: RecordTable, records: np.ndarray, binary: str, include_headers: bool
+    pa: Any, table: RecordColumns, records: np.ndarray, binary: str, include_headers: bool
 ) -> dict[str, Any]:
     """The record columns from NumPy columns (and the byte kernels when compiled)."""
     key, value = _pair(
@@ -593,7 +590,7 @@ def _numpy_columns(
 
 
 def _columns(
-    table: RecordTable,
+    table: RecordColumns,
     records: np.ndarray,
     *,
     topic: str | None,
@@ -658,7 +655,7 @@ def _check(binary: str, partition: int | None) -> None:
 
 
 def to_arrow(
-    table: RecordTable,
+    table: RecordColumns,
     *,
     topic: str | None = None,
     partition: int | None = None,
@@ -670,7 +667,7 @@ def to_arrow(
 
     Parameters
     ----------
-    table : RecordTable
+    table : RecordColumns
         Decoded records (``kbatch.decode``, ``LogDir.read``).
     topic : str, optional
         Filled into every row's ``topic``; default the table's own
@@ -714,7 +711,7 @@ def to_arrow(
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-def _payload_bytes(table: RecordTable, records: np.ndarray, include_headers: bool) -> npt.NDArray[np.int64]:
+def _payload_bytes(table: RecordColumns, records: np.ndarray, include_headers: bool) -> npt.NDArray[np.int64]:
     """Bytes each record contributes to Arrow buffers (key + value [+ header bytes]) + 32."""
     size = np.maximum(_field(records, "key_length", np.int64), 0) + np.maximum(
         _field(records, "value_length", np.int64), 0
@@ -732,11 +729,9 @@ def _payload_bytes(table: RecordTable, records: np.ndarray, include_headers: boo
 
 
 def _batch_bounds(
-    table: RecordTable, records: np.ndarray, include_headers: bool, max_rows: int, max_bytes: int
+    table: RecordColumns, records: np.ndarray, include_headers: bool, max_rows: int, max_bytes: int
 ) -> list[tuple[int, int]]:
     """``(start, end)`` of each record batch of :func:`to_record_batches`."""
-    from kbatch._core import HEADER_DTYPE, RECORD_DTYPE
-
     headers = table.headers.view(np.ndarray)
     if _kernels is None or records.dtype != RECORD_DTYPE or headers.dtype != HEADER_DTYPE:
         return _chunk_bounds(_payload_bytes(table, records, include_headers), max_rows, max_bytes)
@@ -760,7 +755,7 @@ def _chunk_bounds(sizes: npt.NDArray[np.int64], max_rows: int, max_bytes: int) -
 
 
 def to_record_batches(
-    table: RecordTable,
+    table: RecordColumns,
     *,
     topic: str | None = None,
     partition: int | None = None,
@@ -838,7 +833,7 @@ class ArrowStream:
 
     def __init__(
         self,
-        tables: RecordTable | Iterable[RecordTable],
+        tables: RecordColumns | Iterable[RecordColumns],
         *,
         topic: str | None = None,
         partition: int | None = None,
@@ -849,8 +844,8 @@ class ArrowStream:
         max_bytes: int = DEFAULT_BATCH_BYTES,
     ) -> None:
         _check(binary, partition)
-        self._tables = tables
-        self._single = isinstance(tables, RecordTable)
+        # one table (anything with a RecordTable's columns) or an iterable of them
+        self._tables: Iterable[RecordColumns] = [tables] if isinstance(tables, RecordColumns) else tables
         self.options: dict[str, Any] = {
             "topic": topic,
             "partition": partition,
@@ -868,9 +863,8 @@ class ArrowStream:
         return kafka_schema(include_headers=o["include_headers"], extra_columns=o["extra_columns"], binary=o["binary"])
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        tables = [self._tables] if self._single else self._tables
-        for table in tables:
-            yield from to_record_batches(table, **self.options)  # type: ignore[arg-type]
+        for table in self._tables:
+            yield from to_record_batches(table, **self.options)
 
     def to_reader(self) -> pa.RecordBatchReader:
         """Return a :class:`pyarrow.RecordBatchReader` over the stream."""
@@ -953,7 +947,7 @@ def log_batches(
     extra_columns: bool = False,
     binary: BinaryKind = "binary",
     lost: Callable[[Any, StorageError], None] | None = None,
-    progress: Callable[[Any, RecordTable | None], None] | None = None,
+    progress: Callable[[Any, Any], None] | None = None,
     read: Mapping[str, Any] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of one or many partition directories: the one loop behind every log -> Arrow read.
@@ -1048,7 +1042,7 @@ def log_to_arrow(
     return pa.Table.from_batches(list(batches), schema=schema)
 
 
-def arrow_c_stream(table: RecordTable, requested_schema: object | None = None, **options: Any) -> object:
+def arrow_c_stream(table: RecordColumns, requested_schema: object | None = None, **options: Any) -> object:
     """``RecordTable.__arrow_c_stream__``: the table as an ``ArrowArrayStream`` PyCapsule.
 
     ``options`` are :class:`ArrowStream`'s (default: Spark's schema, headers included,
@@ -1058,7 +1052,7 @@ def arrow_c_stream(table: RecordTable, requested_schema: object | None = None, *
 
 
 def to_pandas(
-    table: RecordTable,
+    table: RecordColumns,
     *,
     topic: str | None = None,
     partition: int | None = None,
@@ -1089,7 +1083,7 @@ def to_pandas(
 
 
 def to_polars(
-    table: RecordTable,
+    table: RecordColumns,
     *,
     topic: str | None = None,
     partition: int | None = None,
@@ -1424,9 +1418,7 @@ def encode_arrow(
     bytes
         The batches, as :func:`kbatch.encode` would build them from the same records.
     """
-    from kbatch import _core
-
-    encoder: Any = _core.encode_arrays  # arguments are assembled dynamically below
+    encoder: Any = encode_arrays  # arguments are assembled dynamically below
     cols = from_arrow(source)
     args = [cols.pop(name) for name in _ARRAY_ARGS]
     for name in ("max_batch_records", "max_batch_bytes"):
@@ -1436,6 +1428,6 @@ def encode_arrow(
         *args,
         **cols,
         **options,
-        compression=code("compression", compression, CODEC_IDS),
-        timestamp_type=code("timestamp_type", timestamp_type, TIMESTAMP_TYPES),
+        compression=codec_id(compression),
+        timestamp_type=timestamp_type_id(timestamp_type),
     )

@@ -83,7 +83,6 @@ import numpy as np
 import numpy.typing as npt
 from crc32c import crc32c
 
-import kbatch
 from kbatch import _replicas, _storage
 from kbatch._checkpoint import (
     CHECKPOINT_FILES,
@@ -98,8 +97,22 @@ from kbatch._core import decode as _core_decode
 from kbatch._core import scan as _core_scan
 from kbatch._discover import SEGMENT_NAME, find_partitions, partition_name
 from kbatch._producer_snapshot import ProducerState
-from kbatch._table import RecordTable
-from kbatch._txn import _txn_state, aborted_batch_mask, check_aborted_index, concat, select
+from kbatch._table import RecordTable, concat, select
+from kbatch._txn import aborted_batch_mask, check_aborted_index, txn_state
+from kbatch._wire import (
+    ATTRIBUTES_OFFSET,
+    BATCH_OVERHEAD,
+    CRC_OFFSET,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LEGACY_CRC_OFFSET,
+    LEGACY_MAGIC_OFFSET,
+    LEGACY_TIMESTAMP_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    RECORD_OVERHEAD_V0,
+)
+from kbatch.arrow import iter_log_arrow, log_to_arrow
 from kbatch.errors import CorruptRecordError, CRCError, UnsupportedError
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
@@ -134,12 +147,11 @@ TXN_INDEX_DTYPE: Final = np.dtype(
         ("last_stable_offset", ">i8"),
     ]
 )
-_HEADER_BYTES: Final = 61
-_LOG_OVERHEAD: Final = 12
-_MIN_ENTRY: Final = 14  # the smallest legacy message (Java's LegacyRecord.RECORD_OVERHEAD_V0)
-_MIN_V2: Final = _HEADER_BYTES - _LOG_OVERHEAD
+_MIN_ENTRY: Final = RECORD_OVERHEAD_V0  # the smallest batchLength: the smallest legacy message
+_MIN_V2: Final = BATCH_OVERHEAD - LOG_OVERHEAD  # the smallest batchLength of a RecordBatch
 _MAX_LIES: Final = 8  # index entries found not to match the log before the whole file is dropped
-_FRAME = struct.Struct(">qi")
+_FRAME = struct.Struct(">qi")  # a log entry's baseOffset and batchLength
+_U32 = struct.Struct(">I")
 _SKIPPED_SUFFIXES: Final = (".deleted", ".cleaned", ".swap")
 _SEGMENT_NAME = SEGMENT_NAME
 #: A remote read frames at most this much in one window (larger reads go window by window).
@@ -164,7 +176,7 @@ def _corrupt(path: PurePath, reason: str, position: int, field: str, batch_posit
     return err
 
 
-def _scan(
+def scan_headers(
     buf: Any, pos: int, end: int, max_bytes: int, path: PurePath
 ) -> tuple[npt.NDArray[Any], int, CorruptRecordError | None, bool]:
     """Header rows of the batches from ``pos``: (rows, end of the last, error or None, more).
@@ -179,11 +191,11 @@ def _scan(
     stop = pos + consumed
     if exc is None and limit < end and stop < limit:
         # the batch that crosses max_bytes is the last one taken: frame it alone
-        cross = min(end, stop + 17)
-        if end - stop >= _LOG_OVERHEAD:
+        cross = min(end, stop + HEADER_SIZE_UP_TO_MAGIC)
+        if end - stop >= LOG_OVERHEAD:
             length = _FRAME.unpack_from(buf, stop)[1]
             if length >= _MIN_ENTRY:
-                cross = min(end, stop + _LOG_OVERHEAD + length)
+                cross = min(end, stop + LOG_OVERHEAD + length)
         more_heads, consumed, exc = _core_scan(buf, stop, cross)
         if len(more_heads):
             heads = np.concatenate((heads, more_heads))
@@ -192,7 +204,7 @@ def _scan(
     if exc is not None:
         # the frame errors in the words kafka-dump-log users know; the rest as the core says them
         at, reason = exc.batch_position, exc.reason
-        length, magic = _FRAME.unpack_from(buf, at)[1], buf[at + 16]
+        length, magic = _FRAME.unpack_from(buf, at)[1], buf[at + MAGIC_OFFSET]
         if length < _MIN_ENTRY:
             reason = f"batchLength {length} is below the minimum {_MIN_ENTRY}"
         elif magic > 2:
@@ -221,9 +233,9 @@ def _headers(buf: Any, positions: Sequence[int] | npt.NDArray[np.int64]) -> npt.
     n = len(memoryview(buf).cast("B")) if not isinstance(buf, memoryview) else buf.nbytes
 
     def end_of(p: int) -> int:
-        if n - p < _LOG_OVERHEAD:
+        if n - p < LOG_OVERHEAD:
             return n
-        return min(n, p + _LOG_OVERHEAD + max(int(_FRAME.unpack_from(buf, p)[1]), 0))
+        return min(n, p + LOG_OVERHEAD + max(int(_FRAME.unpack_from(buf, p)[1]), 0))
 
     heads, _, exc = _core_scan(buf, int(pos[0]), end_of(int(pos[-1])))
     if len(heads) >= len(pos):
@@ -242,18 +254,18 @@ def _headers(buf: Any, positions: Sequence[int] | npt.NDArray[np.int64]) -> npt.
 def _resync(buf: memoryview, pos: int, end: int) -> int:
     """The next position after ``pos`` where a RecordBatch with a valid CRC starts (or ``end``)."""
     u8 = np.frombuffer(buf, dtype=np.uint8)
-    for c in (np.flatnonzero(u8[pos + 1 + 16 : end] == 2) + pos + 1).tolist():
-        if end - c < _HEADER_BYTES:
+    for c in (np.flatnonzero(u8[pos + 1 + MAGIC_OFFSET : end] == 2) + pos + 1).tolist():
+        if end - c < BATCH_OVERHEAD:
             break
         length = _FRAME.unpack_from(buf, c)[1]
-        if length < _MIN_V2 or end - c - _LOG_OVERHEAD < length:
+        if length < _MIN_V2 or end - c - LOG_OVERHEAD < length:
             continue
-        if crc32c(buf[c + 21 : c + _LOG_OVERHEAD + length]) == struct.unpack_from(">I", buf, c + 17)[0]:
+        if crc32c(buf[c + ATTRIBUTES_OFFSET : c + LOG_OVERHEAD + length]) == _U32.unpack_from(buf, c + CRC_OFFSET)[0]:
             return int(c)
     return end
 
 
-def _read_index(path: Path, dtype: np.dtype[Any]) -> npt.NDArray[Any] | None:
+def read_index(path: Path, dtype: np.dtype[Any]) -> npt.NDArray[Any] | None:
     if not path.is_file():
         return None
     return _index_entries(path.read_bytes(), dtype)
@@ -455,7 +467,7 @@ class Segment:
 
     def _batch_at(self, pos: int) -> npt.NDArray[Any] | None:
         """The header row of a complete batch framed at ``pos``, or None (one header read)."""
-        if pos < 0 or self.size - pos < _LOG_OVERHEAD + _MIN_ENTRY:
+        if pos < 0 or self.size - pos < LOG_OVERHEAD + _MIN_ENTRY:
             return None
         sc = self._scan
         if sc is not None and not self.skipped:  # the cached scan is the framing itself
@@ -464,11 +476,11 @@ class Segment:
         if self._reader is not None:
             one = self._reader.read(pos, 1 << 16)
             length = _FRAME.unpack_from(one)[1]
-            if length < _MIN_ENTRY or self.size - pos - _LOG_OVERHEAD < length:
+            if length < _MIN_ENTRY or self.size - pos - LOG_OVERHEAD < length:
                 return None
-            if len(one) < _LOG_OVERHEAD + length:
-                one = self._reader.read(pos, _LOG_OVERHEAD + length)
-            heads, _, exc = _core_scan(one, 0, _LOG_OVERHEAD + length)
+            if len(one) < LOG_OVERHEAD + length:
+                one = self._reader.read(pos, LOG_OVERHEAD + length)
+            heads, _, exc = _core_scan(one, 0, LOG_OVERHEAD + length)
             if exc is not None or len(heads) != 1:
                 return None
             heads["position"] += pos
@@ -476,20 +488,20 @@ class Segment:
         if self._data is None:
             # reads of the batch instead of mapping the file (unless the batch is large)
             with open(self.path, "rb") as f:
-                length = _FRAME.unpack_from(os.pread(f.fileno(), _LOG_OVERHEAD, pos))[1]
-                if length < _MIN_ENTRY or self.size - pos - _LOG_OVERHEAD < length:
+                length = _FRAME.unpack_from(os.pread(f.fileno(), LOG_OVERHEAD, pos))[1]
+                if length < _MIN_ENTRY or self.size - pos - LOG_OVERHEAD < length:
                     return None
                 if length <= 1 << 20:
-                    one = os.pread(f.fileno(), _LOG_OVERHEAD + length, pos)
+                    one = os.pread(f.fileno(), LOG_OVERHEAD + length, pos)
                     heads, _, exc = _core_scan(one, 0, len(one))
                     if exc is not None or len(heads) != 1:
                         return None
                     heads["position"] += pos
                     return heads
         length = _FRAME.unpack_from(self.data, pos)[1]
-        if length < _MIN_ENTRY or self.size - pos - _LOG_OVERHEAD < length:
+        if length < _MIN_ENTRY or self.size - pos - LOG_OVERHEAD < length:
             return None
-        heads, _, exc = _core_scan(self.data, pos, pos + _LOG_OVERHEAD + length)
+        heads, _, exc = _core_scan(self.data, pos, pos + LOG_OVERHEAD + length)
         return heads if exc is None and len(heads) == 1 else None
 
     def _note(self, text: str) -> None:
@@ -580,7 +592,7 @@ class Segment:
                     prev = self._batch_before(pos, int(row["base_offset"][0]), on_corruption)
                 holds = (
                     prev is not None
-                    and int(prev["position"][0]) + _LOG_OVERHEAD + int(prev["batch_length"][0]) == pos
+                    and int(prev["position"][0]) + LOG_OVERHEAD + int(prev["batch_length"][0]) == pos
                     and int(prev["max_timestamp"][0]) < ts
                 )
             self._timeindex_at[k] = at = pos + 1 if holds else -1
@@ -673,7 +685,7 @@ class Segment:
         if self._reader is not None:
             heads, stop, err, more = self._frame_remote(pos, max_bytes)
         else:
-            heads, stop, err, more = _scan(self.data, pos, self.size, max_bytes, self.path)
+            heads, stop, err, more = scan_headers(self.data, pos, self.size, max_bytes, self.path)
         if err is None:
             if not more and stop < self.size and self.tail is None:
                 self.tail = (stop, self.size - stop)
@@ -689,24 +701,24 @@ class Segment:
     def _frame_window(
         self, start: int, max_bytes: int
     ) -> tuple[npt.NDArray[Any], int, CorruptRecordError | None, bool]:
-        """:func:`_scan` of a remote segment from ``start`` within one read window of about
+        """:func:`scan_headers` of a remote segment from ``start`` within one read window of about
         ``max_bytes`` (grown to hold the batch that crosses it), in file positions."""
         assert self._reader is not None
         buf, off = self._reader.view(start, start + max(max_bytes, 1))
-        heads, stop, err, more = _scan(buf, start - off, len(buf), max_bytes, self.path)
+        heads, stop, err, more = scan_headers(buf, start - off, len(buf), max_bytes, self.path)
         heads["position"] += off
         stop += off
         end = off + len(buf)
         if err is None and not more and stop < end < self.size:
             # the window ends inside the batch at ``stop``: grow it (from ``start``, so that
             # the read that decodes these batches finds them in it) to hold that batch
-            if end - stop < _LOG_OVERHEAD:  # the frame's length is past the window too: a chunk more
-                buf, off = self._reader.view(start, end + _LOG_OVERHEAD)
+            if end - stop < LOG_OVERHEAD:  # the frame's length is past the window too: a chunk more
+                buf, off = self._reader.view(start, end + LOG_OVERHEAD)
                 end = off + len(buf)
-            length = _FRAME.unpack_from(buf, stop - off)[1] if end - stop >= _LOG_OVERHEAD else 0
-            want = stop + (_LOG_OVERHEAD + length if length >= _MIN_ENTRY else _HEADER_BYTES)
+            length = _FRAME.unpack_from(buf, stop - off)[1] if end - stop >= LOG_OVERHEAD else 0
+            want = stop + (LOG_OVERHEAD + length if length >= _MIN_ENTRY else BATCH_OVERHEAD)
             buf, off = self._reader.view(start, want)
-            more_heads, stop2, err, more = _scan(buf, stop - off, len(buf), 1, self.path)
+            more_heads, stop2, err, more = scan_headers(buf, stop - off, len(buf), 1, self.path)
             more_heads["position"] += off
             heads = np.concatenate((heads, more_heads))
             stop = stop2 + off
@@ -723,7 +735,7 @@ class Segment:
     def _frame_remote(
         self, pos: int, max_bytes: int
     ) -> tuple[npt.NDArray[Any], int, CorruptRecordError | None, bool]:
-        """:func:`_scan` for a remote segment: one window when ``max_bytes`` is at most
+        """:func:`scan_headers` for a remote segment: one window when ``max_bytes`` is at most
         ``_MAX_WINDOW`` (the chunk a read decodes next), else window after window of
         :data:`kbatch._storage.CHUNK` (headers of a whole segment, in bounded memory)."""
         assert self._reader is not None
@@ -747,20 +759,20 @@ class Segment:
             buf, off = self._reader.view(p, p + 2 * self._reader.chunk)
             end = off + len(buf)
             u8 = np.frombuffer(buf, dtype=np.uint8)
-            nxt = end - _HEADER_BYTES  # where the next window starts when nothing is found here
-            for c in (np.flatnonzero(u8[p - off + 1 + 16 :] == 2) + p - off + 1).tolist():
+            nxt = end - BATCH_OVERHEAD  # where the next window starts when nothing is found here
+            for c in (np.flatnonzero(u8[p - off + 1 + MAGIC_OFFSET :] == 2) + p - off + 1).tolist():
                 at = c + off
-                if len(buf) - c < _HEADER_BYTES:
+                if len(buf) - c < BATCH_OVERHEAD:
                     nxt = at - 1  # (the search starts after p)
                     break
                 length = _FRAME.unpack_from(buf, c)[1]
-                if length < _MIN_V2 or self.size - at - _LOG_OVERHEAD < length:
+                if length < _MIN_V2 or self.size - at - LOG_OVERHEAD < length:
                     continue
-                if len(buf) - c - _LOG_OVERHEAD >= length:
-                    one = buf[c : c + _LOG_OVERHEAD + length]
+                if len(buf) - c - LOG_OVERHEAD >= length:
+                    one = buf[c : c + LOG_OVERHEAD + length]
                 else:
-                    one = memoryview(self._reader.read(at, _LOG_OVERHEAD + length))
-                if crc32c(one[21:]) == struct.unpack_from(">I", one, 17)[0]:
+                    one = memoryview(self._reader.read(at, LOG_OVERHEAD + length))
+                if crc32c(one[ATTRIBUTES_OFFSET:]) == _U32.unpack_from(one, CRC_OFFSET)[0]:
                     return int(at)
             if end >= self.size:
                 return self.size
@@ -798,7 +810,7 @@ class Segment:
                 break
         self._scan = parts[0] if len(parts) == 1 else np.concatenate(parts)
         starts = self._scan["position"].copy()
-        self._scan_bounds = (starts, starts + _LOG_OVERHEAD + self._scan["batch_length"])
+        self._scan_bounds = (starts, starts + LOG_OVERHEAD + self._scan["batch_length"])
         self.valid_bytes = min(pos, self.size)
         return self._scan
 
@@ -881,9 +893,9 @@ class Segment:
                 return sc[idx]
         if self._reader is not None and len(positions):
             first, last = int(min(positions)), int(max(positions))
-            head = self._reader.read(last, _LOG_OVERHEAD)
-            length = _FRAME.unpack_from(head)[1] if len(head) == _LOG_OVERHEAD else 0
-            buf, off = self._reader.view(first, last + _LOG_OVERHEAD + max(length, 0))
+            head = self._reader.read(last, LOG_OVERHEAD)
+            length = _FRAME.unpack_from(head)[1] if len(head) == LOG_OVERHEAD else 0
+            buf, off = self._reader.view(first, last + LOG_OVERHEAD + max(length, 0))
             rows = _headers(buf, np.asarray(positions, dtype=np.int64) - off)
             rows["position"] += off
             return rows
@@ -918,7 +930,7 @@ class Segment:
                     mask = None
             try:
                 if mask is None:
-                    yield kbatch.decode(self.view(start, stop), verify_crc=verify_crc)
+                    yield _core_decode(self.view(start, stop), verify_crc=verify_crc)
                 else:
                     yield _core_decode(self.view(start, stop), verify_crc=verify_crc, skip_batches=mask,
                                        keep_skipped_rows=False)
@@ -930,7 +942,7 @@ class Segment:
                 partial = exc.partial
                 if isinstance(partial, RecordTable) and len(partial.batches):
                     yield partial
-                length = _LOG_OVERHEAD + _FRAME.unpack_from(self.view(bad, bad + _LOG_OVERHEAD))[1]
+                length = LOG_OVERHEAD + _FRAME.unpack_from(self.view(bad, bad + LOG_OVERHEAD))[1]
                 self._skip(bad, length, exc.reason)
                 start = bad + length
 
@@ -1194,7 +1206,7 @@ class LogDir:
             ongoing: dict[int, int] = {}
             aborted: list[tuple[int, int, int]] = []
             for seg in self.segments:
-                found, ongoing = _txn_state(seg.scan(on_corruption), ongoing)
+                found, ongoing = txn_state(seg.scan(on_corruption), ongoing)
                 if seg.txnindex is not None:
                     t = seg.txnindex
                     entries = zip(t["producer_id"].tolist(), t["first_offset"].tolist(), t["last_offset"].tolist(),
@@ -1230,9 +1242,9 @@ class LogDir:
                 h, nxt, at_end = seg.frame_headers(pos, 1 << 20, on_corruption)
                 for k in np.flatnonzero(h["max_timestamp"] >= timestamp).tolist():
                     p = int(h["position"][k])
-                    size = _LOG_OVERHEAD + int(h["batch_length"][k])
+                    size = LOG_OVERHEAD + int(h["batch_length"][k])
                     try:
-                        t = kbatch.decode(seg.view(p, p + size), verify_crc=verify_crc)
+                        t = _core_decode(seg.view(p, p + size), verify_crc=verify_crc)
                     except CorruptRecordError as exc:
                         if on_corruption == "raise":
                             raise seg._relocate(exc, p) from exc
@@ -1337,7 +1349,7 @@ class LogDir:
                 heads, nxt, at_end = seg.frame_headers(pos, step, on_corruption)
                 if len(heads):
                     a = int(heads["position"][0])
-                    b = int(heads["position"][-1]) + _LOG_OVERHEAD + int(heads["batch_length"][-1])
+                    b = int(heads["position"][-1]) + LOG_OVERHEAD + int(heads["batch_length"][-1])
                     drop = None
                     if aborted and isolation_level == "read_committed":
                         drop = self._aborted(heads, aborted)
@@ -1452,14 +1464,11 @@ class LogDir:
         ``options``: :meth:`iter_tables`'s arguments plus ``include_headers``,
         ``extra_columns`` and ``binary`` of :func:`kbatch.arrow.to_arrow`.
         """
-        from kbatch.arrow import log_to_arrow
-
         return log_to_arrow(self, **options)
 
     def iter_arrow(self, *, batch_rows: int = 65_536, batch_bytes: int = 64 << 20, **options: Any) -> Iterator[Any]:
         """Stream the records as ``pyarrow.RecordBatch`` es of at most ``batch_rows`` rows and
         about ``batch_bytes`` bytes (see :func:`kbatch.arrow.iter_log_arrow`), with bounded memory."""
-        from kbatch.arrow import iter_log_arrow
 
         return iter_log_arrow(self, batch_rows=batch_rows, batch_bytes=batch_bytes, **options)
 
@@ -1650,7 +1659,7 @@ class LogWriter:
         index_interval_bytes: int = 4096,
         topic_id: str | None = None,
     ) -> None:
-        if segment_bytes < _HEADER_BYTES:
+        if segment_bytes < BATCH_OVERHEAD:
             raise ValueError("segment_bytes is too small")
         self.path = Path(root) / f"{topic}-{int(partition)}"
         self.path.mkdir(parents=True, exist_ok=True)
@@ -1735,7 +1744,7 @@ class LogWriter:
         buf = bytearray(data)
         view = memoryview(buf)
         path = self.path / "<append>"
-        heads, stop, err, _ = _scan(view, 0, len(buf), 1 << 62, path)
+        heads, stop, err, _ = scan_headers(view, 0, len(buf), 1 << 62, path)
         if err is not None:
             raise err
         if stop != len(buf):
@@ -1744,21 +1753,23 @@ class LogWriter:
         positions = heads["position"].tolist()
         for k, p in enumerate(positions):
             h = heads[k]
-            size = _LOG_OVERHEAD + int(h["batch_length"])
+            size = LOG_OVERHEAD + int(h["batch_length"])
             magic = int(h["magic"])
             base, last_delta = int(h["base_offset"]), int(h["last_offset_delta"])
             first = base
             if magic < 2 and int(h["compression"]):
                 # a wrapper's offset is its last inner one: count the inner messages
-                inner_table = kbatch.decode(view[p : p + size], verify_crc=False)
+                inner_table = _core_decode(view[p : p + size], verify_crc=False)
                 inner = len(inner_table)
                 first = base - inner + 1
                 if magic == 1 and int(h["timestamp_type"]) == 0 and inner:
                     # as the broker's LogValidator: the wrapper carries the largest inner timestamp
                     largest = int(inner_table.records["timestamp"].max())
                     if largest != int(h["max_timestamp"]):
-                        struct.pack_into(">q", buf, p + 18, largest)
-                        struct.pack_into(">I", buf, p + 12, zlib.crc32(view[p + 16 : p + size]) & 0xFFFFFFFF)
+                        m = p + LOG_OVERHEAD  # the legacy message
+                        struct.pack_into(">q", buf, m + LEGACY_TIMESTAMP_OFFSET, largest)
+                        crc = zlib.crc32(view[m + LEGACY_MAGIC_OFFSET : p + size]) & 0xFFFFFFFF
+                        struct.pack_into(">I", buf, m + LEGACY_CRC_OFFSET, crc)
                         heads[k]["max_timestamp"] = largest
                         h = heads[k]
             if assign_offsets:
@@ -1773,7 +1784,7 @@ class LogWriter:
                     raise ValueError("cannot renumber a compressed magic 0 wrapper (absolute inner offsets); "
                                      f"give it offsets from {self.next_offset} on")
             if magic == 2 and leader_epoch is not None:
-                struct.pack_into(">i", buf, p + 12, leader_epoch)
+                struct.pack_into(">i", buf, p + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
             last = base + last_delta
             if first < self.next_offset:
                 raise ValueError(f"offset {first} goes backwards: the log ends at {self.next_offset}")
@@ -1792,7 +1803,7 @@ class LogWriter:
             self._since_index += size
             self._file.write(view[p : p + size])
             self._size += size
-            epoch = int(struct.unpack_from(">i", buf, p + 12)[0]) if magic == 2 else -1
+            epoch = int(struct.unpack_from(">i", buf, p + PARTITION_LEADER_EPOCH_OFFSET)[0]) if magic == 2 else -1
             if epoch >= 0 and (not self.leader_epochs or epoch > self.leader_epochs[-1][0]):
                 self.leader_epochs.append((epoch, first))
                 self._write_epochs()

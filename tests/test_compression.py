@@ -575,7 +575,7 @@ def test_lz4_kafka_3160_broken_header_checksum() -> None:
     assert decompress(C.LZ4, C.compress(C.LZ4, data), magic=0) == data
     # and frames with checksums, which go through liblz4, still read with the broken HC
     framed = bytearray(_lz4_frame(data, block_checksum=True, store_size=False))
-    framed[6] = C._lz4_hc(bytes(framed[:6]))
+    framed[6] = C.lz4_hc(bytes(framed[:6]))
     assert decompress(C.LZ4, bytes(framed), magic=0) == data
     assert_corrupt(C.LZ4, bytes(framed), magic=1, match="descriptor checksum")
 
@@ -604,7 +604,7 @@ def test_lz4_rejects_what_java_rejects() -> None:
     good = C.compress(C.LZ4, data)
 
     def with_descriptor(flg: int, bd: int) -> bytes:
-        return good[:4] + bytes((flg, bd, C._lz4_hc(bytes((flg, bd))))) + good[7:]
+        return good[:4] + bytes((flg, bd, C.lz4_hc(bytes((flg, bd))))) + good[7:]
 
     assert_corrupt(C.LZ4, with_descriptor(0x61, 0x40), match="reserved")
     assert_corrupt(C.LZ4, with_descriptor(0xA0, 0x40), match="version")
@@ -755,7 +755,7 @@ def _claims_4gib(codec: int) -> bytes:
         return (
             b"\x04\x22\x4d\x18"
             + hdr
-            + bytes((C._lz4_hc(hdr),))
+            + bytes((C.lz4_hc(hdr),))
             + C.compress(C.LZ4, b"tiny")[7:]
         )
     # single-segment frame whose content size field says 4 GiB

@@ -127,7 +127,7 @@ def test_lz4_in_c_checks_what_python_checks(monkeypatch: pytest.MonkeyPatch, kin
     else:  # one more than the content, with a good descriptor checksum
         claimed = struct.unpack_from("<Q", data, payload + content_size)[0]
         struct.pack_into("<Q", data, payload + content_size, claimed + 1)
-        data[payload + first_block - 1] = _compression._lz4_hc(bytes(data[payload + 4 : payload + first_block - 1]))
+        data[payload + first_block - 1] = _compression.lz4_hc(bytes(data[payload + 4 : payload + first_block - 1]))
     results = _decoded_three_ways(monkeypatch, bytes(data), verify_crc=False)[:3]
     if kind == b"lz4-size" and damage == "content size":
         for table, e in results:

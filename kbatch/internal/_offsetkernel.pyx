@@ -31,18 +31,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcmp, memset
 
-
-
-cdef inline int16_t be16(const uint8_t* p) noexcept nogil:
-    return <int16_t>((<uint64_t>p[0] << 8) | p[1])
-
-
-cdef inline int32_t be32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint64_t>p[0] << 24) | (<uint64_t>p[1] << 16) | (<uint64_t>p[2] << 8) | p[3])
-
-
-cdef inline int64_t be64(const uint8_t* p) noexcept nogil:
-    return <int64_t>((<uint64_t>be32(p) << 32) | (<uint64_t>be32(p + 4) & 0xFFFFFFFFu))
+from kbatch._wire cimport be16 as _u16, be32 as _u32, be64 as _u64  # big-endian, shared with _core
 
 
 cdef inline uint64_t fnv1a(const uint8_t* p, int64_t n) noexcept nogil:
@@ -76,7 +65,7 @@ def scan(const uint8_t[::1] data, const int64_t[:] key_start, const int32_t[:] k
             if kl < 2 or ks < 0 or ks + kl > size:
                 status[i] = 4
                 continue
-            rtype = be16(b + ks)
+            rtype = <int16_t>_u16(b + ks)
             if rtype != 0 and rtype != 1:
                 status[i] = 2
                 continue
@@ -85,20 +74,20 @@ def scan(const uint8_t[::1] data, const int64_t[:] key_start, const int32_t[:] k
             if p + 2 > end:
                 status[i] = 4
                 continue
-            glen = be16(b + p)
+            glen = <int16_t>_u16(b + p)
             if glen < 0 or p + 2 + glen + 2 > end:
                 status[i] = 4
                 continue
             group_start[i] = p + 2
             group_length[i] = <int32_t>glen
             p += 2 + glen
-            tlen = be16(b + p)
+            tlen = <int16_t>_u16(b + p)
             if tlen < 0 or p + 2 + tlen + 4 != end:
                 status[i] = 4
                 continue
             topic_start[i] = p + 2
             topic_length[i] = <int32_t>tlen
-            partition[i] = be32(b + p + 2 + tlen)
+            partition[i] = <int32_t>_u32(b + p + 2 + tlen)
             khash[i] = fnv1a(b + ks + 2, kl - 2)
             # defined values for tombstones and for what the general decoder takes over
             version[i] = -1
@@ -117,25 +106,25 @@ def scan(const uint8_t[::1] data, const int64_t[:] key_start, const int32_t[:] k
             if vs < 0 or vs + vl > size or vl < 2:
                 continue
             end = vs + vl
-            ver = be16(b + vs)
+            ver = <int16_t>_u16(b + vs)
             version[i] = ver
             if ver < 0 or ver > 4:
                 continue
             p = vs + 2
             if p + 8 > end:
                 continue
-            offset[i] = be64(b + p)
+            offset[i] = <int64_t>_u64(b + p)
             p += 8
             leader_epoch[i] = -1
             if ver >= 3:
                 if p + 4 > end:
                     continue
-                leader_epoch[i] = be32(b + p)
+                leader_epoch[i] = <int32_t>_u32(b + p)
                 p += 4
             if ver <= 3:
                 if p + 2 > end:
                     continue
-                mlen = be16(b + p)
+                mlen = <int16_t>_u16(b + p)
                 p += 2
             else:
                 if p + 1 > end or b[p] & 0x80 or b[p] == 0:  # long varint or null: the general decoder
@@ -147,13 +136,13 @@ def scan(const uint8_t[::1] data, const int64_t[:] key_start, const int32_t[:] k
             meta_start[i] = p
             meta_length[i] = <int32_t>mlen
             p += mlen
-            commit_timestamp[i] = be64(b + p)
+            commit_timestamp[i] = <int64_t>_u64(b + p)
             p += 8
             expire_timestamp[i] = -1
             if ver == 1:
                 if p + 8 > end:
                     continue
-                expire_timestamp[i] = be64(b + p)
+                expire_timestamp[i] = <int64_t>_u64(b + p)
                 p += 8
             if ver == 4:
                 if p + 1 > end or b[p] != 0:  # tagged fields: the general decoder

@@ -41,6 +41,7 @@ import functools
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from kbatch._wire import read_uvarint
 from kbatch.protocol import Message, ProtocolError, Schema
 
 from ._errors import InternalRecordError
@@ -324,19 +325,11 @@ def _int16(view: memoryview, offset: int, part: str, field: str) -> int:
 
 
 def _uvarint(view: memoryview, pos: int, offset: int, field: str) -> tuple[int, int]:
-    result = shift = 0
     start = pos
-    while True:
-        if pos >= len(view):
-            raise InternalRecordError(f"the {field} varint runs past the end", offset, "value", start, field)
-        b = view[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 28:
-            raise InternalRecordError(f"the {field} varint is longer than 5 bytes", offset, "value", start, field)
+    result, pos = read_uvarint(view, pos, len(view))
+    if result < 0:
+        problem = "is longer than 5 bytes" if pos - start >= 5 else "runs past the end"
+        raise InternalRecordError(f"the {field} varint {problem}", offset, "value", start, field)
     if result > 0x7FFF:
         raise InternalRecordError(f"the {field} {result} does not fit a short", offset, "value", start, field)
     return result, pos

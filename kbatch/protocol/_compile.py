@@ -39,6 +39,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kbatch._wire import uvarint_tail as _wire_uvarint_tail
+
 from ._errors import ProtocolError
 from ._kernel import decode_struct_array, encode_struct_array
 from ._keyed import KeyedList, keyed
@@ -95,22 +97,8 @@ def uvarint_tail(data: memoryview, pos: int, first: int, end: int) -> tuple[int,
     >>> uvarint_tail(memoryview(b"\\xac\\x02"), 1, 0xAC, 2)
     (300, 2)
     """
-    value = first & 0x7F
-    shift = 7
-    while True:
-        if pos >= end:
-            return -1, pos
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 28:
-            return -1, pos
-    if value > 0xFFFFFFFF:
-        return -1, pos
-    return value, pos
+    value, pos = _wire_uvarint_tail(data, pos, first, end)
+    return (value, pos) if value <= 0xFFFFFFFF else (-1, pos)
 
 
 def _write_uvarint(b: bytearray, value: int) -> None:
@@ -183,7 +171,7 @@ def _is_default(value: Any, default: Any) -> bool:
 
 _BASE_GLOBALS: dict[str, Any] = {
     "_E": ProtocolError,
-    "_uvt": uvarint_tail,
+    "_uvt": _wire_uvarint_tail,  # the range check is in the generated code
     "_arr": _array_struct,
     "_wuv": _write_uvarint,
     "_wtags": _write_tags,
@@ -372,7 +360,7 @@ class _Decoder:
         g.emit(ind, "pos += 1")
         g.emit(ind, f"if {var} > 127:")
         g.emit(ind, f"    {var}, pos = _uvt(buf, pos, {var}, end)")
-        g.emit(ind, f"    if {var} < 0:")
+        g.emit(ind, f"    if {var} < 0 or {var} > 0xFFFFFFFF:")
         g.raise_(ind + "        ", "Invalid unsigned varint", path)
 
     def struct_body(self, fields: list[FieldSpec], path: str, ind: str) -> str:

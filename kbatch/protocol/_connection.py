@@ -12,6 +12,8 @@ import struct
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from kbatch._version import __version__
+
 from ._errors import ProtocolError
 from ._message import (
     API_VERSIONS_KEY,
@@ -223,8 +225,4 @@ class Connection:
 
 
 def _version() -> str:
-    try:
-        from kbatch._version import __version__
-    except ImportError:  # pragma: no cover
-        return "0"
     return str(__version__)

@@ -219,9 +219,7 @@ cdef class Records:
         -------
         kbatch.RecordTable
         """
-        import kbatch
-
-        return kbatch.decode(self, **kwargs)
+        return _txn.decode(self, **kwargs)
 
 
 cdef inline Records _slice(object whole, Py_ssize_t offset, Py_ssize_t size):
@@ -256,6 +254,8 @@ def records_slice(object whole, Py_ssize_t offset, Py_ssize_t size):
 
 
 import uuid as _uuid
+
+from kbatch import _txn
 
 cdef object _new = object.__new__
 cdef object _setattr = object.__setattr__

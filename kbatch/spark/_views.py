@@ -21,6 +21,10 @@ from typing import Any, NamedTuple
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from kbatch import internal
+from kbatch.internal import IMAGE_TABLES
+from kbatch.internal._producers import directories
+from kbatch.internal._sources import partitions
 from kbatch.log import LogDir
 
 __all__ = ["VIEWS", "ViewOptions", "ViewReader", "is_view", "parse_view_options", "spark_schema", "view_arrow_schema",
@@ -56,8 +60,6 @@ def parse_view_options(options: Mapping[str, str]) -> ViewOptions:
     if unknown:
         raise ValueError(f"kafka-log view {view!r}: unknown option{'s' if len(unknown) > 1 else ''} "
                          f"{', '.join(unknown)}; a view reads only {', '.join(VIEW_OPTIONS)}")
-    from kbatch.internal import IMAGE_TABLES
-
     known = [*VIEWS, *(f"cluster_metadata.{t}" for t in IMAGE_TABLES)]
     if view not in known:
         raise ValueError(f"unknown kafka-log view {view!r}: one of {', '.join(known)}")
@@ -72,8 +74,6 @@ def parse_view_options(options: Mapping[str, str]) -> ViewOptions:
 
 
 def _compute(opts: ViewOptions, source: Any) -> Any:
-    from kbatch import internal
-
     if opts.view.startswith("cluster_metadata."):
         return internal.cluster_metadata(source, offset=opts.offset)[opts.view.split(".", 1)[1]]
     fn = {"consumer_offsets": internal.consumer_offsets, "consumer_groups": internal.consumer_groups,
@@ -93,8 +93,6 @@ def view_pieces(opts: ViewOptions) -> list[str]:
     if opts.view.startswith("cluster_metadata."):
         return [str(root)]
     topic = VIEWS[opts.view]
-    from kbatch.internal._sources import partitions
-
     if topic is not None:
         out = []
         for p in partitions(root, topic):
@@ -102,8 +100,6 @@ def view_pieces(opts: ViewOptions) -> list[str]:
                 out.append(str(p.log.path))
                 p.log.close()
         return out
-    from kbatch.internal._producers import directories
-
     return [str(d) for d in directories(root) if any(p.suffix == ".snapshot" for p in d.iterdir())]
 
 
