@@ -66,6 +66,7 @@ from __future__ import annotations
 import base64
 import bisect
 import contextlib
+import itertools
 import json
 import logging
 import mmap
@@ -949,8 +950,17 @@ class Segment:
         new.path = str(self.path)  # type: ignore[attr-defined]
         return new
 
+    def read_next(self, other: Segment) -> None:
+        """``other`` is read after this one: a remote segment requests its first chunk as soon
+        as this one's last is requested (no-op locally)."""
+        if self._reader is not None and other._reader is not None:
+            self._reader.then(other._reader)
+
     def release(self, start: int, stop: int) -> None:
-        """Let the kernel drop this process's mapping of ``[start, stop)`` (bounded RSS)."""
+        """Let the kernel drop this process's mapping of ``[start, stop)`` (bounded RSS); a
+        remote segment read to its end forgets its window."""
+        if self._reader is not None and stop >= self.size:
+            self._reader.drop()
         if self._mmap is None or not hasattr(mmap, "MADV_DONTNEED"):
             return
         page = mmap.PAGESIZE
@@ -1072,6 +1082,8 @@ class LogDir:
         for seg in self.segments:
             self.notes.extend(f"{seg.path.name}: {n}" for n in seg.notes)
             seg.note_to = self.notes  # and what a seek finds later (index entries that lie)
+        for a, b in itertools.pairwise(self.segments):
+            a.read_next(b)  # a remote read of one segment downloads the next's start meanwhile
         for note in self.notes:
             logger.info("%s: %s", self.path, note)
         self._txn: tuple[list[tuple[int, int, int]], int | None] | None = None
@@ -1100,6 +1112,13 @@ class LogDir:
 
     def __repr__(self) -> str:
         return f"<LogDir {self.topic}-{self.partition}: {len(self.segments)} segments>"
+
+    def read_next(self, other: LogDir) -> None:
+        """``other`` is read after this log (``open_logs`` says so of the logs it returns, in
+        order): reading this remote log's last segment requests the first chunk of ``other``'s
+        first segment once its own last chunk is requested (no-op locally)."""
+        if self.segments and other.segments:
+            self.segments[-1].read_next(other.segments[0])
 
     def close(self) -> None:
         """Unmap every segment."""
@@ -1600,6 +1619,9 @@ def open_logs(
     if len({(d.topic, d.partition) for d in out}) < len(out):
         out, replica_notes = _replicas.choose(out, keep_all=replicas == "all", verify=verify_replicas)
         said.extend(replica_notes)
+    if loc.fs is not None:
+        for a, b in itertools.pairwise(out):
+            a.read_next(b)  # downloading the next log overlaps decoding this one's end
     for note in said:
         logger.info(note)
     if notes is not None:
