@@ -91,6 +91,8 @@ from kbatch._checkpoint import (
     HIGH_WATERMARK,
     LOG_START,
     RECOVERY_POINT,
+    remember_remote,
+    remote_root_checkpoints,
     root_checkpoints,
     update_checkpoint,
 )
@@ -1089,15 +1091,16 @@ class LogDir:
         self._txn: tuple[list[tuple[int, int, int]], int | None] | None = None
         #: The ``log.dirs`` root (or tiered-storage prefix) holding this directory.
         self.root = str(self.path.parent) if loc.fs is None else posixpath.dirname(loc.url)
-        self.checkpoints: dict[str, int] = {}
-        # a local <topic>-<partition> directory: its root's checkpoint files (a remote root's are
-        # not read: a log then starts at its first segment)
-        if loc.fs is None and not tiered and self.partition >= 0:
-            by_file, problems = root_checkpoints(Path(self.path).parent)
-            self.notes.extend(f"{self.path.parent}/{n}" for n in problems)
-            for fname, by_partition in by_file.items():
-                if (self.topic, self.partition) in by_partition:
-                    self.checkpoints[CHECKPOINT_FILES[fname]] = by_partition[(self.topic, self.partition)]
+        self._checkpoints: dict[str, int] | None = {}
+        # a <topic>-<partition> directory: its root's checkpoint files (a local root's read now,
+        # cached by stat; a remote root's on first use, once per root)
+        self._checkpoint_root: _storage.Location | None = None
+        if not tiered and self.partition >= 0:
+            if loc.fs is None:
+                self._use_checkpoints(*root_checkpoints(Path(self.path).parent), str(self.path.parent))
+            else:
+                self._checkpoint_root = _storage.Location(loc.fs, posixpath.dirname(loc.path), self.root)
+                self._checkpoints = None
         self._log_start: int | None = None
         if transactions is not None:
             self._txn = (sorted(transactions[0], key=lambda a: a[1]), transactions[1])
@@ -1135,6 +1138,21 @@ class LogDir:
     def skipped(self) -> list[Skipped]:
         """Corrupt ranges left out by ``on_corruption="skip"`` so far."""
         return [s for seg in self.segments for s in seg.skipped]
+
+    def _use_checkpoints(self, by_file: dict[str, dict[tuple[str, int], int]], problems: list[str], root: str) -> None:
+        self.notes.extend(f"{root}/{n}" for n in problems)
+        self._checkpoints = {CHECKPOINT_FILES[fname]: by_partition[(self.topic, self.partition)]
+                             for fname, by_partition in by_file.items()
+                             if (self.topic, self.partition) in by_partition}
+
+    @property
+    def checkpoints(self) -> dict[str, int]:
+        """This partition's offsets in its root's checkpoint files (hints)."""
+        if self._checkpoints is None:
+            assert self._checkpoint_root is not None
+            self._use_checkpoints(*remote_root_checkpoints(self._checkpoint_root), self.root)
+        assert self._checkpoints is not None
+        return self._checkpoints
 
     @property
     def log_start_offset(self) -> int:
@@ -1600,14 +1618,21 @@ def open_logs(
     found, seen = find_partitions(loc, recursive, said)
     chosen = [f for f in found if topics is None or partition_name(PurePosixPath(f.location.path))[0] in topics]
     if loc.fs is not None and chosen:
-        # the small objects every LogDir reads at open, fetched concurrently
+        # the small objects every LogDir reads at open, and each root's checkpoint files,
+        # fetched concurrently
+        roots = {f.root_files[0].path: f.root_files for f in chosen if f.root_files is not None}
         flat = [e for f in chosen for e in f.listing or ()]
-        flat = _storage.prefetch(loc.fs, (loc.path, loc.url), flat, _is_side_file)
+        flat = _storage.prefetch(loc.fs, (loc.path, loc.url), flat + [e for _, es in roots.values() for e in es],
+                                 lambda e: True if posixpath.basename(e.path) in CHECKPOINT_FILES else _is_side_file(e))
         k = 0
         for i, f in enumerate(chosen):
             n = len(f.listing or ())
             chosen[i] = f._replace(listing=flat[k : k + n])
             k += n
+        for root_loc, entries in roots.values():
+            got = flat[k : k + len(entries)]
+            k += len(entries)
+            remember_remote(root_loc, {posixpath.basename(e.path): e.data for e in got if e.data is not None})
     out = []
     for f in chosen:
         log = LogDir(f.location, listing=f.listing)
