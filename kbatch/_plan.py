@@ -34,6 +34,7 @@ __all__ = [
     "INTERNAL_TOPICS",
     "DEFAULT_MAX_PARTITION_BYTES",
     "OPTIONS",
+    "ROOT_COLUMN",
     "SEGMENT_OPEN_COST",
     "LogSlice",
     "Options",
@@ -42,10 +43,12 @@ __all__ = [
     "open_slice",
     "plan_slices",
     "plan_tasks",
+    "range_key",
     "read_slice",
     "read_task",
     "resolve_range",
     "select_logs",
+    "with_root",
 ]
 
 logger = logging.getLogger("kbatch.spark")
@@ -361,7 +364,7 @@ class Options:
             max_trigger_delay_ms=_millis(opts, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
             streaming=streaming,
             recursive=_bool(opts, "recursiveFileLookup", False),
-            replicas=_choice(opts, "replicas", ("best", "all"), "best"),
+            replicas=_replicas_option(opts, streaming),
             storage_options=parse_options(
                 f"{k[len(STORAGE_PREFIX):]}={v}" for k, v in opts.items() if k.startswith(STORAGE_PREFIX)
             ),
@@ -371,6 +374,13 @@ class Options:
 
 # ---------------------------------------------------------------------------------------------
 # Which partition directories
+
+
+def _replicas_option(opts: Mapping[str, str], streaming: bool) -> str:
+    value = _choice(opts, "replicas", ("best", "all"), "best")
+    if value == "all" and streaming:
+        raise ValueError("option replicas=all is for batch reads: a stream's offsets name one copy per partition")
+    return value
 
 
 def _choice(opts: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
@@ -588,6 +598,8 @@ class LogSlice:
     segments: tuple[str, ...] = ()
     aborted: tuple[Aborted, ...] = ()
     last_stable: int | None = None
+    #: the ``log.dirs`` root of the directory (the ``root`` column with ``replicas=all``)
+    root: str = ""
 
     def __repr__(self) -> str:
         return (
@@ -693,8 +705,26 @@ def _aborted_within(aborted: Sequence[Aborted], lo: int, hi: int) -> tuple[Abort
     return tuple(a for a in aborted[:stop] if a[2] >= lo)
 
 
+#: The column naming the ``log.dirs`` root each row was read from, with ``replicas=all``.
+ROOT_COLUMN = "root"
+
+
+def range_key(log: LogDir, opts: Options) -> tuple[Any, ...]:
+    """The key of ``log``'s offsets in the ``ranges`` :func:`plan_slices` takes: (topic,
+    partition), and with ``replicas=all`` the root too (each copy is read over its own range).
+    """
+    return (log.topic, log.partition, log.root) if opts.replicas == "all" else (log.topic, log.partition)
+
+
+def with_root(batch: Any, root: str) -> Any:
+    """``batch`` (a ``pyarrow.RecordBatch``) with the :data:`ROOT_COLUMN` column ``root`` appended."""
+    import pyarrow as pa
+
+    return batch.append_column(ROOT_COLUMN, pa.array([root], pa.string()).take(np.zeros(batch.num_rows, np.int32)))
+
+
 def plan_slices(
-    logs: Sequence[LogDir], ranges: Mapping[tuple[str, int], tuple[int, int]], opts: Options
+    logs: Sequence[LogDir], ranges: Mapping[tuple[Any, ...], tuple[int, int]], opts: Options
 ) -> list[LogSlice]:
     """Cut the chosen offset ranges into slices (see the comment above for the rules).
 
@@ -703,13 +733,13 @@ def plan_slices(
     """
     total = 0
     for log in logs:
-        a, b = ranges[(log.topic, log.partition)]
+        a, b = ranges[range_key(log, opts)]
         if b > a:
             total += sum(s.size for s in log.segments)
     target = split_bytes(total, opts)
     out: list[LogSlice] = []
     for log in logs:
-        a, b = ranges[(log.topic, log.partition)]
+        a, b = ranges[range_key(log, opts)]
         if b <= a:
             continue
         aborted: list[Aborted] = []
@@ -725,10 +755,11 @@ def plan_slices(
                 for x, y in itertools.pairwise(cuts):
                     out.append(
                         LogSlice(*where, x, y, max(size // k, 1), _segments_for(names, x, y),
-                                 _aborted_within(aborted, x, y), lso)
+                                 _aborted_within(aborted, x, y), lso, root=log.root)
                     )
             else:
-                out.append(LogSlice(*where, lo, hi, size, names, _aborted_within(aborted, lo, hi), lso))
+                out.append(LogSlice(*where, lo, hi, size, names, _aborted_within(aborted, lo, hi), lso,
+                                    root=log.root))
     out.sort(key=lambda s: -s.size)
     return out
 
@@ -843,9 +874,13 @@ def read_slice(piece: LogSlice, opts: Options) -> Iterator[Any]:
 
 
 def read_task(pieces: Sequence[LogSlice], opts: Options) -> Iterator[Any]:
-    """Yield the records of every slice of one task, one slice after the other."""
+    """Yield the records of every slice of one task, one slice after the other (with
+    ``replicas=all``, each batch with its slice's root as the :data:`ROOT_COLUMN` column)."""
     for piece in pieces:
-        yield from read_slice(piece, opts)
+        if opts.replicas == "all":
+            yield from (with_root(b, piece.root) for b in read_slice(piece, opts))
+        else:
+            yield from read_slice(piece, opts)
 
 
 def env_pythonpath() -> str:
