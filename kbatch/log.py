@@ -1027,6 +1027,8 @@ class LogDir:
     ) -> None:
         loc = _storage.locate(path, filesystem, storage_options)
         self.url = loc.url
+        #: Where the directory is (its filesystem: None when local).
+        self.location = loc
         self.path: Path | PurePosixPath = Path(loc.path) if loc.fs is None else PurePosixPath(loc.path)
         files: dict[str, int] | None = None  # a remote directory's files and sizes, when listed
         prefetched: dict[str, bytes] = {}  # and the small ones the listing's caller read
