@@ -7,6 +7,7 @@ object keys, e.g. Aiven's ``ObjectKeyFactory``)::
     <prefix>/<topic>-<topic id>/<partition>/<20-digit base offset>-<segment id>.log
         + .index .timeindex .txnindex .snapshot .leader-epoch-checkpoint (one per segment)
         + .rsm-manifest (the plugin's: chunking, compression, encryption of the .log object)
+        + .indexes (the plugin's: the index files concatenated, ranges in the manifest)
       topic id and segment id: Kafka Uuids in base64url without padding (22 characters)
 
 A directory counts, when searching at any depth, if it is named as a partition and holds a

@@ -366,6 +366,7 @@ class Segment:
         self.tail: tuple[int, int] | None = None
         self.note_to: list[str] | None = None
         self._lies: dict[str, int] = {}
+        self._plugin_indexes: dict[str, bytes] = {}
         self._check_manifest()
         self.index = self._side_index(".index", OFFSET_INDEX_DTYPE)
         self.timeindex = self._side_index(".timeindex", TIME_INDEX_DTYPE)
@@ -395,7 +396,32 @@ class Segment:
 
     def _side_index(self, suffix: str, dtype: np.dtype[Any]) -> npt.NDArray[Any] | None:
         raw = self._side_file(suffix)
+        if raw is None:
+            raw = self._plugin_indexes.get(suffix)
         return None if raw is None else _index_entries(raw, dtype)
+
+    def _read_plugin_indexes(self, manifest: dict[str, Any]) -> None:
+        """The indexes Aiven's plugin packs into one ``.indexes`` object per segment: the broker's
+        index files concatenated (offset, time, producer snapshot, leader epoch, transaction),
+        each at the ``{"position", "size"}`` its manifest's ``segmentIndexes`` names (only read
+        for a plain manifest: no encryption). A range outside the object is noted, not used."""
+        ranges = manifest.get("segmentIndexes")
+        if not isinstance(ranges, dict):
+            return
+        raw = self._side_file(".indexes")
+        if raw is None:
+            return
+        for key, suffix in (("offset", ".index"), ("timestamp", ".timeindex"), ("transaction", ".txnindex")):
+            r = ranges.get(key)
+            if not isinstance(r, dict):
+                continue
+            pos, size = r.get("position"), r.get("size")
+            if not (isinstance(pos, int) and isinstance(size, int) and pos >= 0 and 0 <= size <= len(raw) - pos):
+                self.notes.append(f".indexes: the manifest's {key} range {r} is outside the object "
+                                  f"({len(raw)} bytes): not used")
+                continue
+            if size:
+                self._plugin_indexes[suffix] = raw[pos : pos + size]
 
     def _check_manifest(self) -> None:
         """A tiered segment whose plugin manifest (``.rsm-manifest``, Aiven's) says its object is
@@ -415,6 +441,7 @@ class Segment:
                 f"{self.url}: its .rsm-manifest says the object is transformed by the tiered-storage "
                 "plugin (compressed or encrypted chunks), not the segment's bytes; kbatch reads plain "
                 "segment objects only")
+        self._read_plugin_indexes(manifest)
 
     def view(self, start: int, stop: int) -> memoryview:
         """The bytes ``[start, stop)`` of the ``.log`` (clipped to its size): a slice of the
@@ -1555,7 +1582,7 @@ def open_log(
 
 
 Replicas = Literal["best", "all"]
-_SIDE_SUFFIXES: Final = (".index", ".timeindex", ".txnindex", ".rsm-manifest")
+_SIDE_SUFFIXES: Final = (".index", ".timeindex", ".txnindex", ".rsm-manifest", ".indexes")
 
 
 def _is_side_file(e: _storage.Entry) -> bool:
