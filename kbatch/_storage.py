@@ -444,16 +444,20 @@ class RangeReader:
 
     def _read_ahead(self) -> None:
         """Keep ``ahead`` chunks requested after the window; once the object is wholly
-        requested, start the first chunk of the one :meth:`then` named."""
+        requested, the rest of that budget goes to the objects :meth:`then` chains after it
+        (the first chunk of each, up to one larger than a chunk: its own read-ahead goes on)."""
         nxt = self._pending[-1][0] + self._pending[-1][1] if self._pending else self._win_start + len(self._win)
         pool = io_pool() if self.ahead > 0 else None
         while pool is not None and len(self._pending) < self.ahead and nxt < self.size:
             n = min(self.chunk, self.size - nxt)
             self._pending.append((nxt, n, pool.submit(self._fetch, nxt, n)))
             nxt += n
-        if nxt >= self.size and len(self._pending) < self.ahead and self._next is not None:
-            self._next.start(self.ahead - len(self._pending))
-            self._next = None
+        budget = self.ahead - len(self._pending)
+        other = self._next if nxt >= self.size else None
+        while other is not None and budget > 0:
+            other.start()
+            budget -= 1
+            other = other._next if other.size <= other.chunk else None
 
     def then(self, other: RangeReader) -> None:
         """Read ``other`` after this object: its first chunk is requested as soon as this
@@ -461,18 +465,12 @@ class RangeReader:
         segments of a log, and from a log to the next)."""
         self._next = other
 
-    def start(self, budget: int = 1) -> None:
-        """Request the first chunk now, unless reading has begun (a view from byte 0 takes
-        it); with ``budget`` > 1 and the object in that one chunk, the next object's too
-        (``budget`` requests at most)."""
-        if budget < 1 or self.ahead < 1 or not self.size:
-            return
-        if not self._pending and not len(self._win):
+    def start(self) -> None:
+        """Request the first chunk now, unless it is requested or reading has begun (a view
+        from byte 0 takes it)."""
+        if self.ahead > 0 and self.size and not self._pending and not len(self._win):
             n = min(self.chunk, self.size)
             self._pending.append((0, n, io_pool().submit(self._fetch, 0, n)))
-        if budget > 1 and self._next is not None and self.size <= self.chunk:
-            self._next.start(budget - 1)
-            self._next = None
 
     def view(self, start: int, stop: int) -> tuple[memoryview, int]:
         """(buffer, its offset in the object) covering ``[start, stop)`` (clipped to the object).
@@ -515,12 +513,12 @@ class RangeReader:
     def drop(self) -> None:
         """Forget the window and the read-ahead (memory goes once no table points into it)."""
         self._cancel()
-        self._next = None
         self._win = memoryview(b"")
         self._win_start = 0
 
     def close(self) -> None:
         self.drop()
+        self._next = None
         with self._lock:
             f, self._file = self._file, None
         if f is not None:
