@@ -9,6 +9,7 @@ options and partition directories into :class:`LogSlice` work items (picklable),
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import json
 import logging
@@ -600,6 +601,8 @@ class LogSlice:
     last_stable: int | None = None
     #: the ``log.dirs`` root of the directory (the ``root`` column with ``replicas=all``)
     root: str = ""
+    #: the size of each of ``segments`` when planned (a task refuses a segment found shorter)
+    sizes: tuple[int, ...] = ()
 
     def __repr__(self) -> str:
         return (
@@ -760,6 +763,8 @@ def plan_slices(
             else:
                 out.append(LogSlice(*where, lo, hi, size, names, _aborted_within(aborted, lo, hi), lso,
                                     root=log.root))
+    sized = {(log.url, seg.path.name): seg.size for log in logs for seg in log.segments}
+    out = [dataclasses.replace(p, sizes=tuple(sized[(p.path, n)] for n in p.segments)) for p in out]
     out.sort(key=lambda s: -s.size)
     return out
 
@@ -818,7 +823,21 @@ def open_slice(piece: LogSlice, opts: Options) -> LogDir:
         logger.warning("%s: their records are skipped", msg)
         names = tuple(n for n in names if n not in gone)
     transactions = (list(piece.aborted), piece.last_stable) if opts.isolation_level == "read_committed" else None
-    return open_log(piece.path, segments=names, transactions=transactions, storage_options=storage)
+    log = open_log(piece.path, segments=names, transactions=transactions, storage_options=storage)
+    _check_sizes(piece, log)
+    return log
+
+
+def _check_sizes(piece: LogSlice, log: LogDir) -> None:
+    """A segment shorter now than when planned (cut or rewritten since) would lose the records
+    past its new end silently: StorageError naming it (it may grow: the active segment)."""
+    planned = dict(zip(piece.segments, piece.sizes, strict=False))
+    for seg in log.segments:
+        was = planned.get(seg.path.name)
+        if was is not None and seg.size < was:
+            log.close()
+            raise StorageError(f"cannot read {seg.url}: {seg.size} bytes, {was} when the query was planned "
+                               "(cut or rewritten since)", url=seg.url)
 
 
 def read_slice(piece: LogSlice, opts: Options) -> Iterator[Any]:

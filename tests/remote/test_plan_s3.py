@@ -93,3 +93,33 @@ def test_replicas_all_reads_every_copy_with_its_root(backup, backup_local, s3_op
             zip(t.records["offset"].tolist(), t.values(), strict=True))
     assert {k: sorted(v) for k, v in got.items()} == {k: sorted(v) for k, v in want.items()}
     assert sum(k[1:] == ("orders", 0) for k in got) == 3  # broker-1, broker-2/disk-a, tiered
+
+
+def test_object_cut_after_planning(backup, backup_local, s3_client, s3_options, caplog):
+    """A task of two segments; the second is cut after planning. The task must not take the cut
+    object for the whole segment (its end would look like a crash-truncated tail and the records
+    past it would be lost silently): StorageError naming it, or with failOnDataLoss=false the
+    slice is skipped and said so."""
+    import kbatch
+    from kbatch.log import LogDir
+
+    part = backup_local / "broker-1" / "kafka-logs" / "events-0"
+    for f in part.iterdir():
+        s3_client.upload_file(str(f), "kbatch", f"scratch/cut2/events-0/{f.name}")
+    second = LogDir(part).segments[1]
+    base = {"path": "s3://kbatch/scratch/cut2/events-0", **_storage(s3_options)}
+    plans = {}
+    for fail in ("true", "false"):
+        opts = Options.parse({**base, "failOnDataLoss": fail})
+        logs = select_logs(opts)
+        ranges = {range_key(d, opts): resolve_range(d, opts) for d in logs}
+        plans[fail] = (opts, plan_tasks(plan_slices(logs, ranges, opts), opts))
+        assert len(plans[fail][1]) == 1 and len(plans[fail][1][0][0].segments) == 2  # one task, both segments
+    key = f"scratch/cut2/events-0/{second.path.name}"
+    s3_client.put_object(Bucket="kbatch", Key=key, Body=second.path.read_bytes()[: second.size // 2])
+    opts, tasks = plans["true"]
+    with pytest.raises(kbatch.StorageError, match=f"{second.path.name}.*when the query was planned"):
+        [b for t in tasks for b in read_task(t, opts)]
+    opts, tasks = plans["false"]
+    assert sum(b.num_rows for t in tasks for b in read_task(t, opts)) == 0
+    assert "not read (failOnDataLoss=false)" in caplog.text and second.path.name in caplog.text
