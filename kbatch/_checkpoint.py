@@ -91,7 +91,7 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Entries:
 def parse_checkpoint(name: str, raw: bytes) -> Entries:
     """``{(topic, partition): offset}`` of a checkpoint file's bytes (``name`` for errors).
 
-    >>> parse_checkpoint(LOG_START, b"0\n1\norders 0 5\n")
+    >>> parse_checkpoint(LOG_START, b"0\\n1\\norders 0 5\\n")
     {('orders', 0): 5}
 
     Raises
