@@ -832,42 +832,33 @@ def convert_spark(args: argparse.Namespace) -> Summary:
 def _arrow_batches(
     p: Plan, args: argparse.Namespace, reports: dict[tuple[Any, ...], PartitionReport], progress: Progress
 ) -> Iterator[Any]:
-    from kbatch._plan import range_key, with_root
-    from kbatch.arrow import to_record_batches
+    """The selected records as Arrow batches (the Spark source's loop, :func:`kbatch._plan.read_logs`),
+    each partition's records and skipped bytes counted in its report as they go; with
+    ``--replicas all`` each copy over its own range, with its root as the ``root`` column."""
+    from kbatch._plan import range_key, read_logs, with_root
 
     opts = p.opts
-    done_bytes = 0
-    finished_bytes = 0
-    records = 0
-    for log in p.logs:
-        start, end = p.ranges[range_key(log, opts)]
+    done_bytes = finished_bytes = records = 0
+
+    def count(log: Any, table: Any) -> None:
+        nonlocal done_bytes, finished_bytes, records
         rep = reports[range_key(log, opts)]
-        if end > start:
-            tables = log.iter_tables(
-                start_offset=start,
-                end_offset=end,
-                isolation_level=opts.isolation_level,
-                on_corruption=opts.on_corruption,
-                verify_crc=opts.verify_crc,
-            )
-            for table in tables:
-                n = len(table)
-                batches = to_record_batches(
-                    table,
-                    topic=log.topic,
-                    partition=log.partition,
-                    include_headers=opts.include_headers,
-                    extra_columns=opts.extra_columns,
-                )
-                yield from (with_root(b, log.root) for b in batches) if opts.replicas == "all" else batches
-                rep.records += n
-                records += n
-                done_bytes += table.consumed_bytes
-                progress.update(done_bytes, records=records)
-        rep.skipped_bytes = sum(s.length for s in log.skipped)
-        finished_bytes += sum(s.size for s in log.segments)
-        done_bytes = max(done_bytes, finished_bytes)
+        if table is not None:
+            rep.records += len(table)
+            records += len(table)
+            done_bytes += table.consumed_bytes
+        else:  # the partition is done
+            rep.skipped_bytes = sum(s.length for s in log.skipped)
+            finished_bytes += sum(s.size for s in log.segments)
+            done_bytes = max(done_bytes, finished_bytes)
         progress.update(done_bytes, records=records)
+
+    if opts.replicas != "all":
+        yield from read_logs(p.logs, opts, ranges=p.ranges, progress=count)
+        return
+    for log in p.logs:  # copies of one partition: ranges by (topic, partition, root)
+        one = {(log.topic, log.partition): p.ranges[range_key(log, opts)]}
+        yield from (with_root(b, log.root) for b in read_logs(log, opts, ranges=one, progress=count))
 
 
 def _write_orc(reader: Any, folder: Path, args: argparse.Namespace, token: str) -> None:

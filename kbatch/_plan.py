@@ -16,7 +16,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,8 @@ import numpy as np
 
 from kbatch._core import set_threads
 from kbatch._storage import is_remote, parse_options
-from kbatch.arrow import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, to_record_batches
+from kbatch._table import RecordTable
+from kbatch.arrow import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, log_batches
 from kbatch.errors import StorageError
 from kbatch.log import LogDir, OnCorruption, open_log, open_logs
 
@@ -45,6 +46,7 @@ __all__ = [
     "plan_slices",
     "plan_tasks",
     "range_key",
+    "read_logs",
     "read_slice",
     "read_task",
     "resolve_range",
@@ -843,9 +845,12 @@ def _check_sizes(piece: LogSlice, log: LogDir) -> None:
 def read_slice(piece: LogSlice, opts: Options) -> Iterator[Any]:
     """Yield the records of ``piece`` as ``pyarrow.RecordBatch`` es in the Kafka schema.
 
-    Opens only the segments the slice names. Streams with bounded memory (LogDir.iter_tables
-    chunks; one capped Arrow batch converted at a time). With ``failOnDataLoss=false``
-    corrupt batches are skipped (and logged) instead of failing the task.
+    Opens only the segments the slice names and reads them with :func:`kbatch.arrow.log_batches`
+    (the loop ``LogDir.to_arrow`` and ``kbatch convert --engine arrow`` use too). Streams with
+    bounded memory (LogDir.iter_tables chunks of at most ``maxBytesPerBatch``; one capped Arrow
+    batch converted at a time). With ``failOnDataLoss=false`` corrupt batches are skipped (and
+    logged) and an object gone since planning ends the slice with a warning, instead of failing
+    the task.
     """
     # Spark runs a task on each core it was given: a parse thread of kbatch's own would
     # only compete with the task next to it.
@@ -858,38 +863,54 @@ def read_slice(piece: LogSlice, opts: Options) -> Iterator[Any]:
         logger.warning("%s-%s: offsets [%d, %d) not read (failOnDataLoss=false): %s", piece.topic,
                        piece.partition, piece.start, piece.end, exc)
         return
+
+    def lost(_log: LogDir, exc: StorageError) -> None:  # an object gone or cut since planning
+        logger.warning("%s-%s: the rest of offsets [%d, %d) not read (failOnDataLoss=false): %s",
+                       piece.topic, piece.partition, piece.start, piece.end, exc)
+
     try:
-        tables = log.iter_tables(
-            start_offset=piece.start,
-            end_offset=piece.end,
-            isolation_level=opts.isolation_level,  # type: ignore[arg-type]
-            on_corruption=opts.on_corruption,
-            verify_crc=opts.verify_crc,
-            chunk_bytes=min(opts.batch_bytes, 16 << 20),
+        yield from read_logs(
+            log,
+            opts,
+            ranges={(log.topic, log.partition): (piece.start, piece.end)},
+            lost=None if opts.fail_on_data_loss else lost,
         )
-        while True:
-            try:
-                table = next(tables)
-            except StopIteration:
-                break
-            except StorageError as exc:  # an object gone or cut since planning
-                if opts.fail_on_data_loss:
-                    raise
-                logger.warning("%s-%s: the rest of offsets [%d, %d) not read (failOnDataLoss=false): %s",
-                               piece.topic, piece.partition, piece.start, piece.end, exc)
-                break
-            yield from to_record_batches(
-                table,
-                topic=piece.topic,
-                partition=piece.partition,
-                include_headers=opts.include_headers,
-                extra_columns=opts.extra_columns,
-                max_rows=opts.batch_rows,
-                max_bytes=opts.batch_bytes,
-            )
-            del table
     finally:
         log.close()
+
+
+def read_logs(
+    logs: LogDir | Sequence[LogDir],
+    opts: Options,
+    *,
+    ranges: Mapping[tuple[str, int], tuple[int, int]] | None = None,
+    lost: Callable[[LogDir, StorageError], None] | None = None,
+    progress: Callable[[LogDir, RecordTable | None], None] | None = None,
+) -> Iterator[Any]:
+    """The records of ``logs`` as Arrow batches, read as ``opts`` say: :func:`kbatch.arrow.log_batches`.
+
+    The Spark source's tasks (:func:`read_slice`) and ``kbatch convert --engine arrow`` read
+    through here: isolation level, ``failOnDataLoss`` (corrupt batches raise or are skipped),
+    ``verifyCrc``, ``includeHeaders``, ``extraColumns`` and the batch caps are applied alike.
+    ``ranges``, ``lost`` and ``progress`` as for ``log_batches``.
+    """
+    return log_batches(
+        logs,
+        ranges=ranges,
+        batch_rows=opts.batch_rows,
+        batch_bytes=opts.batch_bytes,
+        include_headers=opts.include_headers,
+        extra_columns=opts.extra_columns,
+        lost=lost,
+        progress=progress,
+        read={
+            "isolation_level": opts.isolation_level,
+            "on_corruption": opts.on_corruption,
+            "verify_crc": opts.verify_crc,
+            # a chunk of log no larger than a batch: one batch's worth of log held at a time
+            "chunk_bytes": min(opts.batch_bytes, 16 << 20),
+        },
+    )
 
 
 def read_task(pieces: Sequence[LogSlice], opts: Options) -> Iterator[Any]:

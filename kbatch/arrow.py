@@ -58,7 +58,7 @@ of Arrow binary/string arrays.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
@@ -69,6 +69,7 @@ from kbatch._columns import BINARY_KINDS, HEADERS_COLUMN, BinaryKind, columns, d
 from kbatch._options import code
 from kbatch._table import RecordTable
 from kbatch._wire import CODEC_IDS, TIMESTAMP_TYPES
+from kbatch.errors import StorageError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # type: ignore[import-untyped,unused-ignore]
@@ -910,18 +911,114 @@ def iter_log_arrow(
     pyarrow.RecordBatch
         :func:`kafka_schema` batches, partition after partition, bounded memory.
     """
+    return log_batches(
+        logs,
+        batch_rows=batch_rows,
+        batch_bytes=batch_bytes,
+        include_headers=include_headers,
+        extra_columns=extra_columns,
+        binary=binary,
+        read=read,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The one log -> Arrow batches loop
+#
+# LogDir.to_arrow / iter_arrow (by iter_log_arrow), the Spark source's tasks (read_slice) and
+# ``kbatch convert --engine arrow`` (both by kbatch._plan.read_logs) all read a log through
+# log_batches, so that they give the same rows for the same options:
+#
+#   for each log:    its offsets [start, end) (``ranges``, else ``start_offset``/``end_offset``)
+#                    -> LogDir.iter_tables(isolation, on_corruption, verify_crc, chunk_bytes):
+#                       read_committed drops aborted batches and stops at the last stable
+#                       offset; control batches give no row; a corrupt batch raises or is
+#                       skipped and recorded in LogDir.skipped (and logged)
+#                    -> to_record_batches(topic, partition, caps)    one capped batch at a time
+#   a StorageError   (an object gone or cut since the log was opened) raises, or with ``lost``
+#                    is handed to it and the rest of that log is not read
+#   ``progress``     is told of each table once its batches are out, and of the log's end
+#
+# The loop lives here, below kbatch.log, and knows a LogDir only by its methods: LogDir.to_arrow
+# reaches it without importing upward, and kbatch._plan imports it down.
+
+
+def log_batches(
+    logs: Any,
+    *,
+    ranges: Mapping[tuple[str, int], tuple[int, int]] | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    include_headers: bool = True,
+    extra_columns: bool = False,
+    binary: BinaryKind = "binary",
+    lost: Callable[[Any, StorageError], None] | None = None,
+    progress: Callable[[Any, RecordTable | None], None] | None = None,
+    read: Mapping[str, Any] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Record batches of one or many partition directories: the one loop behind every log -> Arrow read.
+
+    Parameters
+    ----------
+    logs : LogDir or iterable of LogDir
+    ranges : mapping of (topic, partition) to (start, end), optional
+        Offsets ``[start, end)`` of each log (instead of ``start_offset`` / ``end_offset``);
+        a log whose range is empty is not read.
+    batch_rows, batch_bytes, include_headers, extra_columns, binary
+        As for :func:`iter_log_arrow`.
+    lost : callable, optional
+        ``lost(log, error)`` for a :class:`~kbatch.errors.StorageError` met while reading
+        ``log``: it may raise; if it returns, the rest of that log is not read. Without it
+        the error is raised.
+    progress : callable, optional
+        ``progress(log, table)`` once the batches of each ``RecordTable`` are yielded, and
+        ``progress(log, None)`` when a log is done (read, empty, or cut short by ``lost``).
+    read : mapping, optional
+        ``LogDir.iter_tables`` arguments (``**read`` of :func:`iter_log_arrow`).
+
+    Examples
+    --------
+    >>> import kbatch, tempfile
+    >>> from kbatch.log import LogWriter, open_log
+    >>> root = tempfile.mkdtemp()
+    >>> with LogWriter(root, "t", 0) as w:
+    ...     _ = w.append(kbatch.encode([b"%d" % i for i in range(10)]))
+    >>> log = open_log(f"{root}/t-0")
+    >>> [b.num_rows for b in log_batches(log, ranges={("t", 0): (2, 9)}, batch_rows=4)]
+    [4, 3]
+    """
     for log in [logs] if hasattr(logs, "iter_tables") else logs:
-        for table in log.iter_tables(**read):
-            yield from to_record_batches(
-                table,
-                topic=log.topic,
-                partition=log.partition,
-                include_headers=include_headers,
-                extra_columns=extra_columns,
-                binary=binary,
-                max_rows=batch_rows,
-                max_bytes=batch_bytes,
-            )
+        bounds = None if ranges is None else ranges[(log.topic, log.partition)]
+        if bounds is None or bounds[1] > bounds[0]:
+            where = dict(read or {})
+            if bounds is not None:
+                where["start_offset"], where["end_offset"] = bounds
+            tables = log.iter_tables(**where)
+            while True:
+                try:
+                    table = next(tables)
+                except StopIteration:
+                    break
+                except StorageError as exc:
+                    if lost is None:
+                        raise
+                    lost(log, exc)
+                    break
+                yield from to_record_batches(
+                    table,
+                    topic=log.topic,
+                    partition=log.partition,
+                    include_headers=include_headers,
+                    extra_columns=extra_columns,
+                    binary=binary,
+                    max_rows=batch_rows,
+                    max_bytes=batch_bytes,
+                )
+                if progress is not None:
+                    progress(log, table)
+                del table
+        if progress is not None:
+            progress(log, None)
 
 
 def log_to_arrow(
