@@ -38,7 +38,9 @@ import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
+
+from kbatch._storage import Location, join, read_small
 
 __all__ = [
     "CHECKPOINT_FILES",
@@ -46,7 +48,10 @@ __all__ = [
     "HIGH_WATERMARK",
     "LOG_START",
     "RECOVERY_POINT",
+    "parse_checkpoint",
     "read_checkpoint",
+    "remember_remote",
+    "remote_root_checkpoints",
     "root_checkpoints",
     "update_checkpoint",
 ]
@@ -75,15 +80,32 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Entries:
         A version other than 0, a malformed line, or a count that does not match.
     """
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ValueError(f"{Path(path).name} is unreadable: {exc}") from None
+    return parse_checkpoint(Path(path).name, raw)
+
+
+def parse_checkpoint(name: str, raw: bytes) -> Entries:
+    """``{(topic, partition): offset}`` of a checkpoint file's bytes (``name`` for errors).
+
+    >>> parse_checkpoint(LOG_START, b"0\\n1\\norders 0 5\\n")
+    {('orders', 0): 5}
+
+    Raises
+    ------
+    ValueError
+        Not UTF-8, a version other than 0, a malformed line, or a count that does not match.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{name} is unreadable: {exc}") from None
     lines = text.splitlines()
     if not lines:
         return {}
-    name = Path(path).name
     if lines[0].strip() != "0":
         raise ValueError(f"{name} has version {lines[0].strip()!r}, expected 0")
     if len(lines) < 2:
@@ -159,3 +181,51 @@ def update_checkpoint(path: str | os.PathLike[str], entries: Mapping[tuple[str, 
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+#: A remote root's parsed files: URL -> [(filesystem, (found, notes))] (filesystems compared
+#: with ``equals``: one URL on two endpoints is two roots).
+_remote: dict[str, list[tuple[Any, tuple[dict[str, Entries], list[str]]]]] = {}
+
+
+def _parse_all(files: Mapping[str, bytes | None]) -> tuple[dict[str, Entries], list[str]]:
+    found: dict[str, Entries] = {}
+    notes: list[str] = []
+    for name in CHECKPOINT_FILES:
+        raw = files.get(name)
+        if raw is None:
+            continue
+        try:
+            found[name] = parse_checkpoint(name, raw)
+        except ValueError as exc:
+            notes.append(f"{exc}: ignored")
+    return found, notes
+
+
+def remember_remote(loc: Location, files: Mapping[str, bytes | None]) -> None:
+    """Cache a remote root's checkpoint files from bytes already fetched (``open_logs`` reads
+    them with its listing: ``files`` maps each file name present to its bytes; a name absent
+    from the listing is absent)."""
+    parsed = _parse_all(files)
+    with _lock:
+        entries = [(fs, v) for fs, v in _remote.get(loc.url, []) if not _same(fs, loc.fs)]
+        _remote[loc.url] = [*entries, (loc.fs, parsed)]
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return a is b or bool(a.equals(b))
+    except (TypeError, AttributeError):
+        return False
+
+
+def remote_root_checkpoints(loc: Location) -> tuple[dict[str, Entries], list[str]]:
+    """:func:`root_checkpoints` of a remote root (``loc``): read once per process and root
+    (one small read per file present), unless :func:`remember_remote` gave them."""
+    with _lock:
+        for fs, v in _remote.get(loc.url, []):
+            if _same(fs, loc.fs):
+                return v
+    files = {name: read_small(join(loc, name)) for name in CHECKPOINT_FILES}
+    remember_remote(loc, files)
+    return _parse_all(files)

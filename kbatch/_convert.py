@@ -44,12 +44,15 @@ from kbatch import _storage
 from kbatch._plan import (
     DEFAULT_MAX_PARTITION_BYTES,
     INTERNAL_TOPICS,
+    ROOT_COLUMN,
     SEGMENT_OPEN_COST,
     Options,
     env_pythonpath,
+    range_key,
     read_logs,
     resolve_range,
     select_logs,
+    with_root,
 )
 from kbatch._progress import Progress, plural, size
 from kbatch._staging import MODES, StagedOutput, check_target, has_data_files
@@ -123,6 +126,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recursive", action="store_true",
                         help="find partitions at any depth under ROOT (a backup of several log.dirs roots); "
                              "one replica per partition")
+    parser.add_argument("--replicas", choices=("best", "all"), default="best",
+                        help="a partition found under several roots: read the best copy (default) or "
+                             "every copy, with its root in a 'root' column")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="an option of pyarrow's filesystem for ROOT's (and OUT's) URL scheme, e.g. "
                              "endpoint_override=http://127.0.0.1:9000 (repeatable); Spark tasks get them too")
@@ -298,6 +304,8 @@ def _source_options(args: argparse.Namespace) -> dict[str, str]:
     }
     if getattr(args, "recursive", False):
         opts["recursiveFileLookup"] = "true"
+    if getattr(args, "replicas", "best") == "all":
+        opts["replicas"] = "all"
     for item in getattr(args, "storage_option", None) or ():
         key, _, value = str(item).partition("=")
         opts[f"storage.{key.strip()}"] = value.strip()
@@ -447,7 +455,7 @@ def plan(args: argparse.Namespace) -> Plan:
     if not logs:
         raise UsageError(f"no partition selected under {args.root}" if remote_root else _nothing_selected(root, args))
     try:
-        ranges = {(d.topic, d.partition): resolve_range(d, opts) for d in logs}
+        ranges = {range_key(d, opts): resolve_range(d, opts) for d in logs}
     except ValueError as exc:
         for d in logs:
             d.close()
@@ -717,8 +725,11 @@ def _write_spark(spark: Any, args: argparse.Namespace, opts: dict[str, str], tar
     writer.save(target)
 
 
-def _written_counts(spark: Any, args: argparse.Namespace, folder: str) -> dict[tuple[str, int], tuple[int, int, int]]:
-    """``(topic, partition) -> (records, first offset, last offset)`` of what was written to ``folder``."""
+def _written_counts(spark: Any, args: argparse.Namespace, folder: str) -> dict[tuple[Any, ...], tuple[int, int, int]]:
+    """``(topic, partition) -> (records, first offset, last offset)`` of what was written to ``folder``
+    (``(topic, partition, root)`` with ``--replicas all``, as the reports' keys)."""
+
+    keys = ["topic", "partition", ROOT_COLUMN] if getattr(args, "replicas", "best") == "all" else ["topic", "partition"]
     local = not _is_remote(folder)
     if local and not has_data_files(Path(folder)):
         return {}
@@ -727,16 +738,17 @@ def _written_counts(spark: Any, args: argparse.Namespace, folder: str) -> dict[t
 
         part = None if args.no_partition_by_topic else "hive"
         dataset = pads.dataset(folder, format=args.format, partitioning=part)
-        t = dataset.to_table(columns=["topic", "partition", "offset"])
-        g = t.group_by(["topic", "partition"]).aggregate([("offset", "count"), ("offset", "min"), ("offset", "max")])
+        t = dataset.to_table(columns=[*keys, "offset"])
+        g = t.group_by(keys).aggregate([("offset", "count"), ("offset", "min"), ("offset", "max")])
         return {
-            (r["topic"], r["partition"]): (r["offset_count"], r["offset_min"], r["offset_max"]) for r in g.to_pylist()
+            tuple(r[k] for k in keys): (r["offset_count"], r["offset_min"], r["offset_max"]) for r in g.to_pylist()
         }
     from pyspark.sql import functions as F
 
     df = spark.read.format(args.format).load(folder)
-    rows = df.groupBy("topic", "partition").agg(F.count("*"), F.min("offset"), F.max("offset")).collect()
-    return {(r[0], int(r[1])): (int(r[2]), int(r[3]), int(r[4])) for r in rows}
+    rows = df.groupBy(*keys).agg(F.count("*"), F.min("offset"), F.max("offset")).collect()
+    n = len(keys)
+    return {(r[0], int(r[1]), *r[2:n]): (int(r[n]), int(r[n + 1]), int(r[n + 2])) for r in rows}
 
 
 def convert_spark(args: argparse.Namespace) -> Summary:
@@ -744,7 +756,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     wall = time.perf_counter()
     p = plan(args)
     try:
-        reports = {(d.topic, d.partition): _report(d, *p.ranges[(d.topic, d.partition)], p.opts.isolation_level)
+        reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts.isolation_level)
                    for d in p.logs}
         notes = _notes(p.logs)
     finally:
@@ -774,7 +786,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     poller = _Progress(spark.sparkContext, progress, expected)
     if progress.enabled:
         poller.start()
-    counts: dict[tuple[str, int], tuple[int, int, int]] = {}
+    counts: dict[tuple[Any, ...], tuple[int, int, int]] = {}
     written = True
     try:
         if _is_remote(args.out):  # no local folder to stage in: Spark's own mode handling
@@ -821,15 +833,17 @@ def convert_spark(args: argparse.Namespace) -> Summary:
 
 
 def _arrow_batches(
-    p: Plan, args: argparse.Namespace, reports: dict[tuple[str, int], PartitionReport], progress: Progress
+    p: Plan, args: argparse.Namespace, reports: dict[tuple[Any, ...], PartitionReport], progress: Progress
 ) -> Iterator[Any]:
     """The selected records as Arrow batches (the Spark source's loop, :func:`kbatch._plan.read_logs`),
-    each partition's records and skipped bytes counted in its report as they go."""
+    each partition's records and skipped bytes counted in its report as they go; with
+    ``--replicas all`` each copy over its own range, with its root as the ``root`` column."""
+    opts = p.opts
     done_bytes = finished_bytes = records = 0
 
     def count(log: Any, table: Any) -> None:
         nonlocal done_bytes, finished_bytes, records
-        rep = reports[(log.topic, log.partition)]
+        rep = reports[range_key(log, opts)]
         if table is not None:
             rep.records += len(table)
             records += len(table)
@@ -840,7 +854,12 @@ def _arrow_batches(
             done_bytes = max(done_bytes, finished_bytes)
         progress.update(done_bytes, records=records)
 
-    return read_logs(p.logs, p.opts, ranges=p.ranges, progress=count)
+    if opts.replicas != "all":
+        yield from read_logs(p.logs, opts, ranges=p.ranges, progress=count)
+        return
+    for log in p.logs:  # copies of one partition: ranges by (topic, partition, root)
+        one = {(log.topic, log.partition): p.ranges[range_key(log, opts)]}
+        yield from (with_root(b, log.root) for b in read_logs(log, opts, ranges=one, progress=count))
 
 
 def _write_orc(reader: Any, folder: Path, args: argparse.Namespace, token: str) -> None:
@@ -939,11 +958,13 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
     wall = time.perf_counter()
     p = plan(args)
     try:
-        reports = {(d.topic, d.partition): _report(d, *p.ranges[(d.topic, d.partition)], p.opts.isolation_level)
+        reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts.isolation_level)
                    for d in p.logs}
         _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
                    f"{size(p.input_bytes)} of log")
         schema = kafka_schema(include_headers=p.opts.include_headers, extra_columns=p.opts.extra_columns)
+        if p.opts.replicas == "all":
+            schema = schema.append(pa.field(ROOT_COLUMN, pa.string()))
         progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
         remote_out = _is_remote(args.out)
         if remote_out and args.format == "orc":

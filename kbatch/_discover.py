@@ -7,6 +7,7 @@ object keys, e.g. Aiven's ``ObjectKeyFactory``)::
     <prefix>/<topic>-<topic id>/<partition>/<20-digit base offset>-<segment id>.log
         + .index .timeindex .txnindex .snapshot .leader-epoch-checkpoint (one per segment)
         + .rsm-manifest (the plugin's: chunking, compression, encryption of the .log object)
+        + .indexes (the plugin's: the index files concatenated, ranges in the manifest)
       topic id and segment id: Kafka Uuids in base64url without padding (22 characters)
 
 A directory counts, when searching at any depth, if it is named as a partition and holds a
@@ -28,6 +29,7 @@ from pathlib import Path, PurePath, PurePosixPath
 from typing import Final, NamedTuple
 
 from kbatch import _storage
+from kbatch._checkpoint import CHECKPOINT_FILES
 
 __all__ = [
     "PARTITION_DIR",
@@ -76,6 +78,8 @@ class Found(NamedTuple):
     location: _storage.Location
     root: str
     listing: Sequence[_storage.Entry] | None
+    #: (remote) the root's checkpoint files in the listing: ``Location`` of the root, entries
+    root_files: tuple[_storage.Location, Sequence[_storage.Entry]] | None = None
 
 
 def _holds_partition_files(names: Sequence[str]) -> bool:
@@ -130,7 +134,10 @@ def find_partitions(
             continue  # inside a partition directory already found
         root_path = posixpath.dirname(posixpath.dirname(d) if tiered else d)
         loc = _storage.Location(root.fs, d, f"{root.url}/{rel}")
-        found.append(Found(loc, _root_url(root, root_path), by_dir.get(d, [])))
+        root_url = _root_url(root, root_path)
+        checkpoints = [e for e in by_dir.get(root_path, []) if posixpath.basename(e.path) in CHECKPOINT_FILES]
+        found.append(Found(loc, root_url, by_dir.get(d, []),
+                           (_storage.Location(root.fs, root_path, root_url), checkpoints)))
     files = sum(1 for e in entries if not e.is_dir)
     seen = f"{files} files in {len(dirs)} directories under {root.url}"
     return found, seen

@@ -362,6 +362,15 @@ def _dump_checkpoint(path: Path, ctx: _Ctx) -> None:
         end, epoch = int(m.group(1)), int(m.group(2))
         ctx.o.line(f"Snapshot end offset: {end}, epoch: {epoch}", type="snapshot", file=str(path),
                    end_offset=end, epoch=epoch)
+    loc = getattr(path, "location", None)  # a StoragePath: a remote snapshot
+    if loc is not None:  # one read of what --max-bytes asks for
+        size = path.stat().st_size
+        reader = _storage.RangeReader(loc, size, ahead=0)
+        try:
+            _dump_records(path, reader.view(0, min(size, max(0, int(ctx.args.max_bytes))))[0], size, ctx)
+        finally:
+            reader.close()
+        return
     mapped = _Mapped(path)
     try:
         _dump_records(path, mapped.data, mapped.size, ctx)

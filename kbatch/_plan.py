@@ -9,6 +9,7 @@ options and partition directories into :class:`LogSlice` work items (picklable),
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import json
 import logging
@@ -35,6 +36,7 @@ __all__ = [
     "INTERNAL_TOPICS",
     "DEFAULT_MAX_PARTITION_BYTES",
     "OPTIONS",
+    "ROOT_COLUMN",
     "SEGMENT_OPEN_COST",
     "LogSlice",
     "Options",
@@ -43,11 +45,13 @@ __all__ = [
     "open_slice",
     "plan_slices",
     "plan_tasks",
+    "range_key",
     "read_logs",
     "read_slice",
     "read_task",
     "resolve_range",
     "select_logs",
+    "with_root",
 ]
 
 logger = logging.getLogger("kbatch.spark")
@@ -363,7 +367,7 @@ class Options:
             max_trigger_delay_ms=_millis(opts, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
             streaming=streaming,
             recursive=_bool(opts, "recursiveFileLookup", False),
-            replicas=_choice(opts, "replicas", ("best", "all"), "best"),
+            replicas=_replicas_option(opts, streaming),
             storage_options=parse_options(
                 f"{k[len(STORAGE_PREFIX):]}={v}" for k, v in opts.items() if k.startswith(STORAGE_PREFIX)
             ),
@@ -373,6 +377,13 @@ class Options:
 
 # ---------------------------------------------------------------------------------------------
 # Which partition directories
+
+
+def _replicas_option(opts: Mapping[str, str], streaming: bool) -> str:
+    value = _choice(opts, "replicas", ("best", "all"), "best")
+    if value == "all" and streaming:
+        raise ValueError("option replicas=all is for batch reads: a stream's offsets name one copy per partition")
+    return value
 
 
 def _choice(opts: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
@@ -590,6 +601,10 @@ class LogSlice:
     segments: tuple[str, ...] = ()
     aborted: tuple[Aborted, ...] = ()
     last_stable: int | None = None
+    #: the ``log.dirs`` root of the directory (the ``root`` column with ``replicas=all``)
+    root: str = ""
+    #: the size of each of ``segments`` when planned (a task refuses a segment found shorter)
+    sizes: tuple[int, ...] = ()
 
     def __repr__(self) -> str:
         return (
@@ -695,8 +710,26 @@ def _aborted_within(aborted: Sequence[Aborted], lo: int, hi: int) -> tuple[Abort
     return tuple(a for a in aborted[:stop] if a[2] >= lo)
 
 
+#: The column naming the ``log.dirs`` root each row was read from, with ``replicas=all``.
+ROOT_COLUMN = "root"
+
+
+def range_key(log: LogDir, opts: Options) -> tuple[Any, ...]:
+    """The key of ``log``'s offsets in the ``ranges`` :func:`plan_slices` takes: (topic,
+    partition), and with ``replicas=all`` the root too (each copy is read over its own range).
+    """
+    return (log.topic, log.partition, log.root) if opts.replicas == "all" else (log.topic, log.partition)
+
+
+def with_root(batch: Any, root: str) -> Any:
+    """``batch`` (a ``pyarrow.RecordBatch``) with the :data:`ROOT_COLUMN` column ``root`` appended."""
+    import pyarrow as pa
+
+    return batch.append_column(ROOT_COLUMN, pa.array([root], pa.string()).take(np.zeros(batch.num_rows, np.int32)))
+
+
 def plan_slices(
-    logs: Sequence[LogDir], ranges: Mapping[tuple[str, int], tuple[int, int]], opts: Options
+    logs: Sequence[LogDir], ranges: Mapping[tuple[Any, ...], tuple[int, int]], opts: Options
 ) -> list[LogSlice]:
     """Cut the chosen offset ranges into slices (see the comment above for the rules).
 
@@ -705,13 +738,13 @@ def plan_slices(
     """
     total = 0
     for log in logs:
-        a, b = ranges[(log.topic, log.partition)]
+        a, b = ranges[range_key(log, opts)]
         if b > a:
             total += sum(s.size for s in log.segments)
     target = split_bytes(total, opts)
     out: list[LogSlice] = []
     for log in logs:
-        a, b = ranges[(log.topic, log.partition)]
+        a, b = ranges[range_key(log, opts)]
         if b <= a:
             continue
         aborted: list[Aborted] = []
@@ -727,10 +760,13 @@ def plan_slices(
                 for x, y in itertools.pairwise(cuts):
                     out.append(
                         LogSlice(*where, x, y, max(size // k, 1), _segments_for(names, x, y),
-                                 _aborted_within(aborted, x, y), lso)
+                                 _aborted_within(aborted, x, y), lso, root=log.root)
                     )
             else:
-                out.append(LogSlice(*where, lo, hi, size, names, _aborted_within(aborted, lo, hi), lso))
+                out.append(LogSlice(*where, lo, hi, size, names, _aborted_within(aborted, lo, hi), lso,
+                                    root=log.root))
+    sized = {(log.url, seg.path.name): seg.size for log in logs for seg in log.segments}
+    out = [dataclasses.replace(p, sizes=tuple(sized[(p.path, n)] for n in p.segments)) for p in out]
     out.sort(key=lambda s: -s.size)
     return out
 
@@ -789,7 +825,21 @@ def open_slice(piece: LogSlice, opts: Options) -> LogDir:
         logger.warning("%s: their records are skipped", msg)
         names = tuple(n for n in names if n not in gone)
     transactions = (list(piece.aborted), piece.last_stable) if opts.isolation_level == "read_committed" else None
-    return open_log(piece.path, segments=names, transactions=transactions, storage_options=storage)
+    log = open_log(piece.path, segments=names, transactions=transactions, storage_options=storage)
+    _check_sizes(piece, log)
+    return log
+
+
+def _check_sizes(piece: LogSlice, log: LogDir) -> None:
+    """A segment shorter now than when planned (cut or rewritten since) would lose the records
+    past its new end silently: StorageError naming it (it may grow: the active segment)."""
+    planned = dict(zip(piece.segments, piece.sizes, strict=False))
+    for seg in log.segments:
+        was = planned.get(seg.path.name)
+        if was is not None and seg.size < was:
+            log.close()
+            raise StorageError(f"cannot read {seg.url}: {seg.size} bytes, {was} when the query was planned "
+                               "(cut or rewritten since)", url=seg.url)
 
 
 def read_slice(piece: LogSlice, opts: Options) -> Iterator[Any]:
@@ -864,9 +914,13 @@ def read_logs(
 
 
 def read_task(pieces: Sequence[LogSlice], opts: Options) -> Iterator[Any]:
-    """Yield the records of every slice of one task, one slice after the other."""
+    """Yield the records of every slice of one task, one slice after the other (with
+    ``replicas=all``, each batch with its slice's root as the :data:`ROOT_COLUMN` column)."""
     for piece in pieces:
-        yield from read_slice(piece, opts)
+        if opts.replicas == "all":
+            yield from (with_root(b, piece.root) for b in read_slice(piece, opts))
+        else:
+            yield from read_slice(piece, opts)
 
 
 def env_pythonpath() -> str:

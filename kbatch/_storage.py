@@ -14,7 +14,9 @@ caller memory-maps the file. Remote files are read through :class:`RangeReader`:
   ``ListObjectsV2`` walk on S3, not one call per directory);
 - a read of ``[start, stop)`` is one ``read_at`` of at least :data:`CHUNK` bytes (fewer at the
   end of the object), kept as the reader's one window until a read outside it replaces it, so
-  framing a chunk and decoding it cost one request, and memory is the range plus a chunk;
+  framing a chunk and decoding it cost one request; meanwhile the next :data:`READ_AHEAD`
+  chunks are requested on the shared I/O pool (:func:`io_pool`), so that downloading overlaps
+  decoding, and memory is the range plus a bounded number of chunks;
 - a short read, a missing object or bucket, a permission error: :class:`kbatch.errors.StorageError`
   naming the object (``.url``), never a partial buffer presented as complete.
 """
@@ -24,6 +26,9 @@ from __future__ import annotations
 import importlib
 import os
 import posixpath
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Final, NamedTuple
 
 from kbatch.errors import StorageError
@@ -33,6 +38,7 @@ __all__ = [
     "Entry",
     "Location",
     "RangeReader",
+    "io_pool",
     "StoragePath",
     "is_remote",
     "join",
@@ -46,8 +52,29 @@ __all__ = [
 #: Concurrent requests :func:`prefetch` makes (the small objects of a listing).
 PREFETCH_THREADS: Final = 16
 
-#: Bytes a remote read fetches at least (one range request); also the reader's window.
+#: Bytes of one range request of a remote read (at least; the last of an object is shorter).
 CHUNK: Final = 64 << 20
+
+#: Range requests each :class:`RangeReader` keeps in flight ahead of what it serves.
+READ_AHEAD: Final = 2
+
+#: Threads of the one background I/O pool (:func:`io_pool`) every reader's read-ahead shares.
+IO_THREADS: Final = 8
+
+_pool: ThreadPoolExecutor | None = None
+_pool_pid = 0
+_pool_lock = threading.Lock()
+
+
+def io_pool() -> ThreadPoolExecutor:
+    """The process's background I/O pool (created on first use; again in a forked child,
+    which inherits no threads: Spark's Python workers are forked)."""
+    global _pool, _pool_pid
+    with _pool_lock:
+        if _pool is None or _pool_pid != os.getpid():
+            _pool = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="kbatch-io")
+            _pool_pid = os.getpid()
+        return _pool
 
 _PYARROW_SCHEMES: Final = {
     "s3": "S3FileSystem",
@@ -303,8 +330,6 @@ def prefetch(fs: Any, base_url: tuple[str, str], entries: list[Entry], wanted: A
     ``base_url``: (filesystem path, URL) of the listed root, to name objects in errors. An
     object gone since the listing is left without data (its reader then says so).
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     picked = [k for k, e in enumerate(entries) if not e.is_dir and wanted(e)]
     if not picked:
         return entries
@@ -323,7 +348,13 @@ def prefetch(fs: Any, base_url: tuple[str, str], entries: list[Entry], wanted: A
 
 
 class RangeReader:
-    """Byte ranges of one remote object, through one window of at least :data:`CHUNK` bytes.
+    """Byte ranges of one remote object: one window served to the reader, and up to ``ahead``
+    range requests of ``chunk`` bytes in flight after it on the shared I/O pool (read-ahead).
+
+    The window is what :meth:`view` returns; when a view needs bytes past it, the read-ahead
+    chunk that starts there becomes (part of) the next window and the next chunk is requested,
+    so downloading overlaps decoding. Memory: the window, at most ``ahead`` chunks in flight,
+    and (with :meth:`then`) the first chunk of the object read next.
 
     Attributes
     ----------
@@ -333,13 +364,20 @@ class RangeReader:
         Range requests made and bytes they returned (for the bench's requests per GiB).
     """
 
-    def __init__(self, loc: Location, size: int | None = None, chunk: int = CHUNK) -> None:
+    def __init__(self, loc: Location, size: int | None = None, chunk: int = CHUNK, ahead: int = READ_AHEAD) -> None:
         self.loc = loc
         self.chunk = chunk
-        self._file: Any = None
+        self.ahead = ahead
+        #: every file opened, and those no fetch is using
+        self._files: list[Any] = []
+        self._idle: list[Any] = []
         self._known_size = size
+        self._lock = threading.Lock()
         self._win: memoryview = memoryview(b"")
         self._win_start = 0
+        #: (start, length, future) of consecutive read-ahead chunks, oldest first
+        self._pending: deque[tuple[int, int, Future[memoryview]]] = deque()
+        self._next: RangeReader | None = None
         self.requests = 0
         self.bytes_read = 0
         if size is None:
@@ -347,12 +385,25 @@ class RangeReader:
         self.size = int(size)
 
     def _open(self) -> Any:
-        if self._file is None:
-            try:
-                self._file = _open(self.loc, self._known_size)
-            except Exception as exc:
-                raise _error(exc, self.loc.url, "cannot open") from exc
-        return self._file
+        """An opened file (the first; one metadata request): what the size is asked of."""
+        with self._lock:  # the reader's thread and the pool's may open it first
+            if not self._files:
+                self._idle.append(self._new_file())
+            return self._files[0]
+
+    def _new_file(self) -> Any:
+        try:
+            f = _open(self.loc, self._known_size)
+        except Exception as exc:
+            raise _error(exc, self.loc.url, "cannot open") from exc
+        self._files.append(f)
+        return f
+
+    def _take_file(self) -> Any:
+        """An opened file no other fetch is using: a fetch seeks its own, so that fetches run
+        concurrently (another is opened, one metadata request, only when they overlap)."""
+        with self._lock:
+            return self._idle.pop() if self._idle else self._new_file()
 
     def read(self, start: int, n: int) -> bytes:
         """Exactly ``min(n, size - start)`` bytes at ``start`` (one request, no window)."""
@@ -365,13 +416,22 @@ class RangeReader:
         return bytes(self._fetch(start, n))
 
     def _fetch(self, start: int, n: int) -> memoryview:
-        f = self._open()
+        """One range request (in the reader's thread or the pool's): exactly ``n`` bytes or a
+        StorageError naming the object."""
+        f = self._take_file()
         try:
-            data = f.read_at(n, start)
+            # seek + read_buffer: the bytes land in one Arrow buffer, not copied again into a
+            # Python bytes object as read_at's are (half the reader's CPU per byte on S3)
+            f.seek(start)
+            data = f.read_buffer(n)
         except Exception as exc:
             raise _error(exc, self.loc.url, f"cannot read bytes {start}..{start + n} of") from exc
-        self.requests += 1
-        self.bytes_read += len(data)
+        finally:
+            with self._lock:
+                self._idle.append(f)
+        with self._lock:
+            self.requests += 1
+            self.bytes_read += len(data)
         if len(data) != n:
             raise StorageError(
                 f"cannot read {self.loc.url}: short read at byte {start} ({len(data)} of {n} bytes; "
@@ -380,12 +440,65 @@ class RangeReader:
             )
         return memoryview(data)
 
+    def _take(self, start: int, stop: int) -> memoryview:
+        """``[start, stop)`` or more: the read-ahead chunks from ``start`` on (waited for; a
+        failed one raises its error here), and whatever they miss fetched now."""
+        if self._pending and self._pending[0][0] != start:
+            self._cancel()  # read-ahead for another position: not what is read
+        pieces: list[memoryview] = []
+        pos = start
+        while self._pending and pos < stop:
+            a, n, fut = self._pending.popleft()
+            pieces.append(fut.result())
+            pos = a + n
+        if pos < stop:
+            pieces.append(self._fetch(pos, stop - pos))
+        if len(pieces) == 1:
+            return pieces[0]
+        joined = bytearray(sum(len(p) for p in pieces))
+        at = 0
+        for p in pieces:
+            joined[at : at + len(p)] = p
+            at += len(p)
+        return memoryview(joined)
+
+    def _read_ahead(self) -> None:
+        """Keep ``ahead`` chunks requested after the window; once the object is wholly
+        requested, the rest of that budget goes to the objects :meth:`then` chains after it
+        (the first chunk of each, up to one larger than a chunk: its own read-ahead goes on)."""
+        nxt = self._pending[-1][0] + self._pending[-1][1] if self._pending else self._win_start + len(self._win)
+        pool = io_pool() if self.ahead > 0 else None
+        while pool is not None and len(self._pending) < self.ahead and nxt < self.size:
+            n = min(self.chunk, self.size - nxt)
+            self._pending.append((nxt, n, pool.submit(self._fetch, nxt, n)))
+            nxt += n
+        budget = self.ahead - len(self._pending)
+        other = self._next if nxt >= self.size else None
+        while other is not None and budget > 0:
+            other.start()
+            budget -= 1
+            other = other._next if other.size <= other.chunk else None
+
+    def then(self, other: RangeReader) -> None:
+        """Read ``other`` after this object: its first chunk is requested as soon as this
+        object's last one is and the read-ahead has room (read-ahead across the consecutive
+        segments of a log, and from a log to the next)."""
+        self._next = other
+
+    def start(self) -> None:
+        """Request the first chunk now, unless it is requested or reading has begun (a view
+        from byte 0 takes it)."""
+        if self.ahead > 0 and self.size and not self._pending and not len(self._win):
+            n = min(self.chunk, self.size)
+            self._pending.append((0, n, io_pool().submit(self._fetch, 0, n)))
+
     def view(self, start: int, stop: int) -> tuple[memoryview, int]:
         """(buffer, its offset in the object) covering ``[start, stop)`` (clipped to the object).
 
-        Served from the window when it covers the range; otherwise one request of
-        ``max(stop - start, chunk)`` bytes from ``start`` replaces the window (when ``start``
-        is in the window, its tail is kept and only the bytes after it are fetched).
+        Served from the window when it covers the range; otherwise the window is replaced by
+        ``[start, max(stop, start + chunk))`` (the read-ahead chunk that starts at ``start``,
+        else one request), or, when ``start`` is in the window, by its tail and the chunk(s)
+        that follow it (no byte fetched twice). Then the read-ahead is topped up.
         """
         stop = min(stop, self.size)
         if start >= stop:
@@ -393,31 +506,40 @@ class RangeReader:
         ws = self._win_start
         if ws <= start and stop <= ws + len(self._win):
             return self._win, ws
-        n = min(self.size - start, max(stop - start, self.chunk))
         we = ws + len(self._win)
         if ws <= start < we:
-            # the range begins in the window: keep its tail, fetch only what follows it
+            # the range begins in the window: keep its tail, take only what follows it
             tail = self._win[start - ws :]
-            more = self._fetch(we, min(self.size, max(stop, we + self.chunk)) - we)
+            more = self._take(we, min(self.size, max(stop, we + self.chunk)))
             joined = bytearray(len(tail) + len(more))
             joined[: len(tail)] = tail
             joined[len(tail) :] = more
             self._win = memoryview(joined)
         else:
             self._win = memoryview(b"")  # let the old window go before the new one arrives
-            self._win = self._fetch(start, n)
+            self._win = self._take(start, min(self.size, max(stop, start + self.chunk)))
         self._win_start = start
+        self._read_ahead()
         return self._win, start
 
+    def _cancel(self) -> None:
+        """Forget the read-ahead: chunks not started are cancelled, running ones waited for
+        (their file stays open until they end; their errors are not the reader's: unread)."""
+        pending, self._pending = self._pending, deque()
+        for _, _, fut in pending:
+            if not fut.cancel():
+                wait([fut])
+
     def drop(self) -> None:
-        """Forget the window (its memory goes once no table points into it)."""
+        """Forget the window and the read-ahead (memory goes once no table points into it)."""
+        self._cancel()
         self._win = memoryview(b"")
         self._win_start = 0
 
     def close(self) -> None:
         self.drop()
-        if self._file is not None:
-            try:
-                self._file.close()
-            finally:
-                self._file = None
+        self._next = None
+        with self._lock:
+            files, self._files, self._idle = self._files, [], []
+        for f in files:
+            f.close()

@@ -66,6 +66,7 @@ from __future__ import annotations
 import base64
 import bisect
 import contextlib
+import itertools
 import json
 import logging
 import mmap
@@ -89,6 +90,8 @@ from kbatch._checkpoint import (
     HIGH_WATERMARK,
     LOG_START,
     RECOVERY_POINT,
+    remember_remote,
+    remote_root_checkpoints,
     root_checkpoints,
     update_checkpoint,
 )
@@ -375,6 +378,7 @@ class Segment:
         self.tail: tuple[int, int] | None = None
         self.note_to: list[str] | None = None
         self._lies: dict[str, int] = {}
+        self._plugin_indexes: dict[str, bytes] = {}
         self._check_manifest()
         self.index = self._side_index(".index", OFFSET_INDEX_DTYPE)
         self.timeindex = self._side_index(".timeindex", TIME_INDEX_DTYPE)
@@ -404,7 +408,32 @@ class Segment:
 
     def _side_index(self, suffix: str, dtype: np.dtype[Any]) -> npt.NDArray[Any] | None:
         raw = self._side_file(suffix)
+        if raw is None:
+            raw = self._plugin_indexes.get(suffix)
         return None if raw is None else _index_entries(raw, dtype)
+
+    def _read_plugin_indexes(self, manifest: dict[str, Any]) -> None:
+        """The indexes Aiven's plugin packs into one ``.indexes`` object per segment: the broker's
+        index files concatenated (offset, time, producer snapshot, leader epoch, transaction),
+        each at the ``{"position", "size"}`` its manifest's ``segmentIndexes`` names (only read
+        for a plain manifest: no encryption). A range outside the object is noted, not used."""
+        ranges = manifest.get("segmentIndexes")
+        if not isinstance(ranges, dict):
+            return
+        raw = self._side_file(".indexes")
+        if raw is None:
+            return
+        for key, suffix in (("offset", ".index"), ("timestamp", ".timeindex"), ("transaction", ".txnindex")):
+            r = ranges.get(key)
+            if not isinstance(r, dict):
+                continue
+            pos, size = r.get("position"), r.get("size")
+            if not (isinstance(pos, int) and isinstance(size, int) and pos >= 0 and 0 <= size <= len(raw) - pos):
+                self.notes.append(f".indexes: the manifest's {key} range {r} is outside the object "
+                                  f"({len(raw)} bytes): not used")
+                continue
+            if size:
+                self._plugin_indexes[suffix] = raw[pos : pos + size]
 
     def _check_manifest(self) -> None:
         """A tiered segment whose plugin manifest (``.rsm-manifest``, Aiven's) says its object is
@@ -424,6 +453,7 @@ class Segment:
                 f"{self.url}: its .rsm-manifest says the object is transformed by the tiered-storage "
                 "plugin (compressed or encrypted chunks), not the segment's bytes; kbatch reads plain "
                 "segment objects only")
+        self._read_plugin_indexes(manifest)
 
     def view(self, start: int, stop: int) -> memoryview:
         """The bytes ``[start, stop)`` of the ``.log`` (clipped to its size): a slice of the
@@ -961,8 +991,17 @@ class Segment:
         new.path = str(self.path)  # type: ignore[attr-defined]
         return new
 
+    def read_next(self, other: Segment) -> None:
+        """``other`` is read after this one: a remote segment requests its first chunk as soon
+        as this one's last is requested (no-op locally)."""
+        if self._reader is not None and other._reader is not None:
+            self._reader.then(other._reader)
+
     def release(self, start: int, stop: int) -> None:
-        """Let the kernel drop this process's mapping of ``[start, stop)`` (bounded RSS)."""
+        """Let the kernel drop this process's mapping of ``[start, stop)`` (bounded RSS); a
+        remote segment read to its end forgets its window."""
+        if self._reader is not None and stop >= self.size:
+            self._reader.drop()
         if self._mmap is None or not hasattr(mmap, "MADV_DONTNEED"):
             return
         page = mmap.PAGESIZE
@@ -1027,6 +1066,8 @@ class LogDir:
     ) -> None:
         loc = _storage.locate(path, filesystem, storage_options)
         self.url = loc.url
+        #: Where the directory is (its filesystem: None when local).
+        self.location = loc
         self.path: Path | PurePosixPath = Path(loc.path) if loc.fs is None else PurePosixPath(loc.path)
         files: dict[str, int] | None = None  # a remote directory's files and sizes, when listed
         prefetched: dict[str, bytes] = {}  # and the small ones the listing's caller read
@@ -1084,20 +1125,23 @@ class LogDir:
         for seg in self.segments:
             self.notes.extend(f"{seg.path.name}: {n}" for n in seg.notes)
             seg.note_to = self.notes  # and what a seek finds later (index entries that lie)
+        for a, b in itertools.pairwise(self.segments):
+            a.read_next(b)  # a remote read of one segment downloads the next's start meanwhile
         for note in self.notes:
             logger.info("%s: %s", self.path, note)
         self._txn: tuple[list[tuple[int, int, int]], int | None] | None = None
         #: The ``log.dirs`` root (or tiered-storage prefix) holding this directory.
         self.root = str(self.path.parent) if loc.fs is None else posixpath.dirname(loc.url)
-        self.checkpoints: dict[str, int] = {}
-        # a local <topic>-<partition> directory: its root's checkpoint files (a remote root's are
-        # not read: a log then starts at its first segment)
-        if loc.fs is None and not tiered and self.partition >= 0:
-            by_file, problems = root_checkpoints(Path(self.path).parent)
-            self.notes.extend(f"{self.path.parent}/{n}" for n in problems)
-            for fname, by_partition in by_file.items():
-                if (self.topic, self.partition) in by_partition:
-                    self.checkpoints[CHECKPOINT_FILES[fname]] = by_partition[(self.topic, self.partition)]
+        self._checkpoints: dict[str, int] | None = {}
+        # a <topic>-<partition> directory: its root's checkpoint files (a local root's read now,
+        # cached by stat; a remote root's on first use, once per root)
+        self._checkpoint_root: _storage.Location | None = None
+        if not tiered and self.partition >= 0:
+            if loc.fs is None:
+                self._use_checkpoints(*root_checkpoints(Path(self.path).parent), str(self.path.parent))
+            else:
+                self._checkpoint_root = _storage.Location(loc.fs, posixpath.dirname(loc.path), self.root)
+                self._checkpoints = None
         self._log_start: int | None = None
         if transactions is not None:
             self._txn = (sorted(transactions[0], key=lambda a: a[1]), transactions[1])
@@ -1112,6 +1156,13 @@ class LogDir:
 
     def __repr__(self) -> str:
         return f"<LogDir {self.topic}-{self.partition}: {len(self.segments)} segments>"
+
+    def read_next(self, other: LogDir) -> None:
+        """``other`` is read after this log (``open_logs`` says so of the logs it returns, in
+        order): reading this remote log's last segment requests the first chunk of ``other``'s
+        first segment once its own last chunk is requested (no-op locally)."""
+        if self.segments and other.segments:
+            self.segments[-1].read_next(other.segments[0])
 
     def close(self) -> None:
         """Unmap every segment."""
@@ -1128,6 +1179,21 @@ class LogDir:
     def skipped(self) -> list[Skipped]:
         """Corrupt ranges left out by ``on_corruption="skip"`` so far."""
         return [s for seg in self.segments for s in seg.skipped]
+
+    def _use_checkpoints(self, by_file: dict[str, dict[tuple[str, int], int]], problems: list[str], root: str) -> None:
+        self.notes.extend(f"{root}/{n}" for n in problems)
+        self._checkpoints = {CHECKPOINT_FILES[fname]: by_partition[(self.topic, self.partition)]
+                             for fname, by_partition in by_file.items()
+                             if (self.topic, self.partition) in by_partition}
+
+    @property
+    def checkpoints(self) -> dict[str, int]:
+        """This partition's offsets in its root's checkpoint files (hints)."""
+        if self._checkpoints is None:
+            assert self._checkpoint_root is not None
+            self._use_checkpoints(*remote_root_checkpoints(self._checkpoint_root), self.root)
+        assert self._checkpoints is not None
+        return self._checkpoints
 
     @property
     def log_start_offset(self) -> int:
@@ -1525,7 +1591,7 @@ def open_log(
 
 
 Replicas = Literal["best", "all"]
-_SIDE_SUFFIXES: Final = (".index", ".timeindex", ".txnindex", ".rsm-manifest")
+_SIDE_SUFFIXES: Final = (".index", ".timeindex", ".txnindex", ".rsm-manifest", ".indexes")
 
 
 def _is_side_file(e: _storage.Entry) -> bool:
@@ -1590,14 +1656,21 @@ def open_logs(
     found, seen = find_partitions(loc, recursive, said)
     chosen = [f for f in found if topics is None or partition_name(PurePosixPath(f.location.path))[0] in topics]
     if loc.fs is not None and chosen:
-        # the small objects every LogDir reads at open, fetched concurrently
+        # the small objects every LogDir reads at open, and each root's checkpoint files,
+        # fetched concurrently
+        roots = {f.root_files[0].path: f.root_files for f in chosen if f.root_files is not None}
         flat = [e for f in chosen for e in f.listing or ()]
-        flat = _storage.prefetch(loc.fs, (loc.path, loc.url), flat, _is_side_file)
+        flat = _storage.prefetch(loc.fs, (loc.path, loc.url), flat + [e for _, es in roots.values() for e in es],
+                                 lambda e: True if posixpath.basename(e.path) in CHECKPOINT_FILES else _is_side_file(e))
         k = 0
         for i, f in enumerate(chosen):
             n = len(f.listing or ())
             chosen[i] = f._replace(listing=flat[k : k + n])
             k += n
+        for root_loc, entries in roots.values():
+            got = flat[k : k + len(entries)]
+            k += len(entries)
+            remember_remote(root_loc, {posixpath.basename(e.path): e.data for e in got if e.data is not None})
     out = []
     for f in chosen:
         log = LogDir(f.location, listing=f.listing)
@@ -1609,6 +1682,9 @@ def open_logs(
     if len({(d.topic, d.partition) for d in out}) < len(out):
         out, replica_notes = _replicas.choose(out, keep_all=replicas == "all", verify=verify_replicas)
         said.extend(replica_notes)
+    if loc.fs is not None:
+        for a, b in itertools.pairwise(out):
+            a.read_next(b)  # downloading the next log overlaps decoding this one's end
     for note in said:
         logger.info(note)
     if notes is not None:

@@ -27,11 +27,13 @@ whose state is the image just before ``endOffset``; the log's records from
 from __future__ import annotations
 
 import logging
+import posixpath
 import re
 from pathlib import Path
 from typing import Any
 
 import kbatch
+from kbatch._storage import StoragePath, join, list_files
 from kbatch.errors import KBatchError
 from kbatch.log import LogDir
 
@@ -201,9 +203,17 @@ class _Image:
         return out
 
 
-def _checkpoints(log: LogDir) -> list[tuple[int, Path]]:
-    found = []
-    for p in Path(log.path).iterdir():  # (kbatch.internal reads local directories)
+def _checkpoints(log: LogDir) -> list[tuple[int, Any]]:
+    """(end offset, file) of the KRaft snapshots in ``log``'s directory (a remote one: listed
+    once, each file a :class:`kbatch._storage.StoragePath`)."""
+    found: list[tuple[int, Any]] = []
+    if log.location.fs is not None:
+        for e in list_files(log.location):
+            m = _CHECKPOINT.fullmatch(posixpath.basename(e.path))
+            if m and not e.is_dir:
+                found.append((int(m.group(1)), StoragePath(join(log.location, posixpath.basename(e.path)))))
+        return sorted(found, key=lambda f: f[0])
+    for p in Path(log.path).iterdir():
         m = _CHECKPOINT.fullmatch(p.name)
         if m:
             found.append((int(m.group(1)), p))

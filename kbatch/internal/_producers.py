@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from kbatch._producer_snapshot import read_snapshot
-from kbatch.errors import KBatchError
+from kbatch._storage import is_remote
+from kbatch.errors import KBatchError, UnsupportedError
 from kbatch.log import LogDir
 
 __all__ = ["directories", "producer_snapshots"]
@@ -21,8 +22,11 @@ _SNAPSHOT = re.compile(r"(\d{20})\.snapshot")
 
 def directories(source: Any) -> list[Path]:
     """The partition directories of ``source`` (one partition directory, or a root)."""
-    if isinstance(source, LogDir):
-        return [Path(source.path)]  # (kbatch.internal reads local directories)
+    if isinstance(source, LogDir) and source.location.fs is None:
+        return [Path(source.path)]
+    if isinstance(source, LogDir) or is_remote(source):
+        where = getattr(source, "url", source)
+        raise UnsupportedError(f"remote roots are not supported by producer_snapshots yet: {where}")
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"expected a path or a LogDir, not {type(source).__name__}")
     path = Path(source)

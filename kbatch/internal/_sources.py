@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from kbatch._storage import is_remote
 from kbatch._table import RecordTable
-from kbatch.log import LogDir, open_log
+from kbatch.log import LogDir, open_log, open_logs
 
 __all__ = ["Source", "Part", "partitions", "tables"]
 
@@ -28,16 +29,26 @@ class Part(NamedTuple):
 def partitions(source: Any, topic: str) -> list[Part]:
     """The partitions of ``topic`` that ``source`` holds, in partition order.
 
-    ``source`` is a :class:`RecordTable` (one partition), a :class:`LogDir`, a
-    partition directory (``<topic>-<n>``) or a ``log.dirs`` root (every
-    ``<topic>-<n>`` directory in it; none is an empty list).
+    ``source`` is a :class:`RecordTable` (one partition), a :class:`LogDir`, a list of them
+    (what ``open_logs`` returns: those of ``topic``), a partition directory (``<topic>-<n>``)
+    or a ``log.dirs`` root (every ``<topic>-<n>`` directory in it; none is an empty list),
+    as a path or a URL (``s3://...``: credentials as pyarrow finds them; for other options
+    pass ``open_logs(url, storage_options=...)``).
     """
     if isinstance(source, RecordTable):
         return [Part(-1, source)]
     if isinstance(source, LogDir):
         return [Part(source.partition, source)]
+    if isinstance(source, (list, tuple)) and all(isinstance(d, LogDir) for d in source):
+        return sorted((Part(d.partition, d) for d in source if d.topic == topic), key=lambda p: p.partition)
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"expected a path, a LogDir or a RecordTable, not {type(source).__name__}")
+    if is_remote(source):
+        url = os.fspath(source).rstrip("/")
+        if re.fullmatch(re.escape(topic) + r"-(\d+)", url.rsplit("/", 1)[-1]):
+            log = open_log(url)
+            return [Part(log.partition, log, True)]
+        return [Part(d.partition, d, True) for d in open_logs(url, topics=[topic])]
     path = Path(source)
     if not path.is_dir():
         raise FileNotFoundError(f"not a directory: {path}")

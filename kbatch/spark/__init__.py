@@ -54,7 +54,9 @@ Options (Spark's Kafka source names and meanings; values are strings)
     Spark's file-source name: find partition directories at any depth under the path (a
     backup of several ``log.dirs`` roots); a partition found under several roots is read
     from one replica (``replicas``: ``best``, the highest log end offset then the newest
-    leader epoch, the others logged; or ``all``), replicas that disagree are logged.
+    leader epoch, the others logged; or ``all``: every copy over its own offsets, with a
+    last column ``root``, the copy's ``log.dirs`` root; batch reads only), replicas that
+    disagree are logged.
 ``storage.<key>``
     The path may be a URL (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``): ``storage.<key>``
     options are the keyword arguments of pyarrow's filesystem for its scheme (e.g.

@@ -8,9 +8,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructType
 
 from kbatch._plan import (
+    ROOT_COLUMN,
     LogSlice,
     Options,
     check_option_names,
@@ -18,6 +19,7 @@ from kbatch._plan import (
     offsets_json,
     plan_slices,
     plan_tasks,
+    range_key,
     read_task,
     resolve_range,
     select_logs,
@@ -68,10 +70,11 @@ class KafkaLogDataSource(DataSource):
             return spark_schema(parse_view_options(self.options))
         check_option_names(self.options)
         opts = {str(k).lower(): str(v).lower() for k, v in self.options.items()}
-        return kafka_struct(
+        schema = kafka_struct(
             include_headers=opts.get("includeheaders", "false") in ("true", "1", "yes"),
             extra_columns=opts.get("extracolumns", "false") in ("true", "1", "yes"),
         )
+        return schema.add(ROOT_COLUMN, StringType(), True) if opts.get("replicas", "best").strip() == "all" else schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
         if is_view(self.options):
@@ -86,6 +89,8 @@ class KafkaLogDataSource(DataSource):
 
 def _check_schema(opts: Options, schema: StructType) -> None:
     want = kafka_struct(include_headers=opts.include_headers, extra_columns=opts.extra_columns)
+    if opts.replicas == "all":
+        want = want.add(ROOT_COLUMN, StringType(), True)
     if schema.simpleString() != want.simpleString():
         raise ValueError(
             f"kafka-log has a fixed schema ({want.simpleString()}); got a user schema {schema.simpleString()} "
@@ -103,7 +108,7 @@ class KafkaLogReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         logs = select_logs(self.opts)
         try:
-            ranges = {(log.topic, log.partition): resolve_range(log, self.opts) for log in logs}
+            ranges = {range_key(log, self.opts): resolve_range(log, self.opts) for log in logs}
             tasks = plan_tasks(plan_slices(logs, ranges, self.opts), self.opts)
         finally:
             for log in logs:

@@ -41,3 +41,15 @@ def test_convert_bad_storage_option_is_one_line(backup, s3_options, tmp_path, ca
     assert rc == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "storage" in err[0]
+
+
+def test_convert_replicas_all_has_a_root_column(backup, backup_local, s3_options, tmp_path):
+    out = tmp_path / "all"
+    assert main(["convert", backup, str(out), "--engine", "arrow", "--recursive", "--replicas", "all", "-q",
+                 *opts(s3_options)]) == 0
+    t = pads.dataset(out, format="parquet", partitioning="hive").to_table()
+    counts = {(r["root"], r["topic"], r["partition"]): r["offset_count"]
+              for r in t.group_by(["root", "topic", "partition"]).aggregate([("offset", "count")]).to_pylist()}
+    assert counts[(f"{backup}/broker-1/kafka-logs", "orders", 0)] == 300
+    assert counts[(f"{backup}/broker-2/disk-a/kafka-logs", "orders", 0)] == 225
+    assert counts[(f"{backup}/tiered", "orders", 0)] == 300

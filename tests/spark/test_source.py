@@ -293,3 +293,20 @@ def test_many_segments_few_tasks(spark, tmp_path):
     df = spark.read.format("kafka-log").option("maxPartitionBytes", "2m").load(str(tmp_path))
     assert 6 <= df.rdd.getNumPartitions() <= 8
     assert sorted(r.offset for r in df.select("offset").collect()) == list(range(400))
+
+
+def test_replicas_all_has_a_root_column(spark, tmp_path):
+    import kbatch
+    from kbatch.log import LogWriter, open_logs
+
+    for root, n in (("a", 6), ("b", 10)):
+        with LogWriter(tmp_path / root / "logs", "t", 0) as w:
+            w.append(kbatch.encode([b"%d" % i for i in range(n)]))
+    df = (spark.read.format("kafka-log").option("recursiveFileLookup", "true").option("replicas", "all")
+          .load(str(tmp_path)))
+    assert df.columns[-1] == "root"
+    got = {r["root"]: r["count"] for r in df.groupBy("root").count().collect()}
+    assert got == {d.root: len(d.read()) for d in open_logs(tmp_path, recursive=True, replicas="all")}
+    assert got == {str(tmp_path / "a" / "logs"): 6, str(tmp_path / "b" / "logs"): 10}
+    best = spark.read.format("kafka-log").option("recursiveFileLookup", "true").load(str(tmp_path))
+    assert "root" not in best.columns and best.count() == 10
