@@ -195,6 +195,11 @@ cdef struct batch_opts_t:
 
 
 cdef enum:
+    SNAPPY_CODEC = 2
+    ZSTD_CODEC = 4
+    # xerial snappy framing, as _compression writes it (SnappyOutputStream's)
+    XERIAL_HEADER_SIZE = 16
+    XERIAL_BLOCK = 32768
     # Below these a second thread costs more than it saves.
     PARALLEL_COMPRESS_MIN_BYTES = 1 << 20
     # Outputs from this size on have their pages mapped in one call first.
@@ -226,6 +231,166 @@ cdef struct write_job_t:
     int64_t populate        # _write_front maps out[0 .. populate) first (0: no)
 
 
+# zstd in C: libzstd's ZSTD_compressCCtx, found through ctypes in python-zstandard's
+# cffi module (which exports libzstd's symbols; its C backend hides them), as the
+# decoder finds it (_compression._oneshot) and liblz4 (_lz4_load). Called without
+# the GIL and without a Python object per batch, so both threads compress at once.
+# Checked at load: its frames must be byte for byte python-zstandard's at the same
+# level (one frame, content size, no checksum), else the Python codec is used.
+
+ctypedef void* (*zstd_create_fn)() noexcept nogil
+ctypedef size_t (*zstd_free_fn)(void* cctx) noexcept nogil
+ctypedef size_t (*zstd_compress_fn)(void* cctx, void* dst, size_t capacity, const void* src, size_t size,
+                                    int level) noexcept nogil
+ctypedef size_t (*zstd_bound_fn)(size_t size) noexcept nogil
+ctypedef unsigned (*zstd_is_error_fn)(size_t code) noexcept nogil
+ctypedef const char* (*zstd_error_name_fn)(size_t code) noexcept nogil
+
+
+cdef struct zstd_api_t:
+    zstd_create_fn create
+    zstd_free_fn free
+    zstd_compress_fn compress
+    zstd_bound_fn bound
+    zstd_is_error_fn is_error
+    zstd_error_name_fn error_name
+
+
+cdef zstd_api_t _zstd_found      # what _zstd_load found (compress NULL: nothing)
+cdef zstd_api_t _zstd            # what is used (tests turn it off)
+cdef bint _zstd_tried = False
+cdef object _zstd_lib = None     # the ctypes.CDLL, held
+cdef bytes _XERIAL_HEADER = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"  # magic, version 1, compatible 1
+
+
+def _zstd_load():
+    """Find libzstd's compressor in python-zstandard's cffi module; check its output."""
+    global _zstd_tried, _zstd_lib, _zstd_found, _zstd
+    _zstd_tried = True
+    try:
+        import ctypes
+        import importlib.util
+        import zstandard
+        spec = importlib.util.find_spec("zstandard._cffi")
+        if spec is None or not spec.origin:
+            return
+        lib = ctypes.CDLL(spec.origin)
+        at = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value or 0
+              for name in ("ZSTD_createCCtx", "ZSTD_freeCCtx", "ZSTD_compressCCtx", "ZSTD_compressBound",
+                           "ZSTD_isError", "ZSTD_getErrorName")]
+    except (ImportError, OSError, AttributeError):  # no ctypes, no such module or symbol
+        return
+    if not all(at):
+        return
+    cdef zstd_api_t api
+    api.create = <zstd_create_fn><uintptr_t>at[0]
+    api.free = <zstd_free_fn><uintptr_t>at[1]
+    api.compress = <zstd_compress_fn><uintptr_t>at[2]
+    api.bound = <zstd_bound_fn><uintptr_t>at[3]
+    api.is_error = <zstd_is_error_fn><uintptr_t>at[4]
+    api.error_name = <zstd_error_name_fn><uintptr_t>at[5]
+    cdef bytes raw = b"kbatch: ZSTD_compressCCtx " * 400
+    cdef bytearray out = bytearray(api.bound(len(raw)))
+    cdef char* o = out
+    cdef void* cctx = api.create()
+    cdef size_t n
+    if cctx == NULL:
+        return
+    try:
+        for level in (3, 1, -5, 9):
+            n = api.compress(cctx, o, len(out), <const char*>raw, len(raw), level)
+            if api.is_error(n) or bytes(out[:n]) != zstandard.ZstdCompressor(level=level).compress(raw):
+                return
+    finally:
+        api.free(cctx)
+    _zstd_lib = lib
+    _zstd_found = _zstd = api
+
+
+def _zstd_in_c(object use=None):
+    """Tests: whether zstd batches are compressed in C (see above); ``use``
+    False turns it off, True back on (when found)."""
+    global _zstd
+    if not _zstd_tried:
+        _zstd_load()
+    if use is not None:
+        _zstd = _zstd_found if use else _zstd_off()
+    return _zstd.compress != NULL
+
+
+cdef zstd_api_t _zstd_off():
+    cdef zstd_api_t off
+    memset(&off, 0, sizeof(off))
+    return off
+
+
+cdef struct zstd_job_t:
+    # Batches to compress, taken from the front or the back of ``range`` (see
+    # kb_take). Batch k's records are at ``raw + raw_at[k]`` (raw: all written
+    # up front), else written into the side's scratch from ``recs``; its
+    # compressed records go to ``out + out_at[k]`` (room: up to out_at[k + 1])
+    # and their size to ``sizes[k]``.
+    const rec_in_t* recs
+    const hdr_in_t* hdrs
+    const plan_t* plans
+    const uint8_t* raw
+    const int64_t* raw_at
+    uint8_t* out
+    const int64_t* out_at
+    int64_t* sizes
+    uint64_t range
+    uint64_t failed          # set by the first side that fails: both stop
+    int level
+
+
+cdef struct zstd_side_t:
+    zstd_job_t* job
+    bint from_back
+    size_t error             # a libzstd error code, or 0
+    bint no_memory
+
+
+cdef void _zstd_side(void* arg) noexcept nogil:
+    """One thread's share of a zstd_job_t: batches until none is left."""
+    cdef zstd_side_t* side = <zstd_side_t*>arg
+    cdef zstd_job_t* job = side.job
+    cdef void* cctx = _zstd.create()
+    cdef uint8_t* scratch = NULL
+    cdef int64_t k, size, room = 0
+    cdef const uint8_t* src
+    cdef size_t n
+    if cctx == NULL:
+        side.no_memory = True
+        kb_store(&job.failed, 1)
+        return
+    k = kb_take(&job.range, side.from_back)
+    while k >= 0 and not kb_load(&job.failed):
+        size = job.plans[k].size - BATCH_OVERHEAD
+        if job.raw != NULL:
+            src = job.raw + job.raw_at[k]
+        else:
+            if size > room:
+                free(scratch)
+                room = size
+                scratch = <uint8_t*>malloc(room if room > 0 else 1)
+                if scratch == NULL:
+                    side.no_memory = True
+                    kb_store(&job.failed, 1)
+                    break
+            _write_records(scratch, job.recs, job.hdrs, job.plans[k].first, job.plans[k].end)
+            src = scratch
+        n = _zstd.compress(cctx, job.out + job.out_at[k], <size_t>(job.out_at[k + 1] - job.out_at[k]),
+                           src, <size_t>size, job.level)
+        if _zstd.is_error(n):
+            side.error = n
+            kb_store(&job.failed, 1)
+            break
+        job.sizes[k] = <int64_t>n
+        k = kb_take(&job.range, side.from_back)
+    free(scratch)
+    _zstd.free(cctx)
+
+
 cdef class _CompressJob:
     """Compress a range of planned batches (the encoder's compressed path).
 
@@ -248,6 +413,11 @@ cdef class _CompressJob:
     cdef int64_t next_batch   # the next batch to compress, by either thread
     cdef int64_t end_batch
     cdef list payloads
+    # snappy: every batch's xerial stream goes straight into ``out`` (see run_snappy)
+    cdef object snappy_into   # cramjam.snappy.compress_raw_into, or None
+    cdef object out           # uint8 array: batch k's room at out_at[k] .. out_at[k + 1]
+    cdef int64_t[::1] out_at
+    cdef int64_t[::1] sizes   # bytes written there
 
     cdef void write_all(self, int64_t nb, int64_t total):
         """Write every batch's records into one (pooled) block, the second half
@@ -325,21 +495,38 @@ cdef class _CompressJob:
                 with nogil:
                     _write_records(p, recs, self.inp.hdrs, first, end)
             try:
+                if self.snappy_into is not None:
+                    self.sizes[k] = self.xerial(raw, self.out_at[k], self.out_at[k + 1])
+                    continue
                 payload = self.codec(self.compression, raw, self.level)
             except BaseException:
                 self.next_batch = self.end_batch
                 raise
             self.payloads[k] = payload if PyBytes_CheckExact(payload) else bytes(payload)  # assemble needs bytes
 
+    cdef int64_t xerial(self, object raw, int64_t start, int64_t end) except -1:
+        """``raw`` as xerial snappy (_compression's framing: header, then each
+        32 KiB block's length and raw snappy) into ``out[start:end]``; the bytes
+        written. cramjam checks the room (it is the most snappy can need)."""
+        cdef uint8_t[::1] out = self.out
+        cdef object into = self.snappy_into
+        cdef object view = memoryview(self.out)
+        cdef Py_ssize_t size = len(raw), i = 0
+        cdef int64_t pos = start + XERIAL_HEADER_SIZE, n
+        memcpy(&out[start], <const char*>_XERIAL_HEADER, XERIAL_HEADER_SIZE)
+        while i < size:
+            n = into(raw[i:i + XERIAL_BLOCK], view[pos + 4:end])
+            _put32(&out[pos], <uint32_t>n)
+            pos += 4 + n
+            i += XERIAL_BLOCK
+        return pos - start
+
     cdef object assemble(self, list payloads):
         """The batches (header, compressed records, CRC) in one new ``bytes``,
         each payload copied once."""
-        cdef int64_t k, first, end, size, total = 0
+        cdef int64_t k, size, total = 0
         cdef Py_ssize_t nb = len(payloads)
-        cdef const uint8_t* src
         cdef uint8_t* p
-        cdef const rec_in_t* recs = self.inp.recs
-        cdef const batch_opts_t* o = &self.opts
         cdef _Span span = _Span()
         for payload in payloads:
             if BATCH_OVERHEAD + PyBytes_GET_SIZE(payload) > MAX_BATCH_SIZE:
@@ -349,18 +536,131 @@ cdef class _CompressJob:
         p = <uint8_t*>PyBytes_AS_STRING(out)
         for k in range(nb):
             payload = <object>PyList_GET_ITEM(payloads, k)
-            first = self.plans[k].first
-            end = self.plans[k].end
-            size = BATCH_OVERHEAD + PyBytes_GET_SIZE(payload)
-            _write_batch_header(p, o.base_offset + first, size, o.leader_epoch, o.attributes,
-                                <int32_t>(end - first - 1), recs[first].timestamp,
-                                _max_timestamp(recs, first, end), o.producer_id, o.producer_epoch,
-                                _sequence_at(o.base_sequence, <int32_t>first), <int32_t>(end - first))
-            src = <const uint8_t*>PyBytes_AS_STRING(payload)
-            memcpy(p + BATCH_OVERHEAD, src, size - BATCH_OVERHEAD)
-            _seal(span, p, size)
-            p += size
+            size = PyBytes_GET_SIZE(payload)
+            self.put_batch(p, k, <const uint8_t*>PyBytes_AS_STRING(payload), size, span)
+            p += BATCH_OVERHEAD + size
         return out
+
+    cdef void put_batch(self, uint8_t* p, int64_t k, const uint8_t* payload, int64_t size,
+                        _Span span) except *:
+        """Batch ``k`` at ``p``: its header, ``size`` bytes of compressed records, its CRC."""
+        cdef const rec_in_t* recs = self.inp.recs
+        cdef const batch_opts_t* o = &self.opts
+        cdef int64_t first = self.plans[k].first, end = self.plans[k].end
+        _write_batch_header(p, o.base_offset + first, BATCH_OVERHEAD + size, o.leader_epoch, o.attributes,
+                            <int32_t>(end - first - 1), recs[first].timestamp,
+                            _max_timestamp(recs, first, end), o.producer_id, o.producer_epoch,
+                            _sequence_at(o.base_sequence, <int32_t>first), <int32_t>(end - first))
+        memcpy(p + BATCH_OVERHEAD, payload, size)
+        _seal(span, p, BATCH_OVERHEAD + size)
+
+    cdef object run_snappy(self, int64_t nb):
+        """Every batch as xerial snappy written by cramjam into one buffer
+        (_compression's bytes, without a Python object per payload or copying
+        each one twice), then assembled."""
+        cdef int64_t k, size, room
+        self.snappy_into = _cramjam.snappy.compress_raw_into
+        self.out_at = np.empty(nb + 1, dtype=np.int64)
+        self.sizes = np.empty(nb, dtype=np.int64)
+        self.out_at[0] = 0
+        for k in range(nb):
+            size = self.plans[k].size - BATCH_OVERHEAD
+            # snappy's bound for n bytes: 32 + n + n / 6, per block
+            room = XERIAL_HEADER_SIZE + 36 * ((size + XERIAL_BLOCK - 1) // XERIAL_BLOCK) + size + size // 6 + 1
+            self.out_at[k + 1] = self.out_at[k] + room
+        self.out = _arena_block(self.out_at[nb])  # (pooled: its pages mapped already)
+        self.run(nb)
+        return self.assemble_from(nb)
+
+    cdef object assemble_from(self, int64_t nb):
+        """assemble's bytes from the payloads in ``out`` (see run_snappy)."""
+        cdef int64_t k, total = 0
+        cdef const uint8_t[::1] out = self.out
+        cdef uint8_t* p
+        cdef _Span span = _Span()
+        for k in range(nb):
+            if BATCH_OVERHEAD + self.sizes[k] > MAX_BATCH_SIZE:
+                raise ValueError("batch is larger than a batch can hold (2 GiB)")
+            total += BATCH_OVERHEAD + self.sizes[k]
+        result = PyBytes_FromStringAndSize(NULL, total)
+        p = <uint8_t*>PyBytes_AS_STRING(result)
+        if total >= POPULATE_MIN_BYTES:
+            kb_populate(p, total)
+        for k in range(nb):
+            self.put_batch(p, k, &out[self.out_at[k]], self.sizes[k], span)
+            p += BATCH_OVERHEAD + self.sizes[k]
+        return result
+
+    cdef object run_zstd(self, int64_t nb, int level):
+        """Every batch compressed by libzstd in C (_zstd_side) and assembled: no
+        GIL and no Python object per batch, so for large inputs a second thread
+        takes batches from the back at the same time."""
+        cdef zstd_job_t job
+        cdef zstd_side_t front, back
+        cdef int64_t k, total = 0
+        cdef int64_t* out_at = <int64_t*>malloc((nb + 1) * sizeof(int64_t))
+        cdef int64_t* sizes = <int64_t*>malloc(nb * sizeof(int64_t) + 1)
+        cdef uint8_t* out
+        cdef uint8_t* p
+        cdef const uint8_t[::1] raw
+        cdef uint8_t[::1] block
+        cdef _Worker worker = None
+        cdef _Span span = _Span()
+        try:
+            if out_at == NULL or sizes == NULL:
+                raise MemoryError()
+            out_at[0] = 0
+            for k in range(nb):
+                out_at[k + 1] = out_at[k] + <int64_t>_zstd.bound(<size_t>(self.plans[k].size - BATCH_OVERHEAD))
+            block = _arena_block(out_at[nb] + 1)  # (pooled: its pages mapped already)
+            out = &block[0]
+            memset(&job, 0, sizeof(job))
+            job.recs = self.inp.recs
+            job.hdrs = self.inp.hdrs
+            job.plans = self.plans
+            if self.raw is not None:
+                raw = self.raw
+                job.raw = &raw[0]
+                job.raw_at = &self.raw_at[0]
+            job.out = out
+            job.out_at = out_at
+            job.sizes = sizes
+            job.range = <uint64_t>nb << 32
+            job.level = level
+            memset(&front, 0, sizeof(front))
+            memset(&back, 0, sizeof(back))
+            front.job = back.job = &job
+            back.from_back = True
+            if _CPUS > 1 and nb > 1 and self.raw_bytes >= PARALLEL_COMPRESS_MIN_BYTES:
+                worker = _Worker(True)
+                worker.submit(_zstd_side, &back, False)
+            try:
+                _gil_may_go()
+                with nogil:
+                    _zstd_side(&front)
+            finally:
+                if worker is not None:
+                    worker.close(False)
+            if front.no_memory or back.no_memory:
+                raise MemoryError()
+            if front.error or back.error:
+                raise ValueError("zstd compression failed: "
+                                 + _zstd.error_name(front.error or back.error).decode("ascii", "replace"))
+            for k in range(nb):
+                if BATCH_OVERHEAD + sizes[k] > MAX_BATCH_SIZE:
+                    raise ValueError("batch is larger than a batch can hold (2 GiB)")
+                total += BATCH_OVERHEAD + sizes[k]
+            result = PyBytes_FromStringAndSize(NULL, total)
+            p = <uint8_t*>PyBytes_AS_STRING(result)
+            if total >= POPULATE_MIN_BYTES:
+                kb_populate(p, total)
+            for k in range(nb):
+                self.put_batch(p, k, out + out_at[k], sizes[k], span)
+                p += BATCH_OVERHEAD + sizes[k]
+            return result
+        finally:
+            free(out_at)
+            free(sizes)
 
 
 cdef void _write_raw(void* arg) noexcept nogil:
@@ -415,6 +715,11 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
             job.raw_bytes = total - nb * BATCH_OVERHEAD
             if hold_gil:
                 job.write_all(nb, job.raw_bytes)
+            if (compression == ZSTD_CODEC and _zstd.compress != NULL
+                    and (level is None or (type(level) is int and -131072 <= level <= 22))):
+                return job.run_zstd(nb, 3 if level is None else level)  # (3: Kafka's default)
+            if compression == SNAPPY_CODEC and level is None:
+                return job.run_snappy(nb)
             return job.assemble(job.run(nb))
         return _write_uncompressed(inp, o, plans, nb, total, hold_gil)
     finally:
@@ -617,6 +922,8 @@ def _now_ms():
 
 
 cdef object _codec():
+    if not _zstd_tried:
+        _zstd_load()
     return _compression.compress
 
 

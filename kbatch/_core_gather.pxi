@@ -157,6 +157,17 @@ cdef inline bint _point_plain(PyObject* o, PyObject* none, const uint8_t** ptr, 
     return False
 
 
+cdef inline bint _int64_of(PyObject* o, int64_t* out) noexcept:
+    """An exact int's value through Cython's conversion (it reads an int of a
+    few digits directly, where PyLong_AsLongLongAndOverflow loops); False,
+    nothing raised, when it does not fit. Runs no Python code."""
+    try:
+        out[0] = <int64_t><object>o
+    except OverflowError:
+        return False
+    return True
+
+
 cdef int _gather_plain(_Inputs inp, int64_t i, PyObject* key, PyObject* value, PyObject* timestamp,
                        PyObject* headers, PyObject* none, int64_t now) noexcept:
     """:func:`_gather` for plain items through borrowed pointers: 0, or 1 at
@@ -170,14 +181,12 @@ cdef int _gather_plain(_Inputs inp, int64_t i, PyObject* key, PyObject* value, P
     cdef PyObject* hkey
     cdef Py_ssize_t j, count = 0, klen
     cdef int64_t size = 0
-    cdef int overflow = 0
     if not (_point_plain(key, none, &r.key, &r.key_length) and _point_plain(value, none, &r.value, &r.value_length)):
         return 1
     if timestamp == none:
         r.timestamp = now
     elif _is_int(timestamp):
-        r.timestamp = _int_value(timestamp, &overflow)
-        if overflow:
+        if not _int64_of(timestamp, &r.timestamp):
             return 1
     else:
         return 1
