@@ -36,6 +36,8 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -519,6 +521,16 @@ def _finish_report(rep: PartitionReport, records: int, *, filtered: bool) -> Non
             rep.unread = expected - records
 
 
+def _reports_and_notes(p: Plan) -> tuple[dict[tuple[Any, ...], PartitionReport], list[str]]:
+    """Every partition's report and the notes (then the plan's segments are closed)."""
+    try:
+        reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts.isolation_level)
+                   for d in p.logs}
+        return reports, _notes(p.logs)
+    finally:
+        p.close()
+
+
 def _notes(logs: Sequence[Any]) -> list[str]:
     """Every partition's notes (files skipped, indexes and checkpoints not used), checkpoints checked."""
     out = []
@@ -616,6 +628,9 @@ def spark_config(master: str | None, conf: Sequence[str] = ()) -> dict[str, str]
         "spark.app.name": "kbatch convert",
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.ui.showConsoleProgress": "false",
+        # no web UI (its server is about a tenth of the JVM's start-up; kbatch draws its own
+        # progress from the status tracker): --conf spark.ui.enabled=true to watch the job there
+        "spark.ui.enabled": "false",
         # partitionBy("topic") sorts each task's rows by topic before writing, as a Python
         # data source cannot report an ordering; one open writer per topic instead needs no sort
         "spark.sql.maxConcurrentOutputFileWriters": str(CONCURRENT_WRITERS),
@@ -659,9 +674,48 @@ def _spark_session(args: argparse.Namespace) -> Any:
 
     builder = SparkSession.builder
     quiet = [f"{key}={value}" for key, value in _quiet_conf(args).items()]
-    for key, value in spark_config(args.master, [*quiet, *args.conf]).items():
+    config = spark_config(args.master, [*quiet, *args.conf])
+    for key, value in config.items():
         builder = builder.config(key, value)
+    if args.quiet:
+        _start_quiet_jvm(config)
     return builder.getOrCreate()
+
+
+#: What the JVM itself prints at launch whatever log4j says (Spark adds the module on Java 17+).
+_JVM_LAUNCH_NOISE = ("WARNING: Using incubator modules:",)
+
+
+def _start_quiet_jvm(config: dict[str, str]) -> None:
+    """Start the driver's JVM (when this process has none) with its stderr through a filter that
+    drops the launch lines log4j cannot silence (:data:`_JVM_LAUNCH_NOISE`) and passes the rest on."""
+    import subprocess
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if getattr(SparkContext, "_active_spark_context", None) is not None:
+        return  # a session in this process already: getOrCreate uses it
+    conf = SparkConf()
+    for key, value in config.items():
+        conf.set(key, value)
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    threading.Thread(target=_filter_stderr, args=(gateway.proc.stderr,), daemon=True).start()
+    SparkContext(conf=conf, gateway=gateway)
+
+
+def _filter_stderr(stream: Any) -> None:
+    noise = tuple(n.encode() for n in _JVM_LAUNCH_NOISE)
+    out = getattr(sys.stderr, "buffer", None)
+    for line in iter(stream.readline, b""):
+        if line.startswith(noise):
+            continue
+        if out is not None:
+            out.write(line)
+            out.flush()
+        else:
+            sys.stderr.write(line.decode(errors="replace"))
+            sys.stderr.flush()
 
 
 _QUIET_LOG4J = """\
@@ -755,24 +809,24 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     """Run the Spark pipeline: kafka-log source -> filters -> files partitioned by topic."""
     wall = time.perf_counter()
     p = plan(args)
-    try:
-        reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts.isolation_level)
-                   for d in p.logs}
-        notes = _notes(p.logs)
-    finally:
-        p.close()
     _say(args, f"kbatch convert: {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
                f"{size(p.input_bytes)} of log")
     if args.quiet:
         import warnings
 
         warnings.filterwarnings("ignore", module="pyspark")
+    # the partitions' reports (a header scan of every segment) while the JVM starts
+    scan = ThreadPoolExecutor(1, thread_name_prefix="kbatch-reports")
+    explained = scan.submit(_reports_and_notes, p)
+    scan.shutdown(wait=False)
     t0 = time.perf_counter()
     try:
         spark = _spark_session(args)
     except Exception as exc:  # noqa: BLE001 - Java missing, bad --conf, master unreachable: one line
+        futures.wait([explained])
         raise ConvertError(f"Spark did not start: {spark_error_line(exc)}") from None
     startup = time.perf_counter() - t0
+    reports, notes = explained.result()
     _quiet_spark_errors(spark)
     _say(args, f"Spark {spark.version} at {spark.sparkContext.master} ({startup:.1f} s to start)")
     import kbatch.spark

@@ -34,8 +34,9 @@ What a broker keeps on disk under each ``log.dirs`` root (all integers big-endia
         baseOffset int64 (legacy: the offset, a compressed wrapper's last inner offset),
         batchLength int32 (bytes after this field, >= 14), ..., magic int8 at byte 16.
 
-Everything works from the ``.log`` files alone; an index is a hint, used only to go faster. A
-file whose entries do not increase is not used; each entry a seek uses is first checked against
+Everything works from the ``.log`` files alone; an index is a hint, used only to go faster, and
+read on a segment's first seek that needs it (opening a partition reads none). A file whose
+entries do not increase is not used; each entry a seek uses is first checked against
 the batch it names (one header read, the first time): an ``.index`` position must frame a
 complete batch holding the entry's offset; the batch holding a ``.timeindex`` entry's offset must
 have the entry's timestamp as its largest and the batch before it a smaller one. An entry that
@@ -152,6 +153,7 @@ TXN_INDEX_DTYPE: Final = np.dtype(
 )
 _MIN_ENTRY: Final = RECORD_OVERHEAD_V0  # the smallest batchLength: the smallest legacy message
 _MIN_V2: Final = BATCH_OVERHEAD - LOG_OVERHEAD  # the smallest batchLength of a RecordBatch
+_UNREAD: Final = object()  # a side index not read yet
 _MAX_LIES: Final = 8  # index entries found not to match the log before the whole file is dropped
 _FRAME = struct.Struct(">qi")  # a log entry's baseOffset and batchLength
 _U32 = struct.Struct(">I")
@@ -317,12 +319,14 @@ class Segment:
     index, timeindex, txnindex : numpy.ndarray or None
         The entries of ``.index`` (:data:`OFFSET_INDEX_DTYPE`), ``.timeindex``
         (:data:`TIME_INDEX_DTYPE`) and ``.txnindex`` (:data:`TXN_INDEX_DTYPE`),
-        big-endian views of the files; None when absent. ``index`` and
-        ``timeindex`` are None too when their entries do not increase, or
+        big-endian views of the files, read on first use (a seek, a
+        transaction scan: opening reads no index); None when absent. ``index``
+        and ``timeindex`` are None too when their entries do not increase, or
         once 8 of their entries were found not to match the ``.log``.
     notes : list of str
-        Why an index, or an index entry, was not used (entries are checked
-        when a seek first uses them, so notes can come after opening).
+        Why an index, or an index entry, was not used (an index is checked
+        when first read and an entry when a seek first uses it, so notes come
+        after opening).
     note_to : list of str or None
         Another list every note is also appended to (set by :class:`LogDir`
         to its :attr:`LogDir.notes`).
@@ -380,10 +384,11 @@ class Segment:
         self._lies: dict[str, int] = {}
         self._plugin_indexes: dict[str, bytes] = {}
         self._check_manifest()
-        self.index = self._side_index(".index", OFFSET_INDEX_DTYPE)
-        self.timeindex = self._side_index(".timeindex", TIME_INDEX_DTYPE)
-        self.txnindex = self._side_index(".txnindex", TXN_INDEX_DTYPE)
-        self._check_indexes()
+        # the side indexes are read on first use (a seek, a transaction scan): opening a
+        # partition of thousands of segments reads no index file
+        self._index: npt.NDArray[Any] | object | None = _UNREAD
+        self._timeindex: npt.NDArray[Any] | object | None = _UNREAD
+        self._txnindex: npt.NDArray[Any] | object | None = _UNREAD
 
     def __repr__(self) -> str:
         return f"<Segment {self.path.name} {self.size} bytes>"
@@ -434,6 +439,38 @@ class Segment:
                 continue
             if size:
                 self._plugin_indexes[suffix] = raw[pos : pos + size]
+    @property
+    def index(self) -> npt.NDArray[Any] | None:
+        """The ``.index`` entries (read, and their structure checked, on first use)."""
+        if self._index is _UNREAD:
+            self._index = self._side_index(".index", OFFSET_INDEX_DTYPE)
+            self._check_index()
+        return self._index  # type: ignore[return-value]
+
+    @index.setter
+    def index(self, value: npt.NDArray[Any] | None) -> None:
+        self._index = value
+        self._index_ok = np.zeros(0 if value is None else len(value), np.int8)
+
+    @property
+    def timeindex(self) -> npt.NDArray[Any] | None:
+        """The ``.timeindex`` entries (read, and their structure checked, on first use)."""
+        if self._timeindex is _UNREAD:
+            self._timeindex = self._side_index(".timeindex", TIME_INDEX_DTYPE)
+            self._check_timeindex()
+        return self._timeindex  # type: ignore[return-value]
+
+    @timeindex.setter
+    def timeindex(self, value: npt.NDArray[Any] | None) -> None:
+        self._timeindex = value
+        self._timeindex_at = np.zeros(0 if value is None else len(value), np.int64)
+
+    @property
+    def txnindex(self) -> npt.NDArray[Any] | None:
+        """The ``.txnindex`` entries (read on first use)."""
+        if self._txnindex is _UNREAD:
+            self._txnindex = self._side_index(".txnindex", TXN_INDEX_DTYPE)
+        return self._txnindex  # type: ignore[return-value]
 
     def _check_manifest(self) -> None:
         """A tiered segment whose plugin manifest (``.rsm-manifest``, Aiven's) says its object is
@@ -540,27 +577,29 @@ class Segment:
         if self.note_to is not None:
             self.note_to.append(f"{self.path.name}: {text}")
 
-    def _check_indexes(self) -> None:
-        # Structure only, vectorised, without reading the .log: a lookup needs increasing
-        # entries. Whether an entry tells the truth is checked when a seek first uses it.
-        idx = self.index
+    # Structure only, vectorised, without reading the .log: a lookup needs increasing entries.
+    # Whether an entry tells the truth is checked when a seek first uses it.
+
+    def _check_index(self) -> None:
+        idx: npt.NDArray[Any] | None = self._index  # type: ignore[assignment]
         if idx is not None and len(idx):
             rel = idx["relative_offset"].astype(np.int64)
             where = idx["position"].astype(np.int64)
             if not (np.all(rel >= 0) and np.all(np.diff(rel) > 0) and np.all(np.diff(where) > 0)):
                 self._note(f"{self.path.with_suffix('.index').name} is inconsistent with the log: not used")
-                self.index = None
-        tix = self.timeindex
+                idx = None
+        self.index = idx  # per entry, once checked: 1 holds, -1 lies
+
+    def _check_timeindex(self) -> None:
+        tix: npt.NDArray[Any] | None = self._timeindex  # type: ignore[assignment]
         if tix is not None and len(tix) and not (
             np.all(np.diff(tix["timestamp"].astype(np.int64)) >= 0)
             and np.all(tix["relative_offset"] >= 0)
             and np.all(np.diff(tix["relative_offset"].astype(np.int64)) >= 0)
         ):
             self._note(f"{self.path.with_suffix('.timeindex').name} is inconsistent with the log: not used")
-            self.timeindex = None
-        # per entry, once checked: 1 holds, -1 lies (.index); the batch position + 1, -1 (.timeindex)
-        self._index_ok = np.zeros(0 if self.index is None else len(self.index), np.int8)
-        self._timeindex_at = np.zeros(0 if self.timeindex is None else len(self.timeindex), np.int64)
+            tix = None
+        self.timeindex = tix  # per entry, once checked: the batch position + 1, -1 lies
 
     def _lie(self, suffix: str, what: str) -> None:
         """Note an index entry that does not match the log; at ``_MAX_LIES``, drop the file."""

@@ -128,6 +128,21 @@ def test_convert_arrow_engine_cli_subprocess(sample, tmp_path):
     assert "Traceback" not in again.stderr
 
 
+def test_convert_spark_quiet_cli_prints_nothing(sample, tmp_path):
+    # a new process, as a user runs it: its own JVM, whose launch line log4j cannot silence
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run(
+        [sys.executable, "-m", "kbatch", "convert", str(sample), str(tmp_path / "out"), "--master", "local[2]", "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "" and proc.stderr == ""
+    assert _read_back(tmp_path / "out") == _expected(sample)
+
+
 def test_convert_missing_root_is_one_line(tmp_path, capsys):
     assert _convert.run(_args(str(tmp_path / "nope"), str(tmp_path / "out"), "--engine", "arrow")) == 2
     err = capsys.readouterr().err
