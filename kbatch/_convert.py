@@ -60,7 +60,7 @@ from kbatch._progress import Progress, plural, size
 from kbatch._staging import MODES, StagedOutput, check_target, has_data_files
 from kbatch._txn import aborted_batch_mask
 from kbatch.arrow import kafka_schema
-from kbatch.errors import KBatchError
+from kbatch.errors import KBatchError, StorageError
 
 __all__ = [
     "ConvertError",
@@ -181,6 +181,7 @@ class PartitionReport:
     compacted_offsets: int = 0  # offsets with no record on disk (compaction, deleted batches)
     filtered: int = 0  # left out by --where (Spark)
     unread: int = 0  # in batches skipped as corrupt (--no-fail-on-data-loss)
+    lost: str = ""  # why the rest of the range was not read (an object gone or cut; --no-fail-on-data-loss)
 
     @property
     def span(self) -> int:
@@ -207,6 +208,8 @@ class PartitionReport:
                 parts.append(plural(n, what) + tail.get(what, ""))
         if self.skipped_bytes:
             parts.append(f"{plural(self.skipped_bytes, 'corrupt byte')} skipped")
+        if self.lost:
+            parts.append(f"the rest not read: {self.lost}")
         return ", ".join(parts) if parts else "unexplained"
 
     def line(self) -> str:
@@ -476,18 +479,26 @@ def _is_remote(out: str) -> bool:
     return _storage.is_remote(out)
 
 
-def _report(log: Any, start: int, end: int, isolation_level: str) -> PartitionReport:
+def _report(log: Any, start: int, end: int, opts: Options) -> PartitionReport:
     """A partition's report with the offsets in ``[start, end)`` explained from batch headers alone.
 
     Markers are control batches in the range; aborted records are the data batches
     read_committed drops; compacted offsets are the rest of the span that holds no record.
+    A segment gone or cut since it was listed raises, or with ``failOnDataLoss=false`` is
+    the report's ``lost`` (the read then stops there too).
     """
     import numpy as np
 
     rep = PartitionReport(log.topic, log.partition, start, end, log_start_offset=log.log_start_offset)
     if end <= start:
         return rep
-    parts = [seg.scan("skip") for seg in log.segments if seg.size]
+    try:
+        parts = [seg.scan("skip") for seg in log.segments if seg.size]
+    except StorageError as exc:
+        if opts.fail_on_data_loss:
+            raise
+        rep.lost = str(exc)
+        return rep
     if not parts:
         return rep
     b = np.concatenate(parts)
@@ -497,7 +508,7 @@ def _report(log: Any, start: int, end: int, isolation_level: str) -> PartitionRe
     width = np.minimum(last, end - 1) - np.maximum(base, start) + 1
     control = b["is_control"].astype(bool)
     dropped = np.zeros(len(b), dtype=bool)
-    if isolation_level == "read_committed":
+    if opts.isolation_level == "read_committed":
         aborted, _lso = log.transactions()
         if aborted:
             dropped = aborted_batch_mask(b, [(pid, first) for pid, first, _last in aborted])
@@ -524,7 +535,7 @@ def _finish_report(rep: PartitionReport, records: int, *, filtered: bool) -> Non
 def _reports_and_notes(p: Plan) -> tuple[dict[tuple[Any, ...], PartitionReport], list[str]]:
     """Every partition's report and the notes (then the plan's segments are closed)."""
     try:
-        reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts.isolation_level)
+        reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts)
                    for d in p.logs}
         return reports, _notes(p.logs)
     finally:
@@ -908,12 +919,16 @@ def _arrow_batches(
             done_bytes = max(done_bytes, finished_bytes)
         progress.update(done_bytes, records=records)
 
+    def lost(log: Any, exc: KBatchError) -> None:  # --no-fail-on-data-loss: told, not raised
+        reports[range_key(log, opts)].lost = str(exc)
+
+    on_lost = None if opts.fail_on_data_loss else lost
     if opts.replicas != "all":
-        yield from read_logs(p.logs, opts, ranges=p.ranges, progress=count)
+        yield from read_logs(p.logs, opts, ranges=p.ranges, progress=count, lost=on_lost)
         return
     for log in p.logs:  # copies of one partition: ranges by (topic, partition, root)
         one = {(log.topic, log.partition): p.ranges[range_key(log, opts)]}
-        yield from (with_root(b, log.root) for b in read_logs(log, opts, ranges=one, progress=count))
+        yield from (with_root(b, log.root) for b in read_logs(log, opts, ranges=one, progress=count, lost=on_lost))
 
 
 def _write_orc(reader: Any, folder: Path, args: argparse.Namespace, token: str) -> None:
@@ -1012,7 +1027,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
     wall = time.perf_counter()
     p = plan(args)
     try:
-        reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts.isolation_level)
+        reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts)
                    for d in p.logs}
         _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
                    f"{size(p.input_bytes)} of log")

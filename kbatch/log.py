@@ -117,7 +117,7 @@ from kbatch._wire import (
     RECORD_OVERHEAD_V0,
 )
 from kbatch.arrow import iter_log_arrow, log_to_arrow
-from kbatch.errors import CorruptRecordError, CRCError, UnsupportedError
+from kbatch.errors import CorruptRecordError, CRCError, StorageError, UnsupportedError
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
     from typing_extensions import Self
@@ -510,6 +510,10 @@ class Segment:
                 self._data = self._reader.view(0, self.size)[0] if self.size else memoryview(b"")
             elif self.size:
                 with open(self.path, "rb") as f:
+                    now = os.fstat(f.fileno()).st_size
+                    if now < self.size:  # cut since it was opened: its tail would vanish unseen
+                        raise StorageError(f"cannot read {self.url}: {now} bytes, {self.size} when it was "
+                                           "opened (cut or rewritten since)", url=self.url)
                     self._mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
                 self._data = memoryview(self._mmap)
             else:

@@ -276,3 +276,39 @@ def test_skipped_corruption_is_counted_per_partition(tmp_path, capsys):
     p = {x["topic"]: x for x in summary["per_partition"]}["orders"]
     assert (p["records"], p["unread"], p["skipped_bytes"] > 0) == (290, 10, True)
     assert "10 unread records (corrupt batches skipped)" in p["why"]
+
+
+def _cut_after_planning(monkeypatch, root: Path) -> Path:
+    """Three segments of 100 records; the second is cut to half between planning and reading
+    (as a retention or a copy running beside the job would)."""
+    with LogWriter(root, "t", 0, segment_bytes=200) as w:  # one batch per segment
+        for i in range(3):
+            w.append(kbatch.encode([b"v%d" % j for j in range(100)], base_offset=100 * i))
+    victim = sorted((root / "t-0").glob("*.log"))[1]
+    planned = _convert.plan
+
+    def plan_then_cut(args):
+        p = planned(args)
+        with open(victim, "r+b") as f:
+            f.truncate(victim.stat().st_size // 2)
+        return p
+
+    monkeypatch.setattr(_convert, "plan", plan_then_cut)
+    return victim
+
+
+def test_segment_cut_after_planning_is_an_error_naming_it(tmp_path, monkeypatch, capsys):
+    victim = _cut_after_planning(monkeypatch, tmp_path / "root")
+    status, _ = convert(str(tmp_path / "root"), str(tmp_path / "out"))
+    err = capsys.readouterr().err
+    assert status == 1 and victim.name in err and "cut or rewritten" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_segment_cut_after_planning_is_reported_without_fail_on_data_loss(tmp_path, monkeypatch, capsys):
+    victim = _cut_after_planning(monkeypatch, tmp_path / "root")
+    status, summary = convert(str(tmp_path / "root"), str(tmp_path / "out"), "--no-fail-on-data-loss", capsys=capsys)
+    assert status == 0 and summary["records"] == 100  # the first segment; the log stops at the cut one
+    (p,) = summary["per_partition"]
+    assert victim.name in p["lost"] and "the rest not read" in p["why"]
+    assert len(read_back(tmp_path / "out")) == 100
