@@ -928,13 +928,49 @@ def iter_log_arrow(
 #                       read_committed drops aborted batches and stops at the last stable
 #                       offset; control batches give no row; a corrupt batch raises or is
 #                       skipped and recorded in LogDir.skipped (and logged)
-#                    -> to_record_batches(topic, partition, caps)    one capped batch at a time
+#                    -> to_record_batches(topic, partition, caps)    one capped batch at a time;
+#                       batches under 1/JOIN_FRACTION of the caps are joined with the next ones
+#                       of the same log (many small segments: few batches, not one each)
 #   a StorageError   (an object gone or cut since the log was opened) raises, or with ``lost``
 #                    is handed to it and the rest of that log is not read
 #   ``progress``     is told of each table once its batches are out, and of the log's end
 #
 # The loop lives here, below kbatch.log, and knows a LogDir only by its methods: LogDir.to_arrow
 # reaches it without importing upward, and kbatch._plan imports it down.
+
+
+#: Batches smaller than 1/JOIN_FRACTION of the caps are joined with the next ones of the same log
+#: (a log of many small segments gives one small table per segment; a consumer such as Spark pays
+#: per batch).
+JOIN_FRACTION = 8
+
+
+class _Joiner:
+    """Holds small record batches of one log until they reach ``rows`` or ``nbytes`` together."""
+
+    def __init__(self, rows: int, nbytes: int) -> None:
+        self.rows, self.nbytes = rows, nbytes
+        self.held: list[pa.RecordBatch] = []
+        self.held_rows = self.held_bytes = 0
+
+    def add(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+        if batch.num_rows >= self.rows or batch.nbytes >= self.nbytes:
+            yield from self.flush()
+            yield batch  # big enough alone: no copy
+            return
+        self.held.append(batch)
+        self.held_rows += batch.num_rows
+        self.held_bytes += batch.nbytes
+        if self.held_rows >= self.rows or self.held_bytes >= self.nbytes:
+            yield from self.flush()
+
+    def flush(self) -> Iterator[pa.RecordBatch]:
+        if len(self.held) == 1:
+            yield self.held[0]
+        elif self.held:
+            yield _pa().concat_batches(self.held)
+        self.held = []
+        self.held_rows = self.held_bytes = 0
 
 
 def log_batches(
@@ -965,8 +1001,10 @@ def log_batches(
         ``log``: it may raise; if it returns, the rest of that log is not read. Without it
         the error is raised.
     progress : callable, optional
-        ``progress(log, table)`` once the batches of each ``RecordTable`` are yielded, and
-        ``progress(log, None)`` when a log is done (read, empty, or cut short by ``lost``).
+        ``progress(log, table)`` once each ``RecordTable`` is converted (its rows are yielded
+        then, or held to be joined with the next table's until the log ends), and
+        ``progress(log, None)`` when a log is done (read, empty, or cut short by ``lost``)
+        and all its rows are yielded.
     read : mapping, optional
         ``LogDir.iter_tables`` arguments (``**read`` of :func:`iter_log_arrow`).
 
@@ -981,6 +1019,7 @@ def log_batches(
     >>> [b.num_rows for b in log_batches(log, ranges={("t", 0): (2, 9)}, batch_rows=4)]
     [4, 3]
     """
+    small = _Joiner(max(batch_rows // JOIN_FRACTION, 1), max(batch_bytes // JOIN_FRACTION, 1))
     for log in [logs] if hasattr(logs, "iter_tables") else logs:
         bounds = None if ranges is None else ranges[(log.topic, log.partition)]
         if bounds is None or bounds[1] > bounds[0]:
@@ -998,7 +1037,7 @@ def log_batches(
                         raise
                     lost(log, exc)
                     break
-                yield from to_record_batches(
+                for batch in to_record_batches(
                     table,
                     topic=log.topic,
                     partition=log.partition,
@@ -1007,10 +1046,12 @@ def log_batches(
                     binary=binary,
                     max_rows=batch_rows,
                     max_bytes=batch_bytes,
-                )
+                ):
+                    yield from small.add(batch)
                 if progress is not None:
                     progress(log, table)
                 del table
+            yield from small.flush()
         if progress is not None:
             progress(log, None)
 
