@@ -122,6 +122,8 @@ cdef struct worker_t:
     void* arg
     uint64_t state             # JOB_*: the thread claims a job, or the caller takes it back, by CAS
     bint quit
+    void* owner                # a Python job: the Helper (borrowed: the caller keeps it alive)
+    void* tstate               # the thread's Python thread state, made at its first Python job
 
 
 cdef class Helper:

@@ -136,9 +136,20 @@ cdef enum:
     HELPERS_KEPT = 4   # idle helpers kept per process (more are let go when handed back)
 
 
+cdef extern from "Python.h":
+    # (Cython's declarations lack nogil: these are called without the GIL, to take it)
+    ctypedef enum PyGILState_STATE:
+        PyGILState_UNLOCKED
+    PyGILState_STATE PyGILState_Ensure() noexcept nogil
+    void PyGILState_Release(PyGILState_STATE state) noexcept nogil
+    void* PyEval_SaveThread() noexcept nogil
+    void PyEval_RestoreThread(void* tstate) noexcept nogil
+
+
 cdef void _helper_main(void* state) noexcept nogil:
     """The helper thread: claims each job handed over and runs it (a C job without
-    the GIL). It owns ``state`` once told to quit, and frees it on its way out."""
+    the GIL). It owns ``state`` once told to quit, and frees it on its way out,
+    with its Python thread state if it has one."""
     cdef worker_t* w = <worker_t*>state
     while True:
         PyThread_acquire_lock(w.ready, WAIT_LOCK)
@@ -147,15 +158,29 @@ cdef void _helper_main(void* state) noexcept nogil:
         if kb_swap(&w.state, JOB_SUBMITTED, JOB_RUNNING):
             w.fn(w.arg)
         PyThread_release_lock(w.done)
+    if w.tstate != NULL:
+        PyEval_RestoreThread(w.tstate)
+        PyGILState_Release(PyGILState_UNLOCKED)  # the last: the state is cleared and deleted
     PyThread_free_lock(w.ready)
     PyThread_free_lock(w.done)
     free(w)
 
 
+cdef void _run_call(void* helper) noexcept with gil:
+    (<Helper>helper).run_call()
+
+
 cdef void _call_python(void* arg) noexcept nogil:
-    """A Python job, on the helper thread."""
-    with gil:
-        (<Helper>arg).run_call()
+    """A Python job, on the helper thread. The thread's Python thread state is made
+    at its first Python job and kept until the thread quits, and with it what the
+    job keeps per thread (kbatch._compression's zstd contexts)."""
+    cdef worker_t* w = <worker_t*>arg
+    if w.tstate == NULL:
+        PyGILState_Ensure()  # (released only on the way out)
+    else:
+        PyEval_RestoreThread(w.tstate)
+    _run_call(w.owner)  # (its own PyGILState_Ensure nests: the GIL is held)
+    w.tstate = PyEval_SaveThread()
 
 
 cdef class Helper:
@@ -280,7 +305,8 @@ cdef class Helper:
         if self.w == NULL:
             self.run_call()
         else:
-            self.submit(_call_python, <void*>self, False)
+            self.w.owner = <void*>self
+            self.submit(_call_python, self.w, False)
 
     cdef void run_call(self) noexcept:
         try:
