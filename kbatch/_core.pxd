@@ -131,6 +131,7 @@ cdef class Helper:
     cdef long pid         # the process that started the thread (a forked child has none)
     cdef bint busy        # the thread's next release of ``done`` is still to be waited for
     cdef bint taken_back  # ... and it is only the wake-up of a job taken back (cancel)
+    cdef bint kept        # from take_helper(kept=True): given back to the idle ones, not let go
     cdef object call      # a Python job: the callable, its value, its exception
     cdef object value
     cdef object error
@@ -144,5 +145,5 @@ cdef class Helper:
     cdef void run_call(self) noexcept
 
 
-cdef Helper take_helper(bint threaded)
+cdef Helper take_helper(bint threaded, bint kept=*)
 cdef object give_back(Helper helper, bint keep_gil, bint take_back=*)

@@ -468,7 +468,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     # Two threads: compressed input as a pipeline of chunks (one chunk has
     # nothing to overlap); uncompressed input split by batches.
     split = not in_arena and _CPUS > 1 and 1 < bad < 0xFFFFFFFF and n >= _SPLIT_BYTES
-    parser = take_helper(split or (_CPUS > 1 and in_arena and bad > 1 and n > chunk_bytes))
+    parser = take_helper(split or (_CPUS > 1 and in_arena and bad > 1 and n > chunk_bytes), False)
     try:
         if in_arena:
             arena.before_grow = parser.wait_idle

@@ -158,7 +158,7 @@ cdef int64_t _plan_records(rec_in_t* recs, int64_t n, int64_t max_records, int64
     back.end = n
     front.plans = plans
     back.plans = plans + split  # the front needs at most ``split`` entries
-    worker = take_helper(True)
+    worker = take_helper(True, False)
     worker.submit(_plan_range, &back, hold_gil)
     if hold_gil:
         _plan_range(&front)
@@ -274,7 +274,7 @@ cdef class _CompressJob:
         here.first = 0
         if _CPUS > 1 and nb > 1 and total >= PARALLEL_WRITE_MIN_BYTES:
             job.first = here.end = _halve(self.plans, nb, total)
-            worker = take_helper(True)
+            worker = take_helper(True, False)
             worker.submit(_write_raw, &job, True)
         _write_raw(&here)
         if worker is not None:
@@ -290,7 +290,7 @@ cdef class _CompressJob:
         self.next_batch = 0
         self.end_batch = nb
         if _CPUS > 1 and nb > 1 and self.raw_bytes >= PARALLEL_COMPRESS_MIN_BYTES:
-            helper = take_helper(True)
+            helper = take_helper(True, False)
             helper.start(self.take_batches)
         try:
             self.take()
@@ -459,7 +459,7 @@ cdef object _write_uncompressed(_Inputs inp, const batch_opts_t* o, const plan_t
             mine = at[_halve(plans, nb, total)]
             if total >= POPULATE_MIN_BYTES:
                 job.populate = mine
-            worker = take_helper(True)
+            worker = take_helper(True, False)
             worker.submit(_write_front, &job, hold_gil)
         if total >= POPULATE_MIN_BYTES:
             kb_populate(out_ptr + mine, total - mine)
@@ -789,7 +789,7 @@ def encode_arrays(object value_offsets, object value_data, object value_valid=No
     if _CPUS > 1 and n >= PARALLEL_RECORDS_MIN:
         second = g
         second.first = g.end = n // 2
-        worker = take_helper(True)
+        worker = take_helper(True, False)
         worker.submit(_gather_columns, &second, False)
     try:
         with nogil:

@@ -114,6 +114,13 @@ def _window_is_open():
 # atomics of kbatch/_threads.pxd (kb_take). A C job never needs the GIL, so a caller that
 # holds it throughout, waits included (the plain-list encode's window), cannot deadlock with
 # the thread. A forked child has none of its parent's threads: its helpers are its own.
+#
+# Which threads are kept: a helper handed one job per chunk of a call (LZ4 in C, payload
+# pieces, to_arrow's chunks) is kept idle between calls (HELPERS_KEPT per process). A helper
+# that serves a whole call (decode's parse thread, woken for every chunk; the encoder's second
+# half, planner and compressor) is a new thread, let go at the end of the call (kept=False):
+# on the shared 2-core machine a kept thread in that role was measured twice as slow for an
+# LZ4 decode (the scheduler placed it beside the calling thread), a new one as before.
 
 cdef extern from *:
     """
@@ -200,6 +207,7 @@ cdef class Helper:
         self.pid = kb_getpid()
         self.busy = False
         self.taken_back = False
+        self.kept = False
         if not threaded:
             return
         cdef worker_t* w = <worker_t*>malloc(sizeof(worker_t))
@@ -320,14 +328,15 @@ cdef list _idle_helpers = []
 cdef long _idle_pid = 0
 
 
-cdef Helper take_helper(bint threaded):
+cdef Helper take_helper(bint threaded, bint kept=True):
     """An idle helper thread of this process, or a new one; with ``threaded``
-    False, a Helper that runs jobs inline."""
+    False, a Helper that runs jobs inline. ``kept`` False: a new thread, let go
+    when given back (see the rule above)."""
     global _idle_helpers, _idle_pid
     cdef Helper helper
     cdef Py_ssize_t i
-    if not threaded:
-        return Helper(False)
+    if not (threaded and kept):
+        return Helper(threaded)
     if _idle_pid != kb_getpid():  # (a forked child has none of its parent's threads)
         _idle_helpers = []
         _idle_pid = kb_getpid()
@@ -336,7 +345,9 @@ cdef Helper take_helper(bint threaded):
         if helper.idle():
             del _idle_helpers[i]  # atomic under the GIL
             return helper
-    return Helper(True)
+    helper = Helper(True)
+    helper.kept = True
+    return helper
 
 
 cdef object give_back(Helper helper, bint keep_gil, bint take_back=False):
@@ -352,7 +363,7 @@ cdef object give_back(Helper helper, bint keep_gil, bint take_back=False):
     value, error = helper.value, helper.error
     helper.value = helper.error = helper.call = None
     if helper.w != NULL:
-        if helper.pid == _idle_pid and len(_idle_helpers) < HELPERS_KEPT:
+        if helper.kept and helper.pid == _idle_pid and len(_idle_helpers) < HELPERS_KEPT:
             _idle_helpers.append(helper)
         else:
             helper.close(keep_gil)
