@@ -13,13 +13,12 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.string cimport memcpy, memset
 
-from kbatch._core cimport header_t, record_t
+from kbatch._core cimport Helper, give_back, header_t, record_t, take_helper
+from kbatch._threads cimport kb_or8, kb_take
 
 cdef extern from *:
     void __builtin_prefetch(const void*) noexcept nogil
 
-
-import _thread
 
 import numpy as np
 
@@ -342,25 +341,6 @@ cdef inline int64_t _positive(int32_t length) noexcept nogil:
 # header count); a chunked run checks that on every record, and the caller runs again as one
 # chunk when it does not hold (a filtered or reordered table) or when anything is wrong.
 
-cdef extern from *:
-    """
-    #define KBATCH_TAKE(p) __atomic_fetch_add((p), 1, __ATOMIC_RELAXED)
-    #define KBATCH_OR(p, v) ((void)__atomic_fetch_or((p), (v), __ATOMIC_RELAXED))
-    #define KBATCH_DONE(p) ((void)__atomic_fetch_add((p), 1, __ATOMIC_RELEASE))
-    #define KBATCH_FINISHED(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-    """
-    Py_ssize_t KBATCH_TAKE(Py_ssize_t* p) noexcept nogil
-    void KBATCH_OR(uint8_t* p, uint8_t v) noexcept nogil
-    void KBATCH_DONE(Py_ssize_t* p) noexcept nogil
-    Py_ssize_t KBATCH_FINISHED(Py_ssize_t* p) noexcept nogil
-
-cdef extern from "<time.h>":
-    struct timespec:
-        long tv_sec
-        long tv_nsec
-    int nanosleep(const timespec* req, timespec* rem) noexcept nogil
-
-
 cdef enum:
     C_KEY = 0      # the binary columns: index into the per-column arrays below
     C_VALUE = 1
@@ -444,7 +424,7 @@ cdef inline void _slot(const job_t* job, part_t* p, int col, Py_ssize_t row, int
     if ln < 0:
         p.nulls[col] += 1
         if col >= C_HKEY and job.chunked:  # two chunks can share a header rows' bitmap byte
-            KBATCH_OR(&job.null_bits[col][row >> 3], bit)
+            kb_or8(&job.null_bits[col][row >> 3], bit)
         else:
             job.null_bits[col][row >> 3] |= bit
     else:
@@ -582,18 +562,19 @@ cdef struct pass_t:
     # one pass over a job's chunks, shared by the caller's thread and a helper thread
     job_t job
     bint gather
-    Py_ssize_t next  # the next chunk to take
-    Py_ssize_t done  # chunks finished
+    uint64_t range  # the chunks not yet taken (kb_take)
 
 
-cdef void _work(pass_t* ps) noexcept nogil:
+cdef void _work(void* arg) noexcept nogil:
     """Take chunks until none is left."""
+    cdef pass_t* ps = <pass_t*>arg
     cdef const job_t* job = &ps.job
-    cdef Py_ssize_t k, first, end
+    cdef Py_ssize_t first, end
+    cdef int64_t k
     cdef part_t* p
     while True:
-        k = KBATCH_TAKE(&ps.next)
-        if k >= job.nchunks:
+        k = kb_take(&ps.range, False)
+        if k < 0:
             return
         first = k * job.chunk
         end = job.n if k == job.nchunks - 1 else first + job.chunk
@@ -612,44 +593,30 @@ cdef void _work(pass_t* ps) noexcept nogil:
         else:
             p.err = _gather(job, p, first, end, <int32_t*>job.offsets[0], <int32_t*>job.offsets[1],
                             <int32_t*>job.offsets[2], <int32_t*>job.offsets[3])
-        KBATCH_DONE(&ps.done)
-
-
-cdef class _Pass:
-    """A :c:type:`pass_t` on the heap, kept alive by the helper thread's reference to it.
-
-    The helper thread may start late, even after the caller returned: it then finds no
-    chunk left and touches nothing but this object.
-    """
-
-    cdef pass_t p
-
-    def help(self):
-        with nogil:
-            _work(&self.p)
 
 
 cdef int _run(const job_t* job, bint gather) except -1:
-    """One pass over every chunk: in this thread and, for several chunks, a helper thread.
+    """One pass over every chunk: in this thread and, for several chunks, kbatch's helper
+    thread (kbatch/_core_threads.pxi).
 
-    The helper is not waited for to start (on a busy machine this thread just does every
-    chunk), only for the chunks it took: sleeping, not spinning.
+    The helper is not waited for to start: on a busy machine this thread just does every
+    chunk and takes the helper's job back; once started, it is waited for (sleeping, not
+    spinning) to finish the chunk it took.
     """
-    cdef _Pass ps = _Pass()
-    cdef timespec nap
-    nap.tv_sec = 0
-    nap.tv_nsec = 20000
-    ps.p.job = job[0]
-    ps.p.gather = gather
+    cdef pass_t ps
+    cdef Helper helper = None
+    ps.job = job[0]
+    ps.gather = gather
+    ps.range = <uint64_t>job.nchunks << 32
     if job.nchunks > 1:
-        try:
-            _thread.start_new_thread(ps.help, ())
-        except RuntimeError:  # no thread to be had: this one takes every chunk
-            pass
-    with nogil:
-        _work(&ps.p)
-        while KBATCH_FINISHED(&ps.p.done) < job.nchunks:
-            nanosleep(&nap, NULL)  # this core idle: the helper, if preempted, can move here
+        helper = take_helper(True)
+        helper.submit(_work, &ps, False)  # (no thread to be had: every chunk, inline)
+    try:
+        with nogil:
+            _work(&ps)
+    finally:
+        if helper is not None:
+            give_back(helper, False, True)
     return 0
 
 

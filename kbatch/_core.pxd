@@ -3,9 +3,11 @@
 # The three row structs below are the C views of RECORD_DTYPE, BATCH_DTYPE and
 # HEADER_DTYPE. Their field order and types must match the NumPy dtypes built in
 # _core.pyx field for field; _core.pyx checks offsets and sizes at import time
-# and refuses to load if they ever drift apart.
+# and refuses to load if they ever drift apart. At the end: the helper thread
+# (kbatch/_core_threads.pxi), shared with kbatch/_arrowkernels.pyx.
 
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
+from cpython.pythread cimport PyThread_type_lock
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 
 cdef struct record_t:
@@ -104,3 +106,44 @@ cdef enum ErrorCode:
     E_WRAPPER_OFFSET        # v1 wrapper offset below its last inner offset
     E_CRC32                 # legacy CRC32 (IEEE) mismatch
     E_INNER_TRUNCATED       # an inner entry runs past the decompressed bytes
+
+
+# The helper thread (kbatch/_core_threads.pxi): a C thread of its own that runs one job at a
+# time, a nogil C function or (with the GIL, taken on that thread) a Python callable. Declared
+# here so that kbatch/_arrowkernels.pyx shares the same helpers (take_helper, give_back).
+
+ctypedef void (*work_fn)(void* arg) noexcept nogil
+
+
+cdef struct worker_t:
+    PyThread_type_lock ready   # released by submit: a job (or quit) is there
+    PyThread_type_lock done    # released by the thread: the job is finished (or was taken back)
+    work_fn fn
+    void* arg
+    uint64_t state             # JOB_*: the thread claims a job, or the caller takes it back, by CAS
+    bint quit
+    void* owner                # a Python job: the Helper (borrowed: the caller keeps it alive)
+    void* tstate               # the thread's Python thread state, made at its first Python job
+
+
+cdef class Helper:
+    cdef worker_t* w      # NULL: jobs run inline, on the calling thread
+    cdef long pid         # the process that started the thread (a forked child has none)
+    cdef bint busy        # the thread's next release of ``done`` is still to be waited for
+    cdef bint taken_back  # ... and it is only the wake-up of a job taken back (cancel)
+    cdef bint kept        # from take_helper(kept=True): given back to the idle ones, not let go
+    cdef object call      # a Python job: the callable, its value, its exception
+    cdef object value
+    cdef object error
+
+    cdef void submit(self, work_fn fn, void* arg, bint keep_gil) noexcept
+    cdef void wait(self, bint keep_gil) noexcept
+    cdef bint cancel(self) noexcept
+    cdef bint idle(self) noexcept
+    cdef void close(self, bint keep_gil) noexcept
+    cdef void start(self, object fn) noexcept
+    cdef void run_call(self) noexcept
+
+
+cdef Helper take_helper(bint threaded, bint kept=*)
+cdef object give_back(Helper helper, bint keep_gil, bint take_back=*)

@@ -71,7 +71,7 @@ what it uses::
     _core_frame.pxi    batch headers (v2 and legacy; offsets: kbatch/_wire.pxd), CRCs
     _core_parse.pxi    records into rows (v2, legacy)
     _core_memory.pxi   spare blocks, the arena (_Block), rows to NumPy
-    _core_threads.pxi  thread budget, the helper threads, the GIL window
+    _core_threads.pxi  thread budget, the GIL window, the helper thread (Helper)
     _core_decode.pxi   decode, scan, slices: the chunked and split parse
     _core_inflate.pxi  payload decompression (zstd/snappy/gzip sizing, LZ4 in C)
     _core_gather.pxi   an encode's input gathered into C rows
@@ -91,6 +91,7 @@ from cpython.buffer cimport (
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.pythread cimport (
+    NOWAIT_LOCK,
     WAIT_LOCK,
     PyThread_acquire_lock,
     PyThread_allocate_lock,
@@ -118,8 +119,10 @@ from kbatch._wire cimport (
 )
 from kbatch._wire cimport be16 as _be16, be32 as _be32, be64 as _be64, le32 as _le32
 from kbatch._wire cimport put16 as _put16, put32 as _put32, put64 as _put64
+# The atomics the helper thread and the calling thread share work through.
+from kbatch._threads cimport kb_cut, kb_load, kb_store, kb_swap, kb_take
 
-import _thread
+import atexit
 import os
 import time
 

@@ -1,11 +1,11 @@
 # _core_decode.pxi: decode, scan and slices, part of kbatch/_core.pyx.
 #
 # provides: decode, scan, slices (public); the chunked parse driver (parse_job_t,
-#           _parse_batch, _parse_chunk), the two-ended split parse (kb_take/kb_cut,
-#           _parse_split, _join_sides), _table (rows -> RecordTable)
+#           _parse_batch, _parse_chunk), the two-ended split parse (_parse_split,
+#           _join_sides), _table (rows -> RecordTable)
 # uses:     _core_frame (framing, CRC), _core_parse (records), _core_memory (arena, rows),
-#           _core_threads (_Worker, _CPUS), _core_inflate (_decompress_payloads),
-#           _core_errors; the tunables _CHUNK_BYTES, _SPLIT_BYTES in _core.pyx
+#           _core_threads (Helper, _CPUS), kbatch/_threads.pxd (kb_take, kb_cut),
+#           _core_inflate (_decompress_payloads), _core_errors; the tunables _CHUNK_BYTES, _SPLIT_BYTES in _core.pyx
 #
 # ---------------------------------------------------------------------------
 
@@ -132,40 +132,7 @@ cdef void _parse_chunk(void* arg) noexcept nogil:
 # own just before parsing them. Each side appends header rows to a buffer of its own;
 # the back's are moved behind the front's once both are done, and the rows
 # of its batches renumbered. A batch is taken by compare-and-swap on one
-# word holding both ends of the range left.
-
-cdef extern from *:
-    """
-    /* Take the next batch of a shared range from its front or its back; -1
-       once the range is empty. *range packs the next front batch (low 32
-       bits) and one past the last back batch (high 32 bits). */
-    static inline int64_t kb_take(uint64_t* range, int from_back) {
-        uint64_t s = __atomic_load_n(range, __ATOMIC_ACQUIRE), t;
-        uint32_t lo, hi;
-        do {
-            lo = (uint32_t)s;
-            hi = (uint32_t)(s >> 32);
-            if (lo >= hi) return -1;
-            t = from_back ? s - ((uint64_t)1 << 32) : s + 1;
-        } while (!__atomic_compare_exchange_n(range, &s, t, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
-        return from_back ? (int64_t)hi - 1 : (int64_t)lo;
-    }
-    /* Drop the batches from `end` on from a range (those not yet taken). */
-    static inline void kb_cut(uint64_t* range, uint32_t end) {
-        uint64_t s = __atomic_load_n(range, __ATOMIC_ACQUIRE), t;
-        do {
-            if ((uint32_t)(s >> 32) <= end) return;
-            t = ((uint64_t)end << 32) | (uint32_t)s;
-        } while (!__atomic_compare_exchange_n(range, &s, t, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
-    }
-    static inline uint64_t kb_load(uint64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
-    static inline void kb_store(uint64_t* word, uint64_t v) { __atomic_store_n(word, v, __ATOMIC_RELEASE); }
-    """
-    int64_t kb_take(uint64_t* range, int from_back) noexcept nogil
-    void kb_cut(uint64_t* range, uint32_t end) noexcept nogil
-    uint64_t kb_load(uint64_t* word) noexcept nogil
-    void kb_store(uint64_t* word, uint64_t v) noexcept nogil
-
+# word holding both ends of the range left (kb_take, kbatch/_threads.pxd).
 
 cdef struct split_t:
     uint64_t range          # batches not yet taken (see kb_take)
@@ -229,7 +196,7 @@ cdef void _join_range(void* arg) noexcept nogil:
         at += count
 
 
-cdef int _join_sides(_Worker parser, split_t* split, batch_t* bp, int64_t end, const uint8_t* skip,
+cdef int _join_sides(Helper parser, split_t* split, batch_t* bp, int64_t end, const uint8_t* skip,
                      rows_t* rows, header_buf_t* front, const header_buf_t* back) except -1:
     """After a split parse: the rows of batches ``0 .. end`` with one header
     buffer, ``front``. Batches below the front's end of the range are the
@@ -269,7 +236,7 @@ cdef int _join_sides(_Worker parser, split_t* split, batch_t* bp, int64_t end, c
     return 0
 
 
-cdef object _parse_split(_Worker parser, parse_job_t* job, int64_t* bad, rows_t* rows):
+cdef object _parse_split(Helper parser, parse_job_t* job, int64_t* bad, rows_t* rows):
     """Place, check and parse uncompressed batches ``0 .. bad[0]`` (in
     ``job.base``, the input) on two threads (see above). Returns the exception of the first bad batch, and
     lowers ``bad[0]`` to it, or None; ``rows`` and ``job.hb`` hold the rows
@@ -426,7 +393,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     cdef const uint8_t* skip = NULL
     cdef int32_t[::1] kept_index
     cdef const int32_t* remap = NULL
-    cdef _Worker parser
+    cdef Helper parser
     cdef int64_t chunk_bytes
     cdef parse_job_t pjob
     cdef parse_job_t* job = &pjob
@@ -500,7 +467,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     # Two threads: compressed input as a pipeline of chunks (one chunk has
     # nothing to overlap); uncompressed input split by batches.
     split = not in_arena and _CPUS > 1 and 1 < bad < 0xFFFFFFFF and n >= _SPLIT_BYTES
-    parser = _Worker(split or (_CPUS > 1 and in_arena and bad > 1 and n > chunk_bytes))
+    parser = take_helper(split or (_CPUS > 1 and in_arena and bad > 1 and n > chunk_bytes), False)
     try:
         if in_arena:
             arena.before_grow = parser.wait_idle
@@ -578,7 +545,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
         if remap != NULL and bad:
             table.next_offset = bp[bad - 1].base_offset + bp[bad - 1].last_offset_delta + 1
     finally:
-        parser.close(False)  # first: the parse thread may still be writing rows
+        give_back(parser, False)  # first: the parse thread may still be writing rows
         if in_arena:
             arena.before_grow = None
         free(rows.records)

@@ -5,7 +5,8 @@
 #           limits), _CompressJob, _encode_inputs, _write_uncompressed (two writer threads
 #           for large outputs), _finish_batch
 # uses:     kbatch/_wire.pxd (writers, offsets), _core_wire (varints), _core_frame (_Span), _core_gather
-#           (C rows), _core_memory, _core_threads (_Worker, _Beside, the GIL window)
+#           (C rows), _core_memory, _core_threads (Helper, the GIL window),
+#           kbatch/_threads.pxd (kb_take, kb_load, kb_store)
 
 cdef inline int64_t _body_size(const rec_in_t* r, int64_t timestamp_delta, int32_t offset_delta) noexcept nogil:
     """Bytes of a record after its length varint."""
@@ -140,7 +141,7 @@ cdef int64_t _plan_records(rec_in_t* recs, int64_t n, int64_t max_records, int64
     cdef plan_job_t front, back
     cdef const plan_t* last
     cdef int64_t split = n // 2, body
-    cdef _Worker worker
+    cdef Helper worker
     if max_records < split:
         split -= split % max_records
     if not (_CPUS > 1 and n >= PARALLEL_RECORDS_MIN and 0 < max_records <= split):
@@ -157,7 +158,7 @@ cdef int64_t _plan_records(rec_in_t* recs, int64_t n, int64_t max_records, int64
     back.end = n
     front.plans = plans
     back.plans = plans + split  # the front needs at most ``split`` entries
-    worker = _Worker(True)
+    worker = take_helper(True, False)
     worker.submit(_plan_range, &back, hold_gil)
     if hold_gil:
         _plan_range(&front)
@@ -165,7 +166,7 @@ cdef int64_t _plan_records(rec_in_t* recs, int64_t n, int64_t max_records, int64
         _gil_may_go()
         with nogil:
             _plan_range(&front)
-    worker.close(hold_gil)
+    give_back(worker, hold_gil)
     last = plans + front.nb - 1
     body = _body_size(recs + split, recs[split].timestamp - recs[last.first].timestamp,
                       <int32_t>(split - last.first)) if split - last.first < max_records else 0
@@ -426,7 +427,7 @@ cdef class _CompressJob:
         cdef int64_t k, pos = 0
         cdef uint8_t[::1] block = _arena_block(total)
         cdef write_job_t job, here
-        cdef _Worker worker = None
+        cdef Helper worker = None
         self.raw_at = np.empty(nb, dtype=np.int64)
         for k in range(nb):
             self.raw_at[k] = pos
@@ -443,31 +444,29 @@ cdef class _CompressJob:
         here.first = 0
         if _CPUS > 1 and nb > 1 and total >= PARALLEL_WRITE_MIN_BYTES:
             job.first = here.end = _halve(self.plans, nb, total)
-            worker = _Worker(True)
+            worker = take_helper(True, False)
             worker.submit(_write_raw, &job, True)
         _write_raw(&here)
         if worker is not None:
-            worker.close(True)
+            give_back(worker, True)
         self.raw = memoryview(block)
         _close_window()  # the inputs are no longer read
 
     cdef list run(self, int64_t nb):
         """Compress batches ``0 .. nb`` here and, for large inputs, on a
         second thread at the same time; the compressed payloads in order."""
-        cdef _Beside beside = None
+        cdef Helper helper = None
         self.payloads = [None] * nb
         self.next_batch = 0
         self.end_batch = nb
         if _CPUS > 1 and nb > 1 and self.raw_bytes >= PARALLEL_COMPRESS_MIN_BYTES:
-            try:
-                beside = _Beside(self.take_batches)
-            except RuntimeError:  # no thread to be had: all of them here
-                pass
+            helper = take_helper(True, False)
+            helper.start(self.take_batches)
         try:
             self.take()
         finally:
-            if beside is not None:
-                beside.result()  # always waited for: it reads ``plans``
+            if helper is not None:
+                give_back(helper, False, True)  # waited for once started: it reads ``plans``
         return self.payloads
 
     def take_batches(self):
@@ -741,7 +740,7 @@ cdef object _write_uncompressed(_Inputs inp, const batch_opts_t* o, const plan_t
     cdef int64_t* at = <int64_t*>malloc(nb * sizeof(int64_t))
     cdef int64_t k, pos = 0, sealed = 0, mine = 0
     cdef bint two = _CPUS > 1 and nb > 1 and total >= PARALLEL_WRITE_MIN_BYTES
-    cdef _Worker worker = None
+    cdef Helper worker = None
     cdef _Span span = _Span()
     cdef write_job_t job
     if at == NULL:
@@ -765,7 +764,7 @@ cdef object _write_uncompressed(_Inputs inp, const batch_opts_t* o, const plan_t
             mine = at[_halve(plans, nb, total)]
             if total >= POPULATE_MIN_BYTES:
                 job.populate = mine
-            worker = _Worker(True)
+            worker = take_helper(True, False)
             worker.submit(_write_front, &job, hold_gil)
         if total >= POPULATE_MIN_BYTES:
             kb_populate(out_ptr + mine, total - mine)
@@ -787,7 +786,7 @@ cdef object _write_uncompressed(_Inputs inp, const batch_opts_t* o, const plan_t
                 k = kb_take(&job.range, two)
         finally:
             if worker is not None:
-                worker.close(hold_gil)
+                give_back(worker, hold_gil)
         if two:
             for k in range(sealed, <int64_t>job.front_done):
                 _seal(span, out_ptr + at[k], plans[k].size)
@@ -1057,7 +1056,7 @@ def encode_arrays(object value_offsets, object value_data, object value_valid=No
     cdef object hoff, ts = None
     cdef int64_t n = len(value_offsets) - 1
     cdef _Inputs inp
-    cdef _Worker worker = None
+    cdef Helper worker = None
     cdef list keep = []
     if n < 0:
         raise ValueError("value_offsets needs at least one entry")
@@ -1094,14 +1093,14 @@ def encode_arrays(object value_offsets, object value_data, object value_valid=No
     if _CPUS > 1 and n >= PARALLEL_RECORDS_MIN:
         second = g
         second.first = g.end = n // 2
-        worker = _Worker(True)
+        worker = take_helper(True, False)
         worker.submit(_gather_columns, &second, False)
     try:
         with nogil:
             _gather_columns(&g)
     finally:
         if worker is not None:
-            worker.close(False)
+            give_back(worker, False)
     if g.bad == g.end and worker is not None:
         g = second
     if g.bad < g.end:

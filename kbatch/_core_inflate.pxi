@@ -4,8 +4,8 @@
 #           snappy exact sizing (_zstd_single_size, _snappy_block_size, _plain_pieces) and
 #           _inflate_chunk (pieces on two threads); LZ4 frames in C (_lz4_load, _lz4_in_c,
 #           _lz4_frame_bound, _lz4_frame_into, _inflate_lz4_chunk)
-# uses:     kbatch/_wire.pxd (readers), _core_memory (the arena), _core_threads (_Worker,
-#           _lz4_helper, _helper_thread), kbatch._compression (everything else, errors)
+# uses:     kbatch/_wire.pxd (readers), _core_memory (the arena), _core_threads (Helper),
+#           kbatch/_threads.pxd (kb_take, kb_cut), kbatch._compression (everything else, errors)
 
 # Compressed chunks on two threads. Where a payload tells the exact size of
 # each piece it decompresses to (a zstd frame that declares its content
@@ -187,14 +187,14 @@ cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t fi
             items.append((decompress, mv[a:b], out[at:at + size]))
             at += size
         work = _Pieces(items)
-        helper = _helper_thread().submit(work.run)
+        helper = take_helper(True)
+        helper.start(work.run)
         try:
             work.run()
         finally:
-            # Not started yet (busy with another caller's chunk): nothing left for it to do.
-            # Started: it writes into ``out``, so wait for it whatever happens.
-            if not helper.cancel():
-                helper.result()
+            # Not started yet: taken back, nothing left for it to do. Started: it writes
+            # into ``out``, so waited for whatever happens.
+            give_back(helper, False, True)
             del items, work.items
     if work.failed:
         return False
@@ -433,7 +433,7 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
     cdef int64_t[::1] at = np.zeros(count, np.int64)
     cdef int64_t[::1] size = np.zeros(count, np.int64)
     cdef lz4_job_t job
-    cdef _Worker helper = None
+    cdef Helper helper = None
     cdef uint8_t[::1] room
     if not _lz4_tried:
         _lz4_load()
@@ -464,7 +464,7 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
     job.size = &size[0]
     job.back_first = count
     if two and count > 1:
-        helper = _lz4_helper()
+        helper = take_helper(True)
     start = arena.size
     with arena.reserve(slot[count]) as out:
         room = out
@@ -474,9 +474,7 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
         with nogil:
             job.front_failed = not _lz4_take(&job, False)
         if helper is not None:
-            helper.wait(False)
-            if len(_lz4_helpers) < _LZ4_HELPERS_KEPT:
-                _lz4_helpers.append(helper)
+            give_back(helper, False)
         used = job.used
         if not (job.front_failed or job.back_failed):
             # The back's batches, each at its slot, moved down behind the front's.

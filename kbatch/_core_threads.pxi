@@ -1,11 +1,11 @@
-# _core_threads.pxi: the helper threads, part of kbatch/_core.pyx.
+# _core_threads.pxi: the thread budget and the helper thread, part of kbatch/_core.pyx.
 #
 # provides: _usable_cpus, set_threads, get_threads (the thread budget, _CPUS); the plain-list
 #           encode's GIL window (_open_window, _close_window, _gil_may_go, _window_is_open);
-#           _Worker (a C thread that runs nogil jobs), _lz4_helper (idle _Workers kept for lz4
-#           chunks, fork-aware), _helper_thread (a one-thread executor, fork-aware), _Beside
-#           (a Python function on a new thread)
-# uses:     nothing of the other parts (pythread)
+#           Helper, take_helper, give_back: the one helper-thread mechanism (a C thread of its
+#           own per Helper, idle ones kept per process, fork-aware) for nogil C jobs (submit)
+#           and Python callables (start); declared in kbatch/_core.pxd for kbatch/_arrowkernels
+# uses:     kbatch/_threads.pxd (kb_store, kb_swap), pythread; nothing of the other parts
 
 def _usable_cpus():
     """Cores kbatch may keep busy: ``KBATCH_THREADS`` if set (1 = the calling
@@ -53,8 +53,6 @@ def get_threads():
     """How many threads kbatch may keep busy (see :func:`set_threads`)."""
     return _CPUS
 
-
-ctypedef void (*work_fn)(void* arg) noexcept nogil
 
 cdef extern from "pythread.h":
     # (Cython's declarations lack nogil; neither needs the GIL)
@@ -107,47 +105,109 @@ def _window_is_open():
     return bool(_window_open)
 
 
-cdef struct worker_t:
-    PyThread_type_lock ready   # released by submit: a job (or quit) is there
-    PyThread_type_lock done    # released by the thread: the job is finished
-    work_fn fn
-    void* arg
-    bint quit
+# The helper thread. Every part that puts a second core to work does it the same way: it takes
+# a Helper (take_helper: an idle one of this process, else a new thread; with ``threaded``
+# False, one that runs its jobs inline), hands it one job, works on its own share meanwhile,
+# then waits for the job, or takes it back if the thread has not started it, and gives the
+# Helper back (give_back). A job is a nogil C function (submit) or a Python callable (start,
+# run with the GIL taken on the helper thread); the two threads share the work through the
+# atomics of kbatch/_threads.pxd (kb_take). A C job never needs the GIL, so a caller that
+# holds it throughout, waits included (the plain-list encode's window), cannot deadlock with
+# the thread. A forked child has none of its parent's threads: its helpers are its own.
+#
+# Which threads are kept: a helper handed one job per chunk of a call (LZ4 in C, payload
+# pieces, to_arrow's chunks) is kept idle between calls (HELPERS_KEPT per process). A helper
+# that serves a whole call (decode's parse thread, woken for every chunk; the encoder's second
+# half, planner and compressor) is a new thread, let go at the end of the call (kept=False):
+# on the shared 2-core machine a kept thread in that role was measured twice as slow for an
+# LZ4 decode (the scheduler placed it beside the calling thread), a new one as before.
+
+cdef extern from *:
+    """
+    #ifdef _WIN32
+    #include <process.h>
+    #define kb_getpid() ((long)_getpid())
+    #else
+    #include <unistd.h>
+    #define kb_getpid() ((long)getpid())
+    #endif
+    """
+    long kb_getpid() noexcept nogil
 
 
-cdef void _worker_main(void* state) noexcept nogil:
-    """The worker thread: plain C, never touches Python. It owns ``state``
-    once told to quit, and frees it on its way out."""
+cdef enum:
+    JOB_NONE = 0       # worker_t.state
+    JOB_SUBMITTED = 1  # handed over, not started
+    JOB_RUNNING = 2    # claimed by the thread: it will run to the end
+    JOB_TAKEN_BACK = 3 # taken back by the caller before the thread claimed it: never runs
+    HELPERS_KEPT = 4   # idle helpers kept per process (more are let go when handed back)
+
+
+cdef extern from "Python.h":
+    # (Cython's declarations lack nogil: these are called without the GIL, to take it)
+    ctypedef enum PyGILState_STATE:
+        PyGILState_UNLOCKED
+    PyGILState_STATE PyGILState_Ensure() noexcept nogil
+    void PyGILState_Release(PyGILState_STATE state) noexcept nogil
+    void* PyEval_SaveThread() noexcept nogil
+    void PyEval_RestoreThread(void* tstate) noexcept nogil
+
+
+cdef void _helper_main(void* state) noexcept nogil:
+    """The helper thread: claims each job handed over and runs it (a C job without
+    the GIL). It owns ``state`` once told to quit, and frees it on its way out,
+    with its Python thread state if it has one."""
     cdef worker_t* w = <worker_t*>state
     while True:
         PyThread_acquire_lock(w.ready, WAIT_LOCK)
         if w.quit:
             break
-        w.fn(w.arg)
+        if kb_swap(&w.state, JOB_SUBMITTED, JOB_RUNNING):
+            w.fn(w.arg)
         PyThread_release_lock(w.done)
+    if w.tstate != NULL:
+        PyEval_RestoreThread(w.tstate)
+        PyGILState_Release(PyGILState_UNLOCKED)  # the last: the state is cleared and deleted
     PyThread_free_lock(w.ready)
     PyThread_free_lock(w.done)
     free(w)
 
 
-cdef class _Worker:
-    """A thread of its own for pure C jobs (no GIL, no Python object).
+cdef void _run_call(void* helper) noexcept with gil:
+    (<Helper>helper).run_call()
 
-    One job at a time: :meth:`submit` hands one over, :meth:`wait` blocks
-    (uninterruptibly: the job writes into buffers the caller owns) until it
-    is done. With ``threaded`` False, or when no thread can be started, jobs
-    run inline in :meth:`submit`. The thread is started with
-    ``PyThread_start_new_thread`` and never needs the GIL, so a caller that
-    holds the GIL throughout (the plain-list encoder) cannot deadlock with
-    it; :meth:`close` (also run when the object is freed) tells it to exit.
+
+cdef void _call_python(void* arg) noexcept nogil:
+    """A Python job, on the helper thread. The thread's Python thread state is made
+    at its first Python job and kept until the thread quits, and with it what the
+    job keeps per thread (kbatch._compression's zstd contexts)."""
+    cdef worker_t* w = <worker_t*>arg
+    if w.tstate == NULL:
+        PyGILState_Ensure()  # (released only on the way out)
+    else:
+        PyEval_RestoreThread(w.tstate)
+    _run_call(w.owner)  # (its own PyGILState_Ensure nests: the GIL is held)
+    w.tstate = PyEval_SaveThread()
+
+
+cdef class Helper:
+    """A thread of its own for one job at a time (see above); inline without one.
+
+    :meth:`submit` hands over a nogil C job, :meth:`start` a Python callable;
+    :meth:`wait` blocks (uninterruptibly: the job writes into buffers the caller
+    owns) until the job is done, :meth:`cancel` takes it back if the thread has not
+    started it; :func:`give_back` does either, and gives a Python job's value or
+    exception. With ``threaded`` False, or when no thread can be started, jobs run
+    inline as they are handed over. :meth:`close` (also run when the object is
+    freed) tells the thread to exit.
     """
-
-    cdef worker_t* w
-    cdef bint busy
 
     def __cinit__(self, bint threaded):
         self.w = NULL
+        self.pid = kb_getpid()
         self.busy = False
+        self.taken_back = False
+        self.kept = False
         if not threaded:
             return
         cdef worker_t* w = <worker_t*>malloc(sizeof(worker_t))
@@ -159,7 +219,7 @@ cdef class _Worker:
         if w.ready != NULL and w.done != NULL:
             PyThread_acquire_lock(w.ready, WAIT_LOCK)
             PyThread_acquire_lock(w.done, WAIT_LOCK)
-            if PyThread_start_new_thread(_worker_main, w) != <unsigned long>-1:
+            if PyThread_start_new_thread(_helper_main, w) != <unsigned long>-1:
                 self.w = w
                 return
         if w.ready != NULL:
@@ -186,13 +246,17 @@ cdef class _Worker:
                 with nogil:
                     fn(arg)
             return
+        if self.busy:  # the wake-up of a job taken back: it comes before the next job
+            self.wait(keep_gil)
         self.w.fn = fn
         self.w.arg = arg
+        kb_store(&self.w.state, JOB_SUBMITTED)
         self.busy = True
+        self.taken_back = False
         PyThread_release_lock(self.w.ready)
 
     cdef void wait(self, bint keep_gil) noexcept:
-        """Block until the job submitted last is finished (``keep_gil``: holding
+        """Block until the job handed over last is finished (``keep_gil``: holding
         the GIL, so that no other Python thread runs meanwhile)."""
         if not keep_gil:
             _gil_may_go()
@@ -204,89 +268,115 @@ cdef class _Worker:
             with nogil:
                 PyThread_acquire_lock(self.w.done, WAIT_LOCK)
         self.busy = False
+        self.taken_back = False
 
     def wait_idle(self):
         """Python-callable :meth:`wait` (the arena calls it before it moves)."""
         self.wait(False)
+
+    cdef bint cancel(self) noexcept:
+        """Take the job back if the thread has not started it: True, and it never
+        runs (the caller may free what it reads). False: it runs, or ran; wait."""
+        if self.busy and not self.taken_back and kb_swap(&self.w.state, JOB_SUBMITTED, JOB_TAKEN_BACK):
+            self.taken_back = True
+            self.call = None
+            return True
+        return False
+
+    cdef bint idle(self) noexcept:
+        """Whether a job can be handed over without waiting."""
+        if self.busy and PyThread_acquire_lock(self.w.done, NOWAIT_LOCK):
+            self.busy = False
+            self.taken_back = False
+        return not self.busy
 
     cdef void close(self, bint keep_gil) noexcept:
         """Wait for the job, then let the thread go (it frees its state)."""
         cdef worker_t* w = self.w
         if w == NULL:
             return
+        if self.pid != kb_getpid():  # a forked child: the thread is its parent's
+            self.w = NULL
+            return
         self.wait(keep_gil)
         self.w = NULL
         w.quit = True
         PyThread_release_lock(w.ready)
 
-
-_helper = None
-_helper_pid = 0
-
-
-def _helper_thread():
-    """A one-thread executor for this process (a forked child makes its own)."""
-    global _helper, _helper_pid
-    if _helper is None or _helper_pid != os.getpid():
-        from concurrent.futures import ThreadPoolExecutor
-        _helper = ThreadPoolExecutor(1, thread_name_prefix="kbatch-inflate")
-        _helper_pid = os.getpid()
-    return _helper
-
-
-#: Idle C threads that take lz4 batches from the back of a chunk (one per concurrent
-#: decode; beyond _LZ4_HELPERS_KEPT, those handed back are let go).
-_lz4_helpers = []
-_lz4_helpers_pid = 0
-_LZ4_HELPERS_KEPT = 4
-
-
-cdef _Worker _lz4_helper():
-    global _lz4_helpers, _lz4_helpers_pid
-    if _lz4_helpers_pid != os.getpid():  # (a forked child has none of its parent's threads)
-        _lz4_helpers = []
-        _lz4_helpers_pid = os.getpid()
-    try:
-        return _lz4_helpers.pop()  # atomic under the GIL
-    except IndexError:
-        return _Worker(True)
-
-
-cdef class _Beside:
-    """``fn(*args)`` on a new thread; :meth:`result` waits for it and returns its value.
-
-    The wait cannot be interrupted (KeyboardInterrupt included): the caller
-    must not release what the thread reads before it has finished.
-    """
-
-    cdef PyThread_type_lock finished
-    cdef object value
-    cdef object error
-
-    def __cinit__(self, fn, *args):
+    cdef void start(self, object fn) noexcept:
+        """Start ``fn()``; inline, it is done on return. :func:`give_back` gives
+        what it returned or raises what it raised."""
         _gil_may_go()
-        self.finished = PyThread_allocate_lock()
-        if self.finished == NULL:
-            raise MemoryError()
-        PyThread_acquire_lock(self.finished, WAIT_LOCK)
-        _thread.start_new_thread(self._run, (fn, args))
+        self.call = fn
+        self.value = None
+        self.error = None
+        if self.w == NULL:
+            self.run_call()
+        else:
+            self.w.owner = <void*>self
+            self.submit(_call_python, self.w, False)
 
-    def __dealloc__(self):
-        if self.finished != NULL:
-            PyThread_free_lock(self.finished)
-
-    def _run(self, fn, args):
+    cdef void run_call(self) noexcept:
         try:
-            self.value = fn(*args)
+            self.value = self.call()
         except BaseException as e:
             self.error = e
-        finally:
-            PyThread_release_lock(self.finished)
+        self.call = None
 
-    cdef object result(self):
-        with nogil:
-            PyThread_acquire_lock(self.finished, WAIT_LOCK)
-        PyThread_release_lock(self.finished)
-        if self.error is not None:
-            raise self.error
-        return self.value
+
+cdef list _idle_helpers = []
+cdef long _idle_pid = 0
+
+
+cdef Helper take_helper(bint threaded, bint kept=True):
+    """An idle helper thread of this process, or a new one; with ``threaded``
+    False, a Helper that runs jobs inline. ``kept`` False: a new thread, let go
+    when given back (see the rule above)."""
+    global _idle_helpers, _idle_pid
+    cdef Helper helper
+    cdef Py_ssize_t i
+    if not (threaded and kept):
+        return Helper(threaded)
+    if _idle_pid != kb_getpid():  # (a forked child has none of its parent's threads)
+        _idle_helpers = []
+        _idle_pid = kb_getpid()
+    for i in range(len(_idle_helpers) - 1, -1, -1):
+        helper = <Helper>_idle_helpers[i]
+        if helper.idle():
+            del _idle_helpers[i]  # atomic under the GIL
+            return helper
+    helper = Helper(True)
+    helper.kept = True
+    return helper
+
+
+cdef object give_back(Helper helper, bint keep_gil, bint take_back=False):
+    """Done with ``helper``: wait for its job (``keep_gil``: as for :meth:`Helper.wait`;
+    never with a Python job), or with ``take_back`` take it back if the thread has
+    not started it (the job only shares work the caller has finished); then keep
+    the helper for the next caller (beyond HELPERS_KEPT, let it go). A Python job's
+    value is returned, its exception raised."""
+    cdef object value, error
+    if helper.w != NULL:
+        if not (take_back and helper.cancel()) and not helper.taken_back:
+            helper.wait(keep_gil)
+    value, error = helper.value, helper.error
+    helper.value = helper.error = helper.call = None
+    if helper.w != NULL:
+        if helper.kept and helper.pid == _idle_pid and len(_idle_helpers) < HELPERS_KEPT:
+            _idle_helpers.append(helper)
+        else:
+            helper.close(keep_gil)
+    if error is not None:
+        raise error
+    return value
+
+
+def _let_helpers_go():
+    """At exit: the idle helper threads told to quit (none is left waiting for work)."""
+    for helper in _idle_helpers:
+        (<Helper>helper).close(False)
+    del _idle_helpers[:]
+
+
+atexit.register(_let_helpers_go)

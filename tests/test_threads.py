@@ -242,8 +242,8 @@ def test_set_threads_round_trips_and_rejects_zero() -> None:
 
 def test_the_worker_thread_starts_and_runs_jobs_here() -> None:
     # (else every "threaded" case above would quietly have run inline)
-    assert core._Worker(True).threaded
-    assert not core._Worker(False).threaded
+    assert core.Helper(True).threaded
+    assert not core.Helper(False).threaded
 
 
 def test_compressed_encode_writes_its_raw_halves_on_two_threads(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -294,8 +294,8 @@ def test_split_plan_equals_inline(monkeypatch: pytest.MonkeyPatch, max_records: 
 
 
 def test_decodes_from_several_threads_share_the_helper(monkeypatch: pytest.MonkeyPatch) -> None:
-    # One helper thread per process serves every caller: callers that find it busy do their
-    # chunks alone (their queued job is cancelled), and nobody waits on anybody else's chunk.
+    # Each caller takes an idle helper thread of the process (or starts one) and gives it back:
+    # nobody waits on anybody else's chunk, and concurrent callers get the same tables.
     import concurrent.futures
 
     data = compressed_batches([b"sized", b"xerial", b"gzip", b"lz4"] * 45)
@@ -307,3 +307,75 @@ def test_decodes_from_several_threads_share_the_helper(monkeypatch: pytest.Monke
             tables = list(pool.map(lambda _: kbatch.decode(data), range(16)))
     for t in tables:
         same_table(want, t)
+
+
+def _threaded_work(monkeypatch: pytest.MonkeyPatch, encoded: dict[str, bytes]) -> None:
+    """One of each use of the helper thread, with two cores: the split parse, the chunked
+    parse with decompression in pieces (a Python job) and LZ4 in C, planning and writing,
+    parallel compression (a Python job) and to_arrow's chunks."""
+    values, keys, timestamps, headers = make_records(2 * N)
+    for codec in ("none", "gzip", "lz4", "zstd"):
+        same_table(outcome(monkeypatch, 1, encoded[codec])[0], outcome(monkeypatch, 2, encoded[codec])[0])
+    kwargs = {"timestamps": timestamps, "headers": headers, "max_batch_records": 500, "compression": "gzip"}
+    assert with_cpus(monkeypatch, 2, kbatch.encode, values, keys, **kwargs) == with_cpus(
+        monkeypatch, 1, kbatch.encode, values, keys, **kwargs
+    )
+    plan = {"timestamps": [0] * PLAN_RECORDS, "max_batch_records": 500}
+    assert with_cpus(monkeypatch, 2, kbatch.encode, [b"v"] * PLAN_RECORDS, **plan) == with_cpus(
+        monkeypatch, 1, kbatch.encode, [b"v"] * PLAN_RECORDS, **plan
+    )
+    pytest.importorskip("pyarrow")
+    from kbatch import arrow
+
+    table = kbatch.decode(encoded["none"])
+    with monkeypatch.context() as m:
+        m.setattr(arrow, "_THREAD_CHUNK", 512)
+        assert with_cpus(monkeypatch, 2, arrow.to_arrow, table).equals(with_cpus(monkeypatch, 1, arrow.to_arrow, table))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through /proc/self/task")
+def test_helper_threads_do_not_pile_up(monkeypatch: pytest.MonkeyPatch, encoded: dict[str, bytes]) -> None:
+    # Every call hands its helpers back: those kept between calls (at most HELPERS_KEPT, 4) are
+    # reused, the others are let go; however many calls there are, the threads stay as many.
+    import time
+
+    _threaded_work(monkeypatch, encoded)
+    before = len(os.listdir("/proc/self/task"))
+    for _ in range(10):
+        _threaded_work(monkeypatch, encoded)
+    for _ in range(100):  # (threads let go exit on their own, soon after)
+        if len(os.listdir("/proc/self/task")) <= before + 4:
+            break
+        time.sleep(0.05)
+    assert len(os.listdir("/proc/self/task")) <= before + 4
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_starts_helper_threads_of_its_own(
+    monkeypatch: pytest.MonkeyPatch, encoded: dict[str, bytes]
+) -> None:
+    # The parent's idle helpers are not in the child (fork copies only the calling thread):
+    # handing one of them a job would wait forever. The child starts its own.
+    import signal
+    import time
+
+    _threaded_work(monkeypatch, encoded)  # the parent keeps idle helpers
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if everything ran and agreed
+        code = 1
+        try:
+            _threaded_work(monkeypatch, encoded)
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 120  # (a hang guard, not a speed limit)
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung: it handed a job to a thread it does not have")
+        time.sleep(0.05)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
