@@ -603,7 +603,7 @@ cdef class _CompressJob:
         cdef uint8_t* p
         cdef const uint8_t[::1] raw
         cdef uint8_t[::1] block
-        cdef _Worker worker = None
+        cdef Helper worker = None
         cdef _Span span = _Span()
         try:
             if out_at == NULL or sizes == NULL:
@@ -631,7 +631,7 @@ cdef class _CompressJob:
             front.job = back.job = &job
             back.from_back = True
             if _CPUS > 1 and nb > 1 and self.raw_bytes >= PARALLEL_COMPRESS_MIN_BYTES:
-                worker = _Worker(True)
+                worker = take_helper(True, False)
                 worker.submit(_zstd_side, &back, False)
             try:
                 _gil_may_go()
@@ -639,7 +639,7 @@ cdef class _CompressJob:
                     _zstd_side(&front)
             finally:
                 if worker is not None:
-                    worker.close(False)
+                    give_back(worker, False)
             if front.no_memory or back.no_memory:
                 raise MemoryError()
             if front.error or back.error:
