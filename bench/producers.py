@@ -52,6 +52,9 @@ __all__ = ["CODEC_IDS", "PRODUCERS", "available", "batches"]
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
+#: Records per mock-cluster topic (librdkafka producer); see _librdkafka.
+_RDK_TOPIC_RECORDS = 25_000
+
 Workload = tuple[list[bytes], list[bytes], list[int], list[list[tuple[str, bytes]]]]
 
 
@@ -82,9 +85,8 @@ def _with_offsets(batches: list[bytes]) -> bytes:
     out = bytearray()
     offset = 0
     for b in batches:
-        count = int.from_bytes(b[57:61], "big")
         out += offset.to_bytes(8, "big") + b[8:]
-        offset += count
+        offset += int.from_bytes(b[23:27], "big") + 1  # last offset delta
     return bytes(out)
 
 
@@ -109,32 +111,48 @@ def _librdkafka(codec: str, w: Workload) -> bytes:
     from support.kafka_mock import fetch_all, mock_cluster
 
     values, keys, timestamps, headers = w
+    out = []
+    errors: list[object] = []
     with mock_cluster() as cluster:
-        topic = f"bench-{codec}"
-        cluster.create_topic(topic)
-        producer = confluent_kafka.Producer(
-            {
-                "bootstrap.servers": cluster.bootstrap,
-                "compression.type": codec,
-                "batch.num.messages": BATCH_RECORDS,
-                "linger.ms": 1000,
-                "queue.buffering.max.messages": 2 * len(values),
-                "queue.buffering.max.kbytes": 1 << 21,
-                "enable.idempotence": False,
-                "message.timeout.ms": 60000,
-                "log_level": 3,
-            }
-        )
-        errors: list[object] = []
-        for i in range(len(values)):
-            producer.produce(
-                topic, values[i], key=keys[i], partition=0, timestamp=timestamps[i], headers=headers[i],
-                on_delivery=lambda err, _msg: err is not None and errors.append(err),
-            )  # fmt: skip
-        left = producer.flush(60)
-        if left or errors:
-            raise RuntimeError(f"librdkafka produce failed: {left} undelivered, {errors[:3]}")
-        return fetch_all(cluster.bootstrap, topic)
+        # The mock keeps about 5 MB per partition (older segments are dropped): a topic
+        # per _RDK_TOPIC_RECORDS records, fetched back in order.
+        for first in range(0, len(values), _RDK_TOPIC_RECORDS):
+            topic = f"bench-{codec}-{first}"
+            cluster.create_topic(topic)
+            producer = confluent_kafka.Producer(
+                {
+                    "bootstrap.servers": cluster.bootstrap,
+                    "compression.type": codec,
+                    "batch.num.messages": BATCH_RECORDS,
+                    "linger.ms": 1000,
+                    "queue.buffering.max.messages": 2 * _RDK_TOPIC_RECORDS,
+                    "queue.buffering.max.kbytes": 1 << 21,
+                    "enable.idempotence": False,
+                    "message.timeout.ms": 60000,
+                    "log_level": 3,
+                }
+            )
+            for i in range(first, min(first + _RDK_TOPIC_RECORDS, len(values))):
+                producer.produce(
+                    topic, values[i], key=keys[i], partition=0, timestamp=timestamps[i], headers=headers[i],
+                    on_delivery=lambda err, _msg: err is not None and errors.append(err),
+                )  # fmt: skip
+            left = producer.flush(60)
+            if left or errors:
+                raise RuntimeError(f"librdkafka produce failed: {left} undelivered, {errors[:3]}")
+            out.append(fetch_all(cluster.bootstrap, topic))
+    return _with_offsets(_split(b"".join(out)))
+
+
+def _split(data: bytes) -> list[bytes]:
+    """Batches of a buffer, one by one."""
+    out = []
+    pos = 0
+    while pos < len(data):
+        end = pos + 12 + int.from_bytes(data[pos + 8 : pos + 12], "big")
+        out.append(data[pos:end])
+        pos = end
+    return out
 
 
 def _lz4_java(records: memoryview) -> bytes:
