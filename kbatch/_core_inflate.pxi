@@ -235,6 +235,17 @@ cdef xxh32_fn _xxh32 = NULL
 cdef bint _lz4_tried = False                   # _lz4_load has run
 cdef int64_t _lz4_c_chunks = 0                 # chunks decompressed this way (tests)
 
+# The helper thread is woken for each chunk, and the calling thread waits for
+# it at the chunk's end. When no core is free for it (a busy machine), it has
+# not even started by then: the calling thread has done every batch and then
+# waits a scheduler's delay for a thread that finds nothing left to do. So
+# after a chunk in which the back took no batch, the next _LZ4_SOLO_CHUNKS
+# chunks are decompressed by the calling thread alone, then the helper is
+# tried again: a busy machine pays that delay once per so many chunks, not
+# once per chunk; on an idle one the back always takes its share.
+_LZ4_SOLO_CHUNKS = 8
+_lz4_solo_left = 0  # chunks still to do without the helper (a module global: tests set it)
+
 
 def _lz4_load():
     """Find liblz4's LZ4_decompress_safe and XXH32 in the lz4 package; check both.
@@ -429,7 +440,7 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
     """Batches ``first .. end`` decompressed in C when each is a v2 LZ4 frame of
     independent blocks (see above), on two threads with ``two``; False, the
     arena as it was, if not."""
-    global _lz4_c_chunks
+    global _lz4_c_chunks, _lz4_solo_left
     cdef int64_t i, k, bound, count = end - first, start, used = 0
     cdef int64_t[::1] slot = np.empty(count + 1, np.int64)
     cdef int64_t[::1] at = np.zeros(count, np.int64)
@@ -466,7 +477,10 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
     job.size = &size[0]
     job.back_first = count
     if two and count > 1:
-        helper = _lz4_helper()
+        if _lz4_solo_left > 0:
+            _lz4_solo_left -= 1
+        else:
+            helper = _lz4_helper()
     start = arena.size
     with arena.reserve(slot[count]) as out:
         room = out
@@ -479,6 +493,8 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
             helper.wait(False)
             if len(_lz4_helpers) < _LZ4_HELPERS_KEPT:
                 _lz4_helpers.append(helper)
+            if job.back_first == count:  # the back took nothing: no core was free for it
+                _lz4_solo_left = _LZ4_SOLO_CHUNKS
         used = job.used
         if not (job.front_failed or job.back_failed):
             # The back's batches, each at its slot, moved down behind the front's.
