@@ -826,6 +826,20 @@ def _oneshot() -> _OneShot | None:
     return oneshot
 
 
+def zstd_c_functions() -> tuple[int, int, int, int] | None:
+    """Addresses of libzstd's ``ZSTD_createDCtx``, ``ZSTD_freeDCtx``,
+    ``ZSTD_decompressDCtx`` and ``ZSTD_isError`` (the one-shot decoder above, checked),
+    for kbatch's C decoder to call without the GIL; None where it is not found."""
+    oneshot = _oneshot()
+    if oneshot is None:
+        return None
+    funcs = (oneshot._create, oneshot._free, oneshot._decompress, oneshot._is_error)
+    addresses = tuple(ctypes.cast(f, ctypes.c_void_p).value or 0 for f in funcs)
+    if not all(addresses):
+        return None
+    return addresses  # type: ignore[return-value]
+
+
 def zstd_decompress_into(src: Buffer, out: Buffer) -> int:
     """Decompress every zstd frame of ``src`` into the writable buffer ``out``.
 
