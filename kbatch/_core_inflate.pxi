@@ -304,7 +304,9 @@ cdef enum:
     LZ4_CONTENT_CHECKSUM = 0x04
 
 
-# zstd frames in C, the same way: the chunk's batches from both ends, each
+# zstd frames in C, the same way (on one thread; on two, when a frame does
+# not declare its content size, else _inflate_chunk's pieces take them first):
+# the chunk's batches from both ends, each
 # through libzstd's one-shot decoder (ZSTD_decompressDCtx, the one
 # _compression uses, found through it) straight into the arena, one
 # context per thread. A batch's room is the frame's content size when it
@@ -680,10 +682,12 @@ cdef tuple _decompress_payloads(object mv, const uint8_t* base, batch_t* bp, int
     from kbatch import _compression
 
     cdef int64_t k, start, stop
-    if _inflate_lz4_chunk(base, bp, first, end, pstart, pend, arena, limit, skip, two):
-        return end, None  # LZ4 or zstd frames in C
+    # Two threads: sized pieces first (zstd with a content size too), whose helper is let go
+    # when it has not started by the time the calling thread is done (a busy machine).
     if two and _inflate_chunk(mv, base, bp, first, end, pstart, pend, arena, limit, skip):
         return end, None
+    if _inflate_lz4_chunk(base, bp, first, end, pstart, pend, arena, limit, skip, two):
+        return end, None  # LZ4 frames, or zstd frames (one thread, or without a content size)
     for k in range(first, end):
         if skip != NULL and skip[k]:
             continue

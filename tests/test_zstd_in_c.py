@@ -15,7 +15,8 @@ from kbatch import _core as core
 
 # A chunk whose every batch is one zstd frame (with a content size, as kbatch and
 # aiokafka write them, or without, as Java and librdkafka stream them) is decompressed
-# by libzstd's one-shot decoder in C, from both ends on two threads; _compression (one
+# by libzstd's one-shot decoder in C (on two threads from both ends, for frames without
+# a content size; sized ones go to the pieces of _inflate_chunk first); _compression (one
 # batch at a time) is the reference it must equal, and what it falls back on.
 
 
@@ -52,7 +53,9 @@ def test_zstd_in_c_equals_python(monkeypatch: pytest.MonkeyPatch, kinds: list[by
     same_table(t0, t1)
     same_table(t0, t2)
     assert len(t0.records) == 120 * 20
-    assert chunks >= 2 * 3
+    # on one thread every chunk; on two those of frames without a content size (sized ones
+    # go to _inflate_chunk's pieces first, tests/test_chunk_decompression.py)
+    assert chunks >= (2 * 3 if kinds == [b"stream"] else 3)
 
 
 def _with_payload(data: bytes, k: int, payload: bytes) -> bytes:
