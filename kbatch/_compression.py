@@ -811,13 +811,27 @@ class _DCtx:
 
 
 @functools.cache
-def _oneshot() -> _OneShot | None:
-    """libzstd's one-shot decoder when python-zstandard's cffi module is there and works."""
+def zstd_library() -> ctypes.CDLL | None:
+    """libzstd as python-zstandard's cffi module exports it (its C backend hides libzstd's
+    symbols), loaded as a plain shared library; None where it is not there. kbatch's C
+    decoder (:func:`zstd_c_functions`) and encoder (``_core``) call into it without the GIL."""
     try:
         spec = importlib.util.find_spec("zstandard._cffi")
         if spec is None or not spec.origin:
             return None
-        oneshot = _OneShot(ctypes.CDLL(spec.origin))
+        return ctypes.CDLL(spec.origin)
+    except (ImportError, OSError):
+        return None
+
+
+@functools.cache
+def _oneshot() -> _OneShot | None:
+    """libzstd's one-shot decoder when python-zstandard's cffi module is there and works."""
+    try:
+        lib = zstd_library()
+        if lib is None:
+            return None
+        oneshot = _OneShot(lib)
         data = b"kbatch: ZSTD_decompressDCtx " * 40
         out = bytearray(len(data))
         if oneshot.decompress(zstandard.ZstdCompressor().compress(data), out) != len(data) or out != data:
@@ -827,6 +841,20 @@ def _oneshot() -> _OneShot | None:
     except (ImportError, OSError, AttributeError, ValueError):
         return None
     return oneshot
+
+
+def zstd_c_functions() -> tuple[int, int, int, int] | None:
+    """Addresses of libzstd's ``ZSTD_createDCtx``, ``ZSTD_freeDCtx``,
+    ``ZSTD_decompressDCtx`` and ``ZSTD_isError`` (the one-shot decoder above, checked),
+    for kbatch's C decoder to call without the GIL; None where it is not found."""
+    oneshot = _oneshot()
+    if oneshot is None:
+        return None
+    funcs = (oneshot._create, oneshot._free, oneshot._decompress, oneshot._is_error)
+    addresses = tuple(ctypes.cast(f, ctypes.c_void_p).value or 0 for f in funcs)
+    if not all(addresses):
+        return None
+    return addresses  # type: ignore[return-value]
 
 
 def zstd_decompress_into(src: Buffer, out: Buffer) -> int:

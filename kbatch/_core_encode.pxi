@@ -238,13 +238,11 @@ cdef struct write_job_t:
 # the GIL and without a Python object per batch, so both threads compress at once.
 # Checked at load: its frames must be byte for byte python-zstandard's at the same
 # level (one frame, content size, no checksum), else the Python codec is used.
+# (zstd_create_fn, zstd_free_fn, zstd_is_error_fn: see _core_inflate, the decoder's.)
 
-ctypedef void* (*zstd_create_fn)() noexcept nogil
-ctypedef size_t (*zstd_free_fn)(void* cctx) noexcept nogil
 ctypedef size_t (*zstd_compress_fn)(void* cctx, void* dst, size_t capacity, const void* src, size_t size,
                                     int level) noexcept nogil
 ctypedef size_t (*zstd_bound_fn)(size_t size) noexcept nogil
-ctypedef unsigned (*zstd_is_error_fn)(size_t code) noexcept nogil
 ctypedef const char* (*zstd_error_name_fn)(size_t code) noexcept nogil
 
 
@@ -257,25 +255,23 @@ cdef struct zstd_api_t:
     zstd_error_name_fn error_name
 
 
-cdef zstd_api_t _zstd_found      # what _zstd_load found (compress NULL: nothing)
-cdef zstd_api_t _zstd            # what is used (tests turn it off)
-cdef bint _zstd_tried = False
-cdef object _zstd_lib = None     # the ctypes.CDLL, held
+cdef zstd_api_t _zc_found      # what _zc_load found (compress NULL: nothing)
+cdef zstd_api_t _zc            # what is used (tests turn it off)
+cdef bint _zc_tried = False
+cdef object _zc_lib = None     # the ctypes.CDLL, held
 cdef bytes _XERIAL_HEADER = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"  # magic, version 1, compatible 1
 
 
-def _zstd_load():
+def _zc_load():
     """Find libzstd's compressor in python-zstandard's cffi module; check its output."""
-    global _zstd_tried, _zstd_lib, _zstd_found, _zstd
-    _zstd_tried = True
+    global _zc_tried, _zc_lib, _zc_found, _zc
+    _zc_tried = True
     try:
         import ctypes
-        import importlib.util
         import zstandard
-        spec = importlib.util.find_spec("zstandard._cffi")
-        if spec is None or not spec.origin:
+        lib = _compression.zstd_library()
+        if lib is None:
             return
-        lib = ctypes.CDLL(spec.origin)
         at = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value or 0
               for name in ("ZSTD_createCCtx", "ZSTD_freeCCtx", "ZSTD_compressCCtx", "ZSTD_compressBound",
                            "ZSTD_isError", "ZSTD_getErrorName")]
@@ -304,22 +300,22 @@ def _zstd_load():
                 return
     finally:
         api.free(cctx)
-    _zstd_lib = lib
-    _zstd_found = _zstd = api
+    _zc_lib = lib
+    _zc_found = _zc = api
 
 
-def _zstd_in_c(object use=None):
+def _zstd_encode_in_c(object use=None):
     """Tests: whether zstd batches are compressed in C (see above); ``use``
     False turns it off, True back on (when found)."""
-    global _zstd
-    if not _zstd_tried:
-        _zstd_load()
+    global _zc
+    if not _zc_tried:
+        _zc_load()
     if use is not None:
-        _zstd = _zstd_found if use else _zstd_off()
-    return _zstd.compress != NULL
+        _zc = _zc_found if use else _zc_off()
+    return _zc.compress != NULL
 
 
-cdef zstd_api_t _zstd_off():
+cdef zstd_api_t _zc_off():
     cdef zstd_api_t off
     memset(&off, 0, sizeof(off))
     return off
@@ -355,7 +351,7 @@ cdef void _zstd_side(void* arg) noexcept nogil:
     """One thread's share of a zstd_job_t: batches until none is left."""
     cdef zstd_side_t* side = <zstd_side_t*>arg
     cdef zstd_job_t* job = side.job
-    cdef void* cctx = _zstd.create()
+    cdef void* cctx = _zc.create()
     cdef uint8_t* scratch = NULL
     cdef int64_t k, size, room = 0
     cdef const uint8_t* src
@@ -380,16 +376,16 @@ cdef void _zstd_side(void* arg) noexcept nogil:
                     break
             _write_records(scratch, job.recs, job.hdrs, job.plans[k].first, job.plans[k].end)
             src = scratch
-        n = _zstd.compress(cctx, job.out + job.out_at[k], <size_t>(job.out_at[k + 1] - job.out_at[k]),
+        n = _zc.compress(cctx, job.out + job.out_at[k], <size_t>(job.out_at[k + 1] - job.out_at[k]),
                            src, <size_t>size, job.level)
-        if _zstd.is_error(n):
+        if _zc.is_error(n):
             side.error = n
             kb_store(&job.failed, 1)
             break
         job.sizes[k] = <int64_t>n
         k = kb_take(&job.range, side.from_back)
     free(scratch)
-    _zstd.free(cctx)
+    _zc.free(cctx)
 
 
 cdef class _CompressJob:
@@ -610,7 +606,7 @@ cdef class _CompressJob:
                 raise MemoryError()
             out_at[0] = 0
             for k in range(nb):
-                out_at[k + 1] = out_at[k] + <int64_t>_zstd.bound(<size_t>(self.plans[k].size - BATCH_OVERHEAD))
+                out_at[k + 1] = out_at[k] + <int64_t>_zc.bound(<size_t>(self.plans[k].size - BATCH_OVERHEAD))
             block = _arena_block(out_at[nb] + 1)  # (pooled: its pages mapped already)
             out = &block[0]
             memset(&job, 0, sizeof(job))
@@ -644,7 +640,7 @@ cdef class _CompressJob:
                 raise MemoryError()
             if front.error or back.error:
                 raise ValueError("zstd compression failed: "
-                                 + _zstd.error_name(front.error or back.error).decode("ascii", "replace"))
+                                 + _zc.error_name(front.error or back.error).decode("ascii", "replace"))
             for k in range(nb):
                 if BATCH_OVERHEAD + sizes[k] > MAX_BATCH_SIZE:
                     raise ValueError("batch is larger than a batch can hold (2 GiB)")
@@ -714,7 +710,7 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
             job.raw_bytes = total - nb * BATCH_OVERHEAD
             if hold_gil:
                 job.write_all(nb, job.raw_bytes)
-            if (compression == ZSTD_CODEC and _zstd.compress != NULL
+            if (compression == ZSTD_CODEC and _zc.compress != NULL
                     and (level is None or (type(level) is int and -131072 <= level <= 22))):
                 return job.run_zstd(nb, 3 if level is None else level)  # (3: Kafka's default)
             if compression == SNAPPY_CODEC and level is None:
@@ -921,8 +917,8 @@ def _now_ms():
 
 
 cdef object _codec():
-    if not _zstd_tried:
-        _zstd_load()
+    if not _zc_tried:
+        _zc_load()
     return _compression.compress
 
 

@@ -3,7 +3,8 @@
 # provides: _decompress_payloads (a chunk's compressed payloads into the arena); zstd and
 #           snappy exact sizing (_zstd_single_size, _snappy_block_size, _plain_pieces) and
 #           _inflate_chunk (pieces on two threads); LZ4 frames in C (_lz4_load, _lz4_in_c,
-#           _lz4_frame_bound, _lz4_frame_into, _inflate_lz4_chunk)
+#           _lz4_frame_bound, _lz4_frame_into, _inflate_lz4_chunk); zstd frames in C the
+#           same way (_zstd_load, _zstd_in_c, _zstd_frame_bound, _zstd_frame_into)
 # uses:     kbatch/_wire.pxd (readers), _core_memory (the arena), _core_threads (Helper),
 #           kbatch/_threads.pxd (kb_take, kb_cut), kbatch._compression (everything else, errors)
 
@@ -234,6 +235,17 @@ cdef xxh32_fn _xxh32 = NULL
 cdef bint _lz4_tried = False                   # _lz4_load has run
 cdef int64_t _lz4_c_chunks = 0                 # chunks decompressed this way (tests)
 
+# The helper thread is woken for each chunk, and the calling thread waits for
+# it at the chunk's end. When no core is free for it (a busy machine), it has
+# not even started by then: the calling thread has done every batch and then
+# waits a scheduler's delay for a thread that finds nothing left to do. So
+# after a chunk in which the back took no batch, the next _LZ4_SOLO_CHUNKS
+# chunks are decompressed by the calling thread alone, then the helper is
+# tried again: a busy machine pays that delay once per so many chunks, not
+# once per chunk; on an idle one the back always takes its share.
+_LZ4_SOLO_CHUNKS = 8
+_lz4_solo_left = 0  # chunks still to do without the helper (a module global: tests set it)
+
 
 def _lz4_load():
     """Find liblz4's LZ4_decompress_safe and XXH32 in the lz4 package; check both.
@@ -288,6 +300,107 @@ cdef enum:
     LZ4_BLOCK_CHECKSUM = 0x10    # FLG bits
     LZ4_CONTENT_SIZE = 0x08
     LZ4_CONTENT_CHECKSUM = 0x04
+
+
+# zstd frames in C, the same way (on one thread; on two, when a frame does
+# not declare its content size, else _inflate_chunk's pieces take them first):
+# the chunk's batches from both ends, each
+# through libzstd's one-shot decoder (ZSTD_decompressDCtx, the one
+# _compression uses, found through it) straight into the arena, one
+# context per thread. A batch's room is the frame's content size when it
+# declares one (libzstd then holds the output to it), else what its blocks
+# can produce (Java's and librdkafka's streamed frames); libzstd never
+# writes past the room it is given nor reads past the payload, and checks
+# the frame's checksum if it has one. Anything but exactly one frame
+# (several frames, skippable frames), or any failure, and the chunk goes
+# through _compression, which says what is wrong.
+
+ctypedef void* (*zstd_create_fn)() noexcept nogil
+ctypedef size_t (*zstd_free_fn)(void* dctx) noexcept nogil
+ctypedef size_t (*zstd_decompress_fn)(void* dctx, void* dst, size_t capacity, const void* src,
+                                      size_t size) noexcept nogil
+ctypedef unsigned (*zstd_is_error_fn)(size_t code) noexcept nogil
+
+cdef zstd_create_fn _zstd_create = NULL
+cdef zstd_free_fn _zstd_free = NULL
+cdef zstd_decompress_fn _zstd_decompress = NULL  # NULL: not found (or turned off by tests)
+cdef zstd_decompress_fn _zstd_found = NULL
+cdef zstd_is_error_fn _zstd_is_error = NULL
+cdef bint _zstd_tried = False
+cdef int64_t _zstd_c_chunks = 0                  # chunks decompressed this way (tests)
+
+
+def _zstd_load():
+    """libzstd's one-shot decoder from kbatch._compression (checked there)."""
+    global _zstd_create, _zstd_free, _zstd_decompress, _zstd_found, _zstd_is_error, _zstd_tried
+    _zstd_tried = True
+    found = _compression.zstd_c_functions()
+    if found is None:
+        return
+    create, free_, decompress, is_error = found
+    _zstd_create = <zstd_create_fn><uintptr_t>create
+    _zstd_free = <zstd_free_fn><uintptr_t>free_
+    _zstd_is_error = <zstd_is_error_fn><uintptr_t>is_error
+    _zstd_found = _zstd_decompress = <zstd_decompress_fn><uintptr_t>decompress
+
+
+def _zstd_in_c(object use=None):
+    """Tests: whether zstd frames are decompressed in C (see above), and how
+    many chunks were; ``use`` False turns it off, True back on (when found)."""
+    global _zstd_decompress
+    if not _zstd_tried:
+        _zstd_load()
+    if use is not None:
+        _zstd_decompress = _zstd_found if use else NULL
+    return _zstd_decompress != NULL, _zstd_c_chunks
+
+
+cdef int64_t _zstd_frame_bound(const uint8_t* p, int64_t n) noexcept nogil:
+    """Room for a payload that is exactly one zstd frame: its content size if it
+    declares one, else what its blocks can produce; -1 for anything else."""
+    cdef int64_t pos = 5, bound = 0, bsize, need
+    cdef int hlen, btype
+    cdef uint32_t bh
+    cdef uint8_t fhd
+    if n < 5 or _le32(p) != <uint32_t>0xFD2FB528:
+        return -1
+    fhd = p[4]
+    if fhd & 0x08:  # reserved bit
+        return -1
+    if fhd >> 6 or fhd & 0x20:  # a content size: _zstd_single_size checks the rest
+        return _zstd_single_size(p, n)
+    hlen = 1 + ((1 << ((fhd & 3) - 1)) if fhd & 3 else 0)  # window descriptor, dictionary id
+    if n - pos < hlen:
+        return -1
+    pos += hlen
+    while True:
+        if n - pos < 3:
+            return -1
+        bh = <uint32_t>p[pos] | <uint32_t>p[pos + 1] << 8 | <uint32_t>p[pos + 2] << 16
+        pos += 3
+        btype = (bh >> 1) & 3
+        bsize = bh >> 3
+        if btype == 3 or bsize > 131072:
+            return -1
+        need = 1 if btype == 1 else bsize
+        bound += 131072 if btype == 2 else bsize
+        if n - pos < need:
+            return -1
+        pos += need
+        if bh & 1:
+            break
+    if fhd & 0x04:
+        pos += 4
+    return bound if pos == n else -1
+
+
+cdef int64_t _zstd_frame_into(void* dctx, const uint8_t* p, int64_t n, uint8_t* out, int64_t room) noexcept nogil:
+    """Decompress a payload _zstd_frame_bound took into ``out`` (``room`` bytes);
+    the bytes written, or -1 if libzstd fails (corrupt, or more than ``room``)."""
+    cdef size_t got = _zstd_decompress(dctx, out, <size_t>room, p, <size_t>n)
+    if _zstd_is_error(got) or got > <size_t>room:
+        return -1
+    return <int64_t>got
 
 
 cdef int64_t _lz4_frame_bound(const uint8_t* p, int64_t n) noexcept nogil:
@@ -389,6 +502,9 @@ cdef struct lz4_job_t:
     int64_t used            # the front's bytes, one batch after the other from ``out``
     int64_t back_first      # the first batch the back took
     bint front_failed, back_failed
+    int codec               # 3: LZ4 frames, 4: zstd frames
+    void* front_dctx        # zstd: each side's context
+    void* back_dctx
 
 
 cdef bint _lz4_take(lz4_job_t* job, bint from_back) noexcept nogil:
@@ -401,8 +517,13 @@ cdef bint _lz4_take(lz4_job_t* job, bint from_back) noexcept nogil:
         k = job.first + i
         if job.skip == NULL or not job.skip[k]:
             dst = job.out + (job.slot[i] if from_back else job.used)
-            got = _lz4_frame_into(job.src + job.pstart[k], job.pend[k] - job.pstart[k], dst,
-                                  job.slot[i + 1] - job.slot[i])
+            if job.codec == 3:
+                got = _lz4_frame_into(job.src + job.pstart[k], job.pend[k] - job.pstart[k], dst,
+                                      job.slot[i + 1] - job.slot[i])
+            else:
+                got = _zstd_frame_into(job.back_dctx if from_back else job.front_dctx,
+                                       job.src + job.pstart[k], job.pend[k] - job.pstart[k], dst,
+                                       job.slot[i + 1] - job.slot[i])
             if got < 0:
                 kb_cut(&job.range, 0)
                 return False
@@ -425,28 +546,47 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
                              int64_t[::1] pstart, int64_t[::1] pend, object arena, object limit,
                              const uint8_t* skip, bint two) except -1:
     """Batches ``first .. end`` decompressed in C when each is a v2 LZ4 frame of
-    independent blocks (see above), on two threads with ``two``; False, the
-    arena as it was, if not."""
-    global _lz4_c_chunks
+    independent blocks, or each a v2 payload of one zstd frame (see above), on
+    two threads with ``two``; False, the arena as it was, if not."""
+    global _lz4_c_chunks, _zstd_c_chunks, _lz4_solo_left
     cdef int64_t i, k, bound, count = end - first, start, used = 0
-    cdef int64_t[::1] slot = np.empty(count + 1, np.int64)
-    cdef int64_t[::1] at = np.zeros(count, np.int64)
-    cdef int64_t[::1] size = np.zeros(count, np.int64)
+    cdef int64_t[::1] slot
+    cdef int64_t[::1] at
+    cdef int64_t[::1] size
     cdef lz4_job_t job
     cdef Helper helper = None
     cdef uint8_t[::1] room
-    if not _lz4_tried:
-        _lz4_load()
-    if _lz4_decompress == NULL or count == 0:
+    cdef int codec = 0
+    for k in range(first, end):
+        if skip == NULL or not skip[k]:
+            codec = bp[k].compression
+            break
+    if codec == 3:
+        if not _lz4_tried:
+            _lz4_load()
+        if _lz4_decompress == NULL:
+            return False
+    elif codec == 4:
+        if not _zstd_tried:
+            _zstd_load()
+        if _zstd_decompress == NULL:
+            return False
+    else:
         return False
+    slot = np.empty(count + 1, np.int64)
+    at = np.zeros(count, np.int64)
+    size = np.zeros(count, np.int64)
     slot[0] = 0
     for i in range(count):
         k = first + i
         bound = 0
         if skip == NULL or not skip[k]:
-            if bp[k].magic != 2 or bp[k].compression != 3:
+            if bp[k].magic != 2 or bp[k].compression != codec:
                 return False
-            bound = _lz4_frame_bound(src + pstart[k], pend[k] - pstart[k])
+            if codec == 3:
+                bound = _lz4_frame_bound(src + pstart[k], pend[k] - pstart[k])
+            else:
+                bound = _zstd_frame_bound(src + pstart[k], pend[k] - pstart[k])
             if bound < 0:
                 return False
         slot[i + 1] = slot[i] + bound
@@ -463,26 +603,43 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
     job.at = &at[0]
     job.size = &size[0]
     job.back_first = count
+    job.codec = codec
     if two and count > 1:
-        helper = take_helper(True)
+        if _lz4_solo_left > 0:
+            _lz4_solo_left -= 1
+        else:
+            helper = take_helper(True)
+    if codec == 4:
+        job.front_dctx = _zstd_create()
+        job.back_dctx = _zstd_create() if helper is not None else NULL
+        if job.front_dctx == NULL or (helper is not None and job.back_dctx == NULL):
+            _zstd_free_contexts(&job)
+            if helper is not None:
+                give_back(helper, False)
+            raise MemoryError()
     start = arena.size
-    with arena.reserve(slot[count]) as out:
-        room = out
-        job.out = &room[0]
-        if helper is not None:
-            helper.submit(_lz4_back, &job, False)
-        with nogil:
-            job.front_failed = not _lz4_take(&job, False)
-        if helper is not None:
-            give_back(helper, False)
-        used = job.used
-        if not (job.front_failed or job.back_failed):
-            # The back's batches, each at its slot, moved down behind the front's.
-            for i in range(job.back_first, count):
-                memmove(job.out + used, job.out + at[i], size[i])
-                at[i] = used
-                used += size[i]
-        room = None  # (before ``out`` is released)
+    try:
+        with arena.reserve(slot[count]) as out:
+            room = out
+            job.out = &room[0]
+            if helper is not None:
+                helper.submit(_lz4_back, &job, False)
+            with nogil:
+                job.front_failed = not _lz4_take(&job, False)
+            if helper is not None:
+                give_back(helper, False, True)  # (not started: the front took every batch)
+                if job.back_first == count:  # the back took nothing: no core was free for it
+                    _lz4_solo_left = _LZ4_SOLO_CHUNKS
+            used = job.used
+            if not (job.front_failed or job.back_failed):
+                # The back's batches, each at its slot, moved down behind the front's.
+                for i in range(job.back_first, count):
+                    memmove(job.out + used, job.out + at[i], size[i])
+                    at[i] = used
+                    used += size[i]
+            room = None  # (before ``out`` is released)
+    finally:
+        _zstd_free_contexts(&job)
     if job.front_failed or job.back_failed:
         return False
     for i in range(count):
@@ -491,8 +648,20 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
             pstart[k] = start + at[i]
             pend[k] = pstart[k] + size[i]
     arena.commit(used)
-    _lz4_c_chunks += 1
+    if codec == 3:
+        _lz4_c_chunks += 1
+    else:
+        _zstd_c_chunks += 1
     return True
+
+
+cdef void _zstd_free_contexts(lz4_job_t* job) noexcept:
+    if job.front_dctx != NULL:
+        _zstd_free(job.front_dctx)
+        job.front_dctx = NULL
+    if job.back_dctx != NULL:
+        _zstd_free(job.back_dctx)
+        job.back_dctx = NULL
 
 
 cdef tuple _decompress_payloads(object mv, const uint8_t* base, batch_t* bp, int64_t first, int64_t end,
@@ -506,10 +675,12 @@ cdef tuple _decompress_payloads(object mv, const uint8_t* base, batch_t* bp, int
     ``(end or the first bad batch, exception or None)``.
     """
     cdef int64_t k, start, stop
+    # Two threads: sized pieces first (zstd with a content size too), whose helper is let go
+    # when it has not started by the time the calling thread is done (a busy machine).
     if two and _inflate_chunk(mv, base, bp, first, end, pstart, pend, arena, limit, skip):
         return end, None
     if _inflate_lz4_chunk(base, bp, first, end, pstart, pend, arena, limit, skip, two):
-        return end, None
+        return end, None  # LZ4 frames, or zstd frames (one thread, or without a content size)
     for k in range(first, end):
         if skip != NULL and skip[k]:
             continue

@@ -19,16 +19,16 @@ from kbatch import _compression
 from kbatch import _core as core
 from kbatch.arrow import encode_arrow
 
-needs_zstd_in_c = pytest.mark.skipif(not core._zstd_in_c(), reason="libzstd not found in zstandard._cffi")
+needs_zstd_in_c = pytest.mark.skipif(not core._zstd_encode_in_c(), reason="libzstd not found in zstandard._cffi")
 
 
 @contextlib.contextmanager
 def _python_zstd_only() -> Iterator[None]:
-    core._zstd_in_c(False)
+    core._zstd_encode_in_c(False)
     try:
         yield
     finally:
-        core._zstd_in_c(True)
+        core._zstd_encode_in_c(True)
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, encode, *args, **kwargs):  # type: ignore[no-untyped-def]

@@ -195,3 +195,20 @@ def test_lz4_in_c_corrupt_block_gives_the_python_error(monkeypatch: pytest.Monke
     pos, _ = batch_at(data, k)
     data[pos + 61 + 11] ^= 0xFF  # the first block's first token
     _fail_alike(_decoded_three_ways(monkeypatch, bytes(data), verify_crc=False)[:3], k)
+
+
+def test_lz4_chunks_without_the_helper_after_an_idle_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # After a chunk in which the helper thread took no batch (no free core), the next
+    # _LZ4_SOLO_CHUNKS chunks go without it, on the calling thread: the same table, one
+    # count down per chunk (of two or more batches) that would have used it.
+    data = compressed_batches([b"lz4-bc", b"lz4"] * 60)
+    with _python_lz4_only():
+        reference = outcome(monkeypatch, 1, data)[0]
+    chunks_before = _lz4_c_chunks()
+    monkeypatch.setattr(core, "_LZ4_SOLO_CHUNKS", 1000)
+    monkeypatch.setattr(core, "_lz4_solo_left", 1000)
+    table, error = outcome(monkeypatch, 2, data)
+    assert error is None
+    same_table(reference, table)
+    used = _lz4_c_chunks() - chunks_before
+    assert 0 < 1000 - core._lz4_solo_left <= used
