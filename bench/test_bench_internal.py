@@ -14,8 +14,8 @@ uncompressed batch; one block tiled to ``KBATCH_BENCH_OFFSETS_MB`` (default 256;
 issue's figure is for 1024) with renumbered base offsets.
 
 Run: ``PYTHONPATH=. python bench/test_bench_internal.py`` prints the figures; under pytest
-the target is reported beside them (a miss is a ``TargetMissed`` warning). One process, one thread, best of three interleaved rounds,
-on a shared machine.
+the target is reported beside them (a miss is a ``TargetMissed`` warning). One process, one
+thread, best of three interleaved rounds, on a shared machine.
 """
 
 from __future__ import annotations
