@@ -391,6 +391,7 @@ class LogDir:
         Examples
         --------
         >>> import kbatch, tempfile
+        >>> from kbatch.log import LogWriter, open_log
         >>> root = tempfile.mkdtemp()
         >>> with LogWriter(root, "t", 0) as w:
         ...     _ = w.append(kbatch.encode([b"%d" % i for i in range(10)], max_batch_records=2))
@@ -618,6 +619,7 @@ def open_log(
     Examples
     --------
     >>> import kbatch, tempfile
+    >>> from kbatch.log import LogWriter, open_log
     >>> root = tempfile.mkdtemp()
     >>> with LogWriter(root, "clicks", 3) as w:
     ...     _ = w.append(kbatch.encode([b"x"]))
@@ -682,6 +684,7 @@ def open_logs(
     (and said so in ``notes`` and the ``kbatch.log`` logger).
 
     >>> import kbatch, tempfile
+    >>> from kbatch.log import LogWriter, open_logs
     >>> root = tempfile.mkdtemp()
     >>> for topic, p in [("b", 0), ("a", 1), ("a", 0)]:
     ...     LogWriter(root, topic, p).close()

@@ -615,6 +615,7 @@ class Segment:
         Examples
         --------
         >>> import kbatch, tempfile
+        >>> from kbatch.log import LogWriter, open_log
         >>> root = tempfile.mkdtemp()
         >>> with LogWriter(root, "t", 0, index_interval_bytes=1) as w:
         ...     for i in range(4):
