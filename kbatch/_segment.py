@@ -6,6 +6,31 @@ Provides :class:`Segment` (a ``.log`` file, memory-mapped or remote, with its ``
 :class:`Skipped`. Uses ``kbatch._core`` (scan, decode), ``kbatch._storage`` (remote reads)
 and ``kbatch._wire`` (the frame layout). The directory that holds segments is
 :mod:`kbatch._logdir`; the public face is :mod:`kbatch.log`.
+
+One segment and its indexes, named by the 20-digit zero-padded base offset (the directory
+around them: :mod:`kbatch.log`; all integers big-endian)::
+
+    00000000000000001234.log              record batches back to back, exactly as
+                                          kbatch.decode reads them; a batch's frame, enough
+                                          to walk a segment without parsing records:
+        baseOffset     int64                  legacy: the offset, a compressed wrapper's
+                                              last inner offset
+        batchLength    int32                  bytes after this field, >= 14
+        ...            magic int8 at byte 16
+    00000000000000001234.index            offset index, 8-byte entries:
+        relativeOffset int32                  offset - base offset (the last offset of the
+                                              batch, or append, starting at position)
+        position       int32                  byte position of that batch in the .log
+                                          one entry per index.interval.bytes (4096) appended;
+                                          an active segment's file is preallocated with zeros:
+                                          the first all-zero entry after the first ends it
+    00000000000000001234.timeindex        time index, 12-byte entries, timestamps increasing:
+        timestamp      int64                  largest timestamp so far in the segment
+        relativeOffset int32                  the (last) offset of the batch that had it
+    00000000000000001234.txnindex         aborted transactions whose ABORT marker is in the
+                                          segment, 34-byte entries:
+        version int16, producerId int64, firstOffset int64, lastOffset int64 (the marker),
+        lastStableOffset int64
 """
 
 from __future__ import annotations

@@ -7,20 +7,11 @@ What a broker keeps on disk under each ``log.dirs`` root (all integers big-endia
         00000000000000001234.log              segment: record batches back to back, exactly as
                                               kbatch.decode reads them; named by the 20-digit
                                               zero-padded base offset (its first offset)
-        00000000000000001234.index            offset index, 8-byte entries:
-            relativeOffset int32                  offset - base offset (the last offset of the
-                                                  batch, or append, starting at position)
-            position       int32                  byte position of that batch in the .log
-                                              one entry per index.interval.bytes (4096) appended;
-                                              an active segment's file is preallocated with zeros:
-                                              the first all-zero entry after the first ends it
-        00000000000000001234.timeindex        time index, 12-byte entries, timestamps increasing:
-            timestamp      int64                  largest timestamp so far in the segment
-            relativeOffset int32                  the (last) offset of the batch that had it
+        00000000000000001234.index            offset index: offset -> byte position in the .log
+        00000000000000001234.timeindex        time index: largest timestamp so far -> offset
         00000000000000001234.txnindex         aborted transactions whose ABORT marker is in the
-                                              segment, 34-byte entries:
-            version int16, producerId int64, firstOffset int64, lastOffset int64 (the marker),
-            lastStableOffset int64
+                                              segment (these three files' entries, and a batch's
+                                              frame: kbatch._segment)
         00000000000000001234.snapshot         producer state snapshot (not read here)
         *.deleted *.cleaned *.swap            leftovers of deletion, cleaning, compaction: skipped
         leader-epoch-checkpoint               text: "0" (version), count, then "epoch startOffset"
@@ -29,10 +20,6 @@ What a broker keeps on disk under each ``log.dirs`` root (all integers big-endia
     <root>/recovery-point-offset-checkpoint   a log starts at max(its log start offset checkpoint,
     <root>/replication-offset-checkpoint      its first segment's base offset), as the broker's;
     <root>/cleaner-offset-checkpoint          the others are read for reporting, all verified
-
-    A batch's frame, enough to walk a segment without parsing records:
-        baseOffset int64 (legacy: the offset, a compressed wrapper's last inner offset),
-        batchLength int32 (bytes after this field, >= 14), ..., magic int8 at byte 16.
 
 Everything works from the ``.log`` files alone; an index is a hint, used only to go faster, and
 read on a segment's first seek that needs it (opening a partition reads none). A file whose
