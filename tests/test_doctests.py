@@ -11,8 +11,11 @@ import kbatch._core
 import kbatch._dump
 import kbatch._dumpinternal
 import kbatch._kafkajson
+import kbatch._logdir
+import kbatch._logwriter
 import kbatch._options
 import kbatch._sample
+import kbatch._segment
 import kbatch._table
 import kbatch._txn
 import kbatch._wire
@@ -26,6 +29,9 @@ MODULES = [
     kbatch._table,
     kbatch.errors,
     kbatch.log,
+    kbatch._segment,
+    kbatch._logdir,
+    kbatch._logwriter,
     kbatch._txn,
     kbatch._dump,
     kbatch._dumpinternal,
