@@ -60,9 +60,9 @@ ByteUtils, ByteBufferLogInputStream): an incomplete trailing batch ends the
 buffer without an error; everything else that does not parse is corrupt.
 
 This file is the extension's table of contents: the cimports and C
-declarations every part shares, the tunables, and the parts, one concern
-each, ``include``d in dependency order into this one module (one translation
-unit: no call cost between parts). Each part opens with what it provides and
+declarations every part shares, the tunables, the test hooks, and the parts,
+one concern each, ``include``d in dependency order into this one module (one
+translation unit: no call cost between parts). Each part opens with what it provides and
 what it uses::
 
     _core_rows.pxi     row dtypes (the NumPy views of _core.pxd's structs)
@@ -171,34 +171,118 @@ cdef extern from *:
 
 
 # ---------------------------------------------------------------------------
-# Tunables and test hooks: every knob the tests turn, in one place
+# Tunables: thresholds production runs with
 #
-# The tunables are module globals read at call time, so that tests can
-# change them (monkeypatch.setattr(kbatch._core, name, value)). The hooks
-# that must sit beside the state they expose are defined in their part and
-# listed here; nothing else in the core exists for tests.
-#
-#   _CPUS               _core_threads.pxi  the thread budget (users: set_threads)
-#   _usable_cpus()      _core_threads.pxi  the budget as read from the system
-#   _window_is_open()   _core_threads.pxi  whether the plain-list encode's GIL window is open
-#   _lz4_in_c(use)      _core_inflate.pxi  LZ4 frames in C on/off, and chunks decompressed so
-#   _arena_block(n),
-#   _spare_sizes(),
-#   _release_spare()    _core_memory.pxi   the spare-block allocator's blocks
-#   _decode_varint(), _decode_varlong(), _encode_varint(), _encode_varlong()
-#                       _core_wire.pxi     the record varints, from Python
+# Module globals read at call time, so that tests can shrink them
+# (monkeypatch.setattr(kbatch._core, name, value)). Two live in their part,
+# beside the state they steer:
+#   _CPUS               _core_threads.pxi  the thread budget (set_threads; from _usable_cpus())
+#   _LZ4_SOLO_CHUNKS    _core_inflate.pxi  chunks the calling thread decompresses alone after
+#                                          the helper found nothing (_lz4_solo_left counts them)
 # Python modules keep theirs at their top: kbatch.arrow (_THREAD_CHUNK, _kernels),
 # kbatch._compression (_oneshot).
 
 #: Input bytes per chunk (CRC'd, decompressed and parsed together; a parse
-#: thread's unit of work). A module global so that tests can shrink it.
+#: thread's unit of work).
 _CHUNK_BYTES = 1 << 18
 #: Uncompressed input from this size on is parsed on two threads (when
 #: allowed); below it, starting a thread costs more than it saves.
 _SPLIT_BYTES = 1 << 20
-#: Tests only: batches the calling thread parses from the back before the
-#: parse thread starts, so that the join of the two sides is certain to run.
+
+
+# ---------------------------------------------------------------------------
+# Test hooks: everything in the core that exists only for tests
+#
+# Defined here, before the parts: they share this module's namespace, so the
+# parts read and bump these globals, and these functions reach the parts'
+# state (Cython resolves module-level names over the whole module). Nothing
+# outside tests/ uses them.
+
+#: Batches the calling thread parses from the back before the parse thread
+#: starts (_core_decode.pxi, _parse_split), so that the join of the two sides
+#: is certain to run. 0 in production.
 _SPLIT_BACK_FIRST = 0
+
+#: Chunks whose LZ4 / zstd frames were decompressed in C (_core_inflate.pxi,
+#: _inflate_lz4_chunk); read through _lz4_in_c() / _zstd_in_c().
+cdef int64_t _lz4_c_chunks = 0
+cdef int64_t _zstd_c_chunks = 0
+
+
+def _lz4_in_c(object use=None):
+    """Whether LZ4 frames are decompressed in C (_core_inflate.pxi), and how
+    many chunks were; ``use`` False turns it off, True back on (when found)."""
+    global _lz4_decompress
+    if not _lz4_tried:
+        _lz4_load()
+    if use is not None:
+        _lz4_decompress = _lz4_found if use else NULL
+    return _lz4_decompress != NULL, _lz4_c_chunks
+
+
+def _zstd_in_c(object use=None):
+    """Whether zstd frames are decompressed in C (_core_inflate.pxi), and how
+    many chunks were; ``use`` False turns it off, True back on (when found)."""
+    global _zstd_decompress
+    if not _zstd_tried:
+        _zstd_load()
+    if use is not None:
+        _zstd_decompress = _zstd_found if use else NULL
+    return _zstd_decompress != NULL, _zstd_c_chunks
+
+
+def _zstd_encode_in_c(object use=None):
+    """Whether zstd batches are compressed in C (_core_encode.pxi); ``use``
+    False turns it off, True back on (when found)."""
+    global _zc
+    if not _zc_tried:
+        _zc_load()
+    if use is not None:
+        _zc = _zc_found if use else _zc_off()
+    return _zc.compress != NULL
+
+
+def _window_is_open():
+    """Whether the plain-list encode's GIL window (_core_threads.pxi) is open
+    (never, between calls)."""
+    return bool(_window_open)
+
+
+def _spare_sizes():
+    """The capacities of the spare blocks (_core_memory.pxi), largest first."""
+    return sorted([_block_capacity(_spares[i]) for i in range(SPARE_BLOCKS) if _spares[i] != NULL], reverse=True)
+
+
+def _release_spare():
+    """Free the spare blocks (_core_memory.pxi) now."""
+    cdef int i
+    for i in range(SPARE_BLOCKS):
+        _free_block(_spares[i])
+        _spares[i] = NULL
+
+
+def _decode_varint(data, Py_ssize_t pos=0):
+    """Read one zigzag varint (_core_wire.pxi); return ``(value, next_pos)``."""
+    return _one_varint(data, pos, False)
+
+
+def _decode_varlong(data, Py_ssize_t pos=0):
+    """Read one zigzag varlong (_core_wire.pxi); return ``(value, next_pos)``."""
+    return _one_varint(data, pos, True)
+
+
+def _encode_varint(int32_t value):
+    """Zigzag varint bytes of ``value`` (_core_wire.pxi)."""
+    cdef uint8_t buf[5]
+    cdef uint8_t* end = _write_varint(buf, value)
+    return PyBytes_FromStringAndSize(<char*>buf, end - buf)
+
+
+def _encode_varlong(int64_t value):
+    """Zigzag varlong bytes of ``value`` (_core_wire.pxi)."""
+    cdef uint8_t buf[10]
+    cdef uint8_t* end = _write_varlong(buf, value)
+    return PyBytes_FromStringAndSize(<char*>buf, end - buf)
 
 
 # ---------------------------------------------------------------------------

@@ -275,7 +275,8 @@ cdef object _parse_split(Helper parser, parse_job_t* job, int64_t* bad, rows_t* 
         # The back. The CRCs of the front's batches are checked a few batches
         # ahead of it (so that it parses them from cache), each batch taken
         # from the back just before it is parsed here. (Tests may have the
-        # back take batches before the front starts.)
+        # back take batches before the front starts: _SPLIT_BACK_FIRST, a
+        # test hook in _core.pyx.)
         if job.verify_crc and placed < n and _check_crcs(buf, job.bp, placed, placed + 1, job.skip, &crc_err) == placed:
             crc_end = placed  # its CRC error outranks the bad count found in it
         head_start = _SPLIT_BACK_FIRST

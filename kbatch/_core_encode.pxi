@@ -304,17 +304,6 @@ def _zc_load():
     _zc_found = _zc = api
 
 
-def _zstd_encode_in_c(object use=None):
-    """Tests: whether zstd batches are compressed in C (see above); ``use``
-    False turns it off, True back on (when found)."""
-    global _zc
-    if not _zc_tried:
-        _zc_load()
-    if use is not None:
-        _zc = _zc_found if use else _zc_off()
-    return _zc.compress != NULL
-
-
 cdef zstd_api_t _zc_off():
     cdef zstd_api_t off
     memset(&off, 0, sizeof(off))

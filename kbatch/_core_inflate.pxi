@@ -2,9 +2,11 @@
 #
 # provides: _decompress_payloads (a chunk's compressed payloads into the arena); zstd and
 #           snappy exact sizing (_zstd_single_size, _snappy_block_size, _plain_pieces) and
-#           _inflate_chunk (pieces on two threads); LZ4 frames in C (_lz4_load, _lz4_in_c,
+#           _inflate_chunk (pieces on two threads); LZ4 frames in C (_lz4_load,
 #           _lz4_frame_bound, _lz4_frame_into, _inflate_lz4_chunk); zstd frames in C the
-#           same way (_zstd_load, _zstd_in_c, _zstd_frame_bound, _zstd_frame_into)
+#           same way (_zstd_load, _zstd_frame_bound, _zstd_frame_into); their switches and
+#           counters for tests (_lz4_in_c, _zstd_in_c, _lz4_c_chunks, _zstd_c_chunks) are
+#           among the test hooks in _core.pyx
 # uses:     kbatch/_wire.pxd (readers), _core_memory (the arena), _core_threads (Helper),
 #           kbatch/_threads.pxd (kb_take, kb_cut), kbatch._compression (everything else, errors)
 
@@ -233,7 +235,6 @@ cdef lz4_decompress_fn _lz4_found = NULL       # what _lz4_load found
 cdef lz4_decompress_fn _lz4_decompress = NULL  # what is used (tests turn it off)
 cdef xxh32_fn _xxh32 = NULL
 cdef bint _lz4_tried = False                   # _lz4_load has run
-cdef int64_t _lz4_c_chunks = 0                 # chunks decompressed this way (tests)
 
 # The helper thread is woken for each chunk, and the calling thread waits for
 # it at the chunk's end. When no core is free for it (a busy machine), it has
@@ -285,17 +286,6 @@ def _lz4_load():
     _lz4_found = _lz4_decompress = f
 
 
-def _lz4_in_c(object use=None):
-    """Tests: whether LZ4 frames are decompressed in C (see above), and how
-    many chunks were; ``use`` False turns it off, True back on (when found)."""
-    global _lz4_decompress
-    if not _lz4_tried:
-        _lz4_load()
-    if use is not None:
-        _lz4_decompress = _lz4_found if use else NULL
-    return _lz4_decompress != NULL, _lz4_c_chunks
-
-
 cdef enum:
     LZ4_BLOCK_CHECKSUM = 0x10    # FLG bits
     LZ4_CONTENT_SIZE = 0x08
@@ -327,7 +317,6 @@ cdef zstd_decompress_fn _zstd_decompress = NULL  # NULL: not found (or turned of
 cdef zstd_decompress_fn _zstd_found = NULL
 cdef zstd_is_error_fn _zstd_is_error = NULL
 cdef bint _zstd_tried = False
-cdef int64_t _zstd_c_chunks = 0                  # chunks decompressed this way (tests)
 
 
 def _zstd_load():
@@ -342,17 +331,6 @@ def _zstd_load():
     _zstd_free = <zstd_free_fn><uintptr_t>free_
     _zstd_is_error = <zstd_is_error_fn><uintptr_t>is_error
     _zstd_found = _zstd_decompress = <zstd_decompress_fn><uintptr_t>decompress
-
-
-def _zstd_in_c(object use=None):
-    """Tests: whether zstd frames are decompressed in C (see above), and how
-    many chunks were; ``use`` False turns it off, True back on (when found)."""
-    global _zstd_decompress
-    if not _zstd_tried:
-        _zstd_load()
-    if use is not None:
-        _zstd_decompress = _zstd_found if use else NULL
-    return _zstd_decompress != NULL, _zstd_c_chunks
 
 
 cdef int64_t _zstd_frame_bound(const uint8_t* p, int64_t n) noexcept nogil:
@@ -648,7 +626,7 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
             pstart[k] = start + at[i]
             pend[k] = pstart[k] + size[i]
     arena.commit(used)
-    if codec == 3:
+    if codec == 3:  # test hooks' counters (_core.pyx)
         _lz4_c_chunks += 1
     else:
         _zstd_c_chunks += 1

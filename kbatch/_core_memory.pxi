@@ -1,9 +1,9 @@
 # _core_memory.pxi: spare blocks and the arena, part of kbatch/_core.pyx.
 #
 # provides: _take_block/_give_block (blocks kept between calls), _Block (a growable arena
-#           that becomes a table's ``data``), _arena_block, _spare_sizes, _release_spare
-#           (tests and kbatch.release_memory), _rows_array (C rows -> NumPy, no copy),
-#           _row_ptr
+#           that becomes a table's ``data``), _arena_block, _rows_array (C rows -> NumPy,
+#           no copy), _row_ptr; tests see the spares through _spare_sizes and
+#           _release_spare, test hooks in _core.pyx
 # uses:     nothing of the other parts (libc, mmap/mremap on Linux)
 
 # Spare blocks. Decompressed payloads of one decode go to one arena, which
@@ -269,19 +269,6 @@ def _arena_block(Py_ssize_t n):
     new one; its memory goes back to the spares when it is freed.
     """
     return _Block(n)
-
-
-def _spare_sizes():
-    """The capacities of the spare blocks, largest first (tests)."""
-    return sorted([_block_capacity(_spares[i]) for i in range(SPARE_BLOCKS) if _spares[i] != NULL], reverse=True)
-
-
-def _release_spare():
-    """Free the spare blocks now (tests, and memory-tight callers)."""
-    cdef int i
-    for i in range(SPARE_BLOCKS):
-        _free_block(_spares[i])
-        _spares[i] = NULL
 
 
 cdef object _rows_array(void** rows, int64_t count, size_t itemsize, object dtype):

@@ -1,7 +1,8 @@
 # _core_threads.pxi: the thread budget and the helper thread, part of kbatch/_core.pyx.
 #
 # provides: _usable_cpus, set_threads, get_threads (the thread budget, _CPUS); the plain-list
-#           encode's GIL window (_open_window, _close_window, _gil_may_go, _window_is_open);
+#           encode's GIL window (_open_window, _close_window, _gil_may_go; tests read it
+#           through _window_is_open, a test hook in _core.pyx);
 #           Helper, take_helper, give_back: the one helper-thread mechanism (a C thread of its
 #           own per Helper, idle ones kept per process, fork-aware) for nogil C jobs (submit)
 #           and Python callables (start); declared in kbatch/_core.pxd for kbatch/_arrowkernels
@@ -98,11 +99,6 @@ cdef inline void _close_window() noexcept:
 cdef inline void _gil_may_go() noexcept nogil:
     """Another Python thread may run next: the window must be closed."""
     KB_ASSERT_WINDOW_CLOSED(_window_open)
-
-
-def _window_is_open():
-    """Tests: whether the plain-list encode's window is open (never, between calls)."""
-    return bool(_window_open)
 
 
 # The helper thread. Every part that puts a second core to work does it the same way: it takes

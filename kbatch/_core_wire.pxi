@@ -2,8 +2,9 @@
 #
 # provides: zigzag varint/varlong readers (bounded,
 #           one-byte fast path: _read_varint, _read_varlong; unbounded _varint_at/_varlong_at
-#           for bytes already checked), sizes and writers; the Python-level _decode_varint,
-#           _decode_varlong, _encode_varint, _encode_varlong (tests); _byte_view
+#           for bytes already checked), sizes and writers; _one_varint (one varint read from
+#           Python, with its error: behind the test hooks _decode_varint/_decode_varlong in
+#           _core.pyx); _byte_view
 # uses:     nothing of the other parts (the byte-order readers/writers: kbatch/_wire.pxd)
 
 cdef inline int _read_varint(const uint8_t** pp, const uint8_t* end, int32_t* out) noexcept nogil:
@@ -177,30 +178,6 @@ cdef tuple _one_varint(object data, Py_ssize_t pos, bint wide):
     if rc:
         raise CorruptRecordError(f"{name} runs past the end of the buffer", pos, field=name)
     return value, p - start
-
-
-def _decode_varint(data, Py_ssize_t pos=0):
-    """Read one zigzag varint; return ``(value, next_pos)``. For tests and tools."""
-    return _one_varint(data, pos, False)
-
-
-def _decode_varlong(data, Py_ssize_t pos=0):
-    """Read one zigzag varlong; return ``(value, next_pos)``. For tests and tools."""
-    return _one_varint(data, pos, True)
-
-
-def _encode_varint(int32_t value):
-    """Zigzag varint bytes of ``value``. For tests and tools."""
-    cdef uint8_t buf[5]
-    cdef uint8_t* end = _write_varint(buf, value)
-    return PyBytes_FromStringAndSize(<char*>buf, end - buf)
-
-
-def _encode_varlong(int64_t value):
-    """Zigzag varlong bytes of ``value``. For tests and tools."""
-    cdef uint8_t buf[10]
-    cdef uint8_t* end = _write_varlong(buf, value)
-    return PyBytes_FromStringAndSize(<char*>buf, end - buf)
 
 
 cdef object _byte_view(object data):

@@ -508,9 +508,13 @@ def test_encode_arrow_from_numpy_and_pandas_columns():
 def test_docstring_examples():
     import doctest
 
+    import kbatch._fromarrow
+
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     result = doctest.testmod(arrow, optionflags=flags)
     assert result.failed == 0 and result.attempted > 10
+    result = doctest.testmod(kbatch._fromarrow, optionflags=flags)  # the way back, re-exported by arrow
+    assert result.failed == 0 and result.attempted > 5
 
 
 def test_to_arrow_on_one_thread_is_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
