@@ -65,6 +65,7 @@ from crc32c import crc32c
 
 import kbatch
 from kbatch import _storage
+from kbatch._dumpinternal import control_json, topic_parser
 from kbatch._kafkajson import KafkaJson
 from kbatch._producer_snapshot import read_snapshot
 from kbatch._wire import ATTRIBUTES_OFFSET, CODEC_NAMES, LEGACY_MAGIC_OFFSET, LOG_OVERHEAD
@@ -228,9 +229,7 @@ class _Parser:
         self.binary = str(args.json_binary)
         chosen = [n.replace("-", "_") for n in _TOPIC_DECODERS if getattr(args, n.replace("-", "_"), False)]
         self.topic = None
-        if chosen:  # imported here: kbatch.internal is not needed (nor loaded) by other dumps
-            from kbatch._dumpinternal import topic_parser
-
+        if chosen:
             self.topic = topic_parser(chosen[0])
 
     @staticmethod
@@ -575,8 +574,6 @@ def _control_text(key: bytes | None, value: bytes | None, offset: int, path: Pat
         return (f" endTxnMarker: {name} coordinatorEpoch: {epoch}",
                 {"control_type": name, "coordinator_epoch": epoch})
     if kind in _CONTROL_LABELS:
-        from kbatch._dumpinternal import control_json
-
         try:
             shown = control_json(kind, value, offset)
         except (ValueError, KBatchError) as exc:
