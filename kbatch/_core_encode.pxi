@@ -196,11 +196,7 @@ cdef struct batch_opts_t:
 
 
 cdef enum:
-    SNAPPY_CODEC = 2
     ZSTD_CODEC = 4
-    # xerial snappy framing, as _compression writes it (SnappyOutputStream's)
-    XERIAL_HEADER_SIZE = 16
-    XERIAL_BLOCK = 32768
     # Below these a second thread costs more than it saves.
     PARALLEL_COMPRESS_MIN_BYTES = 1 << 20
     # Outputs from this size on have their pages mapped in one call first.
@@ -259,7 +255,6 @@ cdef zstd_api_t _zc_found      # what _zc_load found (compress NULL: nothing)
 cdef zstd_api_t _zc            # what is used (tests turn it off)
 cdef bint _zc_tried = False
 cdef object _zc_lib = None     # the ctypes.CDLL, held
-cdef bytes _XERIAL_HEADER = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"  # magic, version 1, compatible 1
 
 
 def _zc_load():
@@ -399,11 +394,6 @@ cdef class _CompressJob:
     cdef int64_t next_batch   # the next batch to compress, by either thread
     cdef int64_t end_batch
     cdef list payloads
-    # snappy: every batch's xerial stream goes straight into ``out`` (see run_snappy)
-    cdef object snappy_into   # cramjam.snappy.compress_raw_into, or None
-    cdef object out           # uint8 array: batch k's room at out_at[k] .. out_at[k + 1]
-    cdef int64_t[::1] out_at
-    cdef int64_t[::1] sizes   # bytes written there
 
     cdef void write_all(self, int64_t nb, int64_t total):
         """Write every batch's records into one (pooled) block, the second half
@@ -479,31 +469,11 @@ cdef class _CompressJob:
                 with nogil:
                     _write_records(p, recs, self.inp.hdrs, first, end)
             try:
-                if self.snappy_into is not None:
-                    self.sizes[k] = self.xerial(raw, self.out_at[k], self.out_at[k + 1])
-                    continue
                 payload = self.codec(self.compression, raw, self.level)
             except BaseException:
                 self.next_batch = self.end_batch
                 raise
             self.payloads[k] = payload if PyBytes_CheckExact(payload) else bytes(payload)  # assemble needs bytes
-
-    cdef int64_t xerial(self, object raw, int64_t start, int64_t end) except -1:
-        """``raw`` as xerial snappy (_compression's framing: header, then each
-        32 KiB block's length and raw snappy) into ``out[start:end]``; the bytes
-        written. cramjam checks the room (it is the most snappy can need)."""
-        cdef uint8_t[::1] out = self.out
-        cdef object into = self.snappy_into
-        cdef object view = memoryview(self.out)
-        cdef Py_ssize_t size = len(raw), i = 0
-        cdef int64_t pos = start + XERIAL_HEADER_SIZE, n
-        memcpy(&out[start], <const char*>_XERIAL_HEADER, XERIAL_HEADER_SIZE)
-        while i < size:
-            n = into(raw[i:i + XERIAL_BLOCK], view[pos + 4:end])
-            _put32(&out[pos], <uint32_t>n)
-            pos += 4 + n
-            i += XERIAL_BLOCK
-        return pos - start
 
     cdef object assemble(self, list payloads):
         """The batches (header, compressed records, CRC) in one new ``bytes``,
@@ -537,43 +507,6 @@ cdef class _CompressJob:
                             _sequence_at(o.base_sequence, <int32_t>first), <int32_t>(end - first))
         memcpy(p + BATCH_OVERHEAD, payload, size)
         _seal(span, p, BATCH_OVERHEAD + size)
-
-    cdef object run_snappy(self, int64_t nb):
-        """Every batch as xerial snappy written by cramjam into one buffer
-        (_compression's bytes, without a Python object per payload or copying
-        each one twice), then assembled."""
-        cdef int64_t k, size, room
-        self.snappy_into = _cramjam.snappy.compress_raw_into
-        self.out_at = np.empty(nb + 1, dtype=np.int64)
-        self.sizes = np.empty(nb, dtype=np.int64)
-        self.out_at[0] = 0
-        for k in range(nb):
-            size = self.plans[k].size - BATCH_OVERHEAD
-            # snappy's bound for n bytes: 32 + n + n / 6, per block
-            room = XERIAL_HEADER_SIZE + 36 * ((size + XERIAL_BLOCK - 1) // XERIAL_BLOCK) + size + size // 6 + 1
-            self.out_at[k + 1] = self.out_at[k] + room
-        self.out = _arena_block(self.out_at[nb])  # (pooled: its pages mapped already)
-        self.run(nb)
-        return self.assemble_from(nb)
-
-    cdef object assemble_from(self, int64_t nb):
-        """assemble's bytes from the payloads in ``out`` (see run_snappy)."""
-        cdef int64_t k, total = 0
-        cdef const uint8_t[::1] out = self.out
-        cdef uint8_t* p
-        cdef _Span span = _Span()
-        for k in range(nb):
-            if BATCH_OVERHEAD + self.sizes[k] > MAX_BATCH_SIZE:
-                raise ValueError("batch is larger than a batch can hold (2 GiB)")
-            total += BATCH_OVERHEAD + self.sizes[k]
-        result = PyBytes_FromStringAndSize(NULL, total)
-        p = <uint8_t*>PyBytes_AS_STRING(result)
-        if total >= POPULATE_MIN_BYTES:
-            kb_populate(p, total)
-        for k in range(nb):
-            self.put_batch(p, k, &out[self.out_at[k]], self.sizes[k], span)
-            p += BATCH_OVERHEAD + self.sizes[k]
-        return result
 
     cdef object run_zstd(self, int64_t nb, int level):
         """Every batch compressed by libzstd in C (_zstd_side) and assembled: no
@@ -702,8 +635,6 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
             if (compression == ZSTD_CODEC and _zc.compress != NULL
                     and (level is None or (type(level) is int and -131072 <= level <= 22))):
                 return job.run_zstd(nb, 3 if level is None else level)  # (3: Kafka's default)
-            if compression == SNAPPY_CODEC and level is None:
-                return job.run_snappy(nb)
             return job.assemble(job.run(nb))
         return _write_uncompressed(inp, o, plans, nb, total, hold_gil)
     finally:

@@ -3,7 +3,7 @@
 zstd batches compressed in C (libzstd's ZSTD_compressCCtx, no GIL) equal python-zstandard's,
 on one thread and on two, from plain lists (records written up front), snapshots (written
 batch by batch) and Arrow columns; bad levels still fail the way _compression says. snappy
-batches written by cramjam into one buffer equal _compression's xerial streams."""
+batches' payloads equal _compression's xerial streams."""
 
 from __future__ import annotations
 
@@ -107,8 +107,8 @@ def test_other_levels_go_through_python_codec(level: object) -> None:
         assert isinstance(expected, tuple) and expected[0] is ValueError
 
 
-# snappy: each batch's xerial stream is written by cramjam straight into one buffer (no
-# payload objects); its payloads must be _compression.compress's, byte for byte.
+# snappy: each batch's payload must be _compression.compress's xerial stream, byte for byte,
+# on one thread and two.
 
 
 def _payloads(data: bytes) -> list[bytes]:
