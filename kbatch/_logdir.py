@@ -38,7 +38,7 @@ from kbatch._segment import MAX_WINDOW, OnCorruption, Segment, Skipped
 from kbatch._table import RecordTable, concat, select
 from kbatch._txn import aborted_batch_mask, check_aborted_index, txn_state
 from kbatch._wire import LOG_OVERHEAD
-from kbatch.arrow import iter_log_arrow, log_to_arrow
+from kbatch.arrow import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, iter_log_arrow, log_to_arrow
 from kbatch.errors import CorruptRecordError
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
@@ -573,12 +573,12 @@ class LogDir:
         """
         return log_to_arrow(self, **options)
 
-    def iter_arrow(self, *, batch_rows: int = 65_536, batch_bytes: int = 64 << 20, **options: Any) -> Iterator[Any]:
+    def iter_arrow(
+        self, *, batch_rows: int = DEFAULT_BATCH_ROWS, batch_bytes: int = DEFAULT_BATCH_BYTES, **options: Any
+    ) -> Iterator[Any]:
         """Stream the records as ``pyarrow.RecordBatch`` es of at most ``batch_rows`` rows and
         about ``batch_bytes`` bytes (see :func:`kbatch.arrow.iter_log_arrow`), with bounded memory."""
-
         return iter_log_arrow(self, batch_rows=batch_rows, batch_bytes=batch_bytes, **options)
-
 
 
 def open_log(

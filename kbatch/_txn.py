@@ -376,12 +376,60 @@ def decode(
     aborted_transactions: Any = None,
     last_stable_offset: int | None = None,
 ) -> RecordTable:
-    """:func:`kbatch.decode`, argument checks included (documented there).
+    """Decode a buffer of Kafka record batches into NumPy columns.
 
-    It lives here, below the package face, so that lower layers (``Records.decode`` of
-    :mod:`kbatch.protocol`) decode as the face does without importing it.
+    Parameters
+    ----------
+    data : buffer
+        Any C-contiguous buffer (bytes, bytearray, memoryview, mmap, NumPy
+        uint8 array): a Fetch response's ``records`` field or a log segment.
+        It is not copied: for uncompressed batches the result points into it.
+    verify_crc : bool, default True
+        Check every batch's CRC-32C, as Kafka's consumer does with
+        ``check.crcs=true``; a mismatch raises :class:`CRCError`.
+    max_decompressed_size : int, optional
+        Upper bound on the decompressed bytes of one call (compressed input
+        only); past it decoding stops with :class:`CorruptRecordError`.
+    isolation_level : {"read_uncommitted", "read_committed"}
+        ``read_committed`` leaves out the records of aborted transactions as
+        Kafka's consumer does (control records are never returned anyway).
+    aborted_transactions : iterable of (producer_id, first_offset), optional
+        For ``read_committed``: a Fetch response's ``aborted_transactions``.
+        None means: the ones whose ABORT marker is in ``data`` (right for a
+        whole log segment, not for a Fetch response cut before a marker).
+    last_stable_offset : int, optional
+        For ``read_committed``: nothing at or past it is returned.
 
-    >>> import kbatch
+    Returns
+    -------
+    RecordTable
+        ``records``, ``batches`` and ``headers`` columns, ``data`` they point
+        into, ``consumed_bytes``, ``truncated`` and ``next_offset``. An
+        incomplete batch at the end is not an error: decoding stops before it
+        and ``truncated`` is True.
+
+    Raises
+    ------
+    CorruptRecordError
+        The bytes break the format. ``.position``, ``.batch_index`` and
+        ``.field`` say where; ``.partial`` holds everything before that batch.
+    CRCError
+        A batch's checksum does not match (subclass of CorruptRecordError).
+    UnsupportedError
+        A legacy (magic 0/1) message set.
+
+    Notes
+    -----
+    It lives here, below the package face (which re-exports it), so that lower layers
+    (``Records.decode`` of :mod:`kbatch.protocol`) decode as the face does without importing it.
+
+    Examples
+    --------
+    >>> t = kbatch.decode(kbatch.encode([b"hello"], headers=[[("trace", b"1")]]))
+    >>> len(t), t.value(0), t.headers(0)
+    (1, b'hello', [('trace', b'1')])
+    >>> t.batches["record_count"].tolist(), t.next_offset, t.truncated
+    ([1], 1, False)
     >>> decode(kbatch.encode([b"x"]), isolation_level="read_committed").values()
     [b'x']
     """
