@@ -242,6 +242,34 @@ def test_lz4_writes_kafkas_frame() -> None:
             C.compress(C.LZ4, data, bad)
 
 
+def _lz4_blocks(frame: bytes, block_checksums: bool) -> list[bytes]:
+    """The data blocks of a 7-byte-header LZ4 frame, with their size words."""
+    blocks, pos = [], 7
+    while (word := struct.unpack_from("<I", frame, pos)[0]) != 0:
+        end = pos + 4 + (word & 0x7FFFFFFF)
+        blocks.append(frame[pos:end])
+        pos = end + (4 if block_checksums else 0)
+    return blocks
+
+
+def test_lz4_fast_blocks_are_aiokafkas_and_stand_alone() -> None:
+    # At Kafka's default level the blocks are byte for byte those of aiokafka's
+    # compressor (cramjam, level 0, independent blocks; it adds block checksums), so
+    # the compressed size is the same; each block decodes with no other block before it.
+    data = SIZES["multiblock-1MiB"] + SIZES["random-100KiB"]
+    ours = C.compress(C.LZ4, data)
+    theirs = cramjam.lz4.Compressor(level=0, content_checksum=False, block_linked=False)
+    theirs.compress(data)
+    frame = bytes(theirs.finish())
+    assert frame[4] == 0x70  # (block checksums)
+    assert _lz4_blocks(ours, False) == _lz4_blocks(frame, True)
+    for i, block in enumerate(_lz4_blocks(ours, False)):
+        raw = data[i * 65536 : (i + 1) * 65536]
+        (word,) = struct.unpack_from("<I", block)
+        alone = block[4:] if word >> 31 else lz4.block.decompress(block[4:], uncompressed_size=65536)
+        assert alone == raw
+
+
 def test_lz4_magic0_writes_the_kafka_3160_checksum() -> None:
     # Java's MessageCompressionTest feeds KafkaLZ4BlockInputStream 04 22 4D 18 60 40 1A
     # for magic 0: 0x1A is xxh32 over magic + descriptor, the broken checksum.
