@@ -608,7 +608,7 @@ def _lz4_compress(data: memoryview, level: int | None, magic: int) -> bytes:
         # liblz4's frame compressor writes the frame above (FLG 0x60, BD 0x40) itself.
         # Its blocks are those aiokafka (cramjam) writes, and 2.5% smaller than
         # lz4.block.compress's of the same 64 KiB at the same speed (bench payloads).
-        frame = lz4.frame.compress(
+        frame: bytes = lz4.frame.compress(
             data, compression_level=0, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
             block_linked=False, block_checksum=False, content_checksum=False, store_size=False,
         )  # fmt: skip
