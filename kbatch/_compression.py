@@ -278,6 +278,18 @@ def _gunzip(src: memoryview, arena: Arena, limit: int) -> int:
             if n == isize:
                 arena.commit(n)
                 return n
+        # Several members (the trailer above is the last one's): cramjam inflates them
+        # all, checking each, when no output could pass the limit (1032:1). It refuses
+        # what GZIPInputStream would stop at (bytes after a member that do not start
+        # another), and the zlib loop decides.
+        if _DEFLATE_MAX_RATIO * n_src <= limit - arena.size:
+            try:
+                whole = cramjam.gzip.decompress(src)
+            except cramjam.DecompressionError:
+                pass
+            else:
+                arena.append(whole)
+                return len(whole)
     return _gunzip_stream(src, arena, limit)
 
 
