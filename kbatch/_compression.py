@@ -266,10 +266,8 @@ def _gunzip(src: memoryview, arena: Arena, limit: int) -> int:
     # corruption) falls through to the zlib loop, which decides what it is.
     if n_src >= 18 and bytes(src[:3]) == _GZIP_MAGIC:
         isize = int.from_bytes(src[n_src - 4 :], "little")
-        if (
-            _CRAMJAM_GZIP_MIN <= isize <= limit - arena.size
-            and isize <= _DEFLATE_MAX_RATIO * n_src
-        ):
+        tried = _CRAMJAM_GZIP_MIN <= isize <= limit - arena.size and isize <= _DEFLATE_MAX_RATIO * n_src
+        if tried:
             with arena.reserve(isize) as out:
                 try:
                     n = int(cramjam.gzip.decompress_into(src, out))
@@ -278,18 +276,22 @@ def _gunzip(src: memoryview, arena: Arena, limit: int) -> int:
             if n == isize:
                 arena.commit(n)
                 return n
-        # Several members (the trailer above is the last one's): cramjam inflates them
-        # all, checking each, when no output could pass the limit (1032:1). It refuses
+        # Several members (the trailer is the last one's size): the fast path failed, or
+        # the payload is longer than one member of that size can be (deflate's stored
+        # blocks add 5 bytes per 65,535; the header and trailer 18). cramjam inflates
+        # them all, checking each, straight into room for the most they can hold
+        # (1032:1, within the limit; pages never written are not memory). It refuses
         # what GZIPInputStream would stop at (bytes after a member that do not start
-        # another), and the zlib loop decides.
-        if _DEFLATE_MAX_RATIO * n_src <= limit - arena.size:
-            try:
-                whole = cramjam.gzip.decompress(src)
-            except cramjam.DecompressionError:
-                pass
-            else:
-                arena.append(whole)
-                return len(whole)
+        # another) and output past the room; the zlib loop then decides.
+        if tried or n_src > isize + 5 * (isize // 65535 + 1) + 18:
+            with arena.reserve(max(0, min(_DEFLATE_MAX_RATIO * n_src, limit - arena.size))) as out:
+                try:
+                    n = int(cramjam.gzip.decompress_into(src, out))
+                except cramjam.DecompressionError:
+                    n = -1
+            if n >= 0:
+                arena.commit(n)
+                return n
     return _gunzip_stream(src, arena, limit)
 
 

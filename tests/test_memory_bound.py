@@ -160,7 +160,7 @@ def test_zstd_without_the_one_shot_decoder(monkeypatch: pytest.MonkeyPatch) -> N
     assert results[0][0] == 10 and results[0][1] == values
 
 
-@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "lz4-checksums", "lz4-checksums-python"])
+@pytest.mark.parametrize("codec", ["gzip", "gzip-members", "snappy", "lz4", "lz4-checksums", "lz4-checksums-python"])
 def test_other_codecs(tmp_path: Path, codec: str) -> None:
     total = 128 * MIB
     head, value = _one_record_payload(total)
@@ -168,6 +168,9 @@ def test_other_codecs(tmp_path: Path, codec: str) -> None:
     payload = head + (noise * (value // len(noise) + 1))[:value] + b"\x00"
     if codec.startswith("lz4-checksums"):
         blob = bytes(lz4.frame.compress(payload, block_checksum=True, content_checksum=True, block_linked=False))
+    elif codec == "gzip-members":  # Java's GZIPInputStream layout: inflated whole, into the arena
+        step = 16 * MIB
+        blob = b"".join(_compression.compress(_compression.GZIP, payload[i : i + step], 1) for i in range(0, len(payload), step))
     else:
         blob = _compression.compress(_CODECS[codec], payload, 1 if codec == "gzip" else None)
     del payload
