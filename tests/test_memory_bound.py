@@ -170,7 +170,8 @@ def test_other_codecs(tmp_path: Path, codec: str) -> None:
         blob = bytes(lz4.frame.compress(payload, block_checksum=True, content_checksum=True, block_linked=False))
     elif codec == "gzip-members":  # Java's GZIPInputStream layout: inflated whole, into the arena
         step = 16 * MIB
-        blob = b"".join(_compression.compress(_compression.GZIP, payload[i : i + step], 1) for i in range(0, len(payload), step))
+        members = (payload[i : i + step] for i in range(0, len(payload), step))
+        blob = b"".join(_compression.compress(_compression.GZIP, m, 1) for m in members)
     else:
         blob = _compression.compress(_CODECS[codec], payload, 1 if codec == "gzip" else None)
     del payload
