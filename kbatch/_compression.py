@@ -256,39 +256,39 @@ _ZLIB_CHUNK: Final = 1 << 20
 _CRAMJAM_GZIP_MIN: Final = 8 * 1024
 
 
+def _cramjam_gunzip(src: memoryview, arena: Arena, room: int) -> int:
+    """Inflate every member into the next ``room`` bytes of the arena with cramjam (it checks
+    each member's CRC-32 and ISIZE); the bytes written, not yet committed, or -1 if cramjam
+    refuses the payload or it does not fit."""
+    with arena.reserve(room) as out:
+        try:
+            return int(cramjam.gzip.decompress_into(src, out))
+        except cramjam.DecompressionError:
+            return -1
+
+
 def _gunzip(src: memoryview, arena: Arena, limit: int) -> int:
     n_src = len(src)
     if n_src == 0:
         _corrupt("gzip payload is empty")
     # Fast path for large payloads: one member whose trailer (ISIZE) tells the size,
-    # inflated by cramjam straight into the arena. cramjam checks each
-    # member's CRC-32 and ISIZE; anything unusual (several members, trailing bytes,
-    # corruption) falls through to the zlib loop, which decides what it is.
+    # inflated by cramjam straight into the arena. Anything unusual (several members,
+    # trailing bytes, corruption) falls through.
     if n_src >= 18 and bytes(src[:3]) == _GZIP_MAGIC:
         isize = int.from_bytes(src[n_src - 4 :], "little")
         tried = _CRAMJAM_GZIP_MIN <= isize <= limit - arena.size and isize <= _DEFLATE_MAX_RATIO * n_src
-        if tried:
-            with arena.reserve(isize) as out:
-                try:
-                    n = int(cramjam.gzip.decompress_into(src, out))
-                except cramjam.DecompressionError:
-                    n = -1
-            if n == isize:
-                arena.commit(n)
-                return n
+        if tried and _cramjam_gunzip(src, arena, isize) == isize:
+            arena.commit(isize)
+            return isize
         # Several members (the trailer is the last one's size): the fast path failed, or
         # the payload is longer than one member of that size can be (deflate's stored
         # blocks add 5 bytes per 65,535; the header and trailer 18). cramjam inflates
-        # them all, checking each, straight into room for the most they can hold
-        # (1032:1, within the limit; pages never written are not memory). It refuses
-        # what GZIPInputStream would stop at (bytes after a member that do not start
-        # another) and output past the room; the zlib loop then decides.
+        # them all straight into room for the most they can hold (1032:1, within the
+        # limit; pages never written are not memory). It refuses what GZIPInputStream
+        # would stop at (bytes after a member that do not start another) and output
+        # past the room; the zlib loop then decides what it is.
         if tried or n_src > isize + 5 * (isize // 65535 + 1) + 18:
-            with arena.reserve(max(0, min(_DEFLATE_MAX_RATIO * n_src, limit - arena.size))) as out:
-                try:
-                    n = int(cramjam.gzip.decompress_into(src, out))
-                except cramjam.DecompressionError:
-                    n = -1
+            n = _cramjam_gunzip(src, arena, max(0, min(_DEFLATE_MAX_RATIO * n_src, limit - arena.size)))
             if n >= 0:
                 arena.commit(n)
                 return n

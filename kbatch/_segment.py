@@ -368,6 +368,7 @@ class Segment:
                 continue
             if size:
                 self._plugin_indexes[suffix] = raw[pos : pos + size]
+
     @property
     def index(self) -> npt.NDArray[Any] | None:
         """The ``.index`` entries (read, and their structure checked, on first use)."""
