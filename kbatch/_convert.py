@@ -1,8 +1,9 @@
 """``kbatch convert ROOT OUT``: a Kafka ``log.dirs`` root to Parquet (or ORC, JSON), with Spark.
 
-The README's main job. By default it runs Spark in local mode (``local[*]``) with kbatch's
-``kafka-log`` data source, optional filters, and writes the output partitioned by topic
-(``OUT/topic=<name>/part-*.parquet``), printing progress and a summary::
+The README's main job. By default it runs Spark in local mode (``local[*]``): the ``kafka-log``
+data source's planner and reader (:mod:`kbatch.spark._frame`), optional filters, and writes the
+output partitioned by topic (``OUT/topic=<name>/part-*.parquet``), printing progress and a
+summary::
 
     kbatch convert /var/lib/kafka/data out/ --format parquet
     kbatch convert /var/lib/kafka/data out/ --master spark://host:7077 --subscribe 'orders.*'
@@ -50,6 +51,8 @@ from kbatch._plan import (
     SEGMENT_OPEN_COST,
     Options,
     env_pythonpath,
+    plan_slices,
+    plan_tasks,
     range_key,
     read_logs,
     resolve_range,
@@ -642,8 +645,8 @@ def spark_config(master: str | None, conf: Sequence[str] = ()) -> dict[str, str]
         # no web UI (its server is about a tenth of the JVM's start-up; kbatch draws its own
         # progress from the status tracker): --conf spark.ui.enabled=true to watch the job there
         "spark.ui.enabled": "false",
-        # partitionBy("topic") sorts each task's rows by topic before writing, as a Python
-        # data source cannot report an ordering; one open writer per topic instead needs no sort
+        # partitionBy("topic") sorts each task's rows by topic before writing, as rows from
+        # Python carry no ordering; one open writer per topic instead needs no sort
         "spark.sql.maxConcurrentOutputFileWriters": str(CONCURRENT_WRITERS),
     }
     if master.startswith("local"):
@@ -771,8 +774,7 @@ def _quiet_spark_errors(spark: Any) -> None:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def _write_spark(spark: Any, args: argparse.Namespace, opts: dict[str, str], target: str) -> None:
-    df = spark.read.format("kafka-log").options(**opts).load(args.root)
+def _write_spark(spark: Any, args: argparse.Namespace, df: Any, target: str) -> None:
     if args.where:
         try:
             df = df.where(args.where)
@@ -788,6 +790,19 @@ def _write_spark(spark: Any, args: argparse.Namespace, opts: dict[str, str], tar
     if not args.no_partition_by_topic:
         writer = writer.partitionBy("topic")
     writer.save(target)
+
+
+def planned_frame(spark: Any, p: Plan) -> Any:
+    """The checked plan's records as a DataFrame: tasks of :func:`task_bytes` (or ``--min-partitions``)
+    over exactly the partitions and ranges ``plan()`` resolved and the reports describe."""
+    from dataclasses import replace
+
+    from kbatch.spark._frame import task_frame
+
+    opts = p.opts
+    if not opts.min_partitions:
+        opts = replace(opts, max_bytes_per_partition=task_bytes(p.input_bytes, spark.sparkContext.defaultParallelism))
+    return task_frame(spark, plan_tasks(plan_slices(p.logs, p.ranges, opts), opts), opts)
 
 
 def _written_counts(spark: Any, args: argparse.Namespace, folder: str) -> dict[tuple[Any, ...], tuple[int, int, int]]:
@@ -817,7 +832,8 @@ def _written_counts(spark: Any, args: argparse.Namespace, folder: str) -> dict[t
 
 
 def convert_spark(args: argparse.Namespace) -> Summary:
-    """Run the Spark pipeline: kafka-log source -> filters -> files partitioned by topic."""
+    """Run the Spark pipeline: the planned tasks (read as the ``kafka-log`` source reads) -> filters
+    -> files partitioned by topic."""
     wall = time.perf_counter()
     p = plan(args)
     _say(args, f"kbatch convert: {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
@@ -840,12 +856,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     reports, notes = explained.result()
     _quiet_spark_errors(spark)
     _say(args, f"Spark {spark.version} at {spark.sparkContext.master} ({startup:.1f} s to start)")
-    import kbatch.spark
-
-    kbatch.spark.register(spark)
-    opts = _source_options(args)
-    if "minPartitions" not in opts:
-        opts["maxPartitionBytes"] = str(task_bytes(p.input_bytes, spark.sparkContext.defaultParallelism))
+    df = planned_frame(spark, p)
     progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
     expected = sum(r.span - r.control_markers - r.aborted_records - r.compacted_offsets for r in reports.values())
     poller = _Progress(spark.sparkContext, progress, expected)
@@ -855,12 +866,12 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     written = True
     try:
         if _is_remote(args.out):  # no local folder to stage in: Spark's own mode handling
-            _write_spark(spark, args, opts, args.out)
+            _write_spark(spark, args, df, args.out)
             counts = _written_counts(spark, args, args.out)
         else:
             staged = StagedOutput(args.out, args.mode)
             with staged as tmp:
-                _write_spark(spark, args, opts, str(tmp))
+                _write_spark(spark, args, df, str(tmp))
                 counts = _written_counts(spark, args, str(tmp))
                 if not counts:
                     staged.discard()  # no _SUCCESS in a folder without data

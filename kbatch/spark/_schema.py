@@ -16,8 +16,9 @@ from pyspark.sql.types import (
 )
 
 from kbatch._columns import HEADERS_COLUMN, columns
+from kbatch._plan import ROOT_COLUMN, Options
 
-__all__ = ["kafka_struct"]
+__all__ = ["kafka_struct", "options_struct"]
 
 
 def kafka_struct(*, include_headers: bool = False, extra_columns: bool = False) -> StructType:
@@ -40,3 +41,10 @@ def kafka_struct(*, include_headers: bool = False, extra_columns: bool = False) 
     cols = columns(include_headers=include_headers, extra_columns=extra_columns)
     fields = [StructField(name, types[kind], True) for name, kind in cols]
     return StructType(fields)
+
+
+def options_struct(opts: Options) -> StructType:
+    """The schema of a ``kafka-log`` read with ``opts``: :func:`kafka_struct`, and a last column
+    ``root`` (:data:`~kbatch._plan.ROOT_COLUMN`) with ``replicas=all``."""
+    schema = kafka_struct(include_headers=opts.include_headers, extra_columns=opts.extra_columns)
+    return schema.add(ROOT_COLUMN, StringType(), True) if opts.replicas == "all" else schema

@@ -24,7 +24,7 @@ from kbatch._plan import (
     resolve_range,
     select_logs,
 )
-from kbatch.spark._schema import kafka_struct
+from kbatch.spark._schema import kafka_struct, options_struct
 from kbatch.spark._views import ViewReader, is_view, parse_view_options, spark_schema
 
 try:  # Spark >= 4.2: Trigger.AvailableNow and read limits for Python sources
@@ -88,9 +88,7 @@ class KafkaLogDataSource(DataSource):
 
 
 def _check_schema(opts: Options, schema: StructType) -> None:
-    want = kafka_struct(include_headers=opts.include_headers, extra_columns=opts.extra_columns)
-    if opts.replicas == "all":
-        want = want.add(ROOT_COLUMN, StringType(), True)
+    want = options_struct(opts)
     if schema.simpleString() != want.simpleString():
         raise ValueError(
             f"kafka-log has a fixed schema ({want.simpleString()}); got a user schema {schema.simpleString()} "
