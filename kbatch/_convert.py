@@ -49,6 +49,7 @@ from kbatch._plan import (
     INTERNAL_TOPICS,
     ROOT_COLUMN,
     SEGMENT_OPEN_COST,
+    LogSlice,
     Options,
     env_pythonpath,
     plan_slices,
@@ -630,11 +631,15 @@ def _driver_memory() -> str:
 
 
 def spark_config(master: str | None, conf: Sequence[str] = ()) -> dict[str, str]:
-    """The configuration ``kbatch convert`` starts Spark with; ``conf`` items (``KEY=VALUE``) win.
+    """The configuration ``kbatch convert`` starts Spark with; ``conf`` items (``KEY=VALUE``) win,
+    except that JVM options (``*.extraJavaOptions``) given twice are joined, not replaced.
 
     >>> c = spark_config("local[2]", ["spark.sql.maxConcurrentOutputFileWriters=0"])
     >>> c["spark.master"], c["spark.sql.maxConcurrentOutputFileWriters"]
     ('local[2]', '0')
+    >>> spark_config(None, ["spark.driver.extraJavaOptions=-Da=1", "spark.driver.extraJavaOptions=-Db=2"])[
+    ...     "spark.driver.extraJavaOptions"]
+    '-Da=1 -Db=2'
     """
     master = master or "local[*]"
     out = {
@@ -655,18 +660,25 @@ def spark_config(master: str | None, conf: Sequence[str] = ()) -> dict[str, str]
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"--conf needs KEY=VALUE, got {item!r}")
-        out[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if key.endswith(".extraJavaOptions") and out.get(key):
+            value = f"{out[key]} {value}"  # -q's log4j option and the user's, both
+        out[key] = value
     return out
 
 
-def task_bytes(input_bytes: int, cores: int) -> int:
-    """Bytes of log per Spark task, as Spark's file source sizes its splits: 128 MiB, less to give
-    every core a task, and no less than opening four segments costs.
+def task_bytes(cost: int, cores: int) -> int:
+    """The cost of log per Spark task, as Spark's file source sizes its splits: 128 MiB, less to
+    give every core a task, and no less than opening four segments costs.
+
+    ``cost`` is the log's bytes plus :data:`~kbatch._plan.SEGMENT_OPEN_COST` per segment (what
+    the planner packs), as Spark counts a file's length plus ``openCostInBytes``: four
+    partitions of 43 MiB on 2 cores then make 2 tasks, not 4.
 
     >>> task_bytes(10 << 30, 8) >> 20, task_bytes(46 << 20, 2) >> 20, task_bytes(1000, 2) >> 10
     (128, 23, 128)
     """
-    per_core = input_bytes // max(1, cores)
+    per_core = cost // max(1, cores)
     return max(4 * SEGMENT_OPEN_COST, min(DEFAULT_MAX_PARTITION_BYTES, per_core))
 
 
@@ -792,17 +804,24 @@ def _write_spark(spark: Any, args: argparse.Namespace, df: Any, target: str) -> 
     writer.save(target)
 
 
-def planned_frame(spark: Any, p: Plan) -> Any:
-    """The checked plan's records as a DataFrame: tasks of :func:`task_bytes` (or ``--min-partitions``)
-    over exactly the partitions and ranges ``plan()`` resolved and the reports describe."""
+def spark_tasks(p: Plan, cores: int) -> tuple[list[tuple[LogSlice, ...]], Options]:
+    """The Spark tasks of a checked plan and the options they were planned with: tasks of
+    :func:`task_bytes` for ``cores`` (or ``--min-partitions``) over exactly the partitions and
+    ranges ``plan()`` resolved and the reports describe."""
     from dataclasses import replace
-
-    from kbatch.spark._frame import task_frame
 
     opts = p.opts
     if not opts.min_partitions:
-        opts = replace(opts, max_bytes_per_partition=task_bytes(p.input_bytes, spark.sparkContext.defaultParallelism))
-    return task_frame(spark, plan_tasks(plan_slices(p.logs, p.ranges, opts), opts), opts)
+        cost = p.input_bytes + SEGMENT_OPEN_COST * sum(len(d.segments) for d in p.logs)
+        opts = replace(opts, max_bytes_per_partition=task_bytes(cost, cores))
+    return plan_tasks(plan_slices(p.logs, p.ranges, opts), opts), opts
+
+
+def planned_frame(spark: Any, p: Plan) -> Any:
+    """The checked plan's records as a DataFrame (:func:`spark_tasks` for the session's cores)."""
+    from kbatch.spark._frame import task_frame
+
+    return task_frame(spark, *spark_tasks(p, spark.sparkContext.defaultParallelism))
 
 
 def _written_counts(spark: Any, args: argparse.Namespace, folder: str) -> dict[tuple[Any, ...], tuple[int, int, int]]:

@@ -231,6 +231,31 @@ def test_spark_error_line_finds_kbatch_message():
     assert _convert.spark_error_line(RuntimeError("[PATH_NOT_FOUND] no\nmore")) == "[PATH_NOT_FOUND] no"
 
 
+def test_spark_tasks_one_per_core_counting_open_costs(tmp_path):
+    """Four equal partitions on 2 cores make 2 Spark tasks, as Spark's file source would split
+    four equal files: the per-core target counts each segment's opening cost, as the packing does
+    (counting bytes alone made the target one open cost short of two slices: 4 tasks)."""
+    import argparse
+
+    for p in range(4):
+        with LogWriter(tmp_path / "root", "events", p) as w:
+            for _ in range(20):
+                w.append(kbatch.encode([b"x" * 1000] * 100), assign_offsets=True)
+    parser = argparse.ArgumentParser()
+    _convert.add_arguments(parser)
+    planned = _convert.plan(parser.parse_args([str(tmp_path / "root"), str(tmp_path / "out")]))
+    try:
+        for cores, n in ((1, 1), (2, 2), (4, 4), (8, 8)):
+            tasks, opts = _convert.spark_tasks(planned, cores)
+            assert len(tasks) == n, (cores, tasks)
+            assert sorted({s.partition for t in tasks for s in t}) == [0, 1, 2, 3]
+        tasks, opts = _convert.spark_tasks(_convert.plan(parser.parse_args(
+            [str(tmp_path / "root"), str(tmp_path / "o2"), "--min-partitions", "8"])), 2)
+        assert len(tasks) >= 8 and opts.min_partitions == 8
+    finally:
+        planned.close()
+
+
 def test_progress_draws_in_place_only_when_enabled(tmp_path, sample, capsys):
     import io
 
