@@ -414,6 +414,17 @@ cdef int64_t _lz4_frame_bound(const uint8_t* p, int64_t n) noexcept nogil:
         pos += size + tail
 
 
+cdef int64_t _lz4_declared_size(const uint8_t* p, int64_t n) noexcept nogil:
+    """The content size an LZ4 frame's descriptor declares (FLG 0x08), or -1.
+
+    A hint only: a frame without checksums is not held to it (as Java), so it
+    bounds a slot (a frame larger than it fails there, safely, and the chunk
+    goes to _compression) but never decides what a frame holds."""
+    if n < 15 or not p[4] & LZ4_CONTENT_SIZE or _le32(p + 10) != 0:
+        return -1
+    return <int64_t>_le32(p + 6)
+
+
 cdef int64_t _lz4_frame_into(const uint8_t* p, int64_t n, uint8_t* out, int64_t room) noexcept nogil:
     """Decompress a frame of ``n`` bytes that _lz4_frame_bound took into ``out``
     (``room``: its bound); the bytes written, or -1 if a block or a checksum is
@@ -527,7 +538,7 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
     independent blocks, or each a v2 payload of one zstd frame (see above), on
     two threads with ``two``; False, the arena as it was, if not."""
     global _lz4_c_chunks, _zstd_c_chunks, _lz4_solo_left
-    cdef int64_t i, k, bound, count = end - first, start, used = 0
+    cdef int64_t i, k, bound, declared, count = end - first, start, used = 0
     cdef int64_t[::1] slot
     cdef int64_t[::1] at
     cdef int64_t[::1] size
@@ -563,6 +574,11 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
                 return False
             if codec == 3:
                 bound = _lz4_frame_bound(src + pstart[k], pend[k] - pstart[k])
+                # a declared size (kafka-python) is the exact slot: the back's batches
+                # then land where the front's end, and need no move
+                declared = _lz4_declared_size(src + pstart[k], pend[k] - pstart[k])
+                if 0 < declared < bound:
+                    bound = declared
             else:
                 bound = _zstd_frame_bound(src + pstart[k], pend[k] - pstart[k])
             if bound < 0:
@@ -612,8 +628,9 @@ cdef bint _inflate_lz4_chunk(const uint8_t* src, batch_t* bp, int64_t first, int
             if not (job.front_failed or job.back_failed):
                 # The back's batches, each at its slot, moved down behind the front's.
                 for i in range(job.back_first, count):
-                    memmove(job.out + used, job.out + at[i], size[i])
-                    at[i] = used
+                    if at[i] != used:  # (exact slots: already in place)
+                        memmove(job.out + used, job.out + at[i], size[i])
+                        at[i] = used
                     used += size[i]
             room = None  # (before ``out`` is released)
     finally:
