@@ -183,8 +183,12 @@ cdef extern from *:
 # kbatch._compression (_oneshot).
 
 #: Input bytes per chunk (CRC'd, decompressed and parsed together; a parse
-#: thread's unit of work).
+#: thread's unit of work): a sixteenth of the input (the two threads' pipeline
+#: fills and drains once per input), at least _CHUNK_BYTES (below it the
+#: hand-overs per chunk cost more than they share), at most _CHUNK_BYTES_MAX.
 _CHUNK_BYTES = 1 << 18
+_CHUNK_BYTES_MAX = 1 << 20
+_CHUNKS_PER_INPUT = 16
 #: Uncompressed input from this size on is parsed on two threads (when
 #: allowed); below it, starting a thread costs more than it saves.
 _SPLIT_BYTES = 1 << 20

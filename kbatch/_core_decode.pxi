@@ -5,14 +5,15 @@
 #           _join_sides), _table (rows -> RecordTable)
 # uses:     _core_frame (framing, CRC), _core_parse (records), _core_memory (arena, rows),
 #           _core_threads (Helper, _CPUS), kbatch/_threads.pxd (kb_take, kb_cut),
-#           _core_inflate (_decompress_payloads), _core_errors; the tunables _CHUNK_BYTES, _SPLIT_BYTES in _core.pyx
+#           _core_inflate (_decompress_payloads), _core_errors; the tunables _CHUNK_BYTES,
+#           _CHUNK_BYTES_MAX, _CHUNKS_PER_INPUT, _SPLIT_BYTES in _core.pyx
 #
 # ---------------------------------------------------------------------------
 
 # One pass over the batch headers (no GIL), then the batches in chunks of about
-# _CHUNK_BYTES: their CRC-32Cs, their payloads (decompressed into one arena when
-# any batch of the buffer is compressed), then their records straight into C
-# row buffers (no GIL). Each stage stops at the first bad batch, so the
+# a sixteenth of the input (256 KiB to 1 MiB, _core.pyx): their CRC-32Cs, their
+# payloads (decompressed into one arena when any batch of the buffer is
+# compressed), then their records straight into C row buffers (no GIL). Each stage stops at the first bad batch, so the
 # earliest error wins and everything before it is returned as the error's
 # ``partial`` table.
 #
@@ -464,7 +465,7 @@ def decode(object data, *, bint verify_crc=True, object max_decompressed_size=No
     job.rows = &rows
     job.hb = &hb
     planned = 0  # rows of the batches handed to the parser so far
-    chunk_bytes = _CHUNK_BYTES
+    chunk_bytes = min(_CHUNK_BYTES_MAX, max(_CHUNK_BYTES, n // _CHUNKS_PER_INPUT))
     # Two threads: compressed input as a pipeline of chunks (one chunk has
     # nothing to overlap); uncompressed input split by batches.
     split = not in_arena and _CPUS > 1 and 1 < bad < 0xFFFFFFFF and n >= _SPLIT_BYTES

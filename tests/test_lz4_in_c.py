@@ -216,3 +216,20 @@ def test_lz4_chunks_without_the_helper_after_an_idle_one(monkeypatch: pytest.Mon
     same_table(reference, table)
     used = _lz4_c_chunks() - chunks_before
     assert 0 < 1000 - core._lz4_solo_left <= used
+
+
+def test_a_large_input_is_about_sixteen_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Chunks are a sixteenth of the input between 256 KiB and 1 MiB (_core.pyx): an 8 MiB
+    # input is ~16 chunks, not the 32 of fixed 256 KiB ones, and decodes as one thread does
+    rng = np.random.default_rng(7)
+    values = [bytes(v) for v in rng.integers(0, 256, size=(80_000, 100), dtype=np.uint8)]
+    data = kbatch.encode(values, compression="lz4", max_batch_records=200)
+    assert 8 << 20 <= len(data) < 9 << 20
+    want = outcome(monkeypatch, 1, data)[0]
+    with monkeypatch.context() as m:
+        m.setattr(core, "_CPUS", 2)
+        before = _lz4_c_chunks()
+        got = kbatch.decode(data)
+        chunks = _lz4_c_chunks() - before
+    same_table(want, got)
+    assert 15 <= chunks <= 17, chunks

@@ -303,6 +303,7 @@ def test_decodes_from_several_threads_share_the_helper(monkeypatch: pytest.Monke
     with monkeypatch.context() as m:
         m.setattr(core, "_CPUS", 2)
         m.setattr(core, "_CHUNK_BYTES", 16384)
+        m.setattr(core, "_CHUNK_BYTES_MAX", 16384)
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             tables = list(pool.map(lambda _: kbatch.decode(data), range(16)))
     for t in tables:

@@ -50,6 +50,7 @@ def with_cpus(monkeypatch: pytest.MonkeyPatch, n: int, fn, *args, **kwargs):  # 
         # 16 KiB chunks: every compressed input here is several chunks, so the parse
         # thread has work to overlap and errors to order (the same chunks inline).
         m.setattr(core, "_CHUNK_BYTES", 16384)
+        m.setattr(core, "_CHUNK_BYTES_MAX", 16384)
         # and every uncompressed input is parsed from both ends at once
         m.setattr(core, "_SPLIT_BYTES", 16384)
         return fn(*args, **kwargs)
