@@ -95,10 +95,12 @@ fi
 echo "asan.sh: positive control caught (heap-buffer-overflow), running the tests"
 
 # Child processes inherit LD_PRELOAD. Python children (CLI tests) need it; a JVM does not
-# survive it (Spark's launcher hangs), so the Spark tests, which reach the core through the same
-# Python API the rest of the suite covers here, are left out.
+# survive it (Spark's launcher hangs; a standalone cluster's workers never register), so the Spark
+# tests, which reach the core through the same Python API the rest of the suite covers here, are
+# left out.
 ignores=(--ignore=tests/test_packaging.py)
 [[ -d tests/spark ]] && ignores+=(--ignore=tests/spark)
+[[ -f tests/remote/test_spark_cluster.py ]] && ignores+=(--ignore=tests/remote/test_spark_cluster.py)
 
 status=0
 LD_PRELOAD="$ASAN_LIB" "$PY" -m pytest -p no:cacheprovider -q "${ignores[@]}" tests "$@" || status=$?
