@@ -219,7 +219,7 @@ def spark_jobs(spark: Any, root: Path, out: Path) -> dict[str, Callable[[], None
         spark.read.parquet(str(first)).write.mode("overwrite").partitionBy("topic").parquet(str(out / "parquet"))
 
     convert_to(first)
-    return {"kafka-log -> parquet": lambda: convert_to(out / "kafka-log"), "parquet -> parquet": parquet_job}
+    return {"convert -> parquet": lambda: convert_to(out / "convert"), "parquet -> parquet": parquet_job}
 
 
 def measure_spark_job(root: Path, out: Path) -> dict[str, float]:
@@ -231,7 +231,7 @@ def measure_spark_job(root: Path, out: Path) -> dict[str, float]:
     startup = spark_startup()
     wall = cli(str(root), str(out / "cli"))
     copy = spark_parquet_copy(out / "first", out / "copy")
-    return {"job": times["kafka-log -> parquet"], "parquet": times["parquet -> parquet"], "startup": startup,
+    return {"job": times["convert -> parquet"], "parquet": times["parquet -> parquet"], "startup": startup,
             "wall": wall, "parquet_wall": copy}
 
 

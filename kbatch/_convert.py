@@ -39,7 +39,7 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -808,8 +808,6 @@ def spark_tasks(p: Plan, cores: int) -> tuple[list[tuple[LogSlice, ...]], Option
     """The Spark tasks of a checked plan and the options they were planned with: tasks of
     :func:`task_bytes` for ``cores`` (or ``--min-partitions``) over exactly the partitions and
     ranges ``plan()`` resolved and the reports describe."""
-    from dataclasses import replace
-
     opts = p.opts
     if not opts.min_partitions:
         cost = p.input_bytes + SEGMENT_OPEN_COST * sum(len(d.segments) for d in p.logs)

@@ -13,9 +13,9 @@
 # One pass over the batch headers (no GIL), then the batches in chunks of about
 # a sixteenth of the input (256 KiB to 1 MiB, _core.pyx): their CRC-32Cs, their
 # payloads (decompressed into one arena when any batch of the buffer is
-# compressed), then their records straight into C row buffers (no GIL). Each stage stops at the first bad batch, so the
-# earliest error wins and everything before it is returned as the error's
-# ``partial`` table.
+# compressed), then their records straight into C row buffers (no GIL). Each
+# stage stops at the first bad batch, so the earliest error wins and everything
+# before it is returned as the error's ``partial`` table.
 #
 # On a machine with two or more cores, uncompressed input of _SPLIT_BYTES or
 # more is parsed from both ends at once (see _parse_split), and compressed

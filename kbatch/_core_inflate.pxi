@@ -215,7 +215,8 @@ cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t fi
 # takes a chunk's batches from the front, each right behind the one before;
 # a helper thread takes them from the back, each into its slot (the bounds of
 # the batches before it); then the back's batches are moved down behind the
-# front's (a memmove of what the back did, in cache). Every v2 frame of
+# front's (a memmove of what the back did, in cache; none when every frame
+# declares its content size, which is then its exact slot). Every v2 frame of
 # independent blocks takes this path, as Java and librdkafka write them (FLG
 # 0x60), kafka-python (0x68: a content size, skipped as Java does) and aiokafka
 # (0x70: block checksums), and each is checked as _compression checks it: the
