@@ -425,13 +425,14 @@ cdef int _set_binary(bin_col_t* c, object offsets, object data, object valid, in
     """Fill ``c`` from one binary column of ``n`` entries (``offsets`` None:
     absent); checks shapes only. ``keep`` gets what ``c`` points into."""
     cdef const uint8_t[::1] view
-    cdef object off, mask
+    cdef object off, mask, mv
     memset(c, 0, sizeof(bin_col_t))
     if offsets is None:
         return 0
     off = _offsets_array(offsets, n, f"{name}_offsets")
-    view = _byte_view(data)
-    keep.extend([off, data])
+    mv = _byte_view(data)
+    view = mv
+    keep.extend([off, mv])  # the memoryview: its export pins ``data`` (a bytearray cannot be resized under c.base)
     c.offsets = <const void*>(<size_t>off.ctypes.data)
     c.wide = off.dtype == np.int64
     c.size = view.shape[0]

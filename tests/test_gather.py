@@ -130,3 +130,25 @@ def test_the_first_bad_record_wins_across_the_two_halves(monkeypatch: pytest.Mon
     for cpus in (1, 2):
         with pytest.raises(ValueError, match="record 9: its value offsets"):
             with_cpus(monkeypatch, cpus, core.encode_arrays, bad, cols["value_data"])
+
+
+def test_arrow_columns_bytes_are_pinned_while_the_writers_run() -> None:
+    # Code run during the call (NumPy converting the timestamps) tries to resize the
+    # bytearray the values point into; the encoder holds it exported, so it cannot.
+    n = 50
+    data = bytearray(b"abcdefgh" * n)
+    offsets = np.arange(0, 8 * n + 1, 8, dtype=np.int64)
+    seen: list[str] = []
+
+    class Stamps:
+        def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+            try:
+                data.extend(b"x" * (1 << 20))
+                seen.append("resized")
+            except BufferError:
+                seen.append("refused")
+            return np.arange(n, dtype=np.int64)
+
+    out = core.encode_arrays(offsets, data, timestamps=Stamps())
+    assert seen == ["refused"]
+    assert kbatch.decode(out).values() == [b"abcdefgh"] * n
