@@ -10,10 +10,7 @@
 
 cdef inline int64_t _body_size(const rec_in_t* r, int64_t timestamp_delta, int32_t offset_delta) noexcept nogil:
     """Bytes of a record after its length varint."""
-    return (1 + _varlong_size(timestamp_delta) + _varint_size(offset_delta)
-            + _varint_size(<int32_t>r.key_length) + (r.key_length if r.key_length > 0 else 0)
-            + _varint_size(<int32_t>r.value_length) + (r.value_length if r.value_length > 0 else 0)
-            + _varint_size(<int32_t>r.headers_count) + r.headers_size)
+    return 1 + _varlong_size(timestamp_delta) + _varint_size(offset_delta) + r.fixed_size
 
 
 cdef inline uint8_t* _put_bytes(uint8_t* p, const uint8_t* src, int64_t length) noexcept nogil:
