@@ -85,7 +85,8 @@ def encode_arrays(
     max_batch_bytes: int = 0,
     compression: int = 0,
     compression_level: int | None = None,
-) -> bytes: ...
+    out: Buffer | None = None,
+) -> bytes | int: ...
 def encode_control(
     kind: str,
     producer_id: int,

@@ -75,6 +75,7 @@ what it uses::
     _core_decode.pxi   decode, scan, slices: the chunked and split parse
     _core_inflate.pxi  payload decompression (zstd/snappy/gzip sizing, LZ4 in C)
     _core_gather.pxi   an encode's input gathered into C rows
+    _core_output.pxi   where an encode's batches go: a new bytes or out=
     _core_encode.pxi   planning and writing batches: encode*, BatchBuilder
 """
 
@@ -83,11 +84,13 @@ from cpython.buffer cimport (
     PyBUF_FORMAT,
     PyBUF_ND,
     PyBUF_SIMPLE,
+    PyBUF_WRITABLE,
     PyBuffer_FillInfo,
     PyBuffer_Release,
     PyObject_CheckBuffer,
     PyObject_GetBuffer,
 )
+from cpython.bytearray cimport PyByteArray_Check, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.pythread cimport (
@@ -302,4 +305,5 @@ include "_core_threads.pxi"
 include "_core_decode.pxi"
 include "_core_inflate.pxi"
 include "_core_gather.pxi"
+include "_core_output.pxi"
 include "_core_encode.pxi"

@@ -5,7 +5,7 @@
 #           limits), _CompressJob, _encode_inputs, _write_uncompressed (two writer threads
 #           for large outputs), _finish_batch
 # uses:     kbatch/_wire.pxd (writers, offsets), _core_wire (varints), _core_frame (_Span), _core_gather
-#           (C rows), _core_memory, _core_threads (Helper, the GIL window),
+#           (C rows), _core_memory, _core_threads (Helper, the GIL window), _core_output (_Output),
 #           kbatch/_threads.pxd (kb_take, kb_load, kb_store)
 
 cdef inline int64_t _body_size(const rec_in_t* r, int64_t timestamp_delta, int32_t offset_delta) noexcept nogil:
@@ -196,11 +196,6 @@ cdef enum:
     ZSTD_CODEC = 4
     # Below these a second thread costs more than it saves.
     PARALLEL_COMPRESS_MIN_BYTES = 1 << 20
-    # Outputs from this size on have their pages mapped in one call first.
-    POPULATE_MIN_BYTES = 4 << 20
-    # ... and from this size on in huge pages: above glibc's largest mmap
-    # threshold (32 MiB on 64-bit), an output is always a fresh mapping.
-    HUGE_MIN_BYTES = 32 << 20
     PARALLEL_WRITE_MIN_BYTES = 1 << 22
     # Records from which an encode's columns are gathered and its batches
     # planned on two threads.
@@ -472,8 +467,8 @@ cdef class _CompressJob:
                 raise
             self.payloads[k] = payload if PyBytes_CheckExact(payload) else bytes(payload)  # assemble needs bytes
 
-    cdef object assemble(self, list payloads):
-        """The batches (header, compressed records, CRC) in one new ``bytes``,
+    cdef int assemble(self, list payloads, _Output output) except -1:
+        """The batches (header, compressed records, CRC) into ``output``,
         each payload copied once."""
         cdef int64_t k, size, total = 0
         cdef Py_ssize_t nb = len(payloads)
@@ -483,14 +478,14 @@ cdef class _CompressJob:
             if BATCH_OVERHEAD + PyBytes_GET_SIZE(payload) > MAX_BATCH_SIZE:
                 raise ValueError("batch is larger than a batch can hold (2 GiB)")
             total += BATCH_OVERHEAD + PyBytes_GET_SIZE(payload)
-        out = PyBytes_FromStringAndSize(NULL, total)
-        p = <uint8_t*>PyBytes_AS_STRING(out)
+        output.open(total)
+        p = output.ptr
         for k in range(nb):
             payload = <object>PyList_GET_ITEM(payloads, k)
             size = PyBytes_GET_SIZE(payload)
             self.put_batch(p, k, <const uint8_t*>PyBytes_AS_STRING(payload), size, span)
             p += BATCH_OVERHEAD + size
-        return out
+        return 0
 
     cdef void put_batch(self, uint8_t* p, int64_t k, const uint8_t* payload, int64_t size,
                         _Span span) except *:
@@ -505,10 +500,10 @@ cdef class _CompressJob:
         memcpy(p + BATCH_OVERHEAD, payload, size)
         _seal(span, p, BATCH_OVERHEAD + size)
 
-    cdef object run_zstd(self, int64_t nb, int level):
-        """Every batch compressed by libzstd in C (_zstd_side) and assembled: no
-        GIL and no Python object per batch, so for large inputs a second thread
-        takes batches from the back at the same time."""
+    cdef int run_zstd(self, int64_t nb, int level, _Output output) except -1:
+        """Every batch compressed by libzstd in C (_zstd_side) and assembled
+        into ``output``: no GIL and no Python object per batch, so for large
+        inputs a second thread takes batches from the back at the same time."""
         cdef zstd_job_t job
         cdef zstd_side_t front, back
         cdef int64_t k, total = 0
@@ -564,14 +559,14 @@ cdef class _CompressJob:
                 if BATCH_OVERHEAD + sizes[k] > MAX_BATCH_SIZE:
                     raise ValueError("batch is larger than a batch can hold (2 GiB)")
                 total += BATCH_OVERHEAD + sizes[k]
-            result = PyBytes_FromStringAndSize(NULL, total)
-            p = <uint8_t*>PyBytes_AS_STRING(result)
-            if total >= POPULATE_MIN_BYTES:
+            output.open(total)
+            p = output.ptr
+            if output.fresh:
                 kb_populate(p, total)
             for k in range(nb):
                 self.put_batch(p, k, out + out_at[k], sizes[k], span)
                 p += BATCH_OVERHEAD + sizes[k]
-            return result
+            return 0
         finally:
             free(out_at)
             free(sizes)
@@ -594,21 +589,23 @@ cdef inline int64_t _max_timestamp(const rec_in_t* recs, int64_t first, int64_t 
 
 
 cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object level, object codec,
-                           bint hold_gil=False):
-    """Plan and write the gathered records as one or more batches.
+                           _Output output, bint hold_gil=False):
+    """Plan and write the gathered records as one or more batches, into
+    ``output``; its result (the new bytes, or the size written).
 
     ``codec``: :func:`_codec`'s, for a compressed encode. ``hold_gil``: the
     rows point into objects nothing keeps alive but the caller's
     (unsnapshotted) sequences, and the caller has opened the window: write
     every record without releasing the GIL or running Python code
     (compressed: into one block first, then close the window and compress
-    from there).
+    from there); ``output`` is then a new bytes (no Python code runs).
     """
     cdef int64_t nb, k, total = 0
     cdef plan_t* plans
     cdef _CompressJob job
     if inp.n == 0:
-        return b""
+        output.open(0)
+        return output.result()
     plans = <plan_t*>malloc(inp.n * sizeof(plan_t))
     if plans == NULL:
         raise MemoryError()
@@ -631,16 +628,19 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
                 job.write_all(nb, job.raw_bytes)
             if (compression == ZSTD_CODEC and _zc.compress != NULL
                     and (level is None or (type(level) is int and -131072 <= level <= 22))):
-                return job.run_zstd(nb, 3 if level is None else level)  # (3: Kafka's default)
-            return job.assemble(job.run(nb))
-        return _write_uncompressed(inp, o, plans, nb, total, hold_gil)
+                job.run_zstd(nb, 3 if level is None else level, output)  # (3: Kafka's default)
+            else:
+                job.assemble(job.run(nb), output)
+        else:
+            _write_uncompressed(inp, o, plans, nb, total, hold_gil, output)
+        return output.result()
     finally:
         free(plans)
 
 
-cdef object _write_uncompressed(_Inputs inp, const batch_opts_t* o, const plan_t* plans, int64_t nb,
-                                int64_t total, bint hold_gil):
-    """The planned batches, uncompressed, in one new ``bytes``.
+cdef int _write_uncompressed(_Inputs inp, const batch_opts_t* o, const plan_t* plans, int64_t nb,
+                             int64_t total, bint hold_gil, _Output output) except -1:
+    """The planned batches, uncompressed, into ``output``.
 
     Each batch's CRC is computed (through crc32c, with the GIL) right after
     the batch is written, while it is still in cache. On two threads, a C
@@ -648,8 +648,7 @@ cdef object _write_uncompressed(_Inputs inp, const batch_opts_t* o, const plan_t
     back; the calling thread also seals the front's batches as they are
     published. With ``hold_gil`` the GIL is held throughout, waits included.
     """
-    cdef object out = PyBytes_FromStringAndSize(NULL, total)
-    cdef uint8_t* out_ptr = <uint8_t*>PyBytes_AS_STRING(out)
+    cdef uint8_t* out_ptr
     cdef int64_t* at = <int64_t*>malloc(nb * sizeof(int64_t))
     cdef int64_t k, pos = 0, sealed = 0, mine = 0
     cdef bint two = _CPUS > 1 and nb > 1 and total >= PARALLEL_WRITE_MIN_BYTES
@@ -659,6 +658,8 @@ cdef object _write_uncompressed(_Inputs inp, const batch_opts_t* o, const plan_t
     if at == NULL:
         raise MemoryError()
     try:
+        output.open(total)
+        out_ptr = output.ptr
         for k in range(nb):
             at[k] = pos
             pos += plans[k].size
@@ -670,16 +671,14 @@ cdef object _write_uncompressed(_Inputs inp, const batch_opts_t* o, const plan_t
         job.at = at
         job.out = out_ptr
         job.range = <uint64_t>nb << 32
-        if total >= HUGE_MIN_BYTES:
-            kb_huge(out_ptr, total)
         if two:
             # The worker maps the first half's pages, this thread the second's.
             mine = at[_halve(plans, nb, total)]
-            if total >= POPULATE_MIN_BYTES:
+            if output.fresh:
                 job.populate = mine
             worker = take_helper(True, False)
             worker.submit(_write_front, &job, hold_gil)
-        if total >= POPULATE_MIN_BYTES:
+        if output.fresh:
             kb_populate(out_ptr + mine, total - mine)
         try:
             k = kb_take(&job.range, two)
@@ -703,7 +702,7 @@ cdef object _write_uncompressed(_Inputs inp, const batch_opts_t* o, const plan_t
         if two:
             for k in range(sealed, <int64_t>job.front_done):
                 _seal(span, out_ptr + at[k], plans[k].size)
-        return out
+        return 0
     finally:
         free(at)
 
@@ -715,54 +714,6 @@ cdef int64_t _halve(const plan_t* plans, int64_t nb, int64_t total) noexcept nog
         half += plans[k].size
         k += 1
     return k if k > 0 else 1
-
-
-
-
-cdef extern from *:
-    """
-    #if defined(__linux__)
-    #include <sys/mman.h>
-    #include <unistd.h>
-    #ifndef MADV_POPULATE_WRITE
-    #define MADV_POPULATE_WRITE 23  /* Linux 5.14; older kernels refuse it (EINVAL) */
-    #endif
-    #ifndef MADV_HUGEPAGE
-    #define MADV_HUGEPAGE 14
-    #endif
-    static int kb_pages(void* p, size_t n, uintptr_t align, uintptr_t* start, uintptr_t* end) {
-        long page = sysconf(_SC_PAGESIZE);
-        if (page <= 0) return 0;
-        if (align < (uintptr_t)page) align = (uintptr_t)page;
-        *start = ((uintptr_t)p + align - 1) & ~(align - 1);
-        *end = ((uintptr_t)p + n) & ~(align - 1);
-        return *end > *start;
-    }
-    /* Map the pages of [p, p + n) in one call, not one page fault at a time
-       as they are first written: a large new output (beyond malloc's mmap
-       threshold) gets fresh pages every time. Best effort: errors ignored. */
-    static void kb_populate(void* p, size_t n) {
-        uintptr_t start, end;
-        if (kb_pages(p, n, 0, &start, &end))
-            (void)madvise((void*)start, end - start, MADV_POPULATE_WRITE);
-    }
-    /* Ask for transparent huge pages over the 2 MiB-aligned part of
-       [p, p + n) (where THP is "madvise"): 512 times fewer faults, so that
-       zeroing the fresh pages is most of what mapping them costs. Only for
-       an output certain to be a mapping of its own (HUGE_MIN_BYTES), never
-       for the middle of malloc's heap. Best effort: errors ignored. */
-    static void kb_huge(void* p, size_t n) {
-        uintptr_t start, end;
-        if (kb_pages(p, n, (uintptr_t)2 << 20, &start, &end))
-            (void)madvise((void*)start, end - start, MADV_HUGEPAGE);
-    }
-    #else
-    static void kb_populate(void* p, size_t n) { (void)p; (void)n; }
-    static void kb_huge(void* p, size_t n) { (void)p; (void)n; }
-    #endif
-    """
-    void kb_populate(void* p, size_t n) noexcept nogil
-    void kb_huge(void* p, size_t n) noexcept nogil
 
 
 cdef void _write_batch(const write_job_t* job, int64_t k) noexcept nogil:
@@ -942,7 +893,7 @@ def encode(object values, object keys=None, object timestamps=None, object heade
                         ts_array[i] if ts_fast else (None if timestamps is None else _item(timestamps, i)),
                         None if headers is None else _item(headers, i),
                         now)
-        return _encode_inputs(inp, &o, compression, compression_level, codec, strict)
+        return _encode_inputs(inp, &o, compression, compression_level, codec, _Output(), strict)
     finally:
         _close_window()
 
@@ -954,7 +905,8 @@ def encode_arrays(object value_offsets, object value_data, object value_valid=No
                   object hval_valid=None, int64_t base_offset=0, int64_t producer_id=-1,
                   int16_t producer_epoch=-1, int32_t base_sequence=-1, bint transactional=False,
                   int32_t partition_leader_epoch=-1, int timestamp_type=0, int64_t max_batch_records=0,
-                  int64_t max_batch_bytes=0, int compression=0, object compression_level=None):
+                  int64_t max_batch_bytes=0, int compression=0, object compression_level=None,
+                  object out=None):
     """Encode records given as Arrow-style columns (no Python object per record).
 
     Binary columns are ``offsets`` (int32 or int64, n + 1 entries, into
@@ -962,10 +914,13 @@ def encode_arrays(object value_offsets, object value_data, object value_valid=No
     (uint8/bool, 0 = null); keys may be left out (all null). Headers:
     ``header_offsets`` (n + 1) ranges per record into the flat header columns
     ``hkey_*`` / ``hval_*``. ``timestamps``: int64 per record (None: now).
-    Batch options are those of :func:`kbatch.encode`.
+    Batch options are those of :func:`kbatch.encode`. ``out``: a writable
+    buffer to write the batches into (see :class:`_Output`), the result then
+    the number of bytes written.
     """
     cdef batch_opts_t o
     cdef gather_t g, second
+    cdef _Output output = _Output(out)
     cdef object hoff, ts = None
     cdef int64_t n = len(value_offsets) - 1
     cdef _Inputs inp
@@ -1018,7 +973,14 @@ def encode_arrays(object value_offsets, object value_data, object value_valid=No
         g = second
     if g.bad < g.end:
         raise ValueError(f"record {g.bad}: {_GATHER_FIELDS[g.bad_field]}")
-    return _encode_inputs(inp, &o, compression, compression_level, _codec() if compression else None)
+    output.keep_apart(g.value.base, g.value.size, "value")
+    output.keep_apart(g.key.base, g.key.size, "key")
+    output.keep_apart(g.hkey.base, g.hkey.size, "header key")
+    output.keep_apart(g.hval.base, g.hval.size, "header value")
+    try:
+        return _encode_inputs(inp, &o, compression, compression_level, _codec() if compression else None, output)
+    finally:
+        output.close()
 
 
 _CONTROL_TYPES = {"abort": 0, "commit": 1}

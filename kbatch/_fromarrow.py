@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -314,9 +314,17 @@ def from_arrow(
 _ARRAY_ARGS = ("value_offsets", "value_data", "value_valid", "key_offsets", "key_data", "key_valid", "timestamps")
 
 
+@overload
 def encode_arrow(
-    source: Any, *, compression: str | None = None, timestamp_type: str = "create", **options: Any
-) -> bytes:
+    source: Any, *, compression: str | None = ..., timestamp_type: str = ..., out: None = ..., **options: Any
+) -> bytes: ...
+@overload
+def encode_arrow(
+    source: Any, *, compression: str | None = ..., timestamp_type: str = ..., out: Any, **options: Any
+) -> int: ...
+def encode_arrow(
+    source: Any, *, compression: str | None = None, timestamp_type: str = "create", out: Any = None, **options: Any
+) -> bytes | int:
     """Encode an Arrow/pandas/Polars table (or columns) as record batches, at column speed.
 
     Parameters
@@ -325,6 +333,16 @@ def encode_arrow(
         As for :func:`from_arrow`.
     compression : {"none", "gzip", "snappy", "lz4", "zstd"}, optional
     timestamp_type : {"create", "log_append"}
+    out : writable buffer, optional
+        Write the batches into this buffer instead of a new ``bytes``. A
+        ``bytearray`` is resized to hold exactly the batches; any other
+        writable C-contiguous buffer (``mmap.mmap``, a NumPy array, a
+        ``memoryview``) must be large enough, and the batches go at its
+        start. One buffer reused across calls keeps its memory mapped: a
+        large new ``bytes`` costs the kernel a page fault and a zeroed page
+        per 4 KiB every call (a third of the time of a 36 MB encode). It must
+        not overlap the columns being encoded, and cannot be resized or
+        closed while the call writes into it.
     **options
         ``base_offset``, ``producer_id``, ``producer_epoch``, ``base_sequence``,
         ``transactional``, ``partition_leader_epoch``, ``max_batch_records``,
@@ -332,10 +350,33 @@ def encode_arrow(
 
     Returns
     -------
-    bytes
-        The batches, as :func:`kbatch.encode` would build them from the same records.
+    bytes or int
+        The batches, as :func:`kbatch.encode` would build them from the same
+        records; with ``out``, the number of bytes written into it.
+
+    Raises
+    ------
+    TypeError
+        ``out`` is not a writable buffer.
+    ValueError
+        ``out`` is too small (the message says how much is needed), not
+        C-contiguous, or overlaps the columns.
+    BufferError
+        ``out`` is a ``bytearray`` that must be resized while something
+        (a ``memoryview``, a NumPy array) still exports it.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> table = pa.table({"value": [b"a", b"bc"]})
+    >>> buf = bytearray()
+    >>> n = encode_arrow(table, out=buf)
+    >>> n == len(buf) and bytes(buf) == encode_arrow(table)
+    True
     """
     encoder: Any = encode_arrays  # arguments are assembled dynamically below
+    if out is not None:
+        _check_out(out)
     cols = from_arrow(source)
     args = [cols.pop(name) for name in _ARRAY_ARGS]
     for name in ("max_batch_records", "max_batch_bytes"):
@@ -347,4 +388,20 @@ def encode_arrow(
         **options,
         compression=codec_id(compression),
         timestamp_type=timestamp_type_id(timestamp_type),
+        out=out,
     )
+
+
+def _check_out(out: Any) -> None:
+    """``out`` is a writable C-contiguous buffer, or a TypeError/ValueError saying what it is."""
+    try:
+        view = memoryview(out)
+    except TypeError:
+        raise TypeError(
+            f"out must be a writable buffer (bytearray, mmap, NumPy array), got {type(out).__name__}"
+        ) from None
+    with view:
+        if view.readonly:
+            raise TypeError(f"out must be writable, and this {type(out).__name__} is read-only")
+        if not view.c_contiguous:
+            raise ValueError("out must be C-contiguous")
