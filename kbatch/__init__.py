@@ -15,7 +15,7 @@ kbatch.errors.CRCError: crc32c mismatch: stored 0x..., computed 0x... (byte 17, 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 from kbatch import _core, _legacy
 from kbatch._core import (
@@ -27,7 +27,7 @@ from kbatch._core import (
     get_threads,
     set_threads,
 )
-from kbatch._options import codec_id, timestamp_type_id
+from kbatch._options import check_out, codec_id, timestamp_type_id
 from kbatch._table import HeaderColumns, Record, RecordTable
 from kbatch._txn import decode
 from kbatch._version import __version__
@@ -69,6 +69,48 @@ def _columnar(obj: Any) -> bool:
     return type(obj).__module__.partition(".")[0] in ("pyarrow", "pandas", "polars")
 
 
+@overload
+def encode(
+    values: Any,
+    keys: Any = ...,
+    *,
+    timestamps: Any = ...,
+    headers: Any = ...,
+    base_offset: int = ...,
+    producer_id: int = ...,
+    producer_epoch: int = ...,
+    base_sequence: int = ...,
+    transactional: bool = ...,
+    partition_leader_epoch: int = ...,
+    timestamp_type: str = ...,
+    max_batch_records: int | None = ...,
+    max_batch_bytes: int | None = ...,
+    compression: str | None = ...,
+    compression_level: int | None = ...,
+    magic: int = ...,
+    out: None = ...,
+) -> bytes: ...
+@overload
+def encode(
+    values: Any,
+    keys: Any = ...,
+    *,
+    timestamps: Any = ...,
+    headers: Any = ...,
+    base_offset: int = ...,
+    producer_id: int = ...,
+    producer_epoch: int = ...,
+    base_sequence: int = ...,
+    transactional: bool = ...,
+    partition_leader_epoch: int = ...,
+    timestamp_type: str = ...,
+    max_batch_records: int | None = ...,
+    max_batch_bytes: int | None = ...,
+    compression: str | None = ...,
+    compression_level: int | None = ...,
+    magic: int = ...,
+    out: Any,
+) -> int: ...
 def encode(
     values: Any,
     keys: Any = None,
@@ -87,7 +129,8 @@ def encode(
     compression: str | None = None,
     compression_level: int | None = None,
     magic: int = 2,
-) -> bytes:
+    out: Any = None,
+) -> bytes | int:
     """Encode records as RecordBatch (magic 2) batches, or a legacy message set.
 
     Parameters
@@ -125,11 +168,18 @@ def encode(
         entry around them (v1 inner offsets relative, as Kafka writes them);
         headers, producer fields and batch limits do not exist there and must
         be left at their defaults; zstd needs magic 2.
+    out : writable buffer, optional
+        Write the batches into this buffer instead of a new ``bytes`` (magic
+        2): a ``bytearray`` is resized to hold exactly them, any other
+        writable C-contiguous buffer (``mmap.mmap``, a NumPy array) must be
+        large enough and gets them at its start. Reusing one buffer keeps its
+        memory mapped between calls; see :func:`kbatch.arrow.encode_arrow`.
 
     Returns
     -------
-    bytes
-        The batches, back to back, each with its CRC-32C.
+    bytes or int
+        The batches, back to back, each with its CRC-32C; with ``out``, the
+        number of bytes written into it.
 
     Examples
     --------
@@ -144,7 +194,7 @@ def encode(
             "headers": headers is not None, "producer_id": producer_id != -1, "producer_epoch": producer_epoch != -1,
             "base_sequence": base_sequence != -1, "transactional": transactional,
             "partition_leader_epoch": partition_leader_epoch != -1, "max_batch_records": max_batch_records is not None,
-            "max_batch_bytes": max_batch_bytes is not None,
+            "max_batch_bytes": max_batch_bytes is not None, "out": out is not None,
         }
         given = [name for name, set_ in unused.items() if set_]
         if given:
@@ -153,6 +203,8 @@ def encode(
                              compression_level=compression_level, base_offset=base_offset, timestamp_type=ts_type)
     if magic != 2:
         raise ValueError(f"magic must be 0, 1 or 2, got {magic!r}")
+    if out is not None:
+        check_out(out)
     for name, limit in (("max_batch_records", max_batch_records), ("max_batch_bytes", max_batch_bytes)):
         if limit is not None and int(limit) < 1:
             raise ValueError(f"{name} must be >= 1, got {limit}")
@@ -160,7 +212,7 @@ def encode(
         # Arrow / pandas / Polars columns or tables: the columnar encoder, no object per record
         tabular = hasattr(values, "column_names") or hasattr(values, "columns")
         source = values if tabular else {"value": values, "key": keys, "timestamp": timestamps, "headers": headers}
-        return encode_arrow(
+        written: bytes | int = encode_arrow(  # (out: Any matches both overloads)
             source,
             compression=compression,
             timestamp_type=timestamp_type,
@@ -173,7 +225,9 @@ def encode(
             max_batch_records=max_batch_records,
             max_batch_bytes=max_batch_bytes,
             compression_level=compression_level,
+            out=out,
         )
+        return written
     return _core.encode(
         values,
         keys,
@@ -190,4 +244,5 @@ def encode(
         max_batch_bytes=0 if max_batch_bytes is None else int(max_batch_bytes),
         compression=codec,
         compression_level=compression_level,
+        out=out,
     )

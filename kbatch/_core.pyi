@@ -58,7 +58,8 @@ def encode(
     compression: int = 0,
     compression_level: int | None = None,
     control: bool = False,
-) -> bytes: ...
+    out: Buffer | None = None,
+) -> bytes | int: ...
 def encode_arrays(
     value_offsets: _Offsets,
     value_data: Buffer,

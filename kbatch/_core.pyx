@@ -90,7 +90,7 @@ from cpython.buffer cimport (
     PyObject_CheckBuffer,
     PyObject_GetBuffer,
 )
-from cpython.bytearray cimport PyByteArray_Check, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytearray cimport PyByteArray_CheckExact, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.pythread cimport (

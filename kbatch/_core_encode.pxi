@@ -598,7 +598,7 @@ cdef object _encode_inputs(_Inputs inp, batch_opts_t* o, int compression, object
     (unsnapshotted) sequences, and the caller has opened the window: write
     every record without releasing the GIL or running Python code
     (compressed: into one block first, then close the window and compress
-    from there); ``output`` is then a new bytes (no Python code runs).
+    from there); :meth:`_Output.open` runs no Python code.
     """
     cdef int64_t nb, k, total = 0
     cdef plan_t* plans
@@ -808,8 +808,8 @@ def encode(object values, object keys=None, object timestamps=None, object heade
            int64_t base_offset=0, int64_t producer_id=-1, int16_t producer_epoch=-1,
            int32_t base_sequence=-1, bint transactional=False, int32_t partition_leader_epoch=-1,
            int timestamp_type=0, int64_t max_batch_records=0, int64_t max_batch_bytes=0,
-           int compression=0, object compression_level=None, bint control=False):
-    """Encode records as RecordBatch v2 bytes; see :func:`kbatch.encode`."""
+           int compression=0, object compression_level=None, bint control=False, object out=None):
+    """Encode records as RecordBatch v2 bytes; see :func:`kbatch.encode` (``out``: :class:`_Output`)."""
     cdef batch_opts_t o
     cdef const int64_t[::1] ts_array
     cdef bint ts_fast = False
@@ -822,6 +822,7 @@ def encode(object values, object keys=None, object timestamps=None, object heade
     cdef PyObject** kitems
     cdef PyObject** titems
     cdef PyObject** hitems
+    cdef _Output output
     if type(values) is not list and type(values) is not tuple:
         values = tuple(values)
     n = len(values)
@@ -840,6 +841,9 @@ def encode(object values, object keys=None, object timestamps=None, object heade
               partition_leader_epoch, timestamp_type, max_batch_records, max_batch_bytes, compression, control)
     now = _now_ms()
     codec = _codec() if compression else None  # (an import: Python code, before the window)
+    # (exporting ``out`` may run Python code: before the window too. No keep_apart: the rows
+    # point only into bytes, str and copies, never into a writable buffer.)
+    output = _Output(out)
     # The C rows point into the items. Plain items (bytes, int, str, lists and
     # tuples of them) are read inside the window (see _open_window: the GIL
     # kept, no Python code, the cyclic GC off) and every byte is written from
@@ -893,9 +897,10 @@ def encode(object values, object keys=None, object timestamps=None, object heade
                         ts_array[i] if ts_fast else (None if timestamps is None else _item(timestamps, i)),
                         None if headers is None else _item(headers, i),
                         now)
-        return _encode_inputs(inp, &o, compression, compression_level, codec, _Output(), strict)
+        return _encode_inputs(inp, &o, compression, compression_level, codec, output, strict)
     finally:
         _close_window()
+        output.close()
 
 
 def encode_arrays(object value_offsets, object value_data, object value_valid=None,

@@ -74,12 +74,14 @@ cdef class _Output:
 
     ``target`` None: a new ``bytes`` of exactly ``total``, which
     :meth:`result` returns. Otherwise the caller's buffer: a ``bytearray``
-    is resized to ``total``, any other writable C-contiguous buffer must
-    hold at least ``total``; the batches go at its start and :meth:`result`
-    is ``total``. From :meth:`open` to :meth:`close` the buffer is exported,
-    so nothing can resize, move or close it while threads write into it
-    without the GIL. Its written part must not overlap the input bytes the
-    batches are written from (:meth:`keep_apart`).
+    (exactly; not a subclass) is resized to ``total``, any other writable
+    C-contiguous buffer must hold at least ``total``; the batches go at its
+    start and :meth:`result` is ``total``. Until :meth:`close` the buffer is exported, so nothing can
+    resize, move or close it while threads write into it without the GIL:
+    from the start (an exporter may run Python code, which the plain-list
+    encode's GIL window forbids), or for a ``bytearray`` from :meth:`open`,
+    after its resize (both C only). Its written part must not overlap the
+    input bytes the batches are written from (:meth:`keep_apart`).
     """
 
     cdef object target      # the caller's buffer, or None
@@ -94,6 +96,9 @@ cdef class _Output:
     def __cinit__(self, object target=None):
         self.target = target
         self.apart = []
+        if target is not None and not PyByteArray_CheckExact(target):
+            PyObject_GetBuffer(target, &self.view, PyBUF_WRITABLE)
+            self.viewing = True
 
     def __dealloc__(self):
         self.close()
@@ -105,7 +110,7 @@ cdef class _Output:
         return 0
 
     cdef int open(self, int64_t total) except -1:
-        """Room for ``total`` bytes at :attr:`ptr` (GIL held; no Python code runs when ``target`` is None)."""
+        """Room for ``total`` bytes at :attr:`ptr` (GIL held; runs no Python code)."""
         cdef size_t start, end
         cdef bint grown
         self.total = total
@@ -116,12 +121,12 @@ cdef class _Output:
             if total >= HUGE_MIN_BYTES:
                 kb_huge(self.ptr, <size_t>total)
             return 0
-        if PyByteArray_Check(self.target):
+        if not self.viewing:  # an exact bytearray
             grown = total > PyByteArray_GET_SIZE(self.target)
             PyByteArray_Resize(self.target, total)  # BufferError while the caller holds an export
             self.fresh = grown and total >= POPULATE_MIN_BYTES
-        PyObject_GetBuffer(self.target, &self.view, PyBUF_WRITABLE)
-        self.viewing = True
+            PyObject_GetBuffer(self.target, &self.view, PyBUF_WRITABLE)
+            self.viewing = True
         if self.view.len < total:
             raise ValueError(f"out holds {self.view.len:,} bytes; the batches need {total:,}")
         self.ptr = <uint8_t*>self.view.buf

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kbatch._core import encode_arrays
-from kbatch._options import codec_id, timestamp_type_id
+from kbatch._options import check_out, codec_id, timestamp_type_id
 
 __all__ = [
     "BinaryColumn",
@@ -376,7 +376,7 @@ def encode_arrow(
     """
     encoder: Any = encode_arrays  # arguments are assembled dynamically below
     if out is not None:
-        _check_out(out)
+        check_out(out)
     cols = from_arrow(source)
     args = [cols.pop(name) for name in _ARRAY_ARGS]
     for name in ("max_batch_records", "max_batch_bytes"):
@@ -391,17 +391,3 @@ def encode_arrow(
         out=out,
     )
 
-
-def _check_out(out: Any) -> None:
-    """``out`` is a writable C-contiguous buffer, or a TypeError/ValueError saying what it is."""
-    try:
-        view = memoryview(out)
-    except TypeError:
-        raise TypeError(
-            f"out must be a writable buffer (bytearray, mmap, NumPy array), got {type(out).__name__}"
-        ) from None
-    with view:
-        if view.readonly:
-            raise TypeError(f"out must be writable, and this {type(out).__name__} is read-only")
-        if not view.c_contiguous:
-            raise ValueError("out must be C-contiguous")

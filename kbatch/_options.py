@@ -10,9 +10,11 @@ and :class:`kbatch.BatchBuilder`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from kbatch._wire import CODEC_IDS, TIMESTAMP_TYPES
 
-__all__ = ["code", "codec_id", "timestamp_type_id"]
+__all__ = ["check_out", "code", "codec_id", "timestamp_type_id"]
 
 
 def code(name: str, value: str | int | None, table: dict[str, int]) -> int:
@@ -37,3 +39,25 @@ def codec_id(compression: str | int | None) -> int:
 def timestamp_type_id(timestamp_type: str | int | None) -> int:
     """The id of a ``timestamp_type`` argument (:func:`code` over :data:`kbatch._wire.TIMESTAMP_TYPES`)."""
     return code("timestamp_type", timestamp_type, TIMESTAMP_TYPES)
+
+
+def check_out(out: Any) -> None:
+    """``out`` is a writable C-contiguous buffer, or a TypeError/ValueError saying what it is.
+
+    >>> check_out(bytearray(4))
+    >>> check_out(b"ab")
+    Traceback (most recent call last):
+    ...
+    TypeError: out must be writable, and this bytes is read-only
+    """
+    try:
+        view = memoryview(out)
+    except TypeError:
+        raise TypeError(
+            f"out must be a writable buffer (bytearray, mmap, NumPy array), got {type(out).__name__}"
+        ) from None
+    with view:
+        if view.readonly:
+            raise TypeError(f"out must be writable, and this {type(out).__name__} is read-only")
+        if not view.c_contiguous:
+            raise ValueError("out must be C-contiguous")

@@ -1,4 +1,4 @@
-"""``encode_arrow(..., out=)``: the batches written into the caller's buffer.
+"""``encode_arrow(..., out=)`` and ``encode(..., out=)``: the batches written into the caller's buffer.
 
 The bytes must be exactly those of a new ``bytes`` for every codec and on two writer threads;
 a ``bytearray`` is resized to fit, any other buffer must be large enough and keeps what lies
@@ -13,7 +13,7 @@ import mmap
 
 import numpy as np
 import pytest
-from support.twocores import CODECS, PLAN_RECORDS, with_cpus
+from support.twocores import CODECS, PLAN_RECORDS, make_records, with_cpus
 
 import kbatch
 
@@ -164,3 +164,65 @@ def test_two_writer_threads_into_a_bytearray(monkeypatch: pytest.MonkeyPatch, co
     # again into the same memory (its pages mapped), one thread
     n = with_cpus(monkeypatch, 1, encode_arrow, big, compression=codec, max_batch_records=500, out=buf)
     assert bytes(buf) == expect
+
+
+# ---------------------------------------------------------------------------------------------
+# kbatch.encode (Python lists, and Arrow columns through encode_arrow)
+
+RECORDS = make_records(3000)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_lists_into_a_bytearray_equal_new_bytes(codec: str) -> None:
+    values, keys, timestamps, headers = RECORDS
+    kw = {"timestamps": timestamps, "headers": headers, "compression": codec, "max_batch_records": 500}
+    expect = kbatch.encode(values, keys, **kw)
+    buf = bytearray(b"old")
+    assert kbatch.encode(values, keys, **kw, out=buf) == len(expect)
+    assert bytes(buf) == expect
+    target = np.full(len(expect) + 10, 0xAB, dtype=np.uint8)
+    assert kbatch.encode(values, keys, **kw, out=target) == len(expect)
+    assert target[: len(expect)].tobytes() == expect
+    assert (target[len(expect) :] == 0xAB).all()
+
+
+def test_lists_the_general_path_into_a_bytearray() -> None:
+    # memoryviews and generators: the snapshotting gather, not the GIL window
+    values = [memoryview(b"v%d" % i) for i in range(100)]
+    buf = bytearray()
+    n = kbatch.encode(values, (b"k%d" % i for i in range(100)), out=buf)
+    assert bytes(buf) == kbatch.encode([bytes(v) for v in values], [b"k%d" % i for i in range(100)])
+    assert n == len(buf)
+
+
+def test_lists_on_two_writer_threads_into_a_bytearray(monkeypatch: pytest.MonkeyPatch) -> None:
+    values, keys, timestamps, headers = make_records(PLAN_RECORDS)
+    kw = {"timestamps": timestamps, "headers": headers, "max_batch_records": 500}
+    expect = kbatch.encode(values, keys, **kw)
+    assert len(expect) > 4 << 20
+    buf = bytearray()
+    assert with_cpus(monkeypatch, 2, kbatch.encode, values, keys, **kw, out=buf) == len(expect)
+    assert bytes(buf) == expect
+
+
+def test_lists_too_small_and_legacy() -> None:
+    values = [b"x" * 100] * 10
+    need = len(kbatch.encode(values))
+    with pytest.raises(ValueError, match=f"the batches need {need:,}"):
+        kbatch.encode(values, out=np.zeros(need - 1, dtype=np.uint8))
+
+    class Buf(bytearray):
+        pass
+
+    with pytest.raises(ValueError, match=f"out holds 5 bytes; the batches need {need:,}"):
+        kbatch.encode(values, out=Buf(5))  # a subclass is not resized
+    with pytest.raises(ValueError, match="magic 1 message sets have no out"):
+        kbatch.encode(values, magic=1, out=bytearray())
+    with pytest.raises(TypeError, match="read-only"):
+        kbatch.encode(values, out=b"x" * 10_000)
+
+
+def test_encode_of_arrow_columns_passes_out_on() -> None:
+    buf = bytearray()
+    assert kbatch.encode(SMALL, out=buf) == len(buf)
+    assert bytes(buf) == encode_arrow(SMALL)
