@@ -133,15 +133,16 @@ def test_out_overlapping_the_columns_is_refused() -> None:
     data = np.frombuffer(b"".join(b"value-%03d" % i for i in range(n)), dtype=np.uint8).copy()
     offsets = np.arange(0, 9 * n + 1, 9, dtype=np.int32)
     values = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    expect = encode_arrow({"value": values})
+    stamps = np.arange(n, dtype=np.int64)  # (not "now": the same bytes in every call)
+    expect = encode_arrow({"value": values, "timestamp": stamps})
     big = np.zeros(len(data) + len(expect), dtype=np.uint8)
     big[: len(data)] = data
     inner = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(big[: len(data)])])
     with pytest.raises(ValueError, match="overlaps the value bytes"):
-        encode_arrow({"value": inner}, out=big)
+        encode_arrow({"value": inner, "timestamp": stamps}, out=big)
     assert big[: len(data)].tobytes() == data.tobytes()
     # the part of the same buffer past the values is fine
-    assert encode_arrow({"value": inner}, out=big[len(data) :]) == len(expect)
+    assert encode_arrow({"value": inner, "timestamp": stamps}, out=big[len(data) :]) == len(expect)
     assert big[len(data) :].tobytes() == expect
 
 
@@ -190,8 +191,9 @@ def test_lists_the_general_path_into_a_bytearray() -> None:
     # memoryviews and generators: the snapshotting gather, not the GIL window
     values = [memoryview(b"v%d" % i) for i in range(100)]
     buf = bytearray()
-    n = kbatch.encode(values, (b"k%d" % i for i in range(100)), out=buf)
-    assert bytes(buf) == kbatch.encode([bytes(v) for v in values], [b"k%d" % i for i in range(100)])
+    stamps = list(range(100))
+    n = kbatch.encode(values, (b"k%d" % i for i in range(100)), timestamps=stamps, out=buf)
+    assert bytes(buf) == kbatch.encode([bytes(v) for v in values], [b"k%d" % i for i in range(100)], timestamps=stamps)
     assert n == len(buf)
 
 
