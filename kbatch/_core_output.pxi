@@ -76,12 +76,13 @@ cdef class _Output:
     :meth:`result` returns. Otherwise the caller's buffer: a ``bytearray``
     (exactly; not a subclass) is resized to ``total``, any other writable
     C-contiguous buffer must hold at least ``total``; the batches go at its
-    start and :meth:`result` is ``total``. Until :meth:`close` the buffer is exported, so nothing can
-    resize, move or close it while threads write into it without the GIL:
-    from the start (an exporter may run Python code, which the plain-list
-    encode's GIL window forbids), or for a ``bytearray`` from :meth:`open`,
-    after its resize (both C only). Its written part must not overlap the
-    input bytes the batches are written from (:meth:`keep_apart`).
+    start and :meth:`result` is ``total``. Until :meth:`close` the buffer is
+    exported, so nothing can resize, move or close it while threads write
+    into it without the GIL: from the start (an exporter may run Python
+    code, which the plain-list encode's GIL window forbids), or for a
+    ``bytearray`` from :meth:`open`, after its resize (both C only). Its
+    written part must not overlap the input bytes the batches are written
+    from (:meth:`keep_apart`).
     """
 
     cdef object target      # the caller's buffer, or None
@@ -110,7 +111,7 @@ cdef class _Output:
         return 0
 
     cdef int open(self, int64_t total) except -1:
-        """Room for ``total`` bytes at :attr:`ptr` (GIL held; runs no Python code)."""
+        """Room for ``total`` bytes at :attr:`ptr` (GIL held; runs no caller's Python code)."""
         cdef size_t start, end
         cdef bint grown
         self.total = total
