@@ -203,8 +203,6 @@ def encode(
                              compression_level=compression_level, base_offset=base_offset, timestamp_type=ts_type)
     if magic != 2:
         raise ValueError(f"magic must be 0, 1 or 2, got {magic!r}")
-    if out is not None:
-        check_out(out)
     for name, limit in (("max_batch_records", max_batch_records), ("max_batch_bytes", max_batch_bytes)):
         if limit is not None and int(limit) < 1:
             raise ValueError(f"{name} must be >= 1, got {limit}")
@@ -228,6 +226,8 @@ def encode(
             out=out,
         )
         return written
+    if out is not None:  # (encode_arrow checks its own)
+        check_out(out)
     return _core.encode(
         values,
         keys,
