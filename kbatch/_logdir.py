@@ -83,6 +83,8 @@ class LogDir:
     cluster_id : str or None
         ``cluster.id`` of the root's ``meta.properties`` (None without one, and for a
         tiered-storage layout).
+    tiered : bool
+        The directory is in tiered storage's layout (a prefix of objects: no root files).
     leader_epochs : list of (int, int)
         ``(epoch, start_offset)`` from ``leader-epoch-checkpoint``.
     segments : list of Segment
@@ -124,7 +126,8 @@ class LogDir:
             prefetched = {posixpath.basename(e.path): e.data for e in entries if e.data is not None}
         self.topic, self.partition, self.topic_id = partition_name(self.path)
         tiered = self.topic_id is not None  # <topic>-<topic id>/<partition>: tiered storage
-        self._tiered = tiered
+        #: In tiered storage's layout (``<topic>-<topic id>/<partition>``): no root files.
+        self.tiered = tiered
         self.notes: list[str] = []
         self.leader_epochs: list[tuple[int, int]] = []
 
@@ -243,7 +246,7 @@ class LogDir:
     @property
     def cluster_id(self) -> str | None:
         """``cluster.id`` of the root's ``meta.properties`` (read once per root), or None."""
-        if self._tiered or self.partition < 0:
+        if self.tiered or self.partition < 0:
             return None  # tiered storage (a prefix of objects), or not a partition directory
         if self.location.fs is None:
             parent = str(Path(self.path).parent)

@@ -10,7 +10,10 @@ says so and which roots they are (readers tell the rows apart by the root, and t
 A side without the file: an id missing on one side and present on the other makes the two
 different logs (both are read: rows twice rather than rows lost); an id missing on both
 sides does not tell them apart (copies of one log, as before either file existed), and the
-check below then catches copies that are not.
+check below then catches copies that are not. A copy in tiered storage's layout
+(``<topic>-<topic id>/<partition>``) has no root files, hence no cluster id: its topic id
+(in its path) decides, and it joins the one log of that topic id (on its own when several
+clusters' logs have that topic id).
 
 Of the replicas of one log, the copy read is the one with the highest log end offset; a tie
 goes to the newest leader epoch in its ``leader-epoch-checkpoint``, then to the first root in
@@ -22,8 +25,8 @@ the first offset where the copies part: it raises :class:`~kbatch.errors.Replica
 never resolved silently.
 
 Works on any objects with ``topic``, ``partition``, ``root``, ``url``, ``cluster_id``,
-``topic_id``, ``next_offset``, ``log_start_offset``, ``leader_epochs``, ``scan(on_corruption)``
-and ``close()`` (:class:`kbatch.log.LogDir`).
+``topic_id``, ``tiered``, ``next_offset``, ``log_start_offset``, ``leader_epochs``,
+``scan(on_corruption)`` and ``close()`` (:class:`kbatch.log.LogDir`).
 """
 
 from __future__ import annotations
@@ -79,12 +82,25 @@ def identity(log: Any) -> tuple[str | None, str | None]:
 
 def _describe(log: Any) -> str:
     cluster, topic_id = identity(log)
-    return (f"{log.root} (cluster {cluster or 'unknown: no meta.properties'}, "
-            f"topic id {topic_id or 'unknown: no partition.metadata'})")
+    none = "none: tiered storage" if log.tiered else "unknown: no meta.properties"
+    return f"{log.root} (cluster {cluster or none}, topic id {topic_id or 'unknown: no partition.metadata'})"
+
+
+def _split(named: Sequence[Any]) -> list[list[Any]]:
+    """Directories named alike split into logs (each list: the copies of one log, by root)."""
+    by_log: dict[tuple[str | None, str | None], list[Any]] = {}
+    for log in named:
+        if not log.tiered:
+            by_log.setdefault(identity(log), []).append(log)
+    for log in named:
+        if log.tiered:  # no cluster id to compare: the one log of its topic id
+            same = [key for key in by_log if key[1] == log.topic_id]
+            by_log.setdefault(same[0] if len(same) == 1 else (None, log.topic_id), []).append(log)
+    return [sorted(copies, key=lambda d: d.root) for copies in by_log.values()]
 
 
 def _why_apart(logs: Sequence[Any]) -> str:
-    clusters = {identity(d)[0] for d in logs}
+    clusters = {identity(d)[0] for d in logs if not d.tiered}
     topic_ids = {identity(d)[1] for d in logs}
     why = []
     if len(clusters) > 1:
@@ -120,16 +136,14 @@ def choose(
     notes: list[str] = []
     try:
         for (topic, partition), named in groups.items():
-            by_log: dict[tuple[str | None, str | None], list[Any]] = {}
-            for log in named:
-                by_log.setdefault(identity(log), []).append(log)
-            if len(by_log) > 1:
+            split = _split(named)
+            if len(split) > 1:
                 notes.append(
-                    f"{topic}-{partition}: {len(by_log)} different logs under one name, not replicas "
-                    f"({_why_apart(named)}): " + "; ".join(_describe(c[0]) for c in by_log.values())
+                    f"{topic}-{partition}: {len(split)} different logs under one name, not replicas "
+                    f"({_why_apart([c[0] for c in split])}): " + "; ".join(_describe(c[0]) for c in split)
                     + "; each is read (rows: the root and clusterId columns)"
                 )
-            for copies in by_log.values():
+            for copies in split:
                 out.extend(_one_log(topic, partition, copies, keep_all, verify, on_disagreement, notes))
     except BaseException:
         for log in logs:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.roots import values, write_root
+from support.roots import TOPIC_ID, values, write_root
 
 from kbatch.errors import ReplicasDisagreeError
 from kbatch.log import open_logs
@@ -309,3 +309,22 @@ def test_convert_replicas_all_says_each_copys_root(tmp_path, capsys):
     parts = json.loads(capsys.readouterr().out)["per_partition"]
     assert [(p["topic"], p["partition"], p["root"], p["records"]) for p in parts] == [
         ("t", 0, f"{tmp_path}/backup/a/logs", 6), ("t", 0, f"{tmp_path}/backup/b/logs", 10)]
+
+
+def test_a_tiered_storage_copy_joins_the_log_of_its_topic_id(tmp_path):
+    """Tiered storage's layout has no root files (no cluster id): its topic id decides."""
+    broker = write_root(tmp_path / "broker" / "logs", values(6))
+    tiered = tmp_path / "bucket" / f"t-{TOPIC_ID}" / "0"
+    tiered.mkdir(parents=True)
+    for seg in (broker / "t-0").glob("*.log"):
+        (tiered / f"{seg.stem}-AAAAAAAAAAAAAAAAAAAAAA.log").write_bytes(seg.read_bytes())
+    notes: list[str] = []
+    logs = open_logs(tmp_path, recursive=True, replicas="all", notes=notes)
+    assert sorted((d.tiered, d.cluster_id) for d in logs) == [(False, "cluster-one"), (True, None)]
+    assert notes == [f"t-0: 2 replicas, all read (roots {broker}, {tmp_path}/bucket)"]
+    # another cluster's log with the same topic id: the tiered copy cannot be placed, read on its own
+    write_root(tmp_path / "other" / "logs", values(2, b"o"), cluster_id="cluster-two")
+    notes.clear()
+    assert len(open_logs(tmp_path, recursive=True, notes=notes)) == 3
+    assert notes[0].startswith("t-0: 3 different logs under one name, not replicas (cluster ids differ)")
+    assert f"{tmp_path}/bucket (cluster none: tiered storage, topic id {TOPIC_ID})" in notes[0]
