@@ -45,6 +45,7 @@ from typing import Any
 
 from kbatch import _storage
 from kbatch._plan import (
+    CLUSTER_ID_COLUMN,
     DEFAULT_MAX_PARTITION_BYTES,
     INTERNAL_TOPICS,
     ROOT_COLUMN,
@@ -64,7 +65,7 @@ from kbatch._progress import Progress, plural, size
 from kbatch._staging import MODES, StagedOutput, check_target, has_data_files
 from kbatch._txn import aborted_batch_mask
 from kbatch.arrow import kafka_schema
-from kbatch.errors import KBatchError, StorageError
+from kbatch.errors import KBatchError, ReplicasDisagreeError, StorageError
 
 __all__ = [
     "ConvertError",
@@ -131,10 +132,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=MODES, default="errorifexists", help="if OUT exists")
     parser.add_argument("--recursive", action="store_true",
                         help="find partitions at any depth under ROOT (a backup of several log.dirs roots); "
-                             "one replica per partition")
+                             "every different log (cluster id, topic id) and one replica of each, with "
+                             "'root' and 'clusterId' columns")
     parser.add_argument("--replicas", choices=("best", "all"), default="best",
-                        help="a partition found under several roots: read the best copy (default) or "
-                             "every copy, with its root in a 'root' column")
+                        help="a partition found under several roots of one cluster: read the best copy "
+                             "(default) or every copy, with its root in the 'root' column")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="an option of pyarrow's filesystem for ROOT's (and OUT's) URL scheme, e.g. "
                              "endpoint_override=http://127.0.0.1:9000 (repeatable); Spark tasks get them too")
@@ -186,6 +188,8 @@ class PartitionReport:
     filtered: int = 0  # left out by --where (Spark)
     unread: int = 0  # in batches skipped as corrupt (--no-fail-on-data-loss)
     lost: str = ""  # why the rest of the range was not read (an object gone or cut; --no-fail-on-data-loss)
+    root: str = ""  # the log.dirs root read (with the root columns: --recursive, --replicas all)
+    cluster_id: str | None = None  # that root's cluster.id (idem)
 
     @property
     def span(self) -> int:
@@ -219,11 +223,16 @@ class PartitionReport:
     def line(self) -> str:
         rng = f"offsets {self.start}..{self.end - 1}" if self.span else f"no offsets (at {self.start})"
         why = self.why()
-        head = f"  {self.topic}-{self.partition}: {plural(self.records, 'record')}, {rng}"
+        where = ""
+        if self.root:
+            where = f" in {self.root}" + (f" (cluster {self.cluster_id})" if self.cluster_id else "")
+        head = f"  {self.topic}-{self.partition}{where}: {plural(self.records, 'record')}, {rng}"
         return head + (f" ({why})" if why else "")
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
+        if not self.root:  # one root read: no root columns, the summary as it was
+            del d["root"], d["cluster_id"]
         d["why"] = self.why()
         return d
 
@@ -404,6 +413,8 @@ class Plan:
     ranges: dict[tuple[str, int], tuple[int, int]]
     left_out: dict[str, int]
     input_bytes: int
+    #: what the search said: replicas chosen, different logs named alike, disagreements
+    notes: list[str] = field(default_factory=list)
 
     @property
     def topics(self) -> list[str]:
@@ -456,9 +467,12 @@ def plan(args: argparse.Namespace) -> Plan:
             check_target(Path(args.out), args.mode)
         except (FileExistsError, PermissionError, ValueError) as exc:
             raise UsageError(str(exc)) from None
+    found: list[str] = []
     try:
         opts = Options.parse({**_source_options(args), "path": args.root})
-        logs = select_logs(opts)
+        logs = select_logs(opts, found)
+    except ReplicasDisagreeError:
+        raise  # the data, not the command line: status 1
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     if not logs:
@@ -476,7 +490,7 @@ def plan(args: argparse.Namespace) -> Plan:
             if m and m.group(1) in INTERNAL_TOPICS:
                 left_out[m.group(1)] = left_out.get(m.group(1), 0) + 1
     input_bytes = sum(s.size for d in logs for s in d.segments)
-    return Plan(opts, logs, ranges, left_out, input_bytes)
+    return Plan(opts, logs, ranges, left_out, input_bytes, found)
 
 
 def _is_remote(out: str) -> bool:
@@ -494,6 +508,8 @@ def _report(log: Any, start: int, end: int, opts: Options) -> PartitionReport:
     import numpy as np
 
     rep = PartitionReport(log.topic, log.partition, start, end, log_start_offset=log.log_start_offset)
+    if opts.root_columns:
+        rep.root, rep.cluster_id = log.root, log.cluster_id
     if end <= start:
         return rep
     try:
@@ -541,7 +557,7 @@ def _reports_and_notes(p: Plan) -> tuple[dict[tuple[Any, ...], PartitionReport],
     try:
         reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts)
                    for d in p.logs}
-        return reports, _notes(p.logs)
+        return reports, p.notes + _notes(p.logs)
     finally:
         p.close()
 
@@ -824,9 +840,10 @@ def planned_frame(spark: Any, p: Plan) -> Any:
 
 def _written_counts(spark: Any, args: argparse.Namespace, folder: str) -> dict[tuple[Any, ...], tuple[int, int, int]]:
     """``(topic, partition) -> (records, first offset, last offset)`` of what was written to ``folder``
-    (``(topic, partition, root)`` with ``--replicas all``, as the reports' keys)."""
+    (``(topic, partition, root)`` with the root columns, as the reports' keys)."""
 
-    keys = ["topic", "partition", ROOT_COLUMN] if getattr(args, "replicas", "best") == "all" else ["topic", "partition"]
+    labelled = getattr(args, "recursive", False) or getattr(args, "replicas", "best") == "all"
+    keys = ["topic", "partition", ROOT_COLUMN] if labelled else ["topic", "partition"]
     local = not _is_remote(folder)
     if local and not has_data_files(Path(folder)):
         return {}
@@ -930,7 +947,8 @@ def _arrow_batches(
 ) -> Iterator[Any]:
     """The selected records as Arrow batches (the Spark source's loop, :func:`kbatch._plan.read_logs`),
     each partition's records and skipped bytes counted in its report as they go; with
-    ``--replicas all`` each copy over its own range, with its root as the ``root`` column."""
+    the root columns (``--recursive``, ``--replicas all``) each log (and copy) over its own range,
+    with its root and cluster id as the ``root`` and ``clusterId`` columns."""
     opts = p.opts
     done_bytes = finished_bytes = records = 0
 
@@ -951,12 +969,13 @@ def _arrow_batches(
         reports[range_key(log, opts)].lost = str(exc)
 
     on_lost = None if opts.fail_on_data_loss else lost
-    if opts.replicas != "all":
+    if not opts.root_columns:
         yield from read_logs(p.logs, opts, ranges=p.ranges, progress=count, lost=on_lost)
         return
     for log in p.logs:  # copies of one partition: ranges by (topic, partition, root)
         one = {(log.topic, log.partition): p.ranges[range_key(log, opts)]}
-        yield from (with_root(b, log.root) for b in read_logs(log, opts, ranges=one, progress=count, lost=on_lost))
+        yield from (with_root(b, log.root, log.cluster_id)
+                    for b in read_logs(log, opts, ranges=one, progress=count, lost=on_lost))
 
 
 def _write_orc(reader: Any, folder: Path, args: argparse.Namespace, token: str) -> None:
@@ -1060,8 +1079,8 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
                    f"{size(p.input_bytes)} of log")
         schema = kafka_schema(include_headers=p.opts.include_headers, extra_columns=p.opts.extra_columns)
-        if p.opts.replicas == "all":
-            schema = schema.append(pa.field(ROOT_COLUMN, pa.string()))
+        if p.opts.root_columns:
+            schema = schema.append(pa.field(ROOT_COLUMN, pa.string())).append(pa.field(CLUSTER_ID_COLUMN, pa.string()))
         progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
         remote_out = _is_remote(args.out)
         if remote_out and args.format == "orc":
@@ -1107,7 +1126,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
             progress.close()
         for r in reports.values():
             _finish_report(r, r.records, filtered=False)
-        notes = _notes(p.logs)
+        notes = p.notes + _notes(p.logs)
     finally:
         p.close()
     return Summary(

@@ -34,6 +34,7 @@ from kbatch._checkpoint import (
 from kbatch._core import BATCH_DTYPE
 from kbatch._core import decode as _core_decode
 from kbatch._discover import SEGMENT_NAME, find_partitions, partition_name
+from kbatch._metaproperties import cluster_id
 from kbatch._segment import MAX_WINDOW, OnCorruption, Segment, Skipped
 from kbatch._table import RecordTable, concat, select
 from kbatch._txn import aborted_batch_mask, check_aborted_index, txn_state
@@ -79,6 +80,11 @@ class LogDir:
     topic_id : str or None
         From ``partition.metadata`` (base64url, as Kafka prints it), or from the folder name
         of a tiered-storage layout (``<topic>-<topic id>/<partition>``).
+    cluster_id : str or None
+        ``cluster.id`` of the root's ``meta.properties`` (None without one, and for a
+        tiered-storage layout).
+    tiered : bool
+        The directory is in tiered storage's layout (a prefix of objects: no root files).
     leader_epochs : list of (int, int)
         ``(epoch, start_offset)`` from ``leader-epoch-checkpoint``.
     segments : list of Segment
@@ -120,6 +126,8 @@ class LogDir:
             prefetched = {posixpath.basename(e.path): e.data for e in entries if e.data is not None}
         self.topic, self.partition, self.topic_id = partition_name(self.path)
         tiered = self.topic_id is not None  # <topic>-<topic id>/<partition>: tiered storage
+        #: In tiered storage's layout (``<topic>-<topic id>/<partition>``): no root files.
+        self.tiered = tiered
         self.notes: list[str] = []
         self.leader_epochs: list[tuple[int, int]] = []
 
@@ -234,6 +242,17 @@ class LogDir:
             self._use_checkpoints(*remote_root_checkpoints(self._checkpoint_root), self.root)
         assert self._checkpoints is not None
         return self._checkpoints
+
+    @property
+    def cluster_id(self) -> str | None:
+        """``cluster.id`` of the root's ``meta.properties`` (read once per root), or None."""
+        if self.tiered or self.partition < 0:
+            return None  # tiered storage (a prefix of objects), or not a partition directory
+        if self.location.fs is None:
+            parent = str(Path(self.path).parent)
+            return cluster_id(_storage.Location(None, parent, parent))
+        return cluster_id(_storage.Location(self.location.fs, posixpath.dirname(self.location.path),
+                                            posixpath.dirname(self.url)))
 
     @property
     def log_start_offset(self) -> int:
@@ -651,6 +670,7 @@ def open_logs(
     recursive: bool = False,
     replicas: Replicas = "best",
     verify_replicas: bool = True,
+    on_disagreement: Literal["raise", "note"] = "raise",
     filesystem: Any = None,
     storage_options: dict[str, Any] | None = None,
 ) -> list[LogDir]:
@@ -669,14 +689,22 @@ def open_logs(
         broker, one per disk). Finding nothing then raises ``FileNotFoundError``
         saying what was there.
     replicas : {"best", "all"}
-        A partition found in several roots is several replicas of one log. ``"best"``
-        opens the one with the highest log end offset (ties: the newest leader epoch,
-        then the first root) and notes the others; ``"all"`` opens every copy (each
-        :class:`LogDir`'s ``root`` says which).
+        A partition found in several roots is several replicas of one log when the
+        roots' ``cluster.id`` (``meta.properties``) and the copies' topic ids
+        (``partition.metadata``) are the same; otherwise these are different logs
+        (another cluster, a topic created again) and every one is opened, with a note
+        (each :class:`LogDir`'s ``root`` and ``cluster_id`` tell them apart; an id
+        missing on one side only counts as different). Of the replicas of one log,
+        ``"best"`` opens the one with the highest log end offset (ties: the newest leader
+        epoch, then the first root) and notes the others; ``"all"`` opens every copy.
     verify_replicas : bool, default True
         Check that replicas agree where their offsets overlap (same batch CRCs at the
-        same offsets; reads every replica's batch headers): a disagreement is noted and
-        logged as a warning, naming the partition and offset.
+        same offsets; reads every replica's batch headers).
+    on_disagreement : {"raise", "note"}
+        Replicas that disagree raise :class:`~kbatch.errors.ReplicasDisagreeError`
+        naming the partition, the offset and both copies; ``"note"`` opens the best copy
+        and says so in ``notes`` (logged as a warning when ``notes`` is not given). With
+        ``replicas="all"`` a disagreement is a note.
     filesystem, storage_options
         As :func:`open_log`. A remote root is listed in one call, whatever its depth.
 
@@ -723,14 +751,20 @@ def open_logs(
     if recursive and not found:
         raise FileNotFoundError(f"no partition directory (<topic>-<partition> holding segments) found: {seen}")
     out.sort(key=lambda d: (d.topic, d.partition, d.root))
+    disagree: list[str] = []
     if len({(d.topic, d.partition) for d in out}) < len(out):
-        out, replica_notes = _replicas.choose(out, keep_all=replicas == "all", verify=verify_replicas)
+        out, replica_notes = _replicas.choose(out, keep_all=replicas == "all", verify=verify_replicas,
+                                              on_disagreement=on_disagreement)
         said.extend(replica_notes)
+        disagree = [n for n in replica_notes if "replicas disagree" in n]
     if loc.fs is not None:
         for a, b in itertools.pairwise(out):
             a.read_next(b)  # downloading the next log overlaps decoding this one's end
     for note in said:
-        logger.info(note)
+        if note in disagree and notes is None:
+            logger.warning(note)  # the caller collects no notes: said once, here
+        else:
+            logger.info(note)
     if notes is not None:
         notes.extend(said)
     return out

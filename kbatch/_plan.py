@@ -36,6 +36,7 @@ __all__ = [
     "INTERNAL_TOPICS",
     "DEFAULT_MAX_PARTITION_BYTES",
     "OPTIONS",
+    "CLUSTER_ID_COLUMN",
     "ROOT_COLUMN",
     "SEGMENT_OPEN_COST",
     "LogSlice",
@@ -50,6 +51,7 @@ __all__ = [
     "read_slice",
     "read_task",
     "resolve_range",
+    "root_columns",
     "select_logs",
     "with_root",
 ]
@@ -271,6 +273,11 @@ class Options:
     raw: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
+    def root_columns(self) -> bool:
+        """Whether rows carry :data:`ROOT_COLUMN` and :data:`CLUSTER_ID_COLUMN` (:func:`root_columns`)."""
+        return self.recursive or self.replicas == "all"
+
+    @property
     def on_corruption(self) -> OnCorruption:
         """How reads treat a corrupt batch: ``failOnDataLoss`` raises, otherwise it is skipped."""
         return "raise" if self.fail_on_data_loss else "skip"
@@ -393,20 +400,41 @@ def _choice(opts: Mapping[str, str], name: str, allowed: tuple[str, ...], defaul
     return value
 
 
+def root_columns(options: Mapping[str, str]) -> bool:
+    """Whether a read with these (raw, Spark) options gives the columns :data:`ROOT_COLUMN` and
+    :data:`CLUSTER_ID_COLUMN`: with ``recursiveFileLookup`` or ``replicas=all``.
+
+    A search at any depth may find logs of several roots named alike (replicas, or different
+    logs: another cluster, a topic created again) and reads each different log; the columns
+    say which root and cluster each row is from. They are there whatever the search finds, so
+    the schema follows from the options alone. A read of one root has neither.
+
+    >>> root_columns({"recursiveFileLookup": "true"}), root_columns({"path": "/data"})
+    (True, False)
+    """
+    opts = {str(k).lower(): str(v).strip().lower() for k, v in options.items()}
+    return opts.get("recursivefilelookup", "false") in _TRUE or opts.get("replicas", "best") == "all"
+
+
 def _is_partition_dir(path: Path) -> bool:
     return path.is_dir() and any(p.suffix == ".log" for p in path.iterdir())
 
 
-def _open_root(opts: Options) -> list[LogDir]:
+def _open_root(opts: Options, notes: list[str] | None = None) -> list[LogDir]:
     """The partition directories under ``opts.path``: a local path as before; a URL (``s3://``,
-    ...) listed once, with ``storage.*`` options; ``recursiveFileLookup``: at any depth, one
-    replica per partition (``replicas``)."""
+    ...) listed once, with ``storage.*`` options; ``recursiveFileLookup``: at any depth, every
+    different log and one replica of each (``replicas``). Replicas that disagree raise
+    (``failOnDataLoss``) or are noted. Notes go to ``notes``, else are logged as warnings."""
     if opts.recursive or is_remote(opts.path):
-        notes: list[str] = []
-        logs = open_logs(opts.path, notes=notes, recursive=opts.recursive, replicas=opts.replicas,  # type: ignore[arg-type]
+        said: list[str] = []
+        logs = open_logs(opts.path, notes=said, recursive=opts.recursive, replicas=opts.replicas,  # type: ignore[arg-type]
+                         on_disagreement="raise" if opts.fail_on_data_loss else "note",
                          storage_options=opts.storage_options or None)
-        for note in notes:
-            logger.warning("%s", note)
+        if notes is not None:
+            notes.extend(said)
+        else:
+            for note in said:
+                logger.warning("%s", note)
         if logs or opts.recursive:
             return logs
         # not a root: one partition directory?
@@ -420,17 +448,35 @@ def _open_root(opts: Options) -> list[LogDir]:
     return [open_log(root)] if _is_partition_dir(root) else open_logs(root)
 
 
-def select_logs(opts: Options) -> list[LogDir]:
+def select_logs(opts: Options, notes: list[str] | None = None) -> list[LogDir]:
     """Open the partition directories the options select, by topic then partition.
 
     ``path`` may be a ``log.dirs`` root or one partition directory. Without ``assign``,
     ``subscribe`` or ``subscribePattern`` every topic is read except Kafka's internal ones
     (``__consumer_offsets``, ``__transaction_state``, ...), as a pattern subscription does;
     naming them in ``subscribe``/``assign`` reads them. ``assign`` of a partition that is not
-    on disk fails as it would against a cluster (unknown partition).
+    on disk fails as it would against a cluster (unknown partition). What the search skipped
+    or chose (replicas, different logs named alike) goes to ``notes``, else is logged.
+
+    Raises
+    ------
+    ValueError
+        A stream over different logs named alike (its offsets name one log per partition).
+    ReplicasDisagreeError
+        Replicas of one log that disagree, with ``failOnDataLoss``.
     """
     root = opts.path
-    logs = _open_root(opts)
+    logs = _open_root(opts, notes)
+    if opts.streaming and len({(d.topic, d.partition) for d in logs}) < len(logs):
+        twice = sorted({f"{d.topic}-{d.partition}" for d in logs
+                        if sum((e.topic, e.partition) == (d.topic, d.partition) for e in logs) > 1})
+        roots = sorted({d.root for d in logs if f"{d.topic}-{d.partition}" in twice})
+        for d in logs:
+            d.close()
+        raise ValueError(
+            f"{', '.join(twice)}: different logs under one name in {', '.join(roots)} (other clusters or "
+            "topic ids): a stream's offsets name one log per partition; read each root in its own stream"
+        )
     if opts.assign is not None:
         have = {(d.topic, d.partition) for d in logs}
         missing = [(t, p) for t, ps in opts.assign.items() for p in ps if (t, p) not in have]
@@ -601,8 +647,10 @@ class LogSlice:
     segments: tuple[str, ...] = ()
     aborted: tuple[Aborted, ...] = ()
     last_stable: int | None = None
-    #: the ``log.dirs`` root of the directory (the ``root`` column with ``replicas=all``)
+    #: the ``log.dirs`` root of the directory (the ``root`` column: :attr:`Options.root_columns`)
     root: str = ""
+    #: its ``cluster.id`` (the ``clusterId`` column)
+    cluster_id: str | None = None
     #: the size of each of ``segments`` when planned (a task refuses a segment found shorter)
     sizes: tuple[int, ...] = ()
 
@@ -710,22 +758,28 @@ def _aborted_within(aborted: Sequence[Aborted], lo: int, hi: int) -> tuple[Abort
     return tuple(a for a in aborted[:stop] if a[2] >= lo)
 
 
-#: The column naming the ``log.dirs`` root each row was read from, with ``replicas=all``.
+#: The column naming the ``log.dirs`` root each row was read from (:func:`root_columns`).
 ROOT_COLUMN = "root"
+#: The column with the ``cluster.id`` of that root's ``meta.properties`` (null without one).
+CLUSTER_ID_COLUMN = "clusterId"
 
 
 def range_key(log: LogDir, opts: Options) -> tuple[Any, ...]:
     """The key of ``log``'s offsets in the ``ranges`` :func:`plan_slices` takes: (topic,
-    partition), and with ``replicas=all`` the root too (each copy is read over its own range).
+    partition), and with the root columns the root too (each log, and with ``replicas=all``
+    each copy, is read over its own range).
     """
-    return (log.topic, log.partition, log.root) if opts.replicas == "all" else (log.topic, log.partition)
+    return (log.topic, log.partition, log.root) if opts.root_columns else (log.topic, log.partition)
 
 
-def with_root(batch: Any, root: str) -> Any:
-    """``batch`` (a ``pyarrow.RecordBatch``) with the :data:`ROOT_COLUMN` column ``root`` appended."""
+def with_root(batch: Any, root: str, cluster_id: str | None) -> Any:
+    """``batch`` (a ``pyarrow.RecordBatch``) with the columns :data:`ROOT_COLUMN` (``root``) and
+    :data:`CLUSTER_ID_COLUMN` (``cluster_id``) appended."""
     import pyarrow as pa
 
-    return batch.append_column(ROOT_COLUMN, pa.array([root], pa.string()).take(np.zeros(batch.num_rows, np.int32)))
+    pick = np.zeros(batch.num_rows, np.int32)
+    batch = batch.append_column(ROOT_COLUMN, pa.array([root], pa.string()).take(pick))
+    return batch.append_column(CLUSTER_ID_COLUMN, pa.array([cluster_id], pa.string()).take(pick))
 
 
 def plan_slices(
@@ -752,6 +806,7 @@ def plan_slices(
         if opts.isolation_level == "read_committed":
             aborted, lso = log.transactions(opts.on_corruption)
         where = (log.url, log.topic, log.partition)
+        cluster = log.cluster_id if opts.root_columns else None
         for lo, hi, size, names in _segment_cuts(log, a, b, target):
             limit = opts.max_records_per_partition
             if limit and hi - lo > limit:
@@ -760,11 +815,11 @@ def plan_slices(
                 for x, y in itertools.pairwise(cuts):
                     out.append(
                         LogSlice(*where, x, y, max(size // k, 1), _segments_for(names, x, y),
-                                 _aborted_within(aborted, x, y), lso, root=log.root)
+                                 _aborted_within(aborted, x, y), lso, root=log.root, cluster_id=cluster)
                     )
             else:
                 out.append(LogSlice(*where, lo, hi, size, names, _aborted_within(aborted, lo, hi), lso,
-                                    root=log.root))
+                                    root=log.root, cluster_id=cluster))
     sized = {(log.url, seg.path.name): seg.size for log in logs for seg in log.segments}
     out = [dataclasses.replace(p, sizes=tuple(sized[(p.path, n)] for n in p.segments)) for p in out]
     out.sort(key=lambda s: -s.size)
@@ -914,11 +969,11 @@ def read_logs(
 
 
 def read_task(pieces: Sequence[LogSlice], opts: Options) -> Iterator[Any]:
-    """Yield the records of every slice of one task, one slice after the other (with
-    ``replicas=all``, each batch with its slice's root as the :data:`ROOT_COLUMN` column)."""
+    """Yield the records of every slice of one task, one slice after the other (with the root
+    columns, :attr:`Options.root_columns`, each batch with its slice's root and cluster id)."""
     for piece in pieces:
-        if opts.replicas == "all":
-            yield from (with_root(b, piece.root) for b in read_slice(piece, opts))
+        if opts.root_columns:
+            yield from (with_root(b, piece.root, piece.cluster_id) for b in read_slice(piece, opts))
         else:
             yield from read_slice(piece, opts)
 

@@ -11,13 +11,15 @@ already catches ``ValueError`` keeps working.
     kbatch does not read (yet).
     ``StorageError`` (also ``ValueError``): a file or object cannot be listed or read
     (missing, permission denied, shorter than listed); ``.url`` names it.
+    ``ReplicasDisagreeError`` (also ``ValueError``): two copies of one log (same cluster,
+    same topic id) hold different batches at the same offset.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["KBatchError", "CorruptRecordError", "CRCError", "StorageError", "UnsupportedError"]
+__all__ = ["KBatchError", "CorruptRecordError", "CRCError", "ReplicasDisagreeError", "StorageError", "UnsupportedError"]
 
 
 class KBatchError(Exception):
@@ -126,3 +128,26 @@ class StorageError(KBatchError, ValueError):
     def __init__(self, reason: str, position: int = -1, *, url: str = "") -> None:
         super().__init__(reason, position)
         self.url = url
+
+
+class ReplicasDisagreeError(KBatchError, ValueError):
+    """Two replicas of one partition (same cluster id, same topic id) hold different batches
+    (base offset or CRC) at an offset both hold: reading either alone could lose records.
+
+    Attributes
+    ----------
+    topic : str
+    partition : int
+    offset : int
+        The first offset where the copies part.
+    urls : tuple of str
+        The two partition directories.
+    """
+
+    def __init__(self, reason: str, *, topic: str = "", partition: int = -1, offset: int = -1,
+                 urls: tuple[str, ...] = ()) -> None:
+        super().__init__(reason)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.urls = urls

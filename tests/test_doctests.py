@@ -13,6 +13,7 @@ import kbatch._dumpinternal
 import kbatch._kafkajson
 import kbatch._logdir
 import kbatch._logwriter
+import kbatch._metaproperties
 import kbatch._options
 import kbatch._sample
 import kbatch._segment
@@ -40,6 +41,7 @@ MODULES = [
     kbatch._columns,
     kbatch._wire,
     kbatch._options,
+    kbatch._metaproperties,
 ]
 
 

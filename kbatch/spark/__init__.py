@@ -52,11 +52,16 @@ Options (Spark's Kafka source names and meanings; values are strings)
     passed since the last one. ``trigger(availableNow=True)`` never waits.
 ``recursiveFileLookup``
     Spark's file-source name: find partition directories at any depth under the path (a
-    backup of several ``log.dirs`` roots); a partition found under several roots is read
-    from one replica (``replicas``: ``best``, the highest log end offset then the newest
-    leader epoch, the others logged; or ``all``: every copy over its own offsets, with a
-    last column ``root``, the copy's ``log.dirs`` root; batch reads only), replicas that
-    disagree are logged.
+    backup of several ``log.dirs`` roots). Rows then carry two last columns, ``root`` (the
+    ``log.dirs`` root) and ``clusterId`` (its ``meta.properties``' ``cluster.id``, null
+    without one). Directories named alike under several roots are replicas of one log only
+    when the cluster ids and the topic ids (``partition.metadata``) match; different logs
+    (two clusters, a topic created again) are all read, each over its own offsets (a stream
+    refuses them). Replicas are read from one copy (``replicas``: ``best``, the highest log
+    end offset then the newest leader epoch, the others logged; or ``all``: every copy over
+    its own offsets, batch reads only); replicas that disagree fail the query
+    (``ReplicasDisagreeError``), or with ``failOnDataLoss=false`` are logged and the best
+    copy read.
 ``storage.<key>``
     The path may be a URL (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``): ``storage.<key>``
     options are the keyword arguments of pyarrow's filesystem for its scheme (e.g.

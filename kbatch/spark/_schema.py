@@ -16,7 +16,7 @@ from pyspark.sql.types import (
 )
 
 from kbatch._columns import HEADERS_COLUMN, columns
-from kbatch._plan import ROOT_COLUMN, Options
+from kbatch._plan import CLUSTER_ID_COLUMN, ROOT_COLUMN, Options
 
 __all__ = ["kafka_struct", "options_struct"]
 
@@ -44,7 +44,10 @@ def kafka_struct(*, include_headers: bool = False, extra_columns: bool = False) 
 
 
 def options_struct(opts: Options) -> StructType:
-    """The schema of a ``kafka-log`` read with ``opts``: :func:`kafka_struct`, and a last column
-    ``root`` (:data:`~kbatch._plan.ROOT_COLUMN`) with ``replicas=all``."""
+    """The schema of a ``kafka-log`` read with ``opts``: :func:`kafka_struct`, and last the columns
+    ``root`` and ``clusterId`` (:data:`~kbatch._plan.ROOT_COLUMN`, :data:`~kbatch._plan.CLUSTER_ID_COLUMN`)
+    with ``recursiveFileLookup`` or ``replicas=all``."""
     schema = kafka_struct(include_headers=opts.include_headers, extra_columns=opts.extra_columns)
-    return schema.add(ROOT_COLUMN, StringType(), True) if opts.replicas == "all" else schema
+    if not opts.root_columns:
+        return schema
+    return schema.add(ROOT_COLUMN, StringType(), True).add(CLUSTER_ID_COLUMN, StringType(), True)

@@ -11,6 +11,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StringType, StructType
 
 from kbatch._plan import (
+    CLUSTER_ID_COLUMN,
     ROOT_COLUMN,
     LogSlice,
     Options,
@@ -22,6 +23,7 @@ from kbatch._plan import (
     range_key,
     read_task,
     resolve_range,
+    root_columns,
     select_logs,
 )
 from kbatch.spark._schema import kafka_struct, options_struct
@@ -74,7 +76,9 @@ class KafkaLogDataSource(DataSource):
             include_headers=opts.get("includeheaders", "false") in ("true", "1", "yes"),
             extra_columns=opts.get("extracolumns", "false") in ("true", "1", "yes"),
         )
-        return schema.add(ROOT_COLUMN, StringType(), True) if opts.get("replicas", "best").strip() == "all" else schema
+        if not root_columns(opts):
+            return schema
+        return schema.add(ROOT_COLUMN, StringType(), True).add(CLUSTER_ID_COLUMN, StringType(), True)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         if is_view(self.options):
@@ -235,8 +239,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                             "set failOnDataLoss=false to go on from the log start"
                         )
                     lo = d.log_start_offset
-                ranges[(d.topic, d.partition)] = (lo, max(lo, hi))
-            chosen = [d for d in logs if (d.topic, d.partition) in ranges]
+                ranges[range_key(d, self.opts)] = (lo, max(lo, hi))
+            chosen = [d for d in logs if range_key(d, self.opts) in ranges]
             tasks = plan_tasks(plan_slices(chosen, ranges, self.opts), self.opts)
         finally:
             for d in logs:

@@ -86,13 +86,18 @@ def test_open_logs_one_root(backup, backup_local, s3_options):
 
 def test_whole_backup_recursive_chooses_replicas(backup, backup_local, s3_options):
     notes: list[str] = []
-    got = open_logs(backup, recursive=True, notes=notes, storage_options=s3_options)
+    with pytest.raises(kbatch.ReplicasDisagreeError, match="events-0: replicas disagree from offset 60"):
+        open_logs(backup, recursive=True, storage_options=s3_options)
+    got = open_logs(backup, recursive=True, notes=notes, storage_options=s3_options, on_disagreement="note")
     local_notes: list[str] = []
-    want = open_logs(backup_local, recursive=True, notes=local_notes)
+    want = open_logs(backup_local, recursive=True, notes=local_notes, on_disagreement="note")
     key = [(d.topic, d.partition) for d in got]
     assert key == [(d.topic, d.partition) for d in want]
     assert key == [("clicks", 0), ("events", 0), ("orders", 0), ("orders", 1)]
     chosen = {(d.topic, d.partition): d.root for d in got}
+    # meta.properties read from the bucket; the tiered copy (no root files) is one of orders-0's replicas
+    assert {d.cluster_id for d in got} == {"3Db5QLSqSZieL3rJBUUegA"}
+    assert not any("different logs" in n for n in notes)
     assert chosen[("orders", 0)].endswith("broker-1/kafka-logs")  # 300 offsets against 225
     assert chosen[("orders", 0)] != f"{backup}/tiered"
     assert any("orders-0: 3 replicas" in n for n in notes)

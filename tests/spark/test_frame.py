@@ -78,5 +78,6 @@ def test_replicas_all_has_the_root_column(spark, tmp_path: Path):
         with LogWriter(tmp_path / root / "logs", "t", 0) as w:
             w.append(kbatch.encode([b"%d" % i for i in range(n)]))
     _, frame = _planned(spark, {"path": str(tmp_path), "recursiveFileLookup": "true", "replicas": "all"})
+    assert frame.columns[-2:] == ["root", "clusterId"]
     got = {r["root"]: r["count"] for r in frame.groupBy("root").count().collect()}
     assert got == {str(tmp_path / "a" / "logs"): 6, str(tmp_path / "b" / "logs"): 10}

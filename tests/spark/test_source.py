@@ -296,17 +296,22 @@ def test_many_segments_few_tasks(spark, tmp_path):
 
 
 def test_replicas_all_has_a_root_column(spark, tmp_path):
-    import kbatch
-    from kbatch.log import LogWriter, open_logs
+    from support.roots import values, write_root
 
-    for root, n in (("a", 6), ("b", 10)):
-        with LogWriter(tmp_path / root / "logs", "t", 0) as w:
-            w.append(kbatch.encode([b"%d" % i for i in range(n)]))
+    for root, n in (("a", 6), ("b", 10)):  # replicas of one log: same cluster, same topic id
+        write_root(tmp_path / "one" / root / "logs", values(n))
     df = (spark.read.format("kafka-log").option("recursiveFileLookup", "true").option("replicas", "all")
-          .load(str(tmp_path)))
-    assert df.columns[-1] == "root"
+          .load(str(tmp_path / "one")))
+    assert df.columns[-2:] == ["root", "clusterId"]
     got = {r["root"]: r["count"] for r in df.groupBy("root").count().collect()}
-    assert got == {d.root: len(d.read()) for d in open_logs(tmp_path, recursive=True, replicas="all")}
-    assert got == {str(tmp_path / "a" / "logs"): 6, str(tmp_path / "b" / "logs"): 10}
-    best = spark.read.format("kafka-log").option("recursiveFileLookup", "true").load(str(tmp_path))
-    assert "root" not in best.columns and best.count() == 10
+    assert got == {d.root: len(d.read()) for d in open_logs(tmp_path / "one", recursive=True, replicas="all")}
+    assert got == {str(tmp_path / "one" / "a" / "logs"): 6, str(tmp_path / "one" / "b" / "logs"): 10}
+    best = spark.read.format("kafka-log").option("recursiveFileLookup", "true").load(str(tmp_path / "one"))
+    assert best.columns[-2:] == ["root", "clusterId"] and best.count() == 10
+    # two clusters' t-0: two logs, both read, told apart by root and cluster id
+    write_root(tmp_path / "two" / "a" / "logs", values(5, b"a"), cluster_id="cluster-A", topic_id="A" * 22)
+    write_root(tmp_path / "two" / "b" / "logs", values(8, b"b"), cluster_id="cluster-B", topic_id="B" * 22)
+    both = spark.read.format("kafka-log").option("recursiveFileLookup", "true").load(str(tmp_path / "two"))
+    got = {(r["root"], r["clusterId"]): r["count"] for r in both.groupBy("root", "clusterId").count().collect()}
+    assert got == {(str(tmp_path / "two" / "a" / "logs"), "cluster-A"): 5,
+                   (str(tmp_path / "two" / "b" / "logs"), "cluster-B"): 8}

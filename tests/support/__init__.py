@@ -4,5 +4,6 @@
 - ``expect``: compares a RecordTable with a vector's expected fields;
 - ``kafka_mock``: librdkafka's in-process mock cluster, a real Kafka peer;
 - ``protocol_defs``, ``protocol_strategies``: Kafka protocol definitions and hypothesis strategies;
+- ``roots``: ``log.dirs`` roots with a cluster id and a topic id (backups of several roots);
 - ``switches``: which heavy test tiers run.
 """
