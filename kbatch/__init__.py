@@ -34,7 +34,7 @@ from kbatch._version import __version__
 from kbatch._wire import CODEC_IDS as COMPRESSION_CODECS  # noqa: F401  (what compression= accepts)
 from kbatch._wire import TIMESTAMP_TYPES as TIMESTAMP_TYPES
 from kbatch.arrow import encode_arrow
-from kbatch.errors import CorruptRecordError, CRCError, KBatchError, StorageError, UnsupportedError
+from kbatch.errors import CorruptRecordError, CRCError, KBatchError, LayoutError, StorageError, UnsupportedError
 from kbatch.log import LogDir, LogWriter, Segment, open_log, open_logs
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "CorruptRecordError",
     "HeaderColumns",
     "KBatchError",
+    "LayoutError",
     "LogDir",
     "LogWriter",
     "Record",

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from kbatch import _storage
+from kbatch._discover import describe_topics, logs_deeper
 from kbatch._plan import (
     DEFAULT_MAX_PARTITION_BYTES,
     INTERNAL_TOPICS,
@@ -64,7 +65,7 @@ from kbatch._progress import Progress, plural, size
 from kbatch._staging import MODES, StagedOutput, check_target, has_data_files
 from kbatch._txn import aborted_batch_mask
 from kbatch.arrow import kafka_schema
-from kbatch.errors import KBatchError, StorageError
+from kbatch.errors import KBatchError, LayoutError, StorageError
 
 __all__ = [
     "ConvertError",
@@ -350,44 +351,20 @@ def _partition_dirs(folder: Path) -> list[Path]:
     return out
 
 
-def _deeper_roots(root: Path, depth: int = 4, limit: int = 3) -> list[Path]:
-    """Folders below ``root`` (breadth first, a few levels) that hold partition directories."""
-    found: list[Path] = []
-    level = [root]
-    for _ in range(depth):
-        nxt = []
-        for folder in level:
-            try:
-                subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
-            except OSError:
-                continue
-            for sub in subs:
-                if _partition_dirs(sub):
-                    found.append(sub)
-                    if len(found) >= limit:
-                        return found
-                else:
-                    nxt.append(sub)
-        level = nxt[:200]
-    return found
-
-
 def _nothing_selected(root: Path, args: argparse.Namespace) -> str:
-    """The message for a root where the selection finds no partition: what is there instead."""
+    """The message for a root where the selection finds no partition: what is there instead
+    (logs deeper down raise from :func:`select_logs` already, in the words of ``kbatch._discover``)."""
     dirs = _partition_dirs(root)
     if not dirs and _PARTITION_DIR.match(root.name):
         return f"{root} is named like a partition directory but holds no .log segment"
     if not dirs:
-        deeper = _deeper_roots(root)
-        if deeper:
-            return f"no partition directories in {root}; found Kafka logs under {deeper[0]} (did you mean that?)"
         return f"no partition directories (<topic>-<partition> folders with .log segments) in {root}"
     topics: dict[str, int] = {}
     for d in dirs:
         m = _PARTITION_DIR.match(d.name)
         assert m is not None
         topics[m.group(1)] = topics.get(m.group(1), 0) + 1
-    listed = ", ".join(f"{t}: {plural(n, 'partition')}" for t, n in sorted(topics.items()))
+    listed = describe_topics(topics)
     unselected = args.subscribe is None and args.subscribe_pattern is None and args.assign is None
     if unselected and all(t in INTERNAL_TOPICS for t in topics):
         return f"only internal topics ({listed}); pass --subscribe to include them"
@@ -459,6 +436,8 @@ def plan(args: argparse.Namespace) -> Plan:
     try:
         opts = Options.parse({**_source_options(args), "path": args.root})
         logs = select_logs(opts)
+    except LayoutError as exc:
+        raise UsageError(str(logs_deeper(exc.url, exc.deeper, "--recursive") if exc.deeper else exc)) from None
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     if not logs:

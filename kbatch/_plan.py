@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 
 from kbatch._core import set_threads
+from kbatch._discover import logs_deeper
 from kbatch._storage import is_remote, parse_options
 from kbatch._table import RecordTable
 from kbatch.arrow import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, log_batches
-from kbatch.errors import StorageError
+from kbatch.errors import LayoutError, StorageError
 from kbatch.log import LogDir, OnCorruption, open_log, open_logs
 
 __all__ = [
@@ -401,23 +402,33 @@ def _open_root(opts: Options) -> list[LogDir]:
     """The partition directories under ``opts.path``: a local path as before; a URL (``s3://``,
     ...) listed once, with ``storage.*`` options; ``recursiveFileLookup``: at any depth, one
     replica per partition (``replicas``)."""
-    if opts.recursive or is_remote(opts.path):
-        notes: list[str] = []
-        logs = open_logs(opts.path, notes=notes, recursive=opts.recursive, replicas=opts.replicas,  # type: ignore[arg-type]
-                         storage_options=opts.storage_options or None)
-        for note in notes:
-            logger.warning("%s", note)
-        if logs or opts.recursive:
-            return logs
-        # not a root: one partition directory?
-        one = open_log(opts.path, storage_options=opts.storage_options or None)
-        if not one.segments:
-            raise FileNotFoundError(f"no partition directory under {opts.path} (and it holds no segment)")
-        return [one]
-    root = Path(opts.path)
-    if not root.exists():
-        raise FileNotFoundError(f"no such log directory: {root}")
-    return [open_log(root)] if _is_partition_dir(root) else open_logs(root)
+    try:
+        if opts.recursive or is_remote(opts.path):
+            notes: list[str] = []
+            try:
+                logs = open_logs(opts.path, notes=notes, recursive=opts.recursive, replicas=opts.replicas,  # type: ignore[arg-type]
+                                 storage_options=opts.storage_options or None)
+            except LayoutError as exc:
+                if exc.deeper:
+                    raise
+                logs = []  # a partition directory, not a root
+            for note in notes:
+                logger.warning("%s", note)
+            if logs or opts.recursive:
+                return logs
+            # not a root: one partition directory?
+            one = open_log(opts.path, storage_options=opts.storage_options or None)
+            if not one.segments:
+                raise FileNotFoundError(f"no partition directory under {opts.path} (and it holds no segment)")
+            return [one]
+        root = Path(opts.path)
+        if not root.exists():
+            raise FileNotFoundError(f"no such log directory: {root}")
+        return [open_log(root)] if _is_partition_dir(root) else open_logs(root)
+    except LayoutError as exc:
+        if not exc.deeper:
+            raise
+        raise logs_deeper(exc.url, exc.deeper, "the option recursiveFileLookup=true") from None
 
 
 def select_logs(opts: Options) -> list[LogDir]:

@@ -310,3 +310,14 @@ def test_replicas_all_has_a_root_column(spark, tmp_path):
     assert got == {str(tmp_path / "a" / "logs"): 6, str(tmp_path / "b" / "logs"): 10}
     best = spark.read.format("kafka-log").option("recursiveFileLookup", "true").load(str(tmp_path))
     assert "root" not in best.columns and best.count() == 10
+
+
+def test_a_backup_folder_fails_the_query_naming_recursive_file_lookup(spark, tmp_path):
+    """Not 0 rows: the logs found below, and the option that reads them."""
+    from support.layouts import backup_with_deeper_roots
+
+    backup, roots = backup_with_deeper_roots(tmp_path)
+    with pytest.raises(Exception, match=f"no partition directories in {backup}; found Kafka logs under {roots[0]}"):
+        spark.read.format("kafka-log").load(str(backup)).collect()
+    df = spark.read.format("kafka-log").options(recursiveFileLookup="true", replicas="all").load(str(backup))
+    assert df.count() == 6

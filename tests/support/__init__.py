@@ -4,5 +4,6 @@
 - ``expect``: compares a RecordTable with a vector's expected fields;
 - ``kafka_mock``: librdkafka's in-process mock cluster, a real Kafka peer;
 - ``protocol_defs``, ``protocol_strategies``: Kafka protocol definitions and hypothesis strategies;
-- ``switches``: which heavy test tiers run.
+- ``switches``: which heavy test tiers run;
+- ``layouts``: folders laid out the ways a user gets wrong (logs deeper, misnamed segments).
 """
