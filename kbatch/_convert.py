@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from kbatch import _storage
-from kbatch._discover import describe_topics, logs_deeper
+from kbatch._discover import describe_topics, logs_deeper, topics_in
 from kbatch._plan import (
     DEFAULT_MAX_PARTITION_BYTES,
     INTERNAL_TOPICS,
@@ -334,36 +334,14 @@ def _source_options(args: argparse.Namespace) -> dict[str, str]:
     return opts
 
 
-def _partition_dirs(folder: Path) -> list[Path]:
-    """``<topic>-<partition>`` folders with at least one ``.log`` segment in ``folder``."""
-    out = []
-    try:
-        entries = sorted(folder.iterdir())
-    except OSError:
-        return []
-    for e in entries:
-        if _PARTITION_DIR.match(e.name) and e.is_dir() and not e.name.endswith(("-delete", "-future", "-stray")):
-            try:
-                if any(f.suffix == ".log" for f in e.iterdir()):
-                    out.append(e)
-            except OSError:
-                continue
-    return out
-
-
 def _nothing_selected(root: Path, args: argparse.Namespace) -> str:
     """The message for a root where the selection finds no partition: what is there instead
     (logs deeper down raise from :func:`select_logs` already, in the words of ``kbatch._discover``)."""
-    dirs = _partition_dirs(root)
-    if not dirs and _PARTITION_DIR.match(root.name):
+    topics = topics_in(root)
+    if not topics and _PARTITION_DIR.match(root.name):
         return f"{root} is named like a partition directory but holds no .log segment"
-    if not dirs:
+    if not topics:
         return f"no partition directories (<topic>-<partition> folders with .log segments) in {root}"
-    topics: dict[str, int] = {}
-    for d in dirs:
-        m = _PARTITION_DIR.match(d.name)
-        assert m is not None
-        topics[m.group(1)] = topics.get(m.group(1), 0) + 1
     listed = describe_topics(topics)
     unselected = args.subscribe is None and args.subscribe_pattern is None and args.assign is None
     if unselected and all(t in INTERNAL_TOPICS for t in topics):
@@ -450,10 +428,7 @@ def plan(args: argparse.Namespace) -> Plan:
         raise UsageError(str(exc)) from None
     left_out: dict[str, int] = {}
     if not remote_root and args.subscribe is None and args.assign is None and Path(logs[0].path) != root:
-        for folder in _partition_dirs(root):
-            m = _PARTITION_DIR.match(folder.name)
-            if m and m.group(1) in INTERNAL_TOPICS:
-                left_out[m.group(1)] = left_out.get(m.group(1), 0) + 1
+        left_out = {t: n for t, n in topics_in(root).items() if t in INTERNAL_TOPICS}
     input_bytes = sum(s.size for d in logs for s in d.segments)
     return Plan(opts, logs, ranges, left_out, input_bytes)
 
