@@ -438,7 +438,9 @@ def select_logs(opts: Options) -> list[LogDir]:
     ``subscribe`` or ``subscribePattern`` every topic is read except Kafka's internal ones
     (``__consumer_offsets``, ``__transaction_state``, ...), as a pattern subscription does;
     naming them in ``subscribe``/``assign`` reads them. ``assign`` of a partition that is not
-    on disk fails as it would against a cluster (unknown partition).
+    on disk fails as it would against a cluster (unknown partition). A folder with no
+    partition directory in it but Kafka logs deeper down raises :class:`LayoutError` naming
+    them and ``recursiveFileLookup`` (not 0 rows).
     """
     root = opts.path
     logs = _open_root(opts)
