@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from kbatch import _storage
+from kbatch._discover import describe_topics, logs_deeper, topics_in
 from kbatch._plan import (
     CLUSTER_ID_COLUMN,
     DEFAULT_MAX_PARTITION_BYTES,
@@ -65,7 +66,7 @@ from kbatch._progress import Progress, plural, size
 from kbatch._staging import MODES, StagedOutput, check_target, has_data_files
 from kbatch._txn import aborted_batch_mask
 from kbatch.arrow import kafka_schema
-from kbatch.errors import KBatchError, ReplicasDisagreeError, StorageError
+from kbatch.errors import KBatchError, LayoutError, ReplicasDisagreeError, StorageError
 
 __all__ = [
     "ConvertError",
@@ -342,61 +343,15 @@ def _source_options(args: argparse.Namespace) -> dict[str, str]:
     return opts
 
 
-def _partition_dirs(folder: Path) -> list[Path]:
-    """``<topic>-<partition>`` folders with at least one ``.log`` segment in ``folder``."""
-    out = []
-    try:
-        entries = sorted(folder.iterdir())
-    except OSError:
-        return []
-    for e in entries:
-        if _PARTITION_DIR.match(e.name) and e.is_dir() and not e.name.endswith(("-delete", "-future", "-stray")):
-            try:
-                if any(f.suffix == ".log" for f in e.iterdir()):
-                    out.append(e)
-            except OSError:
-                continue
-    return out
-
-
-def _deeper_roots(root: Path, depth: int = 4, limit: int = 3) -> list[Path]:
-    """Folders below ``root`` (breadth first, a few levels) that hold partition directories."""
-    found: list[Path] = []
-    level = [root]
-    for _ in range(depth):
-        nxt = []
-        for folder in level:
-            try:
-                subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
-            except OSError:
-                continue
-            for sub in subs:
-                if _partition_dirs(sub):
-                    found.append(sub)
-                    if len(found) >= limit:
-                        return found
-                else:
-                    nxt.append(sub)
-        level = nxt[:200]
-    return found
-
-
 def _nothing_selected(root: Path, args: argparse.Namespace) -> str:
-    """The message for a root where the selection finds no partition: what is there instead."""
-    dirs = _partition_dirs(root)
-    if not dirs and _PARTITION_DIR.match(root.name):
+    """The message for a root where the selection finds no partition: what is there instead
+    (logs deeper down raise from :func:`select_logs` already, in the words of ``kbatch._discover``)."""
+    topics = topics_in(root)
+    if not topics and _PARTITION_DIR.match(root.name):
         return f"{root} is named like a partition directory but holds no .log segment"
-    if not dirs:
-        deeper = _deeper_roots(root)
-        if deeper:
-            return f"no partition directories in {root}; found Kafka logs under {deeper[0]} (did you mean that?)"
+    if not topics:
         return f"no partition directories (<topic>-<partition> folders with .log segments) in {root}"
-    topics: dict[str, int] = {}
-    for d in dirs:
-        m = _PARTITION_DIR.match(d.name)
-        assert m is not None
-        topics[m.group(1)] = topics.get(m.group(1), 0) + 1
-    listed = ", ".join(f"{t}: {plural(n, 'partition')}" for t, n in sorted(topics.items()))
+    listed = describe_topics(topics)
     unselected = args.subscribe is None and args.subscribe_pattern is None and args.assign is None
     if unselected and all(t in INTERNAL_TOPICS for t in topics):
         return f"only internal topics ({listed}); pass --subscribe to include them"
@@ -473,6 +428,8 @@ def plan(args: argparse.Namespace) -> Plan:
         logs = select_logs(opts, found)
     except ReplicasDisagreeError:
         raise  # the data, not the command line: status 1
+    except LayoutError as exc:
+        raise UsageError(str(logs_deeper(exc.url, exc.deeper, "--recursive") if exc.deeper else exc)) from None
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     if not logs:
@@ -485,10 +442,7 @@ def plan(args: argparse.Namespace) -> Plan:
         raise UsageError(str(exc)) from None
     left_out: dict[str, int] = {}
     if not remote_root and args.subscribe is None and args.assign is None and Path(logs[0].path) != root:
-        for folder in _partition_dirs(root):
-            m = _PARTITION_DIR.match(folder.name)
-            if m and m.group(1) in INTERNAL_TOPICS:
-                left_out[m.group(1)] = left_out.get(m.group(1), 0) + 1
+        left_out = {t: n for t, n in topics_in(root).items() if t in INTERNAL_TOPICS}
     input_bytes = sum(s.size for d in logs for s in d.segments)
     return Plan(opts, logs, ranges, left_out, input_bytes, found)
 

@@ -12,11 +12,17 @@ object keys, e.g. Aiven's ``ObjectKeyFactory``)::
 
 A directory counts, when searching at any depth, if it is named as a partition and holds a
 segment or a partition's metadata files; one that holds only directories is searched further.
+Right under a root, one named as a partition counts unless it holds directories and no
+partition file (``broker-1/`` holding a ``log.dirs`` root is not partition 1 of ``broker``).
 Names ending in ``-delete``, ``-future`` or ``-stray`` are partitions being deleted or moved:
 reported, not read, not searched.
 
 A remote tree is listed in one call (``FileSelector(recursive=True)``: one paginated listing
 on object stores), whatever its depth; a local tree is walked.
+
+When a search finds nothing, or a partition directory holds no segment, the words that say
+what is there instead are made here, once, for the Python API, the Spark source and the command
+line (each names its own option): :func:`logs_deeper`, :func:`misnamed_logs`, :func:`topics_in`.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from typing import Final, NamedTuple
 
 from kbatch import _storage
 from kbatch._checkpoint import CHECKPOINT_FILES
+from kbatch._progress import plural
+from kbatch.errors import LayoutError
 
 __all__ = [
     "PARTITION_DIR",
@@ -37,8 +45,13 @@ __all__ = [
     "SKIPPED_DIRS",
     "TIERED_TOPIC_DIR",
     "Found",
+    "deeper_roots",
+    "describe_topics",
     "find_partitions",
+    "logs_deeper",
+    "misnamed_logs",
     "partition_name",
+    "topics_in",
 ]
 
 SEGMENT_NAME: Final = re.compile(r"^(\d{20})(?:-([A-Za-z0-9_-]{22}))?\.log$")
@@ -111,6 +124,7 @@ def find_partitions(
             parent = posixpath.dirname(parent)
     found: list[Found] = []
     skipped: set[str] = set()
+    parents = {posixpath.dirname(d) for d in dirs}  # the directories holding directories
     for d in sorted(dirs):
         rel = d[len(root.path) + 1 :]
         if any(rel.startswith(s + "/") for s in skipped):
@@ -128,7 +142,7 @@ def find_partitions(
         if recursive:
             if not _holds_partition_files(names):
                 continue
-        elif depth != (2 if tiered else 1):
+        elif depth != (2 if tiered else 1) or (d in parents and not _holds_partition_files(names)):
             continue
         if any(rel.startswith(f.location.path[len(root.path) + 1 :] + "/") for f in found):
             continue  # inside a partition directory already found
@@ -149,6 +163,16 @@ def _root_url(root: _storage.Location, path: str) -> str:
     return root.url + path[len(root.path) :]
 
 
+def _partition_like(folder: Path) -> bool:
+    """Whether a local folder named as a partition is one: it holds partition files, or no
+    directory (an empty partition)."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return True  # LogDir says what is wrong with it
+    return _holds_partition_files([e.name for e in entries]) or not any(e.is_dir() for e in entries)
+
+
 def _find_local(root: _storage.Location, recursive: bool, notes: list[str]) -> tuple[list[Found], str]:
     top = Path(root.path)
     if not top.is_dir():
@@ -164,7 +188,7 @@ def _find_local(root: _storage.Location, recursive: bool, notes: list[str]) -> t
             if entry.name.endswith(SKIPPED_DIRS):
                 notes.append(f"skipped {entry} (a partition being deleted or moved)")
                 continue
-            if PARTITION_DIR.match(entry.name):
+            if PARTITION_DIR.match(entry.name) and _partition_like(entry):
                 found.append(Found(_storage.Location(None, str(entry), str(entry)), str(top), None))
         return found, f"{nfiles} files and {ndirs} directories in {top}"
     for here, subdirs, files in os.walk(top):
@@ -185,3 +209,109 @@ def _find_local(root: _storage.Location, recursive: bool, notes: list[str]) -> t
             parent = path.parent.parent if tiered else path.parent
             found.append(Found(_storage.Location(None, here, here), str(parent), None))
     return found, f"{nfiles} files in {ndirs} directories under {top}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Saying what is there when nothing was found
+
+
+def misnamed_logs(url: str, names: Sequence[str], skipped: bool) -> str | None:
+    """What to say of the ``.log`` files in ``names`` not named as segments (None: there are none).
+
+    ``skipped``: the directory has segments too, so they are only noted; otherwise reading it
+    would give nothing and the sentence is an error's.
+
+    >>> print(misnamed_logs("/d/t-0", ["00000000000000000000.log", "server.log"], True))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    skipped server.log: not named as a segment
+    (<20-digit base offset>.log, or tiered <20 digits>-<segment id>.log)
+    """
+    odd = sorted(n for n in names if n.endswith(".log") and not SEGMENT_NAME.match(n))
+    if not odd:
+        return None
+    shown = ", ".join(odd[:5]) + (f" and {len(odd) - 5} more" if len(odd) > 5 else "")
+    rule = "<20-digit base offset>.log, or tiered <20 digits>-<segment id>.log"
+    if skipped:
+        return f"skipped {shown}: not named as a segment ({rule})"
+    return f"{url} holds no segment: its .log files ({shown}) are not named as segments ({rule})"
+
+
+def topics_in(folder: Path) -> dict[str, int]:
+    """Topic -> number of partition directories (named ``<topic>-<partition>``, not being
+    deleted or moved, as :func:`find_partitions` counts them) right in a local ``folder``;
+    ``{}`` when it cannot be listed."""
+    topics: dict[str, int] = {}
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return topics
+    for e in entries:
+        m = PARTITION_DIR.match(e.name)
+        if m and not e.name.endswith(SKIPPED_DIRS) and e.is_dir() and _partition_like(e):
+            topics[m.group(1)] = topics.get(m.group(1), 0) + 1
+    return topics
+
+
+def describe_topics(topics: dict[str, int]) -> str:
+    """``"legacy: 1 partition, orders: 3 partitions"``."""
+    return ", ".join(f"{t}: {plural(n, 'partition')}" for t, n in sorted(topics.items()))
+
+
+def deeper_roots(root: _storage.Location, limit: int = 4, depth: int = 4) -> list[str]:
+    """Folders below ``root`` (not ``root`` itself) holding partition directories, the first
+    ``limit`` found: breadth first, at most ``depth`` levels down locally (a remote tree is
+    listed whole, in one call). What a recursive search would read."""
+    if root.fs is not None:
+        found, _ = find_partitions(root, True, [])
+        roots = list(dict.fromkeys(f.root for f in found if f.root.rstrip("/") != root.url.rstrip("/")))
+        return roots[:limit]
+    out: list[str] = []
+    level = [Path(root.path)]
+    for _ in range(depth):
+        nxt = []
+        for folder in level:
+            try:
+                subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+            except OSError:
+                continue
+            for sub in subs:
+                if _holds_partitions(sub):
+                    out.append(str(sub))
+                    if len(out) >= limit:
+                        return out
+                elif not sub.name.endswith(SKIPPED_DIRS):
+                    nxt.append(sub)
+        level = nxt[:200]
+    return out
+
+
+def _holds_partitions(folder: Path) -> bool:
+    """Whether a local folder has a partition directory holding partition files right in it."""
+    try:
+        subs = [p for p in folder.iterdir() if _is_partition(p) and not p.name.endswith(SKIPPED_DIRS)]
+    except OSError:
+        return False
+    for sub in subs:
+        try:
+            if sub.is_dir() and _holds_partition_files([f.name for f in sub.iterdir()]):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def logs_deeper(url: str, deeper: Sequence[str], option: str | None) -> LayoutError:
+    """The error for a folder with no partition directory in it but Kafka logs further down.
+
+    ``option`` is how the caller searches at any depth (``recursive=True``, ``--recursive``, ...),
+    None when it cannot.
+
+    >>> print(logs_deeper("/backup", ["/backup/b1/kafka-logs"], "recursive=True"))  # doctest: +NORMALIZE_WHITESPACE
+    no partition directories in /backup; found Kafka logs under /backup/b1/kafka-logs:
+    pass that folder, or recursive=True to read every log below /backup
+    """
+    shown = ", ".join(deeper[:3]) + (" and more" if len(deeper) > 3 else "")
+    which = "that folder" if len(deeper) == 1 else "one of them"
+    how = f"pass {which}" + (f", or {option} to read every log below {url}" if option else "")
+    return LayoutError(f"no partition directories in {url}; found Kafka logs under {shown}: {how}",
+                       url=url, deeper=deeper)

@@ -314,6 +314,8 @@ class _Ctx:
         self.mismatches: dict[str, list[tuple[int, int]]] = {}
         self.problems: list[str] = []
         self.undecoded: dict[str, list[tuple[int, str]]] = {}
+        #: directory -> the entries in it not dumped (text mode: one summary line at the end)
+        self.not_dumped: dict[str, list[str]] = {}
         self.rc = 0
 
     def fail(self, path: Path, text: str, **fields: Any) -> None:
@@ -733,8 +735,9 @@ def _file_order(path: Path) -> tuple[int, int, str]:
 
 
 def _expand(name: str, ctx: _Ctx) -> list[Any]:
-    """``name`` itself, or for a directory the files in it that dump knows, in offset order (and
-    one stderr line naming the entries it leaves out). A URL is one remote file
+    """``name`` itself, or for a directory the files in it that dump knows, in offset order (the
+    entries it leaves out are kept for one stderr line at the end of the run, or with ``--json``
+    written as one line per directory). A URL is one remote file
     (:class:`kbatch._storage.StoragePath`)."""
     if _storage.is_remote(name):
         options = _storage.parse_options(getattr(ctx.args, "storage_option", None))
@@ -748,9 +751,41 @@ def _expand(name: str, ctx: _Ctx) -> list[Any]:
         (known if child.is_file() and child.suffix in _SUFFIX_ORDER else other).append(child)
     if other:
         names = sorted(c.name + ("/" if c.is_dir() else "") for c in other)
-        ctx.o.error(f"kbatch dump: {path}: not dumped (not a segment, index or snapshot file): {', '.join(names)}",
-                    file=str(path), skipped=names)
+        if ctx.o.json:  # one line per directory: machines get every name
+            ctx.o.error(f"kbatch dump: {path}: {_NOT_DUMPED}: {', '.join(names)}", file=str(path), skipped=names)
+        else:
+            ctx.not_dumped[str(path)] = names
     return sorted(known, key=_file_order)
+
+
+_NOT_DUMPED = "not dumped (not a segment, index or snapshot file)"
+
+
+def _not_dumped_line(skipped: dict[str, list[str]], shown: int = 3, names_shown: int = 8) -> str:
+    """One line for the entries that directory arguments left out: the directory's own line when
+    there is one, else how many directories (a few named) and each name with the number of
+    directories holding it when not all do (50 ``__consumer_offsets-<n>`` folders: one line).
+
+    >>> _not_dumped_line({"/d/t-0": ["leader-epoch-checkpoint"]})
+    'kbatch dump: /d/t-0: not dumped (not a segment, index or snapshot file): leader-epoch-checkpoint'
+    >>> _not_dumped_line({f"/d/t-{i}": ["leader-epoch-checkpoint"] + ["x"] * (i == 7) for i in range(10)})
+    ... # doctest: +NORMALIZE_WHITESPACE
+    'kbatch dump: 10 directories (/d/t-0, /d/t-1, /d/t-2 and 7 more): not dumped (not a segment, index or
+    snapshot file): leader-epoch-checkpoint, x (in 1)'
+    """
+    if len(skipped) == 1:
+        ((path, names),) = skipped.items()
+        return f"kbatch dump: {path}: {_NOT_DUMPED}: {', '.join(names)}"
+    dirs = list(skipped)
+    where = ", ".join(dirs[:shown]) + (f" and {len(dirs) - shown} more" if len(dirs) > shown else "")
+    held: dict[str, int] = {}
+    for names in skipped.values():
+        for n in names:
+            held[n] = held.get(n, 0) + 1
+    listed = [n if k == len(dirs) else f"{n} (in {k})" for n, k in sorted(held.items())]
+    what = ", ".join(listed[:names_shown]) + (f" and {len(listed) - names_shown} more" if len(listed) > names_shown
+                                             else "")
+    return f"kbatch dump: {len(dirs)} directories ({where}): {_NOT_DUMPED}: {what}"
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -806,6 +841,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     for name, pairs in ctx.gaps.items():
         o.error(f"Non-consecutive offsets in {name}" + "".join(f"\n  {a} is followed by {b}" for a, b in pairs),
                 file=name)
+    if ctx.not_dumped:
+        o.error(_not_dumped_line(ctx.not_dumped))
     o.flush()
     return max(rc, ctx.rc)
 

@@ -33,14 +33,25 @@ from kbatch._checkpoint import (
 )
 from kbatch._core import BATCH_DTYPE
 from kbatch._core import decode as _core_decode
-from kbatch._discover import SEGMENT_NAME, find_partitions, partition_name
+from kbatch._discover import (
+    PARTITION_DIR,
+    SEGMENT_NAME,
+    SKIPPED_DIRS,
+    deeper_roots,
+    describe_topics,
+    find_partitions,
+    logs_deeper,
+    misnamed_logs,
+    partition_name,
+    topics_in,
+)
 from kbatch._metaproperties import cluster_id
 from kbatch._segment import MAX_WINDOW, OnCorruption, Segment, Skipped
 from kbatch._table import RecordTable, concat, select
 from kbatch._txn import aborted_batch_mask, check_aborted_index, txn_state
 from kbatch._wire import LOG_OVERHEAD
 from kbatch.arrow import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, iter_log_arrow, log_to_arrow
-from kbatch.errors import CorruptRecordError
+from kbatch.errors import CorruptRecordError, LayoutError
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
     from typing_extensions import Self
@@ -117,6 +128,7 @@ class LogDir:
         self.path: Path | PurePosixPath = Path(loc.path) if loc.fs is None else PurePosixPath(loc.path)
         files: dict[str, int] | None = None  # a remote directory's files and sizes, when listed
         prefetched: dict[str, bytes] = {}  # and the small ones the listing's caller read
+        subdirs: list[str] = []  # and its subdirectories
         if loc.fs is None:
             if not Path(self.path).is_dir():
                 raise FileNotFoundError(f"not a directory: {self.path}")
@@ -124,6 +136,7 @@ class LogDir:
             entries = _storage.list_files(loc) if listing is None else listing
             files = {posixpath.basename(e.path): e.size for e in entries if not e.is_dir}
             prefetched = {posixpath.basename(e.path): e.data for e in entries if e.data is not None}
+            subdirs = [posixpath.basename(e.path) for e in entries if e.is_dir]
         self.topic, self.partition, self.topic_id = partition_name(self.path)
         tiered = self.topic_id is not None  # <topic>-<topic id>/<partition>: tiered storage
         #: In tiered storage's layout (``<topic>-<topic id>/<partition>``): no root files.
@@ -169,6 +182,13 @@ class LogDir:
                     self.notes.append(f"skipped {name} (left over by deletion, cleaning or compaction)")
                 elif SEGMENT_NAME.match(name):
                     found.append(self._segment(loc, name, files, prefetched))
+            misnamed = misnamed_logs(loc.url, names, skipped=bool(found))
+            if misnamed and not found:
+                raise LayoutError(misnamed, url=loc.url)
+            if misnamed:
+                self.notes.append(misnamed)
+            if not found:
+                self._no_segment(loc, subdirs)
         self.segments = sorted(found, key=lambda s: s.base_offset)
         for seg in self.segments:
             self.notes.extend(f"{seg.path.name}: {n}" for n in seg.notes)
@@ -193,6 +213,29 @@ class LogDir:
         self._log_start: int | None = None
         if transactions is not None:
             self._txn = (sorted(transactions[0], key=lambda a: a[1]), transactions[1])
+
+    def _no_segment(self, loc: _storage.Location, subdirs: Sequence[str]) -> None:
+        """A directory with no segment: an empty log when it is a partition directory (noted),
+        a :class:`LayoutError` saying what it is otherwise (a ``log.dirs`` root, a backup)."""
+        if loc.fs is None:
+            topics = topics_in(Path(loc.path))
+        else:
+            topics = {}
+            for n in subdirs:
+                m = PARTITION_DIR.match(n)
+                if m and not n.endswith(SKIPPED_DIRS):
+                    topics[m.group(1)] = topics.get(m.group(1), 0) + 1
+        if topics:
+            raise LayoutError(f"{loc.url} is a log.dirs root (holding {describe_topics(topics)}), not a partition "
+                              f"directory: open its partitions with open_logs({loc.url!r})", url=loc.url)
+        if self.partition >= 0:
+            self.notes.append("no segment (.log): an empty log")
+            return
+        deeper = deeper_roots(loc)
+        if deeper:
+            raise logs_deeper(loc.url, deeper, "open_logs(..., recursive=True)")
+        raise LayoutError(f"{loc.url} is not a partition directory: its name is not <topic>-<partition> and it "
+                          "holds no segment (<20-digit base offset>.log)", url=loc.url)
 
     @staticmethod
     def _segment(
@@ -634,6 +677,20 @@ def open_log(
     Returns
     -------
     LogDir
+        With no segment only for a directory named as a partition (``<topic>-<partition>``)
+        that holds none, or only metadata files: an empty log, said in :attr:`LogDir.notes`.
+        ``.log`` files not named as segments beside real segments are skipped and noted.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` is not a directory.
+    LayoutError
+        Reading would give nothing because ``path`` is not a partition directory: a
+        ``log.dirs`` root (use :func:`open_logs`), a folder with Kafka logs deeper down
+        (named in the message), a folder whose ``.log`` files are not named as segments
+        (``<20-digit base offset>.log``, or tiered ``<20 digits>-<segment id>.log``; named),
+        or a folder not named ``<topic>-<partition>`` holding no segment.
 
     Examples
     --------
@@ -660,6 +717,22 @@ def _is_side_file(e: _storage.Entry) -> bool:
     name = posixpath.basename(e.path)
     return e.size <= 16 << 20 and (name.endswith(_SIDE_SUFFIXES) or name in ("partition.metadata",
                                                                              "leader-epoch-checkpoint"))
+
+
+def _nothing_found(loc: _storage.Location) -> None:
+    """Raise :class:`LayoutError` when ``open_logs`` found no partition directory right in
+    ``loc`` and a mistake is likely: ``loc`` is a partition directory itself, or holds Kafka
+    logs only deeper down. Otherwise (an empty folder, a root with no partition yet) return."""
+    if loc.fs is None:
+        names = [e.name for e in Path(loc.path).iterdir() if e.is_file()]
+    else:
+        names = [posixpath.basename(e.path) for e in _storage.list_files(loc) if not e.is_dir]
+    if any(SEGMENT_NAME.match(n) for n in names):
+        raise LayoutError(f"{loc.url} is a partition directory, not a log.dirs root: open it with "
+                          f"open_log({loc.url!r})", url=loc.url)
+    deeper = deeper_roots(loc)
+    if deeper:
+        raise logs_deeper(loc.url, deeper, "open_logs(..., recursive=True)")
 
 
 def open_logs(
@@ -708,6 +781,21 @@ def open_logs(
     filesystem, storage_options
         As :func:`open_log`. A remote root is listed in one call, whatever its depth.
 
+    Returns
+    -------
+    list of LogDir
+        Empty for an empty folder or a ``log.dirs`` root with no partition yet, or when
+        ``topics`` selects none (an honest empty).
+
+    Raises
+    ------
+    LayoutError
+        Not recursive, no partition directory in ``root``, and ``root`` is a partition
+        directory itself (use :func:`open_log`) or holds Kafka logs deeper down (the
+        message names them; use ``recursive=True``).
+    ReplicasDisagreeError
+        Replicas of one log disagree and ``on_disagreement="raise"``.
+
     Directories ending in ``-delete``, ``-future`` or ``-stray`` are skipped
     (and said so in ``notes`` and the ``kbatch.log`` logger).
 
@@ -726,6 +814,8 @@ def open_logs(
     said: list[str] = []
     loc = _storage.locate(root, filesystem, storage_options)
     found, seen = find_partitions(loc, recursive, said)
+    if not found and not recursive:
+        _nothing_found(loc)
     chosen = [f for f in found if topics is None or partition_name(PurePosixPath(f.location.path))[0] in topics]
     if loc.fs is not None and chosen:
         # the small objects every LogDir reads at open, and each root's checkpoint files,

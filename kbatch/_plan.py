@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 
 from kbatch._core import set_threads
+from kbatch._discover import logs_deeper
 from kbatch._storage import is_remote, parse_options
 from kbatch._table import RecordTable
 from kbatch.arrow import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, log_batches
-from kbatch.errors import StorageError
+from kbatch.errors import LayoutError, StorageError
 from kbatch.log import LogDir, OnCorruption, open_log, open_logs
 
 __all__ = [
@@ -425,27 +426,37 @@ def _open_root(opts: Options, notes: list[str] | None = None) -> list[LogDir]:
     ...) listed once, with ``storage.*`` options; ``recursiveFileLookup``: at any depth, every
     different log and one replica of each (``replicas``). Replicas that disagree raise
     (``failOnDataLoss``) or are noted. Notes go to ``notes``, else are logged as warnings."""
-    if opts.recursive or is_remote(opts.path):
-        said: list[str] = []
-        logs = open_logs(opts.path, notes=said, recursive=opts.recursive, replicas=opts.replicas,  # type: ignore[arg-type]
-                         on_disagreement="raise" if opts.fail_on_data_loss else "note",
-                         storage_options=opts.storage_options or None)
-        if notes is not None:
-            notes.extend(said)
-        else:
-            for note in said:
-                logger.warning("%s", note)
-        if logs or opts.recursive:
-            return logs
-        # not a root: one partition directory?
-        one = open_log(opts.path, storage_options=opts.storage_options or None)
-        if not one.segments:
-            raise FileNotFoundError(f"no partition directory under {opts.path} (and it holds no segment)")
-        return [one]
-    root = Path(opts.path)
-    if not root.exists():
-        raise FileNotFoundError(f"no such log directory: {root}")
-    return [open_log(root)] if _is_partition_dir(root) else open_logs(root)
+    try:
+        if opts.recursive or is_remote(opts.path):
+            said: list[str] = []
+            try:
+                logs = open_logs(opts.path, notes=said, recursive=opts.recursive, replicas=opts.replicas,  # type: ignore[arg-type]
+                                 on_disagreement="raise" if opts.fail_on_data_loss else "note",
+                                 storage_options=opts.storage_options or None)
+            except LayoutError as exc:
+                if exc.deeper:
+                    raise
+                logs = []  # a partition directory, not a root
+            if notes is not None:
+                notes.extend(said)
+            else:
+                for note in said:
+                    logger.warning("%s", note)
+            if logs or opts.recursive:
+                return logs
+            # not a root: one partition directory?
+            one = open_log(opts.path, storage_options=opts.storage_options or None)
+            if not one.segments:
+                raise FileNotFoundError(f"no partition directory under {opts.path} (and it holds no segment)")
+            return [one]
+        root = Path(opts.path)
+        if not root.exists():
+            raise FileNotFoundError(f"no such log directory: {root}")
+        return [open_log(root)] if _is_partition_dir(root) else open_logs(root)
+    except LayoutError as exc:
+        if not exc.deeper:
+            raise
+        raise logs_deeper(exc.url, exc.deeper, "the option recursiveFileLookup=true") from None
 
 
 def select_logs(opts: Options, notes: list[str] | None = None) -> list[LogDir]:
@@ -456,7 +467,9 @@ def select_logs(opts: Options, notes: list[str] | None = None) -> list[LogDir]:
     (``__consumer_offsets``, ``__transaction_state``, ...), as a pattern subscription does;
     naming them in ``subscribe``/``assign`` reads them. ``assign`` of a partition that is not
     on disk fails as it would against a cluster (unknown partition). What the search skipped
-    or chose (replicas, different logs named alike) goes to ``notes``, else is logged.
+    or chose (replicas, different logs named alike) goes to ``notes``, else is logged. A
+    folder with no partition directory in it but Kafka logs deeper down raises
+    :class:`LayoutError` naming them and ``recursiveFileLookup`` (not 0 rows).
 
     Raises
     ------
@@ -464,6 +477,8 @@ def select_logs(opts: Options, notes: list[str] | None = None) -> list[LogDir]:
         A stream over different logs named alike (its offsets name one log per partition).
     ReplicasDisagreeError
         Replicas of one log that disagree, with ``failOnDataLoss``.
+    LayoutError
+        No partition directory where one was expected (the message says what is there).
     """
     root = opts.path
     logs = _open_root(opts, notes)

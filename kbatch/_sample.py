@@ -40,7 +40,6 @@ import kbatch
 from kbatch._checkpoint import CLEANER, update_checkpoint
 from kbatch._legacy import encode_legacy
 from kbatch._wire import CODEC_NAMES
-from kbatch.errors import KBatchError
 from kbatch.log import LogWriter, open_log
 
 __all__ = ["add_arguments", "run", "write_sample"]
@@ -229,7 +228,9 @@ def _plural(n: int, word: str) -> str:
 def run(args: argparse.Namespace) -> int:
     """Write the sample root to ``args.out``; print one line per partition; return 0.
 
-    A path that is a file or cannot be written is a user mistake: one line, status 2.
+    A path that is a file, a directory that is not empty (its files would be mixed with the
+    sample's, as ``kbatch convert`` refuses an existing output), or one that cannot be written
+    is a user mistake: one line, status 2. An empty directory is used.
     """
     if args.records < 1:
         print("kbatch sample: error: --records must be >= 1", file=sys.stderr)
@@ -238,14 +239,18 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         print(f"kbatch sample: error: {out} exists and is not a directory", file=sys.stderr)
         return 2
+    held = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if held:
+        shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+        count = f"{len(held):,} {'entry' if len(held) == 1 else 'entries'}"
+        print(f"kbatch sample: error: {out} exists and holds {count} ({shown}): give a new or empty directory",
+              file=sys.stderr)
+        return 2
     try:
         logs = write_sample(out, seed=args.seed, records=args.records)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         print(f"kbatch sample: error: cannot write {exc.filename or out}: {reason}", file=sys.stderr)
-        return 2
-    except (KBatchError, ValueError) as exc:  # existing partition directories that do not continue cleanly
-        print(f"kbatch sample: error: {out} already holds other logs: {exc}", file=sys.stderr)
         return 2
     for path in logs.values():
         with open_log(path) as log:

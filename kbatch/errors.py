@@ -13,13 +13,18 @@ already catches ``ValueError`` keeps working.
     (missing, permission denied, shorter than listed); ``.url`` names it.
     ``ReplicasDisagreeError`` (also ``ValueError``): two copies of one log (same cluster,
     same topic id) hold different batches at the same offset.
+    ``LayoutError`` (also ``ValueError``): files are not where, or not named as, a broker
+    lays them out (a ``log.dirs`` root given for a partition directory, logs only deeper
+    than searched, ``.log`` files not named as segments); ``.url`` names the path given.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["KBatchError", "CorruptRecordError", "CRCError", "ReplicasDisagreeError", "StorageError", "UnsupportedError"]
+__all__ = ["KBatchError", "CorruptRecordError", "CRCError", "LayoutError", "ReplicasDisagreeError", "StorageError",
+           "UnsupportedError"]
 
 
 class KBatchError(Exception):
@@ -151,3 +156,25 @@ class ReplicasDisagreeError(KBatchError, ValueError):
         self.partition = partition
         self.offset = offset
         self.urls = urls
+
+
+class LayoutError(KBatchError, ValueError):
+    """Files are not where, or not named as, a broker lays them out, so reading would give nothing.
+
+    Raised instead of an empty result: a ``log.dirs`` root opened as one partition directory
+    (or the reverse), a folder whose Kafka logs are only deeper than the search went, ``.log``
+    files not named as segments. The message says what was found and what to call instead.
+
+    Attributes
+    ----------
+    url : str
+        The path (or URL) given.
+    deeper : list of str
+        Folders below ``url`` that hold partition directories (the first few), when that
+        is what was found: a recursive search reads them.
+    """
+
+    def __init__(self, reason: str, *, url: str = "", deeper: Sequence[str] = ()) -> None:
+        super().__init__(reason)
+        self.url = url
+        self.deeper = list(deeper)

@@ -26,6 +26,23 @@ def test_sample_into_a_file_is_one_line(tmp_path, capsys):
     assert err.startswith("kbatch sample: error: cannot write") and err.count("\n") == 1
 
 
+def test_sample_refuses_a_folder_that_holds_files(tmp_path, capsys):
+    """Its files would be mixed with the sample's: refused, as convert refuses an existing output."""
+    out = tmp_path / "root"
+    out.mkdir()
+    assert cli.main(["sample", str(out)]) == 0  # an empty directory is used
+    capsys.readouterr()
+    assert cli.main(["sample", str(out)]) == 2  # again: it holds the first sample now
+    assert capsys.readouterr().err == (f"kbatch sample: error: {out} exists and holds 11 entries (cleaner-offset-"
+                                       "checkpoint, legacy-0, log-start-offset-checkpoint, ...): give a new or empty "
+                                       "directory\n")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    assert cli.main(["sample", str(tmp_path / "mine")]) == 2
+    assert "holds 1 entry (notes.txt)" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+
+
 @pytest.mark.parametrize(
     ("exc", "status", "text"),
     [

@@ -151,3 +151,23 @@ def test_real_logs_dump_cleanly() -> None:
     assert sum(line.startswith("Dumping") for line in out) == len(files)
     assert not any(line.startswith("Found") for line in out)
     assert all(line.endswith("isvalid: true") for line in out if line.startswith("baseOffset"))
+
+
+def test_many_partition_folders_say_what_was_not_dumped_once(tmp_path: Path) -> None:
+    """50 ``__consumer_offsets`` folders: one stderr line, not 50; --json keeps one per folder."""
+    parts = []
+    for p in range(50):
+        with LogWriter(tmp_path, "__consumer_offsets", p) as w:
+            w.append(kbatch.encode([b"v"]))
+        (w.path / "leader-epoch-checkpoint").write_text("0\n0\n")
+        parts.append(w.path)
+    (parts[7] / "notes.txt").write_text("x")
+    rc, out, err = dump("--files", ",".join(map(str, parts)))
+    assert rc == 0 and sum(line.startswith("Dumping") and line.endswith(".log") for line in out) == 50
+    assert err == [(f"kbatch dump: 50 directories ({parts[0]}, {parts[1]}, {parts[2]} and 47 more): not dumped "
+                   "(not a segment, index or snapshot file): leader-epoch-checkpoint, notes.txt (in 1), "
+                   "partition.metadata")]
+    rc, out, _ = dump("--files", ",".join(map(str, parts)), "--json")
+    skipped = [json.loads(line) for line in out if '"skipped"' in line]
+    assert len(skipped) == 50 and skipped[7]["skipped"] == ["leader-epoch-checkpoint", "notes.txt",
+                                                            "partition.metadata"]

@@ -572,3 +572,68 @@ def test_scan_truncated_corrupt_and_garbage_input() -> None:
         rows, c, e = scan(junk, start, rng.choice([-1, rng.randrange(start, n + 1)]))
         assert e is None or isinstance(e, CorruptRecordError)
         assert (rows["position"] >= start).all() and (rows["position"] + 12 + rows["batch_length"] <= n).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# No silent empties: a wrong folder is an error saying what is there, a real empty log is not
+
+
+def test_open_log_of_a_root_says_use_open_logs(tmp_path):
+    from support.layouts import backup_with_deeper_roots
+
+    backup, roots = backup_with_deeper_roots(tmp_path)
+    with pytest.raises(kbatch.LayoutError, match=r"is a log.dirs root \(holding orders: 1 partition\), not a "
+                                                 r"partition directory: open its partitions with open_logs"):
+        open_log(roots[0])
+    with pytest.raises(kbatch.LayoutError, match="found Kafka logs under") as err:
+        open_log(backup)
+    assert err.value.deeper == [str(r) for r in roots] and "recursive=True" in str(err.value)
+    (tmp_path / "notes").mkdir()
+    with pytest.raises(kbatch.LayoutError, match="is not a partition directory"):
+        open_log(tmp_path / "notes")
+
+
+def test_open_logs_of_a_backup_names_the_roots_below(tmp_path):
+    from support.layouts import backup_with_deeper_roots
+
+    backup, roots = backup_with_deeper_roots(tmp_path)
+    with pytest.raises(kbatch.LayoutError) as err:
+        open_logs(backup)
+    assert str(err.value) == (f"no partition directories in {backup}; found Kafka logs under {roots[0]}, {roots[1]}: "
+                              f"pass one of them, or open_logs(..., recursive=True) to read every log below {backup}")
+    assert isinstance(err.value, ValueError) and err.value.url == str(backup)
+    assert len(open_logs(backup, recursive=True, replicas="all")) == 2  # what the message offers works
+    pafs = pytest.importorskip("pyarrow.fs")
+    with pytest.raises(kbatch.LayoutError, match="found Kafka logs under") as remote:
+        open_logs(str(backup), filesystem=pafs.LocalFileSystem())
+    assert len(remote.value.deeper) == 2
+    with pytest.raises(kbatch.LayoutError, match=r"is a partition directory, not a log.dirs root: open it with"):
+        open_logs(roots[0] / "orders-0")
+    (tmp_path / "empty").mkdir()
+    assert open_logs(tmp_path / "empty") == []  # nothing anywhere: an honest empty
+    assert open_logs(roots[0], topics=["nope"]) == []
+
+
+def test_misnamed_log_files_are_named(tmp_path):
+    from support.layouts import partition_with_misnamed_logs
+
+    part = partition_with_misnamed_logs(tmp_path / "a", with_segment=False)
+    with pytest.raises(kbatch.LayoutError, match=r"holds no segment: its .log files \(0.log, server.log\) are not "
+                                                 r"named as segments \(<20-digit base offset>.log, or tiered"):
+        open_log(part)
+    part = partition_with_misnamed_logs(tmp_path / "b", with_segment=True)
+    log = open_log(part)
+    assert log.read().values() == [b"x", b"y"]
+    assert any(n.startswith("skipped 0.log, server.log: not named as a segment") for n in log.notes)
+
+
+def test_an_empty_partition_is_an_honest_empty(tmp_path):
+    LogWriter(tmp_path, "t", 0).close()  # one empty segment, as a new partition has
+    log = open_log(tmp_path / "t-0")
+    assert len(log.segments) == 1 and len(log.read()) == 0 and log.notes == []
+    meta = tmp_path / "u-0"
+    meta.mkdir()
+    (meta / "partition.metadata").write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAABw\n")
+    log = open_log(meta)
+    assert len(log.read()) == 0 and log.topic_id == "AAAAAAAAAAAAAAAAAAAABw"
+    assert log.notes == ["no segment (.log): an empty log"]

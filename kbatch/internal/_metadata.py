@@ -250,6 +250,9 @@ def cluster_metadata(source: Any, *, offset: int | None = None, history: bool = 
     InternalRecordError
         The log does not start at 0 and no checkpoint covers what is missing,
         or a change names a partition the image does not have.
+    LayoutError
+        ``source`` is a path holding no ``__cluster_metadata-0`` (a KRaft cluster always
+        has one: an empty image would be wrong); the message says what it holds.
 
     Examples
     --------
@@ -278,7 +281,7 @@ def cluster_metadata(source: Any, *, offset: int | None = None, history: bool = 
     import pyarrow as pa
 
     unknown = 0
-    parts = partitions(source, TOPIC)
+    parts = partitions(source, TOPIC, required=True)
     if len(parts) > 1:
         raise ValueError(f"{len(parts)} partitions of {TOPIC}: it has one")
     if history:

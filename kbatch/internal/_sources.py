@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from kbatch._storage import is_remote
+from kbatch._discover import deeper_roots, describe_topics, logs_deeper, topics_in
+from kbatch._progress import plural
+from kbatch._storage import Location, is_remote
 from kbatch._table import RecordTable
+from kbatch.errors import LayoutError
 from kbatch.log import LogDir, open_log, open_logs
 
 __all__ = ["Source", "Part", "partitions", "tables"]
+
+logger = logging.getLogger("kbatch.internal")
 
 Source = str | os.PathLike[str] | LogDir | RecordTable
 
@@ -26,14 +32,20 @@ class Part(NamedTuple):
     owned: bool = False
 
 
-def partitions(source: Any, topic: str) -> list[Part]:
+def partitions(source: Any, topic: str, *, required: bool = False) -> list[Part]:
     """The partitions of ``topic`` that ``source`` holds, in partition order.
 
     ``source`` is a :class:`RecordTable` (one partition), a :class:`LogDir`, a list of them
     (what ``open_logs`` returns: those of ``topic``), a partition directory (``<topic>-<n>``)
-    or a ``log.dirs`` root (every ``<topic>-<n>`` directory in it; none is an empty list),
-    as a path or a URL (``s3://...``: credentials as pyarrow finds them; for other options
-    pass ``open_logs(url, storage_options=...)``).
+    or a ``log.dirs`` root (every ``<topic>-<n>`` directory in it), as a path or a URL
+    (``s3://...``: credentials as pyarrow finds them; for other options pass
+    ``open_logs(url, storage_options=...)``).
+
+    A ``log.dirs`` root holding other topics' partitions but none of ``topic`` is an honest
+    empty (this broker holds no replica of it): an empty list and a warning on the
+    ``kbatch.internal`` logger, or with ``required`` a :class:`LayoutError`. A folder holding
+    no partition directory at all is not a root: :class:`LayoutError` saying what it holds
+    (Kafka logs deeper down, named; or nothing of Kafka's).
     """
     if isinstance(source, RecordTable):
         return [Part(-1, source)]
@@ -48,7 +60,10 @@ def partitions(source: Any, topic: str) -> list[Part]:
         if re.fullmatch(re.escape(topic) + r"-(\d+)", url.rsplit("/", 1)[-1]):
             log = open_log(url)
             return [Part(log.partition, log, True)]
-        return [Part(d.partition, d, True) for d in open_logs(url, topics=[topic])]
+        logs = open_logs(url, topics=[topic])
+        if not logs:
+            _none_of(topic, url, None, required)
+        return [Part(d.partition, d, True) for d in logs]
     path = Path(source)
     if not path.is_dir():
         raise FileNotFoundError(f"not a directory: {path}")
@@ -61,7 +76,27 @@ def partitions(source: Any, topic: str) -> list[Part]:
         m = pattern.fullmatch(entry.name)
         if m and entry.is_dir():
             found.append(Part(int(m.group(1)), open_log(entry), True))
+    if not found:
+        topics = topics_in(path)
+        if not topics:
+            deeper = deeper_roots(Location(None, str(path), str(path)))
+            if deeper:
+                raise logs_deeper(str(path), deeper, "open_logs(..., recursive=True)")
+            dirs = sum(1 for e in path.iterdir() if e.is_dir())
+            files = sum(1 for _ in path.iterdir()) - dirs
+            raise LayoutError(f"no {topic}-<partition> directory in {path}: it is not a log.dirs root (no "
+                              f"<topic>-<partition> directory in it; {plural(files, 'file')} and "
+                              f"{plural(dirs, 'folder')})", url=str(path))
+        _none_of(topic, str(path), topics, required)
     return sorted(found, key=lambda p: p.partition)
+
+
+def _none_of(topic: str, url: str, topics: dict[str, int] | None, required: bool) -> None:
+    """A root with no partition of ``topic``: a warning, or with ``required`` a LayoutError."""
+    said = f"no {topic}-<partition> directory in {url}" + (f" (found {describe_topics(topics)})" if topics else "")
+    if required:
+        raise LayoutError(said, url=url)
+    logger.warning("%s: an empty result", said)
 
 
 def tables(part: Part, isolation_level: Literal["read_committed", "read_uncommitted"],

@@ -367,3 +367,28 @@ def test_hash_collisions_fall_back_to_exact_grouping(tmp_path: Path, monkeypatch
     monkeypatch.setattr(_offsets._offsetkernel, "scan", colliding_scan)
     assert consumer_offsets(tmp_path).to_pylist() == want
     assert len(want) > 1
+
+
+def test_a_folder_that_is_not_a_root_is_an_error(tmp_path, caplog):
+    """What was looked for and what is there, never a silent empty table."""
+    from support.layouts import backup_with_deeper_roots
+
+    backup, roots = backup_with_deeper_roots(tmp_path)
+    with pytest.raises(kbatch.LayoutError, match=f"no partition directories in {backup}; found Kafka logs under "
+                                                 f"{roots[0]}, {roots[1]}: pass one of them") as err:
+        consumer_offsets(backup)
+    assert err.value.deeper == [str(r) for r in roots]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(kbatch.LayoutError, match=r"no __consumer_offsets-<partition> directory in .*empty: it is not "
+                                                 r"a log.dirs root \(no <topic>-<partition> directory in it; 0 files"):
+        consumer_offsets(tmp_path / "empty")
+    with pytest.raises(kbatch.LayoutError, match=r"no __cluster_metadata-<partition> directory in .*kafka-logs "
+                                                 r"\(found orders: 1 partition\)"):
+        cluster_metadata(roots[0])
+    with pytest.raises(kbatch.LayoutError, match="found Kafka logs under"):
+        cluster_metadata(backup)
+    # a root holding other topics only: this broker has no replica of it, an honest empty, said
+    with caplog.at_level("WARNING", logger="kbatch.internal"):
+        assert consumer_offsets(roots[0]).num_rows == 0
+    assert "no __consumer_offsets-<partition> directory in" in caplog.text
+    assert "(found orders: 1 partition)" in caplog.text

@@ -427,3 +427,18 @@ def test_segment_deleted_after_planning(tmp_path, caplog):
         got = [o for b in plan.read_slice(piece, lenient) for o in b.column("offset").to_pylist()]
     assert "records are skipped" in caplog.text
     assert got and got[0] > piece.start and got[-1] == piece.end - 1
+
+
+def test_a_backup_folder_is_an_error_naming_recursive_file_lookup(tmp_path):
+    """Logs only deeper than the path: the source's words and option, not 0 rows."""
+    from support.layouts import backup_with_deeper_roots
+
+    backup, roots = backup_with_deeper_roots(tmp_path)
+    with pytest.raises(kbatch.LayoutError) as err:
+        plan.select_logs(plan.Options.parse({"path": str(backup)}))
+    assert str(err.value) == (f"no partition directories in {backup}; found Kafka logs under {roots[0]}, {roots[1]}: "
+                              f"pass one of them, or the option recursiveFileLookup=true to read every log below "
+                              f"{backup}")
+    logs = plan.select_logs(plan.Options.parse({"path": str(backup), "recursiveFileLookup": "true",
+                                                "replicas": "all"}))
+    assert len(logs) == 2

@@ -315,3 +315,14 @@ def test_replicas_all_has_a_root_column(spark, tmp_path):
     got = {(r["root"], r["clusterId"]): r["count"] for r in both.groupBy("root", "clusterId").count().collect()}
     assert got == {(str(tmp_path / "two" / "a" / "logs"), "cluster-A"): 5,
                    (str(tmp_path / "two" / "b" / "logs"), "cluster-B"): 8}
+
+
+def test_a_backup_folder_fails_the_query_naming_recursive_file_lookup(spark, tmp_path):
+    """Not 0 rows: the logs found below, and the option that reads them."""
+    from support.layouts import backup_with_deeper_roots
+
+    backup, roots = backup_with_deeper_roots(tmp_path)
+    with pytest.raises(Exception, match=f"no partition directories in {backup}; found Kafka logs under {roots[0]}"):
+        spark.read.format("kafka-log").load(str(backup)).collect()
+    df = spark.read.format("kafka-log").options(recursiveFileLookup="true", replicas="all").load(str(backup))
+    assert df.count() == 6

@@ -5,5 +5,6 @@
 - ``kafka_mock``: librdkafka's in-process mock cluster, a real Kafka peer;
 - ``protocol_defs``, ``protocol_strategies``: Kafka protocol definitions and hypothesis strategies;
 - ``roots``: ``log.dirs`` roots with a cluster id and a topic id (backups of several roots);
-- ``switches``: which heavy test tiers run.
+- ``switches``: which heavy test tiers run;
+- ``layouts``: folders laid out the ways a user gets wrong (logs deeper, misnamed segments).
 """
