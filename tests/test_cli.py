@@ -156,7 +156,8 @@ def test_source_option_include_internal_topics(tmp_path):
         Options.parse({"path": str(root), "includeInternalTopics": "true", "kafka.exclude.internal.topics": "true"})
 
 
-def test_convert_help_names_both_engines_and_internal_topics(capsys):
+def test_convert_help_names_both_engines_and_internal_topics(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")  # argparse wraps at the terminal's width
     assert cli.main(["convert", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "with Spark or in-process with Arrow" in text
@@ -224,3 +225,9 @@ def test_no_java_is_one_line_saying_what_to_install(tmp_path):
         "kbatch convert: error: Spark did not start: Error: this Java is broken (Spark 4 needs Java 17 or 21: set "
         "JAVA_HOME to one, or use --engine arrow)"), proc.stderr
     assert proc.stderr.count("this Java is broken") == 1
+
+
+def test_readme_suggests_no_jvm_option_that_floods_the_terminal():
+    # writing a class-data-sharing archive prints ~540 [warning][cds] lines (issue 26)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "ArchiveClassesAtExit" not in readme and "SharedArchiveFile" not in readme

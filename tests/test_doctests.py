@@ -16,6 +16,7 @@ import kbatch._logwriter
 import kbatch._options
 import kbatch._sample
 import kbatch._segment
+import kbatch._sparkstart
 import kbatch._table
 import kbatch._txn
 import kbatch._wire
@@ -40,6 +41,7 @@ MODULES = [
     kbatch._columns,
     kbatch._wire,
     kbatch._options,
+    kbatch._sparkstart,
 ]
 
 
