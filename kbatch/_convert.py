@@ -24,7 +24,7 @@ What holds, for both engines:
   only, a subscription matching nothing); internal topics a run leaves out are named.
 - The summary counts the records actually written, per partition with the offset range and
   why the two differ (transaction markers, aborted transactions, compaction gaps, corrupt
-  bytes skipped), and the wall time including Spark's start-up.
+  bytes skipped), and the wall time with Spark's start-up apart from the job's time and rate.
 """
 
 from __future__ import annotations
