@@ -174,7 +174,7 @@ class RestClient:
             if exc.code in _RETRIED:
                 raise _Retry(detail or str(exc.reason), exc.code) from None
             if exc.code == 404:
-                raise SchemaNotFoundError(f"not found: {detail or exc.reason}", url=url, status=404) from None
+                raise SchemaNotFoundError(detail or "not found", url=url, status=404) from None
             raise RegistryError(f"schema registry refused the request: {detail or exc.reason}", url=url,
                                 status=exc.code) from None
         except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
