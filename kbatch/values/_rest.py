@@ -158,8 +158,9 @@ class RestClient:
                 try:
                     return self._get_once(url, headers)
                 except _Retry as exc:
-                    last = RegistryError(f"schema registry request failed after {attempt + 1} attempts: "
-                                         f"{exc.reason}", url=url, status=exc.status)
+                    tries = f"{attempt + 1} attempt" + ("s" if attempt else "")
+                    last = RegistryError(f"schema registry request failed after {tries}: {exc.reason}", url=url,
+                                         status=exc.status)
         assert last is not None
         raise last
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import ssl
 import threading
 import urllib.parse
 import uuid
@@ -162,10 +163,16 @@ def _handler(state: FakeRegistry) -> type[BaseHTTPRequestHandler]:
 class RegistryServer:
     """``with RegistryServer() as server:`` a fake registry at ``server.url`` until the block ends."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, certfile: str | None = None, keyfile: str | None = None) -> None:
         self.state = FakeRegistry()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self.state))
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        scheme = "http"
+        if certfile is not None:  # HTTPS with this certificate
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(certfile, keyfile)
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def __enter__(self) -> Self:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import threading
@@ -160,3 +161,19 @@ def test_bad_arguments():
         Registry("http://x", auth=("a", "b"), token="t")
     with pytest.raises(TypeError, match="from_log_dirs"):
         Registry(3.5)  # type: ignore[arg-type]
+
+
+def test_tls_with_a_ca_file(tmp_path):
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    with RegistryServer(certfile=str(cert), keyfile=str(key)) as server:
+        server.state.register("s", AVRO, schema_id=1)
+        assert server.url.startswith("https://")
+        with pytest.raises(RegistryError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+            Registry(server.url, retries=0).schema(1)  # not trusted without the CA file
+        assert Registry(server.url, cafile=str(cert)).schema(1).text == AVRO
+        assert Registry(server.url, verify=False).version("s", 1).id == 1
