@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, str] = {
     "dump": "kbatch._dump",
     "sample": "kbatch._sample",
     "convert": "kbatch._convert",
+    "schemas": "kbatch.values._cli",
 }
 
 #: What a subcommand's handler looks like: parsed arguments in, exit status out.

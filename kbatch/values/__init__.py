@@ -1,0 +1,90 @@
+"""Typed values: schema registries and the wire formats of registry-framed keys and values.
+
+Most Kafka values are Avro, Protobuf or JSON Schema behind a schema registry (Confluent's,
+Karapace, Redpanda's, Apicurio in Confluent mode): each value starts with a frame naming its
+writer schema. This package finds the schemas and the frames; decoding bodies into typed Arrow
+columns builds on it (next: an Avro compiler and a C kernel over the same arrays).
+
+**Registries** (:class:`Registry`), all with one API (``schema(id)``, ``schema_by_guid``,
+``version(subject, v)``, ``latest(subject)``, ``subjects()``, ``versions(subject)``):
+
+- ``Registry.from_log_dirs(root)``: the registry's own ``_schemas`` topic replayed from a
+  ``log.dirs`` root, a backup (``recursive=True``) or a URL, by the registry's rules (soft
+  deletes, tombstones, DELETE_SUBJECT, CLEAR_SUBJECT, the first schema of an id wins, ids per
+  context). Every schema ever registered stays resolvable by id; ``latest`` is the highest
+  live version.
+- ``Registry(url, auth=..., token=..., cafile=...)``: the REST API, with basic or bearer
+  authentication, TLS, bounded retries, and one cache per process (each id fetched once; a
+  registry pickled to Spark executors carries what it fetched).
+- ``Registry({id: schema_text})`` and ``Registry.from_directory(path)``: no registry at all.
+  The directory layout: ``<id>.avsc`` / ``<id>.proto`` / ``<id>.json`` by id;
+  ``<subject>/<version>.avsc`` by subject version (its id: the id file with the same text);
+  ``*.jsonl``: registry answers (``{"subject", "version", "id", "schema", "schemaType",
+  "references"}``), one per line.
+
+A :class:`Schema` carries its text, language, id, subject version and, when it has
+``references``, every referenced schema in :attr:`Schema.dependencies` (dependencies first),
+which is what a format compiler takes.
+
+**Frames** (:func:`frames`, :func:`parse_frames`) over a table's arrays, no Python object per
+record: ``0x00`` + big-endian int32 id + body; ``0x01`` + 16-byte GUID + body; the
+``__value_schema_id`` / ``__key_schema_id`` header (0x01 + GUID, or 0x00 + id) looked for
+first, the value then all body; or ``framing="raw"`` with one schema id for every body. Each
+record gets a schema id (or GUID index), a body ``(start, length)`` and an error code; a record
+that is not framed is reported (:meth:`Frames.check` raises :class:`ValueDecodeError` naming
+its offset and byte), never guessed at.
+
+>>> import kbatch
+>>> from kbatch import values
+>>> registry = values.Registry({7: '"string"'})
+>>> table = kbatch.decode(kbatch.encode([b"\\x00\\x00\\x00\\x00\\x07\\x06abc", None, b"{}"]))
+>>> f = values.frames(table)
+>>> f.schema_id.tolist(), f.length.tolist(), f.error.tolist()
+([7, -1, -1], [4, -1, -1], [0, 0, 2])
+>>> registry.schema(7).text
+'"string"'
+>>> f.check(table.records["offset"])
+Traceback (most recent call last):
+  ...
+kbatch.values.ValueDecodeError: no schema registry frame: magic byte 0x7b, expected 0x00 (schema id) or ...
+"""
+
+from __future__ import annotations
+
+from ._errors import RegistryError, SchemaNotFoundError, ValueDecodeError
+from ._framing import (
+    FRAME_BAD_HEADER,
+    FRAME_BAD_MAGIC,
+    FRAME_ERRORS,
+    FRAME_OK,
+    FRAME_TOO_SHORT,
+    Frames,
+    find_header,
+    frames,
+    parse_frames,
+    schema_id_header,
+)
+from ._registry import Registry
+from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
+
+__all__ = [
+    "FRAME_BAD_HEADER",
+    "FRAME_BAD_MAGIC",
+    "FRAME_ERRORS",
+    "FRAME_OK",
+    "FRAME_TOO_SHORT",
+    "SCHEMA_TYPES",
+    "Frames",
+    "Registry",
+    "RegistryError",
+    "Schema",
+    "SchemaNotFoundError",
+    "SchemaReference",
+    "ValueDecodeError",
+    "find_header",
+    "frames",
+    "guid_of",
+    "parse_frames",
+    "schema_id_header",
+    "split_subject",
+]
