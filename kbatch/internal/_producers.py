@@ -9,9 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from kbatch._discover import topics_in
 from kbatch._producer_snapshot import read_snapshot
 from kbatch._storage import is_remote
 from kbatch.errors import KBatchError, UnsupportedError
+from kbatch.internal._sources import not_a_root
 from kbatch.log import LogDir
 
 __all__ = ["directories", "producer_snapshots"]
@@ -21,20 +23,26 @@ _SNAPSHOT = re.compile(r"(\d{20})\.snapshot")
 
 
 def directories(source: Any) -> list[Path]:
-    """The partition directories of ``source`` (one partition directory, or a root)."""
+    """The partition directories of ``source``: one partition directory, a ``log.dirs`` root,
+    a :class:`LogDir` or a list of them (what ``open_logs`` returns). A folder holding no
+    partition directory at all is not a root: :class:`LayoutError` saying what it holds."""
+    if isinstance(source, (list, tuple)) and all(isinstance(d, LogDir) for d in source):
+        return [p for d in source for p in directories(d)]
     if isinstance(source, LogDir) and source.location.fs is None:
         return [Path(source.path)]
     if isinstance(source, LogDir) or is_remote(source):
         where = getattr(source, "url", source)
         raise UnsupportedError(f"remote roots are not supported by producer_snapshots yet: {where}")
     if not isinstance(source, (str, os.PathLike)):
-        raise TypeError(f"expected a path or a LogDir, not {type(source).__name__}")
+        raise TypeError(f"expected a path, a LogDir or a list of them, not {type(source).__name__}")
     path = Path(source)
     if not path.is_dir():
         raise FileNotFoundError(f"not a directory: {path}")
     if _PARTITION.fullmatch(path.name) and any(_SNAPSHOT.fullmatch(p.name) or p.suffix == ".log"
                                                for p in path.iterdir()):
         return [path]
+    if not topics_in(path):  # "broker-1/" holding a root is no partition: the same test as open_logs
+        raise not_a_root(path, "partition directory")
     return sorted(p for p in path.iterdir() if p.is_dir() and _PARTITION.fullmatch(p.name))
 
 
@@ -43,8 +51,10 @@ def producer_snapshots(source: Any, *, history: bool = False) -> Any:
 
     Parameters
     ----------
-    source : path or LogDir
-        A partition directory or a ``log.dirs`` root (every partition in it).
+    source : path, LogDir or list of LogDir
+        A partition directory, a ``log.dirs`` root (every partition in it), or what
+        ``open_logs`` returns. A folder that holds no partition directory raises
+        :class:`~kbatch.errors.LayoutError` (not an empty table).
     history : bool, default False
         Every snapshot file of each partition instead of its latest one (the
         one a broker loads).

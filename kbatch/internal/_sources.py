@@ -16,7 +16,7 @@ from kbatch._table import RecordTable
 from kbatch.errors import LayoutError
 from kbatch.log import LogDir, open_log, open_logs
 
-__all__ = ["Source", "Part", "partitions", "tables"]
+__all__ = ["Source", "Part", "not_a_root", "partitions", "tables"]
 
 logger = logging.getLogger("kbatch.internal")
 
@@ -79,16 +79,21 @@ def partitions(source: Any, topic: str, *, required: bool = False) -> list[Part]
     if not found:
         topics = topics_in(path)
         if not topics:
-            deeper = deeper_roots(Location(None, str(path), str(path)))
-            if deeper:
-                raise logs_deeper(str(path), deeper, "open_logs(..., recursive=True)")
-            dirs = sum(1 for e in path.iterdir() if e.is_dir())
-            files = sum(1 for _ in path.iterdir()) - dirs
-            raise LayoutError(f"no {topic}-<partition> directory in {path}: it is not a log.dirs root (no "
-                              f"<topic>-<partition> directory in it; {plural(files, 'file')} and "
-                              f"{plural(dirs, 'folder')})", url=str(path))
+            raise not_a_root(path, f"{topic}-<partition> directory")
         _none_of(topic, str(path), topics, required)
     return sorted(found, key=lambda p: p.partition)
+
+
+def not_a_root(path: Path, wanted: str) -> LayoutError:
+    """The error for a local folder holding no ``<topic>-<partition>`` directory: the Kafka
+    logs deeper down (named, with the option that reads them), or what it holds instead."""
+    deeper = deeper_roots(Location(None, str(path), str(path)))
+    if deeper:
+        return logs_deeper(str(path), deeper, "open_logs(..., recursive=True)")
+    dirs = sum(1 for e in path.iterdir() if e.is_dir())
+    files = sum(1 for _ in path.iterdir()) - dirs
+    return LayoutError(f"no {wanted} in {path}: it is not a log.dirs root (no <topic>-<partition> directory in "
+                       f"it; {plural(files, 'file')} and {plural(dirs, 'folder')})", url=str(path))
 
 
 def _none_of(topic: str, url: str, topics: dict[str, int] | None, required: bool) -> None:

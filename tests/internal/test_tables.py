@@ -392,3 +392,20 @@ def test_a_folder_that_is_not_a_root_is_an_error(tmp_path, caplog):
         assert consumer_offsets(roots[0]).num_rows == 0
     assert "no __consumer_offsets-<partition> directory in" in caplog.text
     assert "(found orders: 1 partition)" in caplog.text
+
+
+def test_producer_snapshots_of_a_folder_that_is_not_a_root_is_an_error(tmp_path):
+    """As the other tables: a folder with no partition directory says what it holds."""
+    from support.layouts import backup_with_deeper_roots
+
+    from kbatch.internal import producer_snapshots
+
+    backup, roots = backup_with_deeper_roots(tmp_path)
+    with pytest.raises(kbatch.LayoutError, match=f"found Kafka logs under {roots[0]}"):
+        producer_snapshots(backup)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(kbatch.LayoutError, match=r"no partition directory in .*empty: it is not a log.dirs root"):
+        producer_snapshots(tmp_path / "empty")
+    # what open_logs returns works as for the other tables; no partition at all: an empty table
+    assert producer_snapshots([]).num_rows == 0
+    assert producer_snapshots(kbatch.open_logs(roots[0])).num_rows == producer_snapshots(roots[0]).num_rows
