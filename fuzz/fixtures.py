@@ -13,7 +13,21 @@ from typing import Any
 import kbatch
 from kbatch.log import LogWriter
 
-__all__ = ["CODECS", "PARTITION", "TOPIC_ID", "partition_dir", "record_buffers", "sample_message"]
+__all__ = [
+    "CODECS",
+    "FAMILY_ORDER",
+    "KRAFT_CHECKPOINT_OFFSET",
+    "PARTITION",
+    "TOPIC_ID",
+    "internal_records",
+    "parse_record_list",
+    "partition_dir",
+    "record_list",
+    "record_buffers",
+    "sample_message",
+    "side_files",
+    "side_root",
+]
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PARTITION = "fz-0"
@@ -113,3 +127,145 @@ def sample_message(msg: Any, version: int) -> dict[str, Any]:
     except kbatch.KBatchError:
         return msg.default(version)
     return sample
+
+
+#: the end offset of the fixture's KRaft ``.checkpoint`` (the log after it starts there)
+KRAFT_CHECKPOINT_OFFSET = 3
+
+
+def _metadata(record_type: str, version: int = 0, **fields: Any) -> bytes:
+    from kbatch.internal import encode_key_value
+
+    _, v = encode_key_value("metadata", record_type, None, fields, version=version)
+    assert v is not None
+    return v
+
+
+def side_root(root: str | Path) -> Path:
+    """Write a ``log.dirs`` root with every kind of side file under ``root``; return the root.
+
+    ``fz-0`` (``LogWriter``: ``partition.metadata``, ``leader-epoch-checkpoint``, a producer
+    ``.snapshot`` per roll with a producer in a transaction, the root's offset checkpoints
+    and an empty ``cleaner-offset-checkpoint`` entry); ``__cluster_metadata-0`` with a KRaft
+    ``.checkpoint`` (topic, partition, broker, feature) ending at
+    :data:`KRAFT_CHECKPOINT_OFFSET` and the log after it (a partition change, a config).
+    """
+    from kbatch._checkpoint import CLEANER, update_checkpoint
+
+    root = Path(root)
+    with LogWriter(root, "fz", 0, segment_bytes=300, topic_id=TOPIC_ID) as w:
+        w.append(_batch([b"a", b"b"], 0, 1000, producer_id=_PID, producer_epoch=1, base_sequence=0))
+        w.append(_batch([b"c" * 200], 2, 1100))
+        w.append(_batch([b"t"], 3, 1200, producer_id=_PID + 1, producer_epoch=0, transactional=True))
+    update_checkpoint(root / CLEANER, {("fz", 0): 1})
+    t = uuid.UUID(int=1)
+    image = [_metadata("TopicRecord", name="fz", topic_id=t),
+             _metadata("PartitionRecord", partition_id=0, topic_id=t, replicas=[1, 2], isr=[1], leader=1,
+                       leader_epoch=2, partition_epoch=3),
+             _metadata("FeatureLevelRecord", name="metadata.version", feature_level=20)]
+    part = root / "__cluster_metadata-0"
+    part.mkdir()
+    name = f"{KRAFT_CHECKPOINT_OFFSET:020d}-{1:010d}.checkpoint"
+    (part / name).write_bytes(kbatch.encode(image, timestamps=[1] * len(image)))
+    log = [_metadata("PartitionChangeRecord", partition_id=0, topic_id=t, leader=2, isr=[1, 2]),
+           _metadata("ConfigRecord", resource_type=2, resource_name="fz", name="retention.ms", value="1")]
+    with LogWriter(root, "__cluster_metadata", 0) as w:
+        w.append(kbatch.encode(log, base_offset=KRAFT_CHECKPOINT_OFFSET, timestamps=[2] * len(log)))
+    for f in part.glob("*.snapshot"):
+        f.unlink()
+    return root
+
+
+def side_files(root: Path) -> list[Path]:
+    """The side files of :func:`side_root`, in the order of ``fuzz_sidefiles``' selector byte."""
+    from kbatch._checkpoint import CHECKPOINT_FILES
+
+    part = root / PARTITION
+    return [*(root / name for name in CHECKPOINT_FILES), part / "partition.metadata",
+            part / "leader-epoch-checkpoint", sorted(part.glob("*.snapshot"))[-1],
+            next((root / "__cluster_metadata-0").glob("*.checkpoint"))]
+
+
+def internal_records() -> dict[str, tuple[str, list[tuple[bytes | None, bytes | None]]]]:
+    """Valid records of every internal family, by name: ``(family, [(key, value), ...])``.
+
+    Every coordinator record type at every value version (and its tombstone), every metadata
+    and remote-log record at every version, each with every field set where the definitions
+    allow it (:func:`sample_message`); plus a few records that make sense together (offset
+    commits of one group, a topic with a partition and a change to it).
+    """
+    from kbatch.internal import default_registry, encode_key_value
+
+    reg = default_registry()
+    out: dict[str, tuple[str, list[tuple[bytes | None, bytes | None]]]] = {}
+    for family, types in sorted(reg.coordinator.items()):
+        for rtype, (kmsg, kversion, vmsg) in sorted(types.items()):
+            key = sample_message(kmsg, kversion)
+            for version in vmsg.versions:
+                try:
+                    pair = encode_key_value(family, kmsg.name, key, sample_message(vmsg, version), version=version)
+                    tomb = encode_key_value(family, kmsg.name, key, None)
+                except (kbatch.KBatchError, KeyError, TypeError, ValueError):
+                    continue
+                out[f"{family}-{rtype}-{kmsg.name}-v{version}"] = (family, [pair, tomb])
+    for family, msgs in sorted(reg.metadata.items()):
+        for api_key, msg in sorted(msgs.items()):
+            for version in msg.versions:
+                try:
+                    pair = encode_key_value(family, msg.name, None, sample_message(msg, version), version=version)
+                except (kbatch.KBatchError, KeyError, TypeError, ValueError):
+                    continue
+                out[f"{family}-{api_key}-{msg.name}-v{version}"] = (family, [pair])
+    commits = []
+    for i, version in enumerate((0, 1, 3, 4, 4)):
+        commits.append(encode_key_value(
+            "group", "OffsetCommitKey", {"group": "g", "topic": "t", "partition": i % 3},
+            {"offset": i, "leader_epoch": 1, "metadata": "m" * (130 if i == 4 else i), "commit_timestamp": 5,
+             "expire_timestamp": 9}, version=version))
+    out["group-commits"] = ("group", commits)
+    t = uuid.UUID(int=1)
+    out["metadata-image"] = ("metadata", [
+        (None, _metadata("TopicRecord", name="a", topic_id=t)),
+        (None, _metadata("PartitionRecord", partition_id=0, topic_id=t, replicas=[1], isr=[1], leader=1,
+                         leader_epoch=2**31 - 1, partition_epoch=0)),
+        (None, _metadata("PartitionChangeRecord", partition_id=0, topic_id=t, leader=2)),
+        (None, _metadata("ClearElrRecord", topic_name="a")),
+        (None, _metadata("RemoveTopicRecord", topic_id=t)),
+    ])
+    return out
+
+
+#: the families of ``fuzz_internal``'s flags bits 4-6
+FAMILY_ORDER = ("group", "transaction", "share", "metadata", "remote_log")
+
+
+def record_list(pairs: list[tuple[bytes | None, bytes | None]]) -> bytes:
+    """``pairs`` as ``fuzz_internal``'s record list: uint16 length (0xFFFF null) and bytes, key then value."""
+    out = bytearray()
+    for pair in pairs:
+        for part in pair:
+            out += b"\xff\xff" if part is None else len(part).to_bytes(2, "big") + part
+    return bytes(out)
+
+
+def parse_record_list(body: bytes) -> tuple[list[bytes | None], list[bytes | None]]:
+    """The (keys, values) of a record list (:func:`record_list`); a cut record ends it."""
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    pos = 0
+    while True:
+        parts: list[bytes | None] = []
+        for _ in range(2):
+            if pos + 2 > len(body):
+                return keys, values
+            n = int.from_bytes(body[pos:pos + 2], "big")
+            pos += 2
+            if n == 0xFFFF:
+                parts.append(None)
+                continue
+            if pos + n > len(body):
+                return keys, values
+            parts.append(body[pos:pos + n])
+            pos += n
+        keys.append(parts[0])
+        values.append(parts[1])

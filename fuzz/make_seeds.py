@@ -1,7 +1,7 @@
 """Write the seed corpora of the harnesses: ``python fuzz/make_seeds.py [OUT_DIR]``.
 
 Seeds are generated, not committed: ``OUT_DIR/<harness>/`` (``decode``, ``logdir``,
-``protocol``) gets valid inputs in that harness's input layout (see each ``fuzz_*.py``):
+``protocol``, ``internal``, ``sidefiles``) gets valid inputs in that harness's input layout (see each ``fuzz_*.py``):
 
 * decode: every codec with magic 2, every codec but zstd with magic 0 and 1, control batches,
   transactions with ABORT and COMMIT markers, LogAppendTime, empty keys and values; each
@@ -9,7 +9,11 @@ Seeds are generated, not committed: ``OUT_DIR/<harness>/`` (``decode``, ``logdir
 * logdir: each file of the fixture partition directory (every ``.log``, ``.index``,
   ``.timeindex``, ``.txnindex``) as it is, under each ``kbatch dump`` mode;
 * protocol: a sample of every shipped message at every valid version (every field set,
-  arrays of two), and a whole request with its header for every request API and version.
+  arrays of two), and a whole request with its header for every request API and version;
+* internal: every internal record type of every family at every version (every field set),
+  and records that make sense together, for each function that reads that family, plainly
+  and with one of history, ``on_unknown="raw"``, one batch per record, an offset;
+* sidefiles: each side file of the fixture root as it is.
 
 The default OUT_DIR is ``$TMPDIR/kbatch-fuzz/seeds`` (outside the repository).
 """
@@ -77,6 +81,24 @@ def write_seeds(root: Path) -> dict[str, int]:
                 _put(root / "protocol", f"{name}-v{version}-framed", bytes([0x80, 0]) + request)
                 n += 1
     counts["protocol"] = n
+
+    n = 0
+    targets = {"group": (0, 1), "transaction": (2,), "metadata": (3,)}
+    for i, (name, (family, pairs)) in enumerate(fixtures.internal_records().items()):
+        body = fixtures.record_list(pairs)
+        family_bits = fixtures.FAMILY_ORDER.index(family) << 4
+        for target in (*targets.get(family, ()), 4):
+            for flags in (0, (1, 2, 4, 8)[i % 4]):  # plain, and one option in turn
+                _put(root / "internal", f"{name}-t{target}-f{flags}", bytes([target, flags | family_bits]) + body)
+                n += 1
+    counts["internal"] = n
+
+    n = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, path in enumerate(fixtures.side_files(fixtures.side_root(tmp))):
+            _put(root / "sidefiles", path.name, bytes([i]) + path.read_bytes())
+            n += 1
+    counts["sidefiles"] = n
     return counts
 
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from kbatch.errors import KBatchError
+from kbatch.errors import CRCError, KBatchError
 
 __all__ = [
     "KNOWN",
@@ -71,14 +71,20 @@ def check(ok: object, what: str) -> None:
         raise Finding(what)
 
 
-def check_error(exc: BaseException, size: int | None = None) -> KBatchError:
+def check_error(exc: BaseException, size: int | None = None, *, positioned: bool = True) -> KBatchError:
     """Check that ``exc`` is a kbatch error with a position (inside ``size`` bytes when given).
 
+    ``positioned=False`` asks only for the class: an error about a whole file or about how
+    records fit together (a change to a partition no record created) has no byte to name.
     Anything else is re-raised unchanged, so atheris reports the original traceback.
     """
     if not isinstance(exc, KBatchError):
         raise exc
     check(isinstance(exc, ValueError), f"{type(exc).__name__} is not a ValueError: {exc}")
+    if isinstance(exc, CRCError):  # lost when an error is rebuilt to add context (issue 26)
+        check(hasattr(exc, "stored") and hasattr(exc, "computed"), f"a CRCError without stored/computed: {exc!r}")
+    if not positioned:
+        return exc
     check(isinstance(exc.position, int) and exc.position >= 0, f"no position: {exc!r}")
     if size is not None:
         check(exc.position <= size, f"position {exc.position} past the {size}-byte input: {exc!r}")
@@ -115,20 +121,26 @@ def check_table(table: Any, input_size: int | None = None) -> None:
 
 
 def content(table: Any) -> tuple[Any, ...]:
-    """What a table says, independent of where its spans point: numbers and the bytes themselves."""
-    data = memoryview(table.data).cast("B")
+    """What a table says, independent of where its spans point: numbers and the bytes themselves.
 
-    def piece(start: int, length: int) -> bytes | None:
-        return None if length < 0 else bytes(data[start:start + length])
+    One row per record: offset, timestamp, sequence, attributes, batch row, key, value, and the
+    headers as ``((key, value), ...)``; then the batch rows and ``next_offset``. Built from whole
+    columns (``tolist``), not record by record: the logdir harness calls it on every read.
+    """
+    data = bytes(memoryview(table.data).cast("B"))
+
+    def pieces(rows: Any, name: str) -> list[bytes | None]:
+        return [None if n < 0 else data[s:s + n]
+                for s, n in zip(rows[f"{name}_start"].tolist(), rows[f"{name}_length"].tolist(), strict=True)]
 
     r, h = table.records, table.headers
-    rows = [
-        (int(x["offset"]), int(x["timestamp"]), int(x["sequence"]), int(x["attributes"]), int(x["batch"]),
-         piece(int(x["key_start"]), int(x["key_length"])), piece(int(x["value_start"]), int(x["value_length"])),
-         tuple((piece(int(y["key_start"]), int(y["key_length"])), piece(int(y["value_start"]), int(y["value_length"])))
-               for y in h[int(x["headers_start"]):int(x["headers_start"]) + int(x["headers_count"])]))
-        for x in r
-    ]
+    hk, hv = pieces(h, "key"), pieces(h, "value")
+    head = list(zip(hk, hv, strict=True))
+    numbers = zip(r["offset"].tolist(), r["timestamp"].tolist(), r["sequence"].tolist(), r["attributes"].tolist(),
+                  r["batch"].tolist(), strict=True)
+    rows = [(*n, k, v, tuple(head[a:a + c]))
+            for n, k, v, a, c in zip(numbers, pieces(r, "key"), pieces(r, "value"), r["headers_start"].tolist(),
+                                     r["headers_count"].tolist(), strict=True)]
     batches = table.batches.tolist()
     return rows, batches, table.next_offset
 

@@ -64,7 +64,7 @@ from kbatch._wire import (
     MAGIC_OFFSET,
     RECORD_OVERHEAD_V0,
 )
-from kbatch.errors import CorruptRecordError, CRCError, StorageError, UnsupportedError
+from kbatch.errors import CorruptRecordError, StorageError, UnsupportedError
 
 logger = logging.getLogger("kbatch.log")
 
@@ -728,9 +728,7 @@ class Segment:
             stop = stop2 + off
             end = off + len(buf)
         if err is not None:
-            shifted = CorruptRecordError(err.reason, err.position + off if err.position >= 0 else -1, -1, err.field,
-                                         batch_position=err.batch_position + off)  # (the reason names the file)
-            shifted.path = str(self.path)  # type: ignore[attr-defined]
+            shifted = err.with_context(shift=off)  # (the reason names the file already)
             shifted.__cause__ = err.__cause__
             return heads, stop, shifted, False
         # more to frame: the budget stopped it, or the window ends before the object does
@@ -951,19 +949,7 @@ class Segment:
                 start = bad + length
 
     def _relocate(self, exc: CorruptRecordError, start: int) -> CorruptRecordError:
-        new = type(exc)(
-            f"{exc.reason} in {self.path}",
-            exc.position + start if exc.position >= 0 else -1,
-            exc.batch_index,
-            exc.field,
-            batch_position=exc.batch_position + start if exc.batch_position >= 0 else -1,
-            record_index=exc.record_index,
-        )
-        if isinstance(exc, CRCError):
-            new.stored, new.computed = exc.stored, exc.computed  # type: ignore[attr-defined]
-        new.partial = exc.partial
-        new.path = str(self.path)  # type: ignore[attr-defined]
-        return new
+        return exc.with_context(self.path, shift=start)
 
     def read_next(self, other: Segment) -> None:
         """``other`` is read after this one: a remote segment requests its first chunk as soon

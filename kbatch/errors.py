@@ -22,8 +22,12 @@ already catches ``ValueError`` keeps working.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
+    from typing_extensions import Self
 
 __all__ = ["KBatchError", "CorruptRecordError", "CRCError", "LayoutError", "ReplicasDisagreeError", "StorageError",
            "UnsupportedError", "ValueDecodeError"]
@@ -70,14 +74,53 @@ class KBatchError(Exception):
         self.field = field
         self.record_index = record_index
         self.partial: object = None
-        where = [f"byte {position}"] if position >= 0 else []
-        if batch_index >= 0:
-            where.append(f"batch {batch_index}")
-        if record_index >= 0:
-            where.append(f"record {record_index}")
-        if field:
-            where.append(f"field {field}")
-        super().__init__(f"{reason} ({', '.join(where)})" if where else reason)
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        """The message: the reason, then where (subclasses that say where differently override it)."""
+        where = [f"byte {self.position}"] if self.position >= 0 else []
+        if self.batch_index >= 0:
+            where.append(f"batch {self.batch_index}")
+        if self.record_index >= 0:
+            where.append(f"record {self.record_index}")
+        if self.field:
+            where.append(f"field {self.field}")
+        return f"{self.reason} ({', '.join(where)})" if where else self.reason
+
+    def with_context(self, path: str | os.PathLike[str] | None = None, *, shift: int = 0) -> Self:
+        """A copy of this error placed in a file: ``path`` named, positions counted from the file's start.
+
+        The one way kbatch re-raises an error with more context (``raise exc.with_context(path)
+        from exc``): the copy is of the same class and keeps every attribute (a
+        :class:`CRCError`'s ``stored`` and ``computed``, ``partial``, ``batch_index``, a
+        subclass's own), so it reads as the error the same bytes give anywhere else.
+
+        Parameters
+        ----------
+        path : str or path-like, optional
+            The file the bytes came from: the reason gets `` in <path>`` and the copy a
+            ``path`` attribute.
+        shift : int, default 0
+            Where the decoded bytes start in that file: added to ``position`` and
+            ``batch_position`` (those that are known, ``>= 0``).
+
+        Returns
+        -------
+        KBatchError
+            The copy; this error is left as it is.
+        """
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        if path is not None:
+            new.reason = f"{self.reason} in {os.fspath(path)}"
+            new.path = os.fspath(path)  # type: ignore[attr-defined]
+        if shift:
+            if new.position >= 0:
+                new.position += shift
+            if new.batch_position >= 0:
+                new.batch_position += shift
+        new.args = (new._message(),)
+        return new
 
     def __reduce__(self) -> tuple[Any, ...]:  # keep pickling (multiprocessing, Spark) lossless
         return (
@@ -220,28 +263,28 @@ class ValueDecodeError(KBatchError, ValueError):
         path: str = "value",
         position: int = -1,
     ) -> None:
-        KBatchError.__init__(self, reason, position, field=path)
         self.offset = offset
         self.partition = partition
         self.topic = topic
         self.schema_id = schema_id
+        #: where in the value: ``value.items[2].price`` (also ``field``)
         self.path = path
-        where = []
-        if topic:
-            where.append(f"topic {topic}")
-        if partition >= 0:
-            where.append(f"partition {partition}")
-        if offset >= 0:
-            where.append(f"offset {offset}")
-        if schema_id >= 0:
-            where.append(f"schema id {schema_id}")
-        if position >= 0:
-            where.append(f"byte {position}")
-        message = reason + (f" - at {path}" if path else "")
-        self.args = (message + (f" ({', '.join(where)})" if where else ""),)
+        KBatchError.__init__(self, reason, position, field=path)
 
-    def __str__(self) -> str:
-        return str(self.args[0])
+    def _message(self) -> str:
+        where = []
+        if self.topic:
+            where.append(f"topic {self.topic}")
+        if self.partition >= 0:
+            where.append(f"partition {self.partition}")
+        if self.offset >= 0:
+            where.append(f"offset {self.offset}")
+        if self.schema_id >= 0:
+            where.append(f"schema id {self.schema_id}")
+        if self.position >= 0:
+            where.append(f"byte {self.position}")
+        message = self.reason + (f" - at {self.path}" if self.path else "")
+        return message + (f" ({', '.join(where)})" if where else "")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_decode, (type(self), self.reason, self.offset, self.partition, self.topic,

@@ -10,6 +10,8 @@ tests with their fixes, not here.
 
 from __future__ import annotations
 
+import pickle
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,8 @@ import pytest
 
 import kbatch
 from kbatch import protocol
+from kbatch.errors import CorruptRecordError, CRCError
+from kbatch.internal import InternalRecordError, cluster_metadata, consumer_offsets, encode_key_value
 from kbatch.log import LogWriter, open_log
 
 
@@ -81,3 +85,99 @@ def test_decode_request_with_an_unknown_version_says_where() -> None:
         protocol.decode_request(protocol.default_schema(), data)
     assert info.value.position == 2  # request_api_version
     assert "request_api_version" in info.value.path
+
+
+def _offset_commit(partition: int, metadata: str, version: int) -> tuple[bytes, bytes]:
+    k, v = encode_key_value("group", "OffsetCommitKey", {"group": "g", "topic": "t", "partition": partition},
+                            {"offset": 1, "leader_epoch": 0, "metadata": metadata, "commit_timestamp": 0},
+                            version=version)
+    assert k is not None and v is not None
+    return k, v
+
+
+@pytest.mark.parametrize("history", [False, True])
+def test_consumer_offsets_bad_utf8_metadata_beside_a_long_v4_metadata(tmp_path: Path, history: bool) -> None:
+    # found by the internal-topic loops (issue 26): a v4 value whose metadata is 127+ bytes
+    # (a two-byte compact length) goes to the general decoder; with it in the same chunk, a
+    # metadata that is not UTF-8 on the C path escaped as UnicodeDecodeError
+    k_long, v_long = _offset_commit(0, "m" * 127, 4)
+    k_bad, v_ok = _offset_commit(1, "ab", 3)
+    v_bad = v_ok.replace(b"\x00\x02ab", b"\x00\x02\xff\xfe")
+    assert v_bad != v_ok
+    with kbatch.LogWriter(tmp_path, "__consumer_offsets", 0) as w:
+        w.append(kbatch.encode([v_long, v_bad], keys=[k_long, k_bad]))
+    with pytest.raises(InternalRecordError) as info:
+        consumer_offsets(tmp_path, history=history)
+    err = info.value
+    assert (err.offset, err.part, err.field) == (1, "value", "metadata")
+    assert err.position == v_bad.index(b"\xff\xfe")  # where the metadata starts in the value
+    assert "not valid UTF-8" in str(err)
+
+
+def _md(record_type: str, version: int = 0, **fields: object) -> bytes:
+    _, v = encode_key_value("metadata", record_type, None, fields, version=version)
+    assert v is not None
+    return v
+
+
+@pytest.mark.parametrize("field", ["leader_epoch", "partition_epoch"])
+def test_cluster_metadata_epochs_wrap_as_int32_like_kafka(tmp_path: Path, field: str) -> None:
+    # found by the internal-topic loops (issue 26): an epoch of 2**31-1 bumped by a
+    # PartitionChangeRecord gave 2**31 and pyarrow's ArrowInvalid; Kafka's
+    # PartitionRegistration.merge adds 1 to a Java int, which wraps to -2**31
+    t = uuid.UUID(int=1)
+    epochs = {"leader_epoch": 0, "partition_epoch": 0, field: 2**31 - 1}
+    log = [_md("TopicRecord", name="a", topic_id=t),
+           _md("PartitionRecord", partition_id=0, topic_id=t, replicas=[1], isr=[1], leader=1, **epochs),
+           _md("PartitionChangeRecord", partition_id=0, topic_id=t, leader=2)]
+    with kbatch.LogWriter(tmp_path, "__cluster_metadata", 0) as w:
+        w.append(kbatch.encode(log))
+    (row,) = cluster_metadata(tmp_path)["partitions"].to_pylist()
+    assert row[field] == -2**31
+    other = "partition_epoch" if field == "leader_epoch" else "leader_epoch"
+    assert row[other] == 1
+
+
+def test_cluster_metadata_checkpoint_crc_error_keeps_its_attributes(tmp_path: Path) -> None:
+    # found by the internal-topic loops (issue 26): the path was added by re-raising
+    # type(exc)(f"{path}: {exc}"), which lost .stored, .computed, .position and .partial
+    t = uuid.UUID(int=1)
+    good = kbatch.encode([_md("TopicRecord", name="a", topic_id=t)])
+    bad = bytearray(good + kbatch.encode([_md("TopicRecord", name="b", topic_id=uuid.UUID(int=2))],
+                                         base_offset=1))
+    bad[-1] ^= 0xFF  # the second batch's last byte: its CRC no longer matches
+    part = tmp_path / "__cluster_metadata-0"
+    part.mkdir()
+    path = part / "00000000000000000002-0000000001.checkpoint"
+    path.write_bytes(bytes(bad))
+    with pytest.raises(CRCError) as direct:
+        kbatch.decode(bytes(bad))
+    with pytest.raises(CRCError) as info:
+        cluster_metadata(tmp_path)
+    err, want = info.value, direct.value
+    assert str(path) in str(err) and err.path == str(path)  # type: ignore[attr-defined]
+    assert (err.stored, err.computed) == (want.stored, want.computed)
+    assert (err.position, err.batch_index, err.batch_position, err.field) == (
+        want.position, want.batch_index, want.batch_position, want.field) and err.position > 0
+    assert isinstance(err.partial, kbatch.RecordTable) and len(err.partial.records) == 1
+    assert isinstance(err.__cause__, CRCError)
+    back = pickle.loads(pickle.dumps(err))
+    assert (back.stored, back.computed, back.path, str(back)) == (err.stored, err.computed, err.path, str(err))
+
+
+def test_every_error_keeps_its_attributes_when_it_is_placed_in_a_file() -> None:
+    crc = CRCError("crc32c mismatch", 7, 1, "crc", batch_position=3, record_index=-1)
+    crc.stored, crc.computed = 1, 2
+    crc.partial = "before"
+    moved = crc.with_context("/x/000.log", shift=100)
+    assert type(moved) is CRCError and moved is not crc
+    assert (moved.position, moved.batch_position, moved.batch_index, moved.field) == (107, 103, 1, "crc")
+    assert (moved.stored, moved.computed, moved.partial, moved.path) == (1, 2, "before", "/x/000.log")
+    assert str(moved) == "crc32c mismatch in /x/000.log (byte 107, batch 1, field crc)"
+    assert (crc.position, str(crc)) == (7, "crc32c mismatch (byte 7, batch 1, field crc)")  # unchanged
+    unplaced = CorruptRecordError("bad", -1).with_context("f", shift=10)
+    assert unplaced.position == -1 and str(unplaced) == "bad in f"
+    internal = InternalRecordError("bad", 5, "value", 3, "$.x").with_context("p")
+    assert isinstance(internal, InternalRecordError)
+    assert (internal.offset, internal.part, internal.position, internal.path) == (5, "value", 3, "p")
+    assert str(internal) == "bad in p (offset 5, value byte 3, field $.x)"

@@ -31,20 +31,23 @@ class InternalRecordError(KBatchError, ValueError):
     """
 
     def __init__(self, reason: str, offset: int = -1, part: str = "", position: int = -1, field: str = "") -> None:
-        KBatchError.__init__(self, reason, position, field=field)
         self.offset = offset
         self.part = part
+        KBatchError.__init__(self, reason, position, field=field)
+
+    def _message(self) -> str:
         where = []
-        if offset >= 0:
-            where.append(f"offset {offset}")
-        if part:
-            where.append(part + (f" byte {position}" if position >= 0 else ""))
-        if field:
-            where.append(f"field {field}")
-        self.args = (f"{reason} ({', '.join(where)})" if where else reason,)
+        if self.offset >= 0:
+            where.append(f"offset {self.offset}")
+        if self.part:
+            where.append(self.part + (f" byte {self.position}" if self.position >= 0 else ""))
+        if self.field:
+            where.append(f"field {self.field}")
+        return f"{self.reason} ({', '.join(where)})" if where else self.reason
 
     def __str__(self) -> str:
         return str(self.args[0])
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.reason, self.offset, self.part, self.position, self.field))
+        # the state keeps what with_context added (path) and anything else set since
+        return (type(self), (self.reason, self.offset, self.part, self.position, self.field), dict(self.__dict__))

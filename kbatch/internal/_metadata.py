@@ -8,7 +8,8 @@ whose state is the image just before ``endOffset``; the log's records from
 - TopicRecord adds a topic; RemoveTopicRecord removes it, its partitions and its configs.
 - PartitionRecord sets a partition; PartitionChangeRecord changes the fields it carries
   (null lists and leader -2 are "unchanged"; a new leader bumps the leader epoch; every
-  change bumps the partition epoch; leader recovery state -1 is "unchanged").
+  change bumps the partition epoch, both as Java ints, 2**31-1 wrapping to -2**31; leader
+  recovery state -1 is "unchanged").
 - ClearElrRecord empties the eligible leader replicas and last known ELR of every partition
   of its topic (an empty name: of every topic) that has any, as a PartitionChangeRecord
   setting both to [] would (TopicsDelta/TopicDelta); a name no topic has is an error.
@@ -64,6 +65,11 @@ IMAGE_TABLES = {
     "scram_credentials": "UserScramCredentialRecord",
     "zk_migration_state": "ZkMigrationStateRecord",
 }
+
+
+def _int32_plus_one(epoch: int) -> int:
+    """``epoch + 1`` as a Java ``int`` (PartitionRegistration.merge): 2**31-1 wraps to -2**31."""
+    return (epoch + 1 + 2**31) % 2**32 - 2**31
 
 
 class _Image:
@@ -123,10 +129,10 @@ class _Image:
                     p[f] = v[f]
             if v.get("leader", -2) != -2:
                 p["leader"] = v["leader"]
-                p["leader_epoch"] = p["leader_epoch"] + 1
+                p["leader_epoch"] = _int32_plus_one(p["leader_epoch"])
             if v.get("leader_recovery_state", -1) != -1:
                 p["leader_recovery_state"] = v["leader_recovery_state"]
-            p["partition_epoch"] = p["partition_epoch"] + 1
+            p["partition_epoch"] = _int32_plus_one(p["partition_epoch"])
         elif name == "RegisterBrokerRecord":
             s["brokers"][v["broker_id"]] = dict(v)
         elif name == "UnregisterBrokerRecord":
@@ -316,7 +322,7 @@ def cluster_metadata(source: Any, *, offset: int | None = None, history: bool = 
             try:
                 snap = kbatch.decode(path.read_bytes())
             except KBatchError as exc:
-                raise type(exc)(f"{path}: {exc}") from exc
+                raise exc.with_context(path) from exc
             for e in iter_decoded(snap, "metadata", on_unknown=on_unknown):
                 r = e.record
                 unknown += r.unknown

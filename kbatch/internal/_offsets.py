@@ -114,7 +114,16 @@ class _Chunk:
                 data = np.zeros(0, np.uint8)
             arr = pa.StringArray.from_buffers(len(rows), pa.py_buffer(offsets), pa.py_buffer(data))
             out.append(arr)
-        if self.slow_meta:
+        # UTF-8 checked before any string reaches Python: a bad one raises InternalRecordError
+        # naming its record, it is not replaced (and to_pylist below would raise UnicodeDecodeError)
+        for a, name, (starts, lengths) in zip(out, ("group", "topic", "metadata"),
+                                              ((self.gs, self.gl), (self.ts, self.tl), (self.ms, self.ml)),
+                                              strict=True):
+            try:
+                a.validate(full=True)
+            except pa.ArrowInvalid:
+                self._bad_utf8(rows, name, starts, lengths)
+        if self.slow_meta:  # the general decoder's strings (checked there) replace the C loop's
             pos = {int(r): j for j, r in enumerate(rows)}
             fix = [(pos[i], m) for i, m in self.slow_meta.items() if i in pos]
             if fix:
@@ -122,13 +131,6 @@ class _Chunk:
                 for j, m in fix:
                     meta[j] = m
                 out[2] = pa.array(meta, pa.string())
-        for a, name, (starts, lengths) in zip(out, ("group", "topic", "metadata"),
-                                              ((self.gs, self.gl), (self.ts, self.tl), (self.ms, self.ml)),
-                                              strict=True):
-            try:
-                a.validate(full=True)  # UTF-8 checked: a bad string raises, it is not replaced
-            except pa.ArrowInvalid:
-                self._bad_utf8(rows, name, starts, lengths)
         return out[0], out[1], out[2]
 
     def _bad_utf8(self, rows: npt.NDArray[np.int64], name: str, starts: npt.NDArray[np.int64],

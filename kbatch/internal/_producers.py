@@ -98,7 +98,7 @@ def producer_snapshots(source: Any, *, history: bool = False) -> Any:
             try:
                 e = read_snapshot(path.read_bytes())
             except KBatchError as exc:
-                raise type(exc)(f"{path}: {exc.reason}", exc.position, exc.batch_index, exc.field) from exc
+                raise exc.with_context(path) from exc
             n = len(e)
             tables.append(pa.table({
                 "topic": pa.array([topic] * n, pa.string()),
