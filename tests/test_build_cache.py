@@ -14,8 +14,8 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from support.tree import source_file
 
-ROOT = Path(__file__).resolve().parent.parent
 MODULES = ("kbatch/_core", "kbatch/protocol/_kernel", "kbatch/_arrowkernels", "kbatch/internal/_offsetkernel")
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    shutil.copy2(ROOT / "setup.py", tmp_path / "setup.py")
+    shutil.copy2(source_file("setup.py"), tmp_path / "setup.py")
     for module in MODULES:
         pyx = tmp_path / (module + ".pyx")
         pyx.parent.mkdir(parents=True, exist_ok=True)

@@ -246,5 +246,7 @@ def test_no_java_is_one_line_saying_what_to_install(tmp_path):
 
 def test_readme_suggests_no_jvm_option_that_floods_the_terminal():
     # writing a class-data-sharing archive prints ~540 [warning][cds] lines (issue 26)
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    from support.tree import source_file
+
+    readme = source_file("README.md").read_text()
     assert "ArchiveClassesAtExit" not in readme and "SharedArchiveFile" not in readme

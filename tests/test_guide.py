@@ -17,10 +17,10 @@ import shlex
 from pathlib import Path
 
 import pytest
+from support.tree import source_file
 
 from kbatch.__main__ import main
 
-GUIDE = Path(__file__).resolve().parent.parent / "docs" / "GUIDE.md"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 PLACES = ("/tmp/kbatch-sample", "/tmp/kbatch-parquet")
 
@@ -29,7 +29,7 @@ pytest.importorskip("pandas")
 
 
 def _blocks() -> list[tuple[str, str]]:
-    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(GUIDE.read_text())]
+    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(source_file("docs/GUIDE.md").read_text())]
 
 
 def _commands(text: str) -> list[tuple[str, str]]:
@@ -80,7 +80,7 @@ def test_every_example_runs_as_shown(tmp_path: Path) -> None:
                         f"{command}\n--- the guide shows:\n{shown}--- it printed:\n{printed}"
                 ran += 1
         elif kind == "python" and ">>>" in text:
-            test = doctest.DocTestParser().get_doctest(here(text), globs, "GUIDE.md", str(GUIDE), 0)
+            test = doctest.DocTestParser().get_doctest(here(text), globs, "GUIDE.md", "docs/GUIDE.md", 0)
             runner = doctest.DocTestRunner(optionflags=flags)
             report = io.StringIO()
             runner.run(test, out=report.write, clear_globs=False)
