@@ -67,7 +67,8 @@ from kbatch._sparkstart import JAVA_VERSIONS, JavaError, MasterError, check_mast
 from kbatch._staging import MODES, StagedOutput, check_target, has_data_files
 from kbatch._txn import aborted_batch_mask
 from kbatch.arrow import kafka_schema
-from kbatch.errors import KBatchError, LayoutError, ReplicasDisagreeError, StorageError
+from kbatch.errors import KBatchError, LayoutError, OffsetGapError, ReplicasDisagreeError, StorageError
+from kbatch.tables import TABLE_FORMATS, Gap, Ledger, OffsetRange, Sink, TableCommit, open_sink, resume
 
 __all__ = [
     "ConvertError",
@@ -263,6 +264,12 @@ class Summary:
     left_out: dict[str, int] = field(default_factory=dict)  # internal topic -> partitions
     per_partition: list[PartitionReport] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the commits to tables (formats with a ledger: kbatch.tables)
+    tables: list[TableCommit] = field(default_factory=list)
+    #: an append with nothing new: the tables' last commits, in words
+    since: list[str] = field(default_factory=list)
+    #: offsets retention deleted before any run converted them (--no-fail-on-data-loss)
+    gaps: list[Gap] = field(default_factory=list)
 
     @property
     def records_per_second(self) -> float:
@@ -291,6 +298,8 @@ class Summary:
             else f"nothing written: {self.out} left as it was"
         )
         verb = "appended" if self.mode == "append" and self.written else "converted"
+        if self.since:
+            return [f"nothing new since {', '.join(self.since)}: no log read, nothing committed"]
         out = [
             (
                 f"{verb} {plural(self.records, 'record')} from {plural(self.topics, 'topic')}, "
@@ -310,6 +319,8 @@ class Summary:
         if len(shown) > SHOWN:  # many partitions: the ones with something to explain first
             shown = sorted(shown, key=lambda p: p.why() == "")[:SHOWN]
         out += [p.line() for p in shown]
+        out += [t.line() for t in self.tables]
+        out += [f"gap: {g.line()}" for g in self.gaps]
         if len(self.per_partition) > len(shown):
             out.append(f"  ... {plural(len(self.per_partition) - len(shown), 'more partition')} (--json-summary)")
         out += [f"note: {n}" for n in self.notes[:SHOWN]]
@@ -320,6 +331,8 @@ class Summary:
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["per_partition"] = [p.as_dict() for p in self.per_partition]
+        d["tables"] = [t.as_dict() for t in self.tables]
+        d["gaps"] = [g.__dict__ for g in self.gaps]
         d["records_per_second"] = round(self.records_per_second, 1)
         d["job_seconds"] = round(self.job_seconds, 3)
         d["job_records_per_second"] = round(self.job_records_per_second, 1)
@@ -1001,13 +1014,15 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
     wall = time.perf_counter()
     p = plan(args)
     try:
+        schema = kafka_schema(include_headers=p.opts.include_headers, extra_columns=p.opts.extra_columns)
+        if p.opts.root_columns:
+            schema = schema.append(pa.field(ROOT_COLUMN, pa.string())).append(pa.field(CLUSTER_ID_COLUMN, pa.string()))
+        if args.format in TABLE_FORMATS and not _is_remote(args.out):
+            return _convert_to_table(args, p, schema, _open_sink(args), wall)
         reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts)
                    for d in p.logs}
         _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
                    f"{size(p.input_bytes)} of log")
-        schema = kafka_schema(include_headers=p.opts.include_headers, extra_columns=p.opts.extra_columns)
-        if p.opts.root_columns:
-            schema = schema.append(pa.field(ROOT_COLUMN, pa.string())).append(pa.field(CLUSTER_ID_COLUMN, pa.string()))
         progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
         remote_out = _is_remote(args.out)
         if remote_out and args.format == "orc":
@@ -1071,6 +1086,78 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         left_out=p.left_out,
         per_partition=list(reports.values()),
         notes=notes,
+    )
+
+
+def _open_sink(args: argparse.Namespace) -> Sink:
+    """The table sink of ``--format`` (:mod:`kbatch.tables`) for OUT and ``--mode``."""
+    return open_sink(args.format, args.out, args.mode, compression=args.compression,
+                     max_rows_per_file=args.max_rows_per_file, row_group_rows=args.row_group_rows,
+                     partition_by_topic=not args.no_partition_by_topic)
+
+
+def _bytes_in(log: Any, start: int, end: int) -> int:
+    """Bytes of ``log``'s segments that hold offsets in ``[start, end)``."""
+    segs = log.segments
+    total = 0
+    for i, seg in enumerate(segs):
+        upper = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        if seg.base_offset < end and (upper is None or upper > start):
+            total += seg.size
+    return total
+
+
+def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink, wall: float) -> Summary:
+    """The arrow engine into a table sink: with ``--mode append``, each partition from where the
+    table's ledger ends (nothing read nor committed when nothing is new); the data and the new
+    ledger committed together (:mod:`kbatch.tables`)."""
+    held = sink.committed() if args.mode == "append" else Ledger()
+    gaps: list[Gap] = []
+
+    def key(log: Any) -> tuple[str, int, str | None]:
+        return (log.topic, log.partition, log.root if p.opts.root_columns else None)
+
+    if len(held):
+        ranges, gaps = resume(held, {key(d): p.ranges[range_key(d, p.opts)] for d in p.logs},
+                              {key(d): d.log_start_offset for d in p.logs})
+        if gaps and p.opts.fail_on_data_loss:
+            raise OffsetGapError(
+                "; ".join(g.line() for g in gaps) + ": nothing committed (--no-fail-on-data-loss converts "
+                "from the log start and reports the gap)",
+                table=args.out, gaps=[(g.topic, g.partition, g.start, g.end) for g in gaps])
+        for d in p.logs:
+            p.ranges[range_key(d, p.opts)] = ranges[key(d)]
+        p.input_bytes = sum(_bytes_in(d, *p.ranges[range_key(d, p.opts)]) for d in p.logs
+                            if p.ranges[range_key(d, p.opts)][1] > p.ranges[range_key(d, p.opts)][0])
+        if all(b <= a for a, b in p.ranges.values()):
+            return Summary(len(p.topics), len(p.logs), 0, 0, 0, time.perf_counter() - wall, "arrow", args.format,
+                           args.out, written=False, mode=args.mode, left_out=p.left_out,
+                           since=sink.last_commits(), gaps=gaps)
+    reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts) for d in p.logs}
+    _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
+               f"{size(p.input_bytes)} of log to {args.format}")
+    converted = Ledger(OffsetRange(d.topic, d.partition, *p.ranges[range_key(d, p.opts)], *key(d)[2:],
+                                   d.cluster_id if p.opts.root_columns else None)
+                       for d in p.logs if p.ranges[range_key(d, p.opts)][1] > p.ranges[range_key(d, p.opts)][0])
+    progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
+    commits: list[TableCommit] = []
+    try:
+        with sink:
+            sink.open(schema)
+            sink.write(_arrow_batches(p, args, reports, progress))
+            if len(converted):
+                commits = sink.commit(held.advanced(converted), converted)
+            else:
+                sink.abort()
+    finally:
+        progress.close()
+    for r in reports.values():
+        _finish_report(r, r.records, filtered=False)
+    return Summary(
+        len(p.topics), len(p.logs), sum(r.records for r in reports.values()), p.input_bytes,
+        sum(c.bytes for c in commits), time.perf_counter() - wall, "arrow", args.format, args.out,
+        written=bool(commits), mode=args.mode, left_out=p.left_out, per_partition=list(reports.values()),
+        notes=p.notes + _notes(p.logs), tables=commits, gaps=gaps,
     )
 
 

@@ -23,6 +23,7 @@ import kbatch._txn
 import kbatch._wire
 import kbatch.errors
 import kbatch.log
+import kbatch.tables._ledger
 
 MODULES = [
     kbatch,
@@ -44,6 +45,7 @@ MODULES = [
     kbatch._options,
     kbatch._metaproperties,
     kbatch._sparkstart,
+    kbatch.tables._ledger,
 ]
 
 
