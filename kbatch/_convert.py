@@ -66,6 +66,7 @@ from kbatch._progress import Progress, plural, size
 from kbatch._sparkstart import JAVA_VERSIONS, JavaError, MasterError, check_master, start_session
 from kbatch._staging import MODES, StagedOutput, check_target, has_data_files
 from kbatch._txn import aborted_batch_mask
+from kbatch._version import __version__
 from kbatch.arrow import kafka_schema
 from kbatch.errors import KBatchError, LayoutError, OffsetGapError, ReplicasDisagreeError, StorageError
 from kbatch.tables import TABLE_FORMATS, Gap, Ledger, OffsetRange, Sink, TableCommit, open_sink, resume
@@ -84,7 +85,7 @@ __all__ = [
     "task_bytes",
 ]
 
-FORMATS = ("parquet", "orc", "json")
+FORMATS = ("parquet", "orc", "json", "iceberg")
 #: Partitions (and notes) the text summary lists; --json-summary has them all.
 SHOWN = 20
 COMPRESSIONS = ("snappy", "zstd", "gzip", "lz4", "none")
@@ -104,13 +105,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("root", help="a Kafka log.dirs root (or one <topic>-<partition> directory), a path or a URL "
                                      "(s3://, gs://, abfs://, hdfs://)")
     parser.add_argument("out", help="output directory (partitioned by topic)")
-    parser.add_argument("--format", choices=FORMATS, default="parquet", help="output format (default parquet)")
+    parser.add_argument("--format", choices=FORMATS, default="parquet",
+                        help="output format (default parquet); iceberg: a table per topic (pyiceberg)")
     parser.add_argument(
         "--engine",
         choices=("spark", "arrow"),
-        default="spark",
-        help="spark (default): the kafka-log data source; arrow: in-process with pyarrow, no Spark",
+        default=None,
+        help="spark (default; arrow for iceberg): the kafka-log data source; arrow: in-process with pyarrow, no Spark",
     )
+    parser.add_argument("--catalog", default=None, metavar="NAME",
+                        help="iceberg: a catalog pyiceberg's load_catalog knows (default: SQLite at OUT/catalog.db, "
+                             "warehouse OUT)")
+    parser.add_argument("--catalog-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="iceberg: a catalog property, e.g. uri=http://127.0.0.1:8181 (repeatable)")
+    parser.add_argument("--namespace", default=None, help="iceberg: the tables' namespace (default kafka)")
+    parser.add_argument("--partition-by", action="append", default=None, metavar="TRANSFORM",
+                        help="iceberg: a partition transform, e.g. day(timestamp) (the default), hour(timestamp), "
+                             "partition, bucket(16, key), or none (repeatable)")
     parser.add_argument(
         "--master", default=None, help="Spark master URL (default local[*]; e.g. spark://host:7077, yarn)"
     )
@@ -433,8 +444,15 @@ class Plan:
             d.close()
 
 
+def _default_engine(args: argparse.Namespace) -> None:
+    """``--engine``'s default: arrow for the formats only it writes (iceberg), spark otherwise."""
+    if getattr(args, "engine", None) is None:
+        args.engine = "arrow" if args.format == "iceberg" else "spark"
+
+
 def plan(args: argparse.Namespace) -> Plan:
     """Check everything that can be checked without reading records; raise :class:`UsageError`."""
+    _default_engine(args)
     root = Path(args.root)
     remote_root = _is_remote(args.root)
     if not remote_root and not root.exists():
@@ -448,6 +466,11 @@ def plan(args: argparse.Namespace) -> Plan:
         value = getattr(args, name, None)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    table_options = args.catalog or args.catalog_option or args.namespace or args.partition_by
+    if table_options and args.format != "iceberg":
+        raise UsageError("--catalog, --catalog-option, --namespace and --partition-by are for --format iceberg")
+    if args.format == "iceberg" and (args.engine != "arrow" or _is_remote(args.out)):
+        raise UsageError("--format iceberg is written by --engine arrow to a local OUT (for now)")
     if args.engine == "arrow":
         if args.format == "json":
             raise UsageError("--engine arrow writes parquet or orc; use --engine spark for json")
@@ -1018,7 +1041,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         if p.opts.root_columns:
             schema = schema.append(pa.field(ROOT_COLUMN, pa.string())).append(pa.field(CLUSTER_ID_COLUMN, pa.string()))
         if args.format in TABLE_FORMATS and not _is_remote(args.out):
-            return _convert_to_table(args, p, schema, _open_sink(args), wall)
+            return _convert_to_table(args, p, schema, _open_sink(args, p.topics, schema.names), wall)
         reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts)
                    for d in p.logs}
         _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
@@ -1089,11 +1112,28 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
     )
 
 
-def _open_sink(args: argparse.Namespace) -> Sink:
+def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str]) -> Sink:
     """The table sink of ``--format`` (:mod:`kbatch.tables`) for OUT and ``--mode``."""
-    return open_sink(args.format, args.out, args.mode, compression=args.compression,
-                     max_rows_per_file=args.max_rows_per_file, row_group_rows=args.row_group_rows,
-                     partition_by_topic=not args.no_partition_by_topic)
+    if args.format == "parquet":
+        return open_sink(args.format, args.out, args.mode, compression=args.compression,
+                         max_rows_per_file=args.max_rows_per_file, row_group_rows=args.row_group_rows,
+                         partition_by_topic=not args.no_partition_by_topic)
+    options = {}
+    for item in args.catalog_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--catalog-option needs KEY=VALUE, got {item!r}")
+        options[key.strip()] = value.strip()
+    try:
+        return open_sink(args.format, args.out, args.mode, topics=topics, catalog=args.catalog,
+                         catalog_options=options, namespace=args.namespace,
+                         partition_by=args.partition_by, columns=columns,
+                         properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)})
+    except ImportError as exc:
+        raise UsageError(f"--format {args.format} needs {exc.name or exc}: "
+                         f"pip install 'kbatch[{args.format}]'") from None
+    except (FileExistsError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _bytes_in(log: Any, start: int, end: int) -> int:
@@ -1167,6 +1207,7 @@ def run(args: argparse.Namespace) -> int:
     0 on success, 2 for a user mistake (checked before any work), 1 when the conversion
     failed (corrupt data, Spark); each error is one line on stderr, OUT left as it was.
     """
+    _default_engine(args)
     try:
         summary = convert_arrow(args) if args.engine == "arrow" else convert_spark(args)
     except UsageError as exc:

@@ -24,6 +24,7 @@ import kbatch._wire
 import kbatch.errors
 import kbatch.log
 import kbatch.tables._ledger
+import kbatch.tables._partition
 
 MODULES = [
     kbatch,
@@ -46,6 +47,7 @@ MODULES = [
     kbatch._metaproperties,
     kbatch._sparkstart,
     kbatch.tables._ledger,
+    kbatch.tables._partition,
 ]
 
 

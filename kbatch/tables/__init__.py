@@ -11,6 +11,7 @@ Iceberg tables (pyiceberg) and Delta tables (deltalake).
 from __future__ import annotations
 
 from kbatch.tables._folder import FolderSink, read_ledger
+from kbatch.tables._iceberg import IcebergSink, default_catalog
 from kbatch.tables._ledger import LEDGER_KEY, Gap, Ledger, OffsetRange, resume
 from kbatch.tables._open import TABLE_FORMATS, open_sink
 from kbatch.tables._sink import Sink, TableCommit
@@ -19,11 +20,13 @@ __all__ = [
     "LEDGER_KEY",
     "TABLE_FORMATS",
     "FolderSink",
+    "IcebergSink",
     "Gap",
     "Ledger",
     "OffsetRange",
     "Sink",
     "TableCommit",
+    "default_catalog",
     "open_sink",
     "read_ledger",
     "resume",

@@ -10,7 +10,7 @@ from kbatch.tables._sink import Sink
 __all__ = ["TABLE_FORMATS", "open_sink"]
 
 #: The formats written through a sink, with an offsets ledger.
-TABLE_FORMATS: Final = ("parquet",)
+TABLE_FORMATS: Final = ("parquet", "iceberg")
 
 
 def open_sink(format: str, out: str | os.PathLike[str], mode: str, **options: Any) -> Sink:
@@ -20,4 +20,8 @@ def open_sink(format: str, out: str | os.PathLike[str], mode: str, **options: An
         from kbatch.tables._folder import FolderSink
 
         return FolderSink(out, mode, **options)
+    if format == "iceberg":
+        from kbatch.tables._iceberg import IcebergSink
+
+        return IcebergSink(out, mode, **options)
     raise ValueError(f"no table sink for format {format!r}: one of {', '.join(TABLE_FORMATS)}")

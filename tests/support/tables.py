@@ -41,8 +41,9 @@ def rows_of_root(root: Path, topics: list[str] | None = None) -> list[tuple]:
 
 
 def rows_of_table(table) -> list[tuple]:
-    """The same tuples from a ``pyarrow.Table`` (or anything with ``to_pylist``)."""
-    return sorted(((r["topic"], r["partition"], r["offset"], r["key"], r["value"]) for r in table.to_pylist()),
+    """The same tuples from a ``pyarrow.Table`` or a Polars ``DataFrame``."""
+    rows = table.to_dicts() if hasattr(table, "to_dicts") else table.to_pylist()
+    return sorted(((r["topic"], r["partition"], r["offset"], r["key"], r["value"]) for r in rows),
                   key=lambda r: r[:3])
 
 
