@@ -85,7 +85,7 @@ __all__ = [
     "task_bytes",
 ]
 
-FORMATS = ("parquet", "orc", "json", "iceberg")
+FORMATS = ("parquet", "orc", "json", "iceberg", "delta")
 #: Partitions (and notes) the text summary lists; --json-summary has them all.
 SHOWN = 20
 COMPRESSIONS = ("snappy", "zstd", "gzip", "lz4", "none")
@@ -106,12 +106,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                      "(s3://, gs://, abfs://, hdfs://)")
     parser.add_argument("out", help="output directory (partitioned by topic)")
     parser.add_argument("--format", choices=FORMATS, default="parquet",
-                        help="output format (default parquet); iceberg: a table per topic (pyiceberg)")
+                        help="output format (default parquet); iceberg, delta: a table per topic "
+                             "(pyiceberg, deltalake)")
     parser.add_argument(
         "--engine",
         choices=("spark", "arrow"),
         default=None,
-        help="spark (default; arrow for iceberg): the kafka-log data source; arrow: in-process with pyarrow, no Spark",
+        help="spark (default; arrow for iceberg and delta): the kafka-log data source; arrow: in-process with "
+             "pyarrow, no Spark",
     )
     parser.add_argument("--catalog", default=None, metavar="NAME",
                         help="iceberg: a catalog pyiceberg's load_catalog knows (default: SQLite at OUT/catalog.db, "
@@ -120,8 +122,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="iceberg: a catalog property, e.g. uri=http://127.0.0.1:8181 (repeatable)")
     parser.add_argument("--namespace", default=None, help="iceberg: the tables' namespace (default kafka)")
     parser.add_argument("--partition-by", action="append", default=None, metavar="TRANSFORM",
-                        help="iceberg: a partition transform, e.g. day(timestamp) (the default), hour(timestamp), "
-                             "partition, bucket(16, key), or none (repeatable)")
+                        help="iceberg, delta: a partition transform, e.g. day(timestamp) (the default), "
+                             "hour(timestamp), partition, bucket(16, key) (iceberg), or none (repeatable)")
     parser.add_argument(
         "--master", default=None, help="Spark master URL (default local[*]; e.g. spark://host:7077, yarn)"
     )
@@ -445,9 +447,9 @@ class Plan:
 
 
 def _default_engine(args: argparse.Namespace) -> None:
-    """``--engine``'s default: arrow for the formats only it writes (iceberg), spark otherwise."""
+    """``--engine``'s default: arrow for the formats only it writes (iceberg, delta), spark otherwise."""
     if getattr(args, "engine", None) is None:
-        args.engine = "arrow" if args.format == "iceberg" else "spark"
+        args.engine = "arrow" if args.format in ("iceberg", "delta") else "spark"
 
 
 def plan(args: argparse.Namespace) -> Plan:
@@ -466,11 +468,12 @@ def plan(args: argparse.Namespace) -> Plan:
         value = getattr(args, name, None)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-    table_options = args.catalog or args.catalog_option or args.namespace or args.partition_by
-    if table_options and args.format != "iceberg":
-        raise UsageError("--catalog, --catalog-option, --namespace and --partition-by are for --format iceberg")
-    if args.format == "iceberg" and (args.engine != "arrow" or _is_remote(args.out)):
-        raise UsageError("--format iceberg is written by --engine arrow to a local OUT (for now)")
+    if (args.catalog or args.catalog_option or args.namespace) and args.format != "iceberg":
+        raise UsageError("--catalog, --catalog-option and --namespace are for --format iceberg")
+    if args.partition_by and args.format not in ("iceberg", "delta"):
+        raise UsageError("--partition-by is for --format iceberg or delta")
+    if args.format in ("iceberg", "delta") and (args.engine != "arrow" or _is_remote(args.out)):
+        raise UsageError(f"--format {args.format} is written by --engine arrow to a local OUT (for now)")
     if args.engine == "arrow":
         if args.format == "json":
             raise UsageError("--engine arrow writes parquet or orc; use --engine spark for json")
@@ -1124,11 +1127,12 @@ def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str]) 
         if not sep or not key.strip():
             raise UsageError(f"--catalog-option needs KEY=VALUE, got {item!r}")
         options[key.strip()] = value.strip()
+    catalog = {"catalog": args.catalog, "catalog_options": options, "namespace": args.namespace}
     try:
-        return open_sink(args.format, args.out, args.mode, topics=topics, catalog=args.catalog,
-                         catalog_options=options, namespace=args.namespace,
-                         partition_by=args.partition_by, columns=columns,
-                         properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)})
+        return open_sink(args.format, args.out, args.mode, topics=topics, partition_by=args.partition_by,
+                         columns=columns,
+                         properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)},
+                         **(catalog if args.format == "iceberg" else {}))
     except ImportError as exc:
         raise UsageError(f"--format {args.format} needs {exc.name or exc}: "
                          f"pip install 'kbatch[{args.format}]'") from None

@@ -10,6 +10,7 @@ Iceberg tables (pyiceberg) and Delta tables (deltalake).
 
 from __future__ import annotations
 
+from kbatch.tables._delta import DeltaSink
 from kbatch.tables._folder import FolderSink, read_ledger
 from kbatch.tables._iceberg import IcebergSink, default_catalog
 from kbatch.tables._ledger import LEDGER_KEY, Gap, Ledger, OffsetRange, resume
@@ -19,6 +20,7 @@ from kbatch.tables._sink import Sink, TableCommit
 __all__ = [
     "LEDGER_KEY",
     "TABLE_FORMATS",
+    "DeltaSink",
     "FolderSink",
     "IcebergSink",
     "Gap",

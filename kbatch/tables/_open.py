@@ -10,7 +10,7 @@ from kbatch.tables._sink import Sink
 __all__ = ["TABLE_FORMATS", "open_sink"]
 
 #: The formats written through a sink, with an offsets ledger.
-TABLE_FORMATS: Final = ("parquet", "iceberg")
+TABLE_FORMATS: Final = ("parquet", "iceberg", "delta")
 
 
 def open_sink(format: str, out: str | os.PathLike[str], mode: str, **options: Any) -> Sink:
@@ -24,4 +24,8 @@ def open_sink(format: str, out: str | os.PathLike[str], mode: str, **options: An
         from kbatch.tables._iceberg import IcebergSink
 
         return IcebergSink(out, mode, **options)
+    if format == "delta":
+        from kbatch.tables._delta import DeltaSink
+
+        return DeltaSink(out, mode, **options)
     raise ValueError(f"no table sink for format {format!r}: one of {', '.join(TABLE_FORMATS)}")

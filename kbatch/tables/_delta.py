@@ -1,0 +1,226 @@
+"""Delta tables through delta-rs (``deltalake``, no JVM): :class:`DeltaSink`, one table per topic at ``OUT/<topic>``.
+
+- The data files are Parquet written by pyarrow into the table's folder (``part-<run>-*.parquet``,
+  Hive partition folders); nothing reads them until a commit's ``add`` actions name them.
+- ``--partition-by`` takes columns (``partition``) and, since Delta partitions by columns only,
+  time transforms as derived columns: ``day(timestamp)`` adds ``timestamp_day`` (a date, the
+  default), ``hour(timestamp)`` ``timestamp_hour`` (``YYYY-MM-DD-HH``), ``month`` and ``year``
+  likewise; ``bucket`` and ``truncate`` are Iceberg's only.
+- Each table's commit is one Delta commit carrying the table's :class:`Ledger` in its commit info
+  (``kbatch.ledger``) and, per source partition, an application transaction
+  (``txn``: app id ``kbatch:<topic>-<partition>``, version = the next offset to convert). Two
+  runs committing the same partitions conflict on those app ids: the second fails
+  (:class:`~kbatch.errors.CommitConflictError`), never a duplicate.
+- A run killed before its commit leaves Parquet files no commit names (the table is unchanged);
+  ``VACUUM`` deletes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from kbatch.errors import CommitConflictError, TableError
+from kbatch.tables._hooks import reached
+from kbatch.tables._ledger import LEDGER_KEY, Ledger, OffsetRange
+from kbatch.tables._partition import DEFAULT, Transform, parse
+from kbatch.tables._sink import Sink, TableCommit, count_rows
+
+__all__ = ["DeltaSink", "app_id", "read_ledger"]
+
+_TIME_FORMATS = {"hour": "%Y-%m-%d-%H", "month": "%Y-%m"}
+
+
+def app_id(r: OffsetRange) -> str:
+    """The Delta application transaction id of a source partition (its version: the range's end)."""
+    return f"kbatch:{r.topic}-{r.partition}" + (f"@{r.root}" if r.root else "")
+
+
+def read_ledger(table: Any) -> tuple[Ledger, int | None]:
+    """The newest kbatch ledger in ``table``'s (a ``deltalake.DeltaTable``) history, and its version."""
+    for info in table.history():
+        text = info.get(LEDGER_KEY)
+        if text:
+            return Ledger.from_json(text), int(info["version"])
+    return Ledger(), None
+
+
+def _derive(batch: Any, partition: Sequence[Transform]) -> Any:
+    """``batch`` with the derived partition columns appended."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for t in partition:
+        if t.name == "identity":
+            continue
+        col = batch.column(batch.schema.get_field_index(t.column))
+        if t.name == "day":
+            value = pc.cast(col, pa.date32())
+        elif t.name == "year":
+            value = pc.year(col)
+        else:
+            value = pc.strftime(col, format=_TIME_FORMATS[t.name])
+        batch = batch.append_column(t.field_name, value)
+    return batch
+
+
+def _by_topic(batches: Iterable[Any]) -> Iterator[tuple[str, Any]]:
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        topics = pc.unique(batch.column(batch.schema.get_field_index("topic"))).to_pylist()
+        for topic in topics:
+            yield topic, batch if len(topics) == 1 else batch.filter(pc.equal(batch.column("topic"), topic))
+
+
+class DeltaSink(Sink):
+    """Delta tables, one per topic at ``OUT/<topic>`` (see the module's notes).
+
+    Parameters
+    ----------
+    out : path
+    mode : {"errorifexists", "overwrite", "append"}
+    topics : sequence of str
+        The topics the run converts (their tables' ledgers are read at once).
+    partition_by : sequence of str, optional
+        ``--partition-by`` items (default ``day(timestamp)``).
+    properties : dict, optional
+        ``kbatch.version`` and ``kbatch.source-root``: in each commit's info and a new table's
+        description (Delta's table configuration takes only known keys).
+    columns : sequence of str, optional
+        The columns the run writes, to check ``partition_by`` against before any work.
+    """
+
+    format = "delta"
+
+    def __init__(self, out: str | os.PathLike[str], mode: str, *, topics: Sequence[str] = (),
+                 partition_by: Sequence[str] | None = None, properties: dict[str, str] | None = None,
+                 columns: Sequence[str] | None = None) -> None:
+        from deltalake import DeltaTable
+
+        self.out = Path(out)
+        self.mode = mode
+        self.partition = parse(partition_by or DEFAULT, columns)
+        for t in self.partition:
+            if t.name in ("bucket", "truncate"):
+                raise ValueError(f"--partition-by {t.name}({t.width}, {t.column}): Delta partitions by columns; "
+                                 "use a column, or day()/hour()/month()/year() of the timestamp")
+        self.properties = dict(properties or {})
+        self.run = f"{os.getpid()}-{os.urandom(4).hex()}"
+        self._tables: dict[str, Any] = {}
+        self._held: dict[str, tuple[Ledger, int | None]] = {}
+        for topic in topics:
+            uri = str(self.out / topic)
+            if DeltaTable.is_deltatable(uri):
+                table = DeltaTable(uri)
+                self._tables[topic] = table
+                self._held[topic] = read_ledger(table)
+        self._actions: dict[str, list[Any]] = {}
+        self._counts: dict[str, int] = {}
+        self._written: list[Path] = []
+        self._writes = 0
+
+    def committed(self) -> Ledger:
+        out = Ledger()
+        for ledger, _ in self._held.values():
+            out = out.merged(ledger)
+        return out
+
+    def last_commits(self) -> list[str]:
+        return [f"version {v} of {self.out / t}" for t, (_, v) in sorted(self._held.items()) if v is not None]
+
+    def open(self, schema: Any) -> None:
+        import pyarrow as pa
+
+        self.schema = _derive(pa.RecordBatch.from_pylist([], schema=schema), self.partition).schema
+        self.partition_columns = [t.field_name for t in self.partition]
+
+    def write(self, batches: Iterable[Any]) -> None:
+        import itertools
+
+        import pyarrow as pa
+        import pyarrow.dataset as pads
+
+        for topic, group in itertools.groupby(_by_topic(count_rows(batches, self._counts)), key=lambda tb: tb[0]):
+            folder = self.out / topic
+            actions = self._actions.setdefault(topic, [])
+
+            def visit(written: Any, folder: Path = folder, actions: list[Any] = actions) -> None:
+                from deltalake.transaction import AddAction
+
+                path = Path(written.path)
+                self._written.append(path)
+                rel = path.relative_to(folder).as_posix()
+                values = dict(part.split("=", 1) for part in rel.split("/")[:-1])
+                stats = json.dumps({"numRecords": written.metadata.num_rows})
+                actions.append(AddAction(rel, written.size or path.stat().st_size, values,
+                                         int(time.time() * 1000), True, stats))
+
+            partitioning = None
+            if self.partition_columns:
+                partitioning = pads.partitioning(
+                    pa.schema([self.schema.field(c) for c in self.partition_columns]), flavor="hive")
+            reader = pa.RecordBatchReader.from_batches(self.schema, (_derive(b, self.partition) for _, b in group))
+            pads.write_dataset(reader, str(folder), format="parquet", partitioning=partitioning,
+                               basename_template=f"part-{self.run}-{self._writes}-{{i}}.parquet",
+                               existing_data_behavior="overwrite_or_ignore", file_visitor=visit,
+                               max_rows_per_group=1 << 20, min_rows_per_group=1 << 16)
+            self._writes += 1
+
+    def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
+        from deltalake import CommitProperties, DeltaTable, Schema, Transaction
+        from deltalake.exceptions import CommitFailedError, DeltaError
+        from deltalake.transaction import create_table_with_add_actions
+
+        reached("before-commit")
+        out = []
+        for topic in sorted(set(converted.topics()) | set(self._actions)):
+            mine = ledger.for_topic(topic)
+            props = CommitProperties(
+                custom_metadata={LEDGER_KEY: mine.to_json(), **self.properties},
+                app_transactions=[Transaction(app_id(r), r.end) for r in mine],
+                max_commit_retries=0,
+            )
+            actions = self._actions.pop(topic, [])
+            uri = str(self.out / topic)
+            try:
+                if topic in self._tables:
+                    self._tables[topic].create_write_transaction(
+                        actions, "overwrite" if self.mode == "overwrite" else "append", self.schema,
+                        self.partition_columns or None, commit_properties=props)
+                else:
+                    create_table_with_add_actions(uri, Schema.from_arrow(self.schema), actions, mode="error",
+                                                  partition_by=self.partition_columns or None,
+                                                  description=self._description(),
+                                                  commit_properties=props)
+            except CommitFailedError as exc:
+                self.abort()
+                raise CommitConflictError(f"table {uri}: another run committed after this one read its ledger "
+                                          f"({exc}): nothing of this run committed to it; run again to append what "
+                                          "is left", table=uri) from None
+            except DeltaError as exc:
+                self.abort()
+                raise TableError(f"table {uri}: {exc}", table=uri) from None
+            table = DeltaTable(uri)
+            self._tables[topic] = table
+            self._held[topic] = (mine, table.version())
+            out.append(TableCommit(uri, str(table.version()), sum(json.loads(a.stats)["numRecords"] for a in actions),
+                                   sum(a.size for a in actions), list(converted.for_topic(topic)), kind="version"))
+            self._written = [p for p in self._written if not p.is_relative_to(self.out / topic)]
+        return out
+
+    def _description(self) -> str:
+        return (f"Kafka topic records written by kbatch {self.properties.get('kbatch.version', '')} from "
+                f"{self.properties.get('kbatch.source-root', '?')}")
+
+    def abort(self) -> None:
+        for path in self._written:  # not committed: no reader sees them, but they take room
+            path.unlink(missing_ok=True)
+        self._written = []
+        self._actions.clear()
