@@ -1177,6 +1177,11 @@ def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink
             return Summary(len(p.topics), len(p.logs), 0, 0, 0, time.perf_counter() - wall, "arrow", args.format,
                            args.out, written=False, mode=args.mode, left_out=p.left_out,
                            since=sink.last_commits(), gaps=gaps)
+    notes = []
+    if args.format == "parquet" and args.mode == "append" and not len(held) and Path(args.out).is_dir() \
+            and has_data_files(Path(args.out)):
+        notes.append(f"{args.out} holds files but no offsets ledger (written by an earlier kbatch or the Spark "
+                     "engine): every selected record was appended; later appends go on from this run's offsets")
     reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts) for d in p.logs}
     _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
                f"{size(p.input_bytes)} of log to {args.format}")
@@ -1201,7 +1206,7 @@ def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink
         len(p.topics), len(p.logs), sum(r.records for r in reports.values()), p.input_bytes,
         sum(c.bytes for c in commits), time.perf_counter() - wall, "arrow", args.format, args.out,
         written=bool(commits), mode=args.mode, left_out=p.left_out, per_partition=list(reports.values()),
-        notes=p.notes + _notes(p.logs), tables=commits, gaps=gaps,
+        notes=notes + p.notes + _notes(p.logs), tables=commits, gaps=gaps,
     )
 
 

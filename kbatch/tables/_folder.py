@@ -4,7 +4,7 @@ Layout (the same as before ledgers, partitioned by topic unless told not to)::
 
     OUT/topic=orders/part-<run>-<i>.parquet
     OUT/_kbatch_ledger/00000000000000000001.json     one file per commit, numbered
-    OUT/_kbatch_staging/<run>/...                    files of a run not yet committed
+    OUT/_kbatch_staging/<pid>-<token>@<host>/...    files of a run not yet committed
 
 Names starting with ``_`` are hidden from Parquet readers (pyarrow's datasets, Spark, Polars'
 hive scans, DuckDB with hive partitioning). A ledger file holds the whole :class:`Ledger`
@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -105,7 +106,8 @@ class FolderSink(Sink):
         self.max_rows_per_file = max_rows_per_file or 0
         self.row_group_rows = row_group_rows or min(1 << 20, self.max_rows_per_file or 1 << 20)
         self.partition_by_topic = partition_by_topic
-        self.run = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        # the staging folder's name: a later run deletes it only from the same host, once the pid is gone
+        self.run = f"{os.getpid()}-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
         self.incremental = mode == "append" and self.out.is_dir() and any(self.out.iterdir())
         if self.incremental:
             self._recover()
@@ -139,9 +141,11 @@ class FolderSink(Sink):
                 shutil.rmtree(src, ignore_errors=True)
         staging = self.out / STAGING_DIR
         if staging.is_dir():
+            here = socket.gethostname()
             for d in staging.iterdir():
-                pid = d.name.split("-", 1)[0]
-                if pid.isdigit() and not _alive(int(pid)):
+                run, _, host = d.name.rpartition("@")
+                pid = run.split("-", 1)[0]
+                if host == here and pid.isdigit() and not _alive(int(pid)):
                     shutil.rmtree(d, ignore_errors=True)
 
     def open(self, schema: Any) -> None:
@@ -174,7 +178,7 @@ class FolderSink(Sink):
             str(folder),
             format="parquet",
             partitioning=partitioning,
-            basename_template=f"part-{self.run}-{self._writes}-{{i}}.parquet",
+            basename_template=f"part-{self.run.partition('@')[0]}-{self._writes}-{{i}}.parquet",
             existing_data_behavior="overwrite_or_ignore",
             file_options=pads.ParquetFileFormat().make_write_options(compression=codec),
             max_rows_per_file=self.max_rows_per_file,

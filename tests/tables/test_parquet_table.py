@@ -145,3 +145,28 @@ def test_concurrent_append_second_commit_fails_cleanly(tmp_path):
     assert offsets == list(range(20))
     assert read_ledger(out) == (Ledger([OffsetRange("t", 0, 0, 20)]), 2)
     assert not any((out / "_kbatch_staging").iterdir())
+
+
+def test_append_to_a_folder_without_ledger_says_so(sample, tmp_path):
+    out = tmp_path / "out"
+    summary_of(convert_cli(str(sample), str(out), "--subscribe", "orders"))
+    shutil.rmtree(out / "_kbatch_ledger")  # as the Spark engine or an earlier kbatch wrote it
+    s = summary_of(convert_cli(str(sample), str(out), "--subscribe", "orders", "--mode", "append"))
+    assert s["records"] == 900 and any("holds files but no offsets ledger" in n for n in s["notes"])
+    assert summary_of(convert_cli(str(sample), str(out), "--subscribe", "orders", "--mode", "append"))["records"] == 0
+
+
+def test_only_dead_runs_of_this_host_lose_their_staging(sample, tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    summary_of(convert_cli(str(sample), str(out), "--subscribe", "orders"))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    staging = out / "_kbatch_staging"
+    mine, other = staging / f"{dead.stdout.strip()}-aa@{socket.gethostname()}", staging / "1-bb@another-host"
+    for d in (mine, other):
+        d.mkdir(parents=True)
+    FolderSink(out, "append")
+    assert not mine.exists() and other.exists()  # another host's run may be alive: its files stay
