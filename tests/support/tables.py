@@ -61,3 +61,14 @@ def convert_cli(
 def summary_of(proc: subprocess.CompletedProcess) -> dict:
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def retention_deleted(root: Path, topic: str, partition: int, log_start: int) -> None:
+    """As retention would: delete ``<topic>-<partition>``'s first segment and record ``log_start``
+    in the root's ``log-start-offset-checkpoint``."""
+    seg = sorted((root / f"{topic}-{partition}").glob("*.log"))[0]
+    for f in (root / f"{topic}-{partition}").glob(seg.stem + ".*"):
+        f.unlink()
+    ckpt = root / "log-start-offset-checkpoint"
+    lines = [ln for ln in ckpt.read_text().splitlines()[2:] if not ln.startswith(f"{topic} {partition} ")]
+    ckpt.write_text("\n".join(["0", str(len(lines) + 1), *lines, f"{topic} {partition} {log_start}"]) + "\n")

@@ -8,11 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.tables import convert_cli, rows_of_root, rows_of_table, summary_of, write_log
+from support.tables import convert_cli, retention_deleted, rows_of_root, rows_of_table, summary_of, write_log
 
 from kbatch._sample import write_sample
 from kbatch.errors import CommitConflictError
-from kbatch.log import LogWriter
 from kbatch.tables import FolderSink, Ledger, OffsetRange, read_ledger
 
 pa = pytest.importorskip("pyarrow")
@@ -72,15 +71,7 @@ def test_gap_after_retention_stops_before_committing(root, tmp_path):
     out = tmp_path / "out"
     summary_of(convert_cli(str(root), str(out), "--subscribe", "events"))
     write_log(root, "events", 0, 120)
-    with LogWriter(root, "events", 9):  # rewrite the root's checkpoints with events-0's log start moved to 80
-        pass
-    shutil.rmtree(root / "events-9")
-    seg = sorted((root / "events-0").glob("*.log"))[0]
-    for f in (root / "events-0").glob(seg.stem + ".*"):
-        f.unlink()  # retention deleted the first segment
-    ckpt = root / "log-start-offset-checkpoint"
-    lines = [ln for ln in ckpt.read_text().splitlines()[2:] if not ln.startswith("events ")]
-    ckpt.write_text("\n".join(["0", str(len(lines) + 1), *lines, "events 0 80"]) + "\n")
+    retention_deleted(root, "events", 0, 80)
     before = sorted(p.name for p in out.rglob("*"))
     proc = convert_cli(str(root), str(out), "--subscribe", "events", "--mode", "append")
     assert proc.returncode == 1
