@@ -1130,7 +1130,7 @@ def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str]) 
     catalog = {"catalog": args.catalog, "catalog_options": options, "namespace": args.namespace}
     try:
         return open_sink(args.format, args.out, args.mode, topics=topics, partition_by=args.partition_by,
-                         columns=columns,
+                         columns=columns, compression=args.compression,
                          properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)},
                          **(catalog if args.format == "iceberg" else {}))
     except ImportError as exc:

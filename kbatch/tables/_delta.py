@@ -95,13 +95,15 @@ class DeltaSink(Sink):
         description (Delta's table configuration takes only known keys).
     columns : sequence of str, optional
         The columns the run writes, to check ``partition_by`` against before any work.
+    compression : str, optional
+        The Parquet codec (default snappy; "none").
     """
 
     format = "delta"
 
     def __init__(self, out: str | os.PathLike[str], mode: str, *, topics: Sequence[str] = (),
                  partition_by: Sequence[str] | None = None, properties: dict[str, str] | None = None,
-                 columns: Sequence[str] | None = None) -> None:
+                 columns: Sequence[str] | None = None, compression: str | None = None) -> None:
         from deltalake import DeltaTable
 
         self.out = Path(out)
@@ -112,6 +114,7 @@ class DeltaSink(Sink):
                 raise ValueError(f"--partition-by {t.name}({t.width}, {t.column}): Delta partitions by columns; "
                                  "use a column, or day()/hour()/month()/year() of the timestamp")
         self.properties = dict(properties or {})
+        self.compression = None if compression == "none" else (compression or "snappy")
         self.run = f"{os.getpid()}-{os.urandom(4).hex()}"
         self._tables: dict[str, Any] = {}
         self._held: dict[str, tuple[Ledger, int | None]] = {}
@@ -170,6 +173,7 @@ class DeltaSink(Sink):
             pads.write_dataset(reader, str(folder), format="parquet", partitioning=partitioning,
                                basename_template=f"part-{self.run}-{self._writes}-{{i}}.parquet",
                                existing_data_behavior="overwrite_or_ignore", file_visitor=visit,
+                               file_options=pads.ParquetFileFormat().make_write_options(compression=self.compression),
                                max_rows_per_group=1 << 20, min_rows_per_group=1 << 16)
             self._writes += 1
 

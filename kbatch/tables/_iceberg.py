@@ -106,6 +106,8 @@ class IcebergSink(Sink):
         Table properties of new tables (kbatch's version and the source root).
     columns : sequence of str, optional
         The columns the run writes, to check ``partition_by`` against before any work.
+    compression : str, optional
+        The Parquet codec of new tables (``write.parquet.compression-codec``; default zstd).
     """
 
     format = "iceberg"
@@ -113,7 +115,8 @@ class IcebergSink(Sink):
     def __init__(self, out: str | os.PathLike[str], mode: str, *, topics: Sequence[str] = (),
                  catalog: str | None = None, catalog_options: dict[str, str] | None = None,
                  namespace: str | None = None, partition_by: Sequence[str] | None = None,
-                 properties: dict[str, str] | None = None, columns: Sequence[str] | None = None) -> None:
+                 properties: dict[str, str] | None = None, columns: Sequence[str] | None = None,
+                 compression: str | None = None) -> None:
         from pyiceberg.catalog import load_catalog
         from pyiceberg.exceptions import NoSuchTableError
 
@@ -122,6 +125,9 @@ class IcebergSink(Sink):
         self.namespace = namespace or DEFAULT_NAMESPACE
         self.partition = parse(partition_by or DEFAULT, columns)
         self.properties = dict(properties or {})
+        if compression:  # else pyiceberg's default, zstd
+            codec = "uncompressed" if compression == "none" else compression
+            self.properties["write.parquet.compression-codec"] = codec
         options = dict(catalog_options or {})
         local = "://" not in self.out
         self._made_out = False

@@ -100,8 +100,12 @@ def test_killed_append_then_rerun_is_exactly_once(root, tmp_path, stage):
 def test_partition_by_columns_and_derived_time(sample, tmp_path):
     out = tmp_path / "out"
     summary_of(convert_cli(str(sample), str(out), "--format", "delta", "--subscribe", "orders",
-                           "--partition-by", "partition", "--partition-by", "hour(timestamp)"))
+                           "--partition-by", "partition", "--partition-by", "hour(timestamp)", "--compression", "zstd"))
     table = deltalake.DeltaTable(str(out / "orders"))
+    import pyarrow.parquet as pq
+
+    assert {pq.ParquetFile(f).metadata.row_group(0).column(0).compression
+            for f in (out / "orders").rglob("*.parquet")} == {"ZSTD"}
     assert table.metadata().partition_columns == ["partition", "timestamp_hour"]
     assert scan(out, "orders") == rows_of_root(sample, ["orders"])
     hours = table.to_pyarrow_table(columns=["timestamp", "timestamp_hour"]).to_pylist()

@@ -110,8 +110,10 @@ def test_killed_append_then_rerun_is_exactly_once(root, tmp_path, stage):
 def test_partition_by_transforms(sample, tmp_path):
     out = tmp_path / "out"
     summary_of(convert_cli(str(sample), str(out), "--format", "iceberg", "--subscribe", "orders",
-                           "--partition-by", "partition", "--partition-by", "bucket(16, key)", "--namespace", "raw"))
+                           "--partition-by", "partition", "--partition-by", "bucket(16, key)", "--namespace", "raw",
+                           "--compression", "snappy"))
     table = default_catalog(out).load_table("raw.orders")
+    assert table.properties["write.parquet.compression-codec"] == "snappy"
     assert [(f.name, str(f.transform)) for f in table.spec().fields] == [("partition", "identity"),
                                                                          ("key_bucket", "bucket[16]")]
     assert rows_of_table(table.scan().to_arrow()) == rows_of_root(sample, ["orders"])
