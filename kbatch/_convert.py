@@ -64,12 +64,12 @@ from kbatch._plan import (
 )
 from kbatch._progress import Progress, plural, size
 from kbatch._sparkstart import JAVA_VERSIONS, JavaError, MasterError, check_master, start_session
-from kbatch._staging import MODES, StagedOutput, check_target, has_data_files
+from kbatch._staging import MODES, check_target, has_data_files
 from kbatch._txn import aborted_batch_mask
 from kbatch._version import __version__
 from kbatch.arrow import kafka_schema
 from kbatch.errors import KBatchError, LayoutError, OffsetGapError, ReplicasDisagreeError, StorageError
-from kbatch.tables import TABLE_FORMATS, Gap, Ledger, OffsetRange, Sink, TableCommit, open_sink, resume
+from kbatch.tables import FolderSink, Gap, Ledger, OffsetRange, Sink, TableCommit, open_sink, resume
 
 __all__ = [
     "ConvertError",
@@ -832,6 +832,14 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     except MasterError as exc:
         raise UsageError(str(exc)) from None
     p = plan(args)
+    sink: Sink | None = None
+    resumed = _Resumed(Ledger(), [], Ledger(), [])
+    if not _is_remote(args.out):  # a local folder: the files and the offsets ledger committed together
+        sink = _open_sink(args, p.topics, [])
+        resumed = _resume(args, p, sink, wall)
+        if resumed.done is not None:  # nothing new: no JVM started
+            p.close()
+            return resumed.done
     _say(args, f"kbatch convert: {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
                f"{size(p.input_bytes)} of log")
     if args.quiet:
@@ -863,18 +871,23 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     if progress.enabled:
         poller.start()
     counts: dict[tuple[Any, ...], tuple[int, int, int]] = {}
+    commits: list[TableCommit] = []
     written = True
     try:
         if _is_remote(args.out):  # no local folder to stage in: Spark's own mode handling
             _write_spark(spark, args, df, args.out)
             counts = _written_counts(spark, args, args.out)
         else:
-            staged = StagedOutput(args.out, args.mode)
-            with staged as tmp:
-                _write_spark(spark, args, df, str(tmp))
-                counts = _written_counts(spark, args, str(tmp))
-                if not counts:
-                    staged.discard()  # no _SUCCESS in a folder without data
+            assert isinstance(sink, FolderSink)
+            with sink:  # Spark's executors write into the sink's folder; this process commits it
+                sink.open(None)
+                _write_spark(spark, args, df, str(sink.folder))
+                counts = _written_counts(spark, args, str(sink.folder))
+                if counts or (len(resumed.held) and len(resumed.converted)):
+                    sink.adopt(sum(c[0] for c in counts.values()))
+                    commits = sink.commit(resumed.held.advanced(resumed.converted), resumed.converted)
+                else:
+                    sink.abort()  # no _SUCCESS in a folder without data
                     written = False
     except Exception as exc:
         if type(exc).__module__.startswith(("pyspark", "py4j")):
@@ -900,7 +913,9 @@ def convert_spark(args: argparse.Namespace) -> Summary:
         mode=args.mode,
         left_out=p.left_out,
         per_partition=list(reports.values()),
-        notes=notes,
+        notes=resumed.notes + notes,
+        tables=commits,
+        gaps=resumed.gaps,
     )
 
 
@@ -1043,18 +1058,17 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         schema = kafka_schema(include_headers=p.opts.include_headers, extra_columns=p.opts.extra_columns)
         if p.opts.root_columns:
             schema = schema.append(pa.field(ROOT_COLUMN, pa.string())).append(pa.field(CLUSTER_ID_COLUMN, pa.string()))
-        if args.format in TABLE_FORMATS and not _is_remote(args.out):
+        if not _is_remote(args.out):
             return _convert_to_table(args, p, schema, _open_sink(args, p.topics, schema.names), wall)
         reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts)
                    for d in p.logs}
         _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
                    f"{size(p.input_bytes)} of log")
+        # a remote OUT (no offsets ledger there yet): the files staged under OUT, copied in at the end
         progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
-        remote_out = _is_remote(args.out)
-        if remote_out and args.format == "orc":
+        if args.format == "orc":
             raise UsageError("--engine arrow writes ORC to a local OUT only; use parquet, or --engine spark")
-        staged: Any = RemoteStaging(args.out, args.mode, args.storage_option) if remote_out else StagedOutput(
-            args.out, args.mode)
+        staged = RemoteStaging(args.out, args.mode, args.storage_option)
         file_options = None
         codec = args.compression or "snappy"
         if args.format == "parquet":
@@ -1069,25 +1083,22 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         try:
             with staged as tmp:
                 reader = pa.RecordBatchReader.from_batches(schema, _arrow_batches(p, args, reports, progress))
-                if args.format == "orc":  # pyarrow's dataset writer does not write ORC
-                    _write_orc(reader, tmp, args, staged.token)
-                else:
-                    pads.write_dataset(
-                        reader,
-                        str(tmp),
-                        filesystem=staged.fs if remote_out else None,
-                        format=args.format,
-                        partitioning=partitioning,
-                        basename_template=f"part-{staged.token}-{{i}}.{args.format}",
-                        existing_data_behavior="overwrite_or_ignore",
-                        file_options=file_options,
-                        max_rows_per_file=rows_per_file,
-                        max_rows_per_group=group,
-                        min_rows_per_group=min(group, 1 << 16),
-                        max_open_files=4096,
-                        preserve_order=True,
-                    )
-                written = staged.has_data() if remote_out else has_data_files(tmp)
+                pads.write_dataset(
+                    reader,
+                    str(tmp),
+                    filesystem=staged.fs,
+                    format=args.format,
+                    partitioning=partitioning,
+                    basename_template=f"part-{staged.token}-{{i}}.{args.format}",
+                    existing_data_behavior="overwrite_or_ignore",
+                    file_options=file_options,
+                    max_rows_per_file=rows_per_file,
+                    max_rows_per_group=group,
+                    min_rows_per_group=min(group, 1 << 16),
+                    max_open_files=4096,
+                    preserve_order=True,
+                )
+                written = staged.has_data()
                 if not written:
                     staged.discard()  # nothing to write: OUT is not created
         finally:
@@ -1102,7 +1113,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         len(p.logs),
         sum(r.records for r in reports.values()),
         p.input_bytes,
-        _tree_bytes(Path(args.out)) if written and not remote_out else 0,
+        0,
         time.perf_counter() - wall,
         "arrow",
         args.format,
@@ -1117,10 +1128,10 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
 
 def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str]) -> Sink:
     """The table sink of ``--format`` (:mod:`kbatch.tables`) for OUT and ``--mode``."""
-    if args.format == "parquet":
-        return open_sink(args.format, args.out, args.mode, compression=args.compression,
-                         max_rows_per_file=args.max_rows_per_file, row_group_rows=args.row_group_rows,
-                         partition_by_topic=not args.no_partition_by_topic)
+    if args.format in ("parquet", "orc", "json"):  # a folder: Parquet written by the sink, or files put there
+        return FolderSink(args.out, args.mode, compression=args.compression, max_rows_per_file=args.max_rows_per_file,
+                          row_group_rows=args.row_group_rows, partition_by_topic=not args.no_partition_by_topic,
+                          format=args.format)
     options = {}
     for item in args.catalog_option:
         key, sep, value = item.partition("=")
@@ -1151,10 +1162,22 @@ def _bytes_in(log: Any, start: int, end: int) -> int:
     return total
 
 
-def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink, wall: float) -> Summary:
-    """The arrow engine into a table sink: with ``--mode append``, each partition from where the
-    table's ledger ends (nothing read nor committed when nothing is new); the data and the new
-    ledger committed together (:mod:`kbatch.tables`)."""
+@dataclass
+class _Resumed:
+    """Where a run into a sink starts: the ledger held, the gaps, what it converts, or ``done``."""
+
+    held: Ledger
+    gaps: list[Gap]
+    converted: Ledger
+    notes: list[str]
+    done: Summary | None = None
+
+
+def _resume(args: argparse.Namespace, p: Plan, sink: Sink, wall: float) -> _Resumed:
+    """With ``--mode append``, narrow ``p``'s ranges to the offsets after the sink's ledger (raise
+    :class:`OffsetGapError` for offsets retention deleted before any run converted them, unless
+    ``--no-fail-on-data-loss``); ``done`` is the summary of a run with nothing new (no segment
+    scanned, nothing committed)."""
     held = sink.committed() if args.mode == "append" else Ledger()
     gaps: list[Gap] = []
 
@@ -1173,41 +1196,64 @@ def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink
             p.ranges[range_key(d, p.opts)] = ranges[key(d)]
         p.input_bytes = sum(_bytes_in(d, *p.ranges[range_key(d, p.opts)]) for d in p.logs
                             if p.ranges[range_key(d, p.opts)][1] > p.ranges[range_key(d, p.opts)][0])
-        if all(b <= a for a, b in p.ranges.values()):
-            return Summary(len(p.topics), len(p.logs), 0, 0, 0, time.perf_counter() - wall, "arrow", args.format,
-                           args.out, written=False, mode=args.mode, left_out=p.left_out,
-                           since=sink.last_commits(), gaps=gaps)
-    notes = []
-    if args.format == "parquet" and args.mode == "append" and not len(held) and Path(args.out).is_dir() \
-            and has_data_files(Path(args.out)):
-        notes.append(f"{args.out} holds files but no offsets ledger (written by an earlier kbatch or the Spark "
-                     "engine): every selected record was appended; later appends go on from this run's offsets")
-    reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts) for d in p.logs}
-    _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
-               f"{size(p.input_bytes)} of log to {args.format}")
     converted = Ledger(OffsetRange(d.topic, d.partition, *p.ranges[range_key(d, p.opts)], *key(d)[2:],
                                    d.cluster_id if p.opts.root_columns else None)
                        for d in p.logs if p.ranges[range_key(d, p.opts)][1] > p.ranges[range_key(d, p.opts)][0])
+    done = None
+    if len(held) and not len(converted):
+        done = Summary(len(p.topics), len(p.logs), 0, 0, 0, time.perf_counter() - wall, args.engine, args.format,
+                       args.out, written=False, mode=args.mode, left_out=p.left_out, since=sink.last_commits(),
+                       gaps=gaps)
+    notes = []
+    if args.format in ("parquet", "orc", "json") and args.mode == "append" and not len(held) \
+            and Path(args.out).is_dir() and has_data_files(Path(args.out)):
+        notes.append(f"{args.out} holds files but no offsets ledger (written by an earlier kbatch): every selected "
+                     "record was appended; later appends go on from this run's offsets")
+    return _Resumed(held, gaps, converted, notes, done)
+
+
+def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink, wall: float) -> Summary:
+    """The arrow engine into a table sink: with ``--mode append``, each partition from where the
+    table's ledger ends (nothing read nor committed when nothing is new); the data and the new
+    ledger committed together (:mod:`kbatch.tables`)."""
+    r = _resume(args, p, sink, wall)
+    if r.done is not None:
+        return r.done
+    reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts) for d in p.logs}
+    _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
+               f"{size(p.input_bytes)} of log to {args.format}")
     progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
     commits: list[TableCommit] = []
     try:
         with sink:
             sink.open(schema)
-            sink.write(_arrow_batches(p, args, reports, progress))
-            if len(converted):
-                commits = sink.commit(held.advanced(converted), converted)
+            batches = _arrow_batches(p, args, reports, progress)
+            if isinstance(sink, FolderSink) and args.format == "orc":  # pyarrow's dataset writer has no ORC
+                _write_orc(pa_reader(schema, batches), sink.folder, args, sink.run.partition("@")[0])
+                sink.adopt(sum(rep.records for rep in reports.values()))
+            else:
+                sink.write(batches)
+            if len(r.converted):
+                commits = sink.commit(r.held.advanced(r.converted), r.converted)
             else:
                 sink.abort()
     finally:
         progress.close()
-    for r in reports.values():
-        _finish_report(r, r.records, filtered=False)
+    for rep in reports.values():
+        _finish_report(rep, rep.records, filtered=False)
     return Summary(
-        len(p.topics), len(p.logs), sum(r.records for r in reports.values()), p.input_bytes,
+        len(p.topics), len(p.logs), sum(rep.records for rep in reports.values()), p.input_bytes,
         sum(c.bytes for c in commits), time.perf_counter() - wall, "arrow", args.format, args.out,
         written=bool(commits), mode=args.mode, left_out=p.left_out, per_partition=list(reports.values()),
-        notes=notes + p.notes + _notes(p.logs), tables=commits, gaps=gaps,
+        notes=r.notes + p.notes + _notes(p.logs), tables=commits, gaps=r.gaps,
     )
+
+
+def pa_reader(schema: Any, batches: Any) -> Any:
+    """``batches`` as a ``pyarrow.RecordBatchReader`` of ``schema``."""
+    import pyarrow as pa
+
+    return pa.RecordBatchReader.from_batches(schema, batches)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ after its commit, the files the commit added and where they were staged.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -93,13 +94,16 @@ class FolderSink(Sink):
         Parquet codec (default snappy; "none").
     max_rows_per_file, row_group_rows : int, optional
     partition_by_topic : bool, default True
+    format : {"parquet", "orc", "json"}
+        What the files are: :meth:`write` writes Parquet; files of any format written into
+        :attr:`folder` by another writer (Spark's executors, an ORC writer) are committed
+        alike, counted with :meth:`adopt`.
     """
-
-    format = "parquet"
 
     def __init__(self, out: str | os.PathLike[str], mode: str, *, compression: str | None = None,
                  max_rows_per_file: int | None = None, row_group_rows: int | None = None,
-                 partition_by_topic: bool = True) -> None:
+                 partition_by_topic: bool = True, format: str = "parquet") -> None:
+        self.format = format
         self.out = Path(out)
         self.mode = mode
         self.compression = compression or "snappy"
@@ -116,7 +120,7 @@ class FolderSink(Sink):
         self._folder: Path | None = None
         self._writes = 0
         self._counts: dict[str, int] = {}
-        self._files: list[tuple[str, int]] = []  # (path relative to the staging folder, bytes)
+        self._adopted = 0
 
     def committed(self) -> Ledger:
         return self._ledger
@@ -139,6 +143,7 @@ class FolderSink(Sink):
                         (self.out / rel).parent.mkdir(parents=True, exist_ok=True)
                         os.replace(src / rel, self.out / rel)
                 shutil.rmtree(src, ignore_errors=True)
+                self._drop_staging_dir()
         staging = self.out / STAGING_DIR
         if staging.is_dir():
             here = socket.gethostname()
@@ -157,20 +162,27 @@ class FolderSink(Sink):
             self._staged = StagedOutput(self.out, self.mode)
             self._folder = self._staged.__enter__()
 
+    @property
+    def folder(self) -> Path:
+        """Where this run's files go until the commit (a hidden folder; after :meth:`open`)."""
+        assert self._folder is not None, "open() first"
+        return self._folder
+
+    def adopt(self, records: int) -> None:
+        """Count ``records`` written into :attr:`folder` by another writer; :meth:`commit` commits
+        every file found there (names not starting with ``_`` or ``.``)."""
+        self._adopted += records
+
     def write(self, batches: Iterable[Any]) -> None:
         import pyarrow as pa
         import pyarrow.dataset as pads
 
-        assert self._folder is not None, "open() first"
-        folder = self._folder
+        assert self.format == "parquet", f"FolderSink writes parquet itself, not {self.format}"
+        folder = self.folder
         codec = None if self.compression == "none" else self.compression
         partitioning = None
         if self.partition_by_topic:
             partitioning = pads.partitioning(pa.schema([("topic", pa.string())]), flavor="hive")
-
-        def visit(written: Any) -> None:
-            rel = os.path.relpath(written.path, folder)
-            self._files.append((rel, written.size if written.size is not None else os.path.getsize(written.path)))
 
         reader = pa.RecordBatchReader.from_batches(self.schema, count_rows(batches, self._counts))
         pads.write_dataset(
@@ -186,16 +198,15 @@ class FolderSink(Sink):
             min_rows_per_group=min(self.row_group_rows, 1 << 16),
             max_open_files=4096,
             preserve_order=True,
-            file_visitor=visit,
         )
         self._writes += 1
 
     def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
-        assert self._folder is not None, "open() first"
-        files = sorted(self._files)
+        folder = self.folder
+        files = self._data_files()
         n = self._number + 1 if self.incremental else 1
         entry = {"commit": n, "ledger": json.loads(ledger.to_json()), "converted": json.loads(converted.to_json()),
-                 "files": [f for f, _ in files], "records": sum(self._counts.values())}
+                 "files": [f for f, _ in files], "records": sum(self._counts.values()) + self._adopted}
         reached("before-commit")
         if self.incremental:
             entry["staging"] = f"{STAGING_DIR}/{self.run}"
@@ -203,20 +214,32 @@ class FolderSink(Sink):
             reached("mid-commit")
             for rel, _ in files:
                 (self.out / rel).parent.mkdir(parents=True, exist_ok=True)
-                os.replace(self._folder / rel, self.out / rel)
-            shutil.rmtree(self._folder, ignore_errors=True)
+                os.replace(folder / rel, self.out / rel)
+            shutil.rmtree(folder, ignore_errors=True)
+            self._drop_staging_dir()
         else:
             assert self._staged is not None
             if self.mode == "append" and self.out.is_dir() and any(self.out.iterdir()):
                 self.abort()
                 raise CommitConflictError(f"{self.out} was created by another run meanwhile: nothing committed; "
                                           "run again to append what is left", table=str(self.out))
-            self._link_entry(self._folder / LEDGER_DIR, n, entry)
+            self._link_entry(folder / LEDGER_DIR, n, entry)
             self._staged.commit()  # the commit point: one rename
         self._folder = None
         self._ledger, self._number = ledger, n
         return [TableCommit(str(self.out), str(n), entry["records"], sum(b for _, b in files), list(converted),
                             kind="commit")]
+
+    def _data_files(self) -> list[tuple[str, int]]:
+        """``(path relative to the staging folder, bytes)`` of every file readers will see."""
+        out = []
+        for dirpath, dirnames, filenames in os.walk(self.folder):
+            dirnames[:] = [d for d in dirnames if not d.startswith((".", "_"))]
+            for name in filenames:
+                if not name.startswith((".", "_")):
+                    path = Path(dirpath) / name
+                    out.append((path.relative_to(self.folder).as_posix(), path.stat().st_size))
+        return sorted(out)
 
     def _link_entry(self, folder: Path, n: int, entry: dict[str, Any]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -242,4 +265,10 @@ class FolderSink(Sink):
             self._staged = None
         elif self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
+            self._drop_staging_dir()
         self._folder = None
+
+    def _drop_staging_dir(self) -> None:
+        """Remove ``OUT/_kbatch_staging`` when no run has a folder in it (OUT as it was)."""
+        with contextlib.suppress(OSError):  # another run's folder is there
+            (self.out / STAGING_DIR).rmdir()
