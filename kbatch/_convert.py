@@ -69,7 +69,7 @@ from kbatch._txn import aborted_batch_mask
 from kbatch._version import __version__
 from kbatch.arrow import kafka_schema
 from kbatch.errors import KBatchError, LayoutError, OffsetGapError, ReplicasDisagreeError, StorageError
-from kbatch.tables import FolderSink, Gap, Ledger, OffsetRange, Sink, TableCommit, open_sink, resume
+from kbatch.tables import FolderSink, Gap, Ledger, OffsetRange, Sink, TableCommit, Transform, open_sink, resume
 
 __all__ = [
     "ConvertError",
@@ -353,14 +353,6 @@ class Summary:
         return d
 
 
-def _tree_bytes(path: Path) -> int:
-    if not path.exists():
-        return 0
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
-
-
 # ---------------------------------------------------------------------------------------------
 # Checks before any work, and what a root holds
 
@@ -449,7 +441,7 @@ class Plan:
 def _default_engine(args: argparse.Namespace) -> None:
     """``--engine``'s default: arrow for the formats only it writes (iceberg, delta), spark otherwise."""
     if getattr(args, "engine", None) is None:
-        args.engine = "arrow" if args.format in ("iceberg", "delta") else "spark"
+        args.engine = "arrow" if args.format in ("iceberg", "delta") else "spark"  # no JVM where none is needed
 
 
 def plan(args: argparse.Namespace) -> Plan:
@@ -472,8 +464,8 @@ def plan(args: argparse.Namespace) -> Plan:
         raise UsageError("--catalog, --catalog-option and --namespace are for --format iceberg")
     if args.partition_by and args.format not in ("iceberg", "delta"):
         raise UsageError("--partition-by is for --format iceberg or delta")
-    if args.format in ("iceberg", "delta") and (args.engine != "arrow" or _is_remote(args.out)):
-        raise UsageError(f"--format {args.format} is written by --engine arrow to a local OUT (for now)")
+    if args.format in ("iceberg", "delta") and _is_remote(args.out):
+        raise UsageError(f"--format {args.format} is written to a local OUT (for now)")
     if args.engine == "arrow":
         if args.format == "json":
             raise UsageError("--engine arrow writes parquet or orc; use --engine spark for json")
@@ -760,12 +752,18 @@ def _quiet_spark_errors(spark: Any) -> None:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def _write_spark(spark: Any, args: argparse.Namespace, df: Any, target: str) -> None:
+def _filtered(args: argparse.Namespace, df: Any) -> Any:
+    """``df`` with ``--where`` applied (a filter Spark cannot analyse: UsageError)."""
     if args.where:
         try:
             df = df.where(args.where)
         except Exception as exc:  # noqa: BLE001 - Spark's AnalysisException/ParseException: a user mistake
             raise UsageError(f"--where {args.where!r}: {spark_error_line(exc)}") from None
+    return df
+
+
+def _write_spark(spark: Any, args: argparse.Namespace, df: Any, target: str) -> None:
+    df = _filtered(args, df)
     # the staging folder is ours and empty: "append" writes into it as it is
     writer = df.write.mode("append" if target != args.out else args.mode).format(args.format)
     if args.compression:
@@ -776,6 +774,42 @@ def _write_spark(spark: Any, args: argparse.Namespace, df: Any, target: str) -> 
     if not args.no_partition_by_topic:
         writer = writer.partitionBy("topic")
     writer.save(target)
+
+
+def _check_spark_transform(t: Transform) -> None:
+    """UsageError for the ``--partition-by`` transforms only the arrow engine writes."""
+    if t.name not in ("identity", "day"):
+        raise UsageError(f"--partition-by {t.name}(...) is written by --engine arrow only; with Spark use a column "
+                         "or day(timestamp)")
+
+
+def _spark_column(t: Transform) -> Any:
+    """A Spark column of ``t``'s value: the column itself, or the UTC day of a timestamp."""
+    from pyspark.sql import functions as F
+
+    _check_spark_transform(t)
+
+    if t.name == "identity":
+        return F.col(t.column)
+    return F.date_from_unix_date(F.floor(F.unix_micros(F.col(t.column)) / 86_400_000_000).cast("int"))
+
+
+def _write_spark_files(args: argparse.Namespace, df: Any, sink: Sink) -> None:
+    """Spark's executors write Parquet into ``sink.staging()``, split by topic and the sink's file
+    partitions; the sink's commit (in this process) takes the files into its tables."""
+    from pyspark.sql import functions as F
+
+    df = _filtered(args, df).withColumn("kbatch_topic", F.col("topic"))
+    names = []
+    for name, transform in sink.file_partitions():
+        df = df.withColumn(name, _spark_column(transform))
+        names.append(name)
+    writer = df.write.mode("append").format("parquet").partitionBy("kbatch_topic", *names)
+    if args.compression:
+        writer = writer.option("compression", args.compression)
+    if args.max_rows_per_file:
+        writer = writer.option("maxRecordsPerFile", str(args.max_rows_per_file))
+    writer.save(str(sink.staging()))
 
 
 def spark_tasks(p: Plan, cores: int) -> tuple[list[tuple[LogSlice, ...]], Options]:
@@ -834,8 +868,11 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     p = plan(args)
     sink: Sink | None = None
     resumed = _Resumed(Ledger(), [], Ledger(), [])
+    schema = _schema(p)
     if not _is_remote(args.out):  # a local folder: the files and the offsets ledger committed together
-        sink = _open_sink(args, p.topics, [])
+        sink = _open_sink(args, p.topics, schema.names)
+        for _name, transform in sink.file_partitions():
+            _check_spark_transform(transform)  # what the executors cannot compute: said before the JVM starts
         resumed = _resume(args, p, sink, wall)
         if resumed.done is not None:  # nothing new: no JVM started
             p.close()
@@ -878,11 +915,17 @@ def convert_spark(args: argparse.Namespace) -> Summary:
             _write_spark(spark, args, df, args.out)
             counts = _written_counts(spark, args, args.out)
         else:
-            assert isinstance(sink, FolderSink)
+            assert sink is not None
             with sink:  # Spark's executors write into the sink's folder; this process commits it
-                sink.open(None)
-                _write_spark(spark, args, df, str(sink.folder))
-                counts = _written_counts(spark, args, str(sink.folder))
+                sink.open(schema)
+                if isinstance(sink, FolderSink):
+                    _write_spark(spark, args, df, str(sink.folder))
+                    counts = _written_counts(spark, args, str(sink.folder))
+                else:
+                    _write_spark_files(args, df, sink)
+                    counts = _written_counts(spark, argparse.Namespace(**{**vars(args), "format": "parquet",
+                                                                           "no_partition_by_topic": False}),
+                                             str(sink.staging()))
                 if counts or (len(resumed.held) and len(resumed.converted)):
                     sink.adopt(sum(c[0] for c in counts.values()))
                     commits = sink.commit(resumed.held.advanced(resumed.converted), resumed.converted)
@@ -903,7 +946,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
         len(p.logs),
         sum(c[0] for c in counts.values()),
         p.input_bytes,
-        _tree_bytes(Path(args.out)) if written and not _is_remote(args.out) else 0,
+        sum(c.bytes for c in commits),
         time.perf_counter() - wall,
         "spark",
         args.format,
@@ -1055,9 +1098,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
     wall = time.perf_counter()
     p = plan(args)
     try:
-        schema = kafka_schema(include_headers=p.opts.include_headers, extra_columns=p.opts.extra_columns)
-        if p.opts.root_columns:
-            schema = schema.append(pa.field(ROOT_COLUMN, pa.string())).append(pa.field(CLUSTER_ID_COLUMN, pa.string()))
+        schema = _schema(p)
         if not _is_remote(args.out):
             return _convert_to_table(args, p, schema, _open_sink(args, p.topics, schema.names), wall)
         reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts)
@@ -1124,6 +1165,16 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         per_partition=list(reports.values()),
         notes=notes,
     )
+
+
+def _schema(p: Plan) -> Any:
+    """The rows' ``pyarrow.Schema``: the Kafka source's columns (with the root columns when read)."""
+    import pyarrow as pa
+
+    schema = kafka_schema(include_headers=p.opts.include_headers, extra_columns=p.opts.extra_columns)
+    if p.opts.root_columns:
+        schema = schema.append(pa.field(ROOT_COLUMN, pa.string())).append(pa.field(CLUSTER_ID_COLUMN, pa.string()))
+    return schema
 
 
 def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str]) -> Sink:

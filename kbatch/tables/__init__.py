@@ -15,6 +15,7 @@ from kbatch.tables._folder import FolderSink, read_ledger
 from kbatch.tables._iceberg import IcebergSink, default_catalog
 from kbatch.tables._ledger import LEDGER_KEY, Gap, Ledger, OffsetRange, resume
 from kbatch.tables._open import TABLE_FORMATS, open_sink
+from kbatch.tables._partition import Transform
 from kbatch.tables._sink import Sink, TableCommit
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "OffsetRange",
     "Sink",
     "TableCommit",
+    "Transform",
     "default_catalog",
     "open_sink",
     "read_ledger",

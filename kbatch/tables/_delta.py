@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -28,7 +29,7 @@ from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import LEDGER_KEY, Ledger, OffsetRange
 from kbatch.tables._partition import DEFAULT, Transform, parse
-from kbatch.tables._sink import Sink, TableCommit, count_rows
+from kbatch.tables._sink import Sink, TableCommit, count_rows, staged_files
 
 __all__ = ["DeltaSink", "app_id", "read_ledger"]
 
@@ -128,6 +129,7 @@ class DeltaSink(Sink):
         self._counts: dict[str, int] = {}
         self._written: list[Path] = []
         self._writes = 0
+        self._staging: Path | None = None
 
     def committed(self) -> Ledger:
         out = Ledger()
@@ -177,11 +179,46 @@ class DeltaSink(Sink):
                                max_rows_per_group=1 << 20, min_rows_per_group=1 << 16)
             self._writes += 1
 
+    def staging(self) -> Path:
+        if self._staging is None:
+            self._staging = self.out / "_kbatch_staging" / self.run
+            self._staging.mkdir(parents=True)
+        return self._staging
+
+    def file_partitions(self) -> list[tuple[str, Transform]]:
+        return [(t.field_name, t) for t in self.partition]
+
+    def _take_staged(self) -> None:
+        """Move the files another writer staged into their tables' folders, as ``add`` actions."""
+        import shutil
+        from urllib.parse import unquote
+
+        import pyarrow.parquet as pq
+        from deltalake.transaction import AddAction
+
+        if self._staging is None:
+            return
+        for topic, dirs, path in staged_files(self._staging):
+            rel = f"{dirs}/{path.name}" if dirs else path.name
+            dest = self.out / topic / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, dest)
+            self._written.append(dest)
+            values = {k: unquote(v) for k, v in (part.split("=", 1) for part in dirs.split("/") if part)}
+            stats = json.dumps({"numRecords": pq.read_metadata(dest).num_rows})
+            self._actions.setdefault(topic, []).append(
+                AddAction(rel, dest.stat().st_size, values, int(time.time() * 1000), True, stats))
+        shutil.rmtree(self._staging, ignore_errors=True)
+        self._staging = None
+        with contextlib.suppress(OSError):
+            (self.out / "_kbatch_staging").rmdir()
+
     def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
         from deltalake import CommitProperties, DeltaTable, Schema, Transaction
         from deltalake.exceptions import CommitFailedError, DeltaError
         from deltalake.transaction import create_table_with_add_actions
 
+        self._take_staged()
         reached("before-commit")
         out = []
         for topic in sorted(set(converted.topics()) | set(self._actions)):
@@ -224,6 +261,13 @@ class DeltaSink(Sink):
                 f"{self.properties.get('kbatch.source-root', '?')}")
 
     def abort(self) -> None:
+        if self._staging is not None:
+            import shutil
+
+            shutil.rmtree(self._staging, ignore_errors=True)
+            self._staging = None
+            with contextlib.suppress(OSError):
+                (self.out / "_kbatch_staging").rmdir()
         for path in self._written:  # not committed: no reader sees them, but they take room
             path.unlink(missing_ok=True)
         self._written = []

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterable, Sequence
@@ -31,7 +32,7 @@ from kbatch.errors import CommitConflictError
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import LEDGER_KEY, Ledger
 from kbatch.tables._partition import DEFAULT, Transform, parse
-from kbatch.tables._sink import Sink, TableCommit, count_rows
+from kbatch.tables._sink import Sink, TableCommit, count_rows, staged_files
 
 __all__ = ["CATALOG_NAME", "DEFAULT_NAMESPACE", "IcebergSink", "default_catalog", "read_ledger"]
 
@@ -155,6 +156,7 @@ class IcebergSink(Sink):
         self._buffers: dict[str, list[Any]] = {}
         self._counts: dict[str, int] = {}
         self._base: dict[str, int | None] = {}
+        self._staging: Path | None = None
 
     def identifier(self, topic: str) -> str:
         return f"{self.namespace}.{topic}"
@@ -237,13 +239,58 @@ class IcebergSink(Sink):
                     self._flush(largest)
                     held[largest] = 0
 
+    def staging(self) -> Path:
+        if "://" in self.out:
+            raise NotImplementedError("files staged by another writer need a local OUT")
+        if self._staging is None:
+            self._staging = Path(self.out) / "_kbatch_staging" / f"{os.getpid()}-{os.urandom(4).hex()}"
+            self._staging.mkdir(parents=True)
+        return self._staging
+
+    def file_partitions(self) -> list[tuple[str, Transform]]:
+        # Iceberg finds a file's partition from its column statistics (add_files): the files keep
+        # every column, and are split by a copy of each transform's value
+        return [(f"kbatch_{t.field_name}", t) for t in self.partition]
+
+    def _take_staged(self) -> dict[str, list[str]]:
+        """Move the files another writer staged into their tables' ``data`` folders; their URIs by topic."""
+        from urllib.parse import unquote, urlparse
+
+        out: dict[str, list[str]] = {}
+        if self._staging is None:
+            return out
+        for topic, dirs, path in staged_files(self._staging):
+            location = urlparse(self._table(topic).metadata.location)
+            # the writer's folders kept: one task's files in two partitions may have one name
+            dest = Path(unquote(location.path)) / "data" / dirs / path.name
+            if dest.exists():
+                raise FileExistsError(f"{dest} exists: not replaced")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, dest)
+            out.setdefault(topic, []).append(f"file://{dest}")  # unquoted, as pyiceberg writes its own
+        self._drop_staging()
+        return out
+
+    def _drop_staging(self) -> None:
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            self._staging = None
+            with contextlib.suppress(OSError):
+                (Path(self.out) / "_kbatch_staging").rmdir()
+
     def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
         from pyiceberg.exceptions import CommitFailedException
 
-        topics = sorted(set(converted.topics()) | set(self._buffers) | set(self._txns))
+        staged = self._take_staged()
+        topics = sorted(set(converted.topics()) | set(self._buffers) | set(self._txns) | set(staged))
         for topic in topics:
-            self._flush(topic, {LEDGER_KEY: ledger.for_topic(topic).to_json(),
-                                **{k: v for k, v in self.properties.items() if k == "kbatch.version"}})
+            props = {LEDGER_KEY: ledger.for_topic(topic).to_json(),
+                     **{k: v for k, v in self.properties.items() if k == "kbatch.version"}}
+            if topic in staged:
+                self._flush(topic)
+                self._txn(topic).add_files(staged[topic], snapshot_properties=props, check_duplicate_files=False)
+            else:
+                self._flush(topic, props)
         reached("before-commit")
         out = []
         for topic in topics:
@@ -267,6 +314,7 @@ class IcebergSink(Sink):
         return out
 
     def abort(self) -> None:
+        self._drop_staging()
         self._txns.clear()
         self._buffers.clear()
         if self._made_out:

@@ -10,6 +10,9 @@ format's library itself::
         sink.write(batches)                   # Arrow record batches, any topics, any number of calls
         commits = sink.commit(ledger, converted)
 
+or, for files another writer (Spark's executors) puts in ``sink.staging()`` (split by topic
+and ``sink.file_partitions()``), just ``open`` and ``commit``: the commit takes them in.
+
 ``commit`` makes the written data and the new :class:`~kbatch.tables.Ledger` visible together,
 or raises :class:`~kbatch.errors.CommitConflictError` when another run committed meanwhile
 (then nothing of this run is visible). A process killed at any point leaves each table at its
@@ -21,16 +24,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import Ledger, OffsetRange
+from kbatch.tables._partition import Transform
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
     from typing_extensions import Self
 
-__all__ = ["Sink", "TableCommit", "count_rows"]
+__all__ = ["Sink", "TableCommit", "count_rows", "staged_files"]
 
 
 @dataclass
@@ -75,6 +80,19 @@ def count_rows(batches: Iterable[Any], counts: dict[str, int]) -> Iterator[Any]:
             reached("mid-write")
 
 
+def staged_files(folder: Path) -> list[tuple[str, str, Path]]:
+    """``(topic, the folders under kbatch_topic=<topic>/, the file)`` of every data file another
+    writer put in ``folder`` (hidden names, ``_*`` and ``.*``, left out)."""
+    from urllib.parse import unquote
+
+    out = []
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).parts
+        if path.is_file() and not any(p.startswith(("_", ".")) for p in rel) and rel[0].startswith("kbatch_topic="):
+            out.append((unquote(rel[0].split("=", 1)[1]), "/".join(rel[1:-1]), path))
+    return out
+
+
 class Sink(ABC):
     """Where converted records go: one or more tables that commit with their offsets ledger."""
 
@@ -105,6 +123,22 @@ class Sink(ABC):
     @abstractmethod
     def abort(self) -> None:
         """Drop everything written since :meth:`open`; the tables stay at their last commit."""
+
+    # Files written by another writer (Spark's executors), committed by this process
+
+    def staging(self) -> Path:
+        """A local folder where another writer puts Parquet files, in ``kbatch_topic=<topic>/``
+        folders, then one folder level per :meth:`file_partitions` item; :meth:`commit` takes
+        every file there into the tables."""
+        raise NotImplementedError(f"{self.format} tables take Arrow batches only")
+
+    def file_partitions(self) -> list[tuple[str, Transform]]:
+        """The folder levels under ``kbatch_topic=<topic>/`` that :meth:`staging`'s files are split
+        by: ``(column, transform)``, the column holding the transform's value."""
+        return []
+
+    def adopt(self, records: int) -> None:  # noqa: B027 - optional: the formats that count files themselves
+        """Count ``records`` that another writer put where this sink commits them."""
 
     def __enter__(self) -> Self:
         return self
