@@ -121,6 +121,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--catalog-option", action="append", default=[], metavar="KEY=VALUE",
                         help="iceberg: a catalog property, e.g. uri=http://127.0.0.1:8181 (repeatable)")
     parser.add_argument("--namespace", default=None, help="iceberg: the tables' namespace (default kafka)")
+    parser.add_argument("--upsert", action="store_true",
+                        help="iceberg, delta: one row per key, the latest; a tombstone deletes the key (what log "
+                             "compaction keeps)")
     parser.add_argument("--partition-by", action="append", default=None, metavar="TRANSFORM",
                         help="iceberg, delta: a partition transform, e.g. day(timestamp) (the default), "
                              "hour(timestamp), partition, bucket(16, key) (iceberg), or none (repeatable)")
@@ -464,6 +467,9 @@ def plan(args: argparse.Namespace) -> Plan:
         raise UsageError("--catalog, --catalog-option and --namespace are for --format iceberg")
     if args.partition_by and args.format not in ("iceberg", "delta"):
         raise UsageError("--partition-by is for --format iceberg or delta")
+    if getattr(args, "upsert", False) and (args.format not in ("iceberg", "delta") or args.engine != "arrow"):
+        raise UsageError("--upsert needs --format iceberg or delta (with --engine arrow): a folder of files has no "
+                         "rows to replace")
     if args.format in ("iceberg", "delta") and _is_remote(args.out):
         raise UsageError(f"--format {args.format} is written to a local OUT (for now)")
     if args.engine == "arrow":
@@ -1192,7 +1198,7 @@ def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str]) 
     catalog = {"catalog": args.catalog, "catalog_options": options, "namespace": args.namespace}
     try:
         return open_sink(args.format, args.out, args.mode, topics=topics, partition_by=args.partition_by,
-                         columns=columns, compression=args.compression,
+                         columns=columns, compression=args.compression, upsert=args.upsert,
                          properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)},
                          **(catalog if args.format == "iceberg" else {}))
     except ImportError as exc:

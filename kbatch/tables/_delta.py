@@ -98,13 +98,16 @@ class DeltaSink(Sink):
         The columns the run writes, to check ``partition_by`` against before any work.
     compression : str, optional
         The Parquet codec (default snappy; "none").
+    upsert : bool, default False
+        One row per key, through a Delta merge: the run's latest record per key replaces the
+        table's row, a tombstone deletes it (the run's records are held in memory).
     """
 
     format = "delta"
 
     def __init__(self, out: str | os.PathLike[str], mode: str, *, topics: Sequence[str] = (),
                  partition_by: Sequence[str] | None = None, properties: dict[str, str] | None = None,
-                 columns: Sequence[str] | None = None, compression: str | None = None) -> None:
+                 columns: Sequence[str] | None = None, compression: str | None = None, upsert: bool = False) -> None:
         from deltalake import DeltaTable
 
         self.out = Path(out)
@@ -115,6 +118,8 @@ class DeltaSink(Sink):
                 raise ValueError(f"--partition-by {t.name}({t.width}, {t.column}): Delta partitions by columns; "
                                  "use a column, or day()/hour()/month()/year() of the timestamp")
         self.properties = dict(properties or {})
+        self.upsert = upsert
+        self._pending: dict[str, list[Any]] = {}
         self.compression = None if compression == "none" else (compression or "snappy")
         self.run = f"{os.getpid()}-{os.urandom(4).hex()}"
         self._tables: dict[str, Any] = {}
@@ -152,6 +157,10 @@ class DeltaSink(Sink):
         import pyarrow as pa
         import pyarrow.dataset as pads
 
+        if self.upsert:  # merged at the commit
+            for topic, batch in _by_topic(count_rows(batches, self._counts)):
+                self._pending.setdefault(topic, []).append(_derive(batch, self.partition))
+            return
         for topic, group in itertools.groupby(_by_topic(count_rows(batches, self._counts)), key=lambda tb: tb[0]):
             folder = self.out / topic
             actions = self._actions.setdefault(topic, [])
@@ -221,7 +230,7 @@ class DeltaSink(Sink):
         self._take_staged()
         reached("before-commit")
         out = []
-        for topic in sorted(set(converted.topics()) | set(self._actions)):
+        for topic in sorted(set(converted.topics()) | set(self._actions) | set(self._pending)):
             mine = ledger.for_topic(topic)
             props = CommitProperties(
                 custom_metadata={LEDGER_KEY: mine.to_json(), **self.properties},
@@ -231,6 +240,14 @@ class DeltaSink(Sink):
             actions = self._actions.pop(topic, [])
             uri = str(self.out / topic)
             try:
+                if self.upsert:
+                    records = self._merge(topic, props)
+                    table = DeltaTable(uri)
+                    self._tables[topic] = table
+                    self._held[topic] = (mine, table.version())
+                    out.append(TableCommit(uri, str(table.version()), records, 0, list(converted.for_topic(topic)),
+                                           kind="version"))
+                    continue
                 if topic in self._tables:
                     self._tables[topic].create_write_transaction(
                         actions, "overwrite" if self.mode == "overwrite" else "append", self.schema,
@@ -256,6 +273,29 @@ class DeltaSink(Sink):
             self._written = [p for p in self._written if not p.is_relative_to(self.out / topic)]
         return out
 
+    def _merge(self, topic: str, props: Any) -> int:
+        """Merge the run's latest record per key into the topic's table (created empty first if
+        new); the number of keys replaced, inserted or deleted."""
+        import pyarrow as pa
+        from deltalake import DeltaTable
+
+        from kbatch.tables._upsert import latest_per_key
+
+        live, dead = latest_per_key(pa.Table.from_batches(self._pending.pop(topic, []), schema=self.schema))
+        source = pa.concat_tables([live, live.schema.empty_table() if not dead else
+                                   pa.Table.from_pylist([{"key": k} for k in dead], schema=self.schema)])
+        uri = str(self.out / topic)
+        if topic not in self._tables:
+            DeltaTable.create(uri, self.schema, mode="error", partition_by=self.partition_columns or None,
+                              description=self._description())
+        (DeltaTable(uri).merge(source, predicate="t.key = s.key", source_alias="s", target_alias="t",
+                               commit_properties=props)
+         .when_matched_delete(predicate="s.value IS NULL")
+         .when_matched_update_all()
+         .when_not_matched_insert_all(predicate="s.value IS NOT NULL")
+         .execute())
+        return int(live.num_rows) + len(dead)
+
     def _description(self) -> str:
         return (f"Kafka topic records written by kbatch {self.properties.get('kbatch.version', '')} from "
                 f"{self.properties.get('kbatch.source-root', '?')}")
@@ -272,3 +312,4 @@ class DeltaSink(Sink):
             path.unlink(missing_ok=True)
         self._written = []
         self._actions.clear()
+        self._pending.clear()

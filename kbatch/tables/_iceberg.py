@@ -26,7 +26,7 @@ import os
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from kbatch.errors import CommitConflictError
 from kbatch.tables._hooks import reached
@@ -109,6 +109,9 @@ class IcebergSink(Sink):
         The columns the run writes, to check ``partition_by`` against before any work.
     compression : str, optional
         The Parquet codec of new tables (``write.parquet.compression-codec``; default zstd).
+    upsert : bool, default False
+        One row per key: the run's latest record per key replaces the table's row, a tombstone
+        deletes it (:mod:`kbatch.tables._upsert`; the run's records are held in memory).
     """
 
     format = "iceberg"
@@ -117,13 +120,15 @@ class IcebergSink(Sink):
                  catalog: str | None = None, catalog_options: dict[str, str] | None = None,
                  namespace: str | None = None, partition_by: Sequence[str] | None = None,
                  properties: dict[str, str] | None = None, columns: Sequence[str] | None = None,
-                 compression: str | None = None) -> None:
+                 compression: str | None = None, upsert: bool = False) -> None:
         from pyiceberg.catalog import load_catalog
         from pyiceberg.exceptions import NoSuchTableError
 
         self.out = str(out)
         self.mode = mode
         self.namespace = namespace or DEFAULT_NAMESPACE
+        self.upsert = upsert
+        self._applied: dict[str, int] = {}
         self.partition = parse(partition_by or DEFAULT, columns)
         self.properties = dict(properties or {})
         if compression:  # else pyiceberg's default, zstd
@@ -216,6 +221,22 @@ class IcebergSink(Sink):
         if batches or properties:
             txn.append(table, snapshot_properties=properties or {})
 
+    def _upsert(self, topic: str) -> None:
+        """Replace or insert the latest row of each key of the run, delete the keys it ends with a tombstone."""
+        import pyarrow as pa
+        from pyiceberg.expressions import In
+
+        from kbatch.tables._upsert import latest_per_key
+
+        batches = self._buffers.pop(topic, [])
+        live, dead = latest_per_key(pa.Table.from_batches(batches, schema=self.schema))
+        txn = self._txn(topic)
+        if live.num_rows:
+            txn.upsert(live, join_cols=["key"])
+        if dead:
+            txn.delete(cast(Any, In)("key", dead))  # In's pydantic signature hides (term, literals)
+        self._applied[topic] = live.num_rows + len(dead)
+
     def write(self, batches: Iterable[Any]) -> None:
         """Buffer each topic's batches; a topic's buffer is appended (a snapshot of the commit) when
         it reaches :data:`CHUNK_BYTES`, and the largest others when all together do; what is
@@ -231,6 +252,8 @@ class IcebergSink(Sink):
                 part = batch if len(topics) == 1 else batch.filter(pc.equal(batch.column("topic"), topic))
                 self._buffers.setdefault(topic, []).append(part)
                 held[topic] = held.get(topic, 0) + part.nbytes
+                if self.upsert:
+                    continue  # the whole run is reduced per key at the commit
                 if held[topic] >= CHUNK_BYTES:
                     self._flush(topic)
                     held[topic] = 0
@@ -289,6 +312,9 @@ class IcebergSink(Sink):
             if topic in staged:
                 self._flush(topic)
                 self._txn(topic).add_files(staged[topic], snapshot_properties=props, check_duplicate_files=False)
+            elif self.upsert:
+                self._upsert(topic)
+                self._flush(topic, props)
             else:
                 self._flush(topic, props)
         reached("before-commit")
@@ -310,6 +336,7 @@ class IcebergSink(Sink):
                 size += int(s.summary.get("added-files-size", 0) or 0)
                 s = table.metadata.snapshot_by_id(s.parent_snapshot_id) if s.parent_snapshot_id else None
             self._held[topic] = (ledger.for_topic(topic), snap.snapshot_id)
+            records = self._applied.get(topic, records)  # upsert: the keys replaced, inserted or deleted
             out.append(TableCommit(name, str(snap.snapshot_id), records, size, list(converted.for_topic(topic))))
         return out
 
