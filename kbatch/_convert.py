@@ -69,7 +69,8 @@ from kbatch._txn import aborted_batch_mask
 from kbatch._version import __version__
 from kbatch.arrow import kafka_schema
 from kbatch.errors import KBatchError, LayoutError, OffsetGapError, ReplicasDisagreeError, StorageError
-from kbatch.tables import FolderSink, Gap, Ledger, OffsetRange, Sink, TableCommit, Transform, open_sink, resume
+from kbatch.spark._staged import check_transform, write_staged
+from kbatch.tables import FolderSink, Gap, Ledger, OffsetRange, Sink, TableCommit, open_sink, resume
 
 __all__ = [
     "ConvertError",
@@ -782,42 +783,6 @@ def _write_spark(spark: Any, args: argparse.Namespace, df: Any, target: str) -> 
     writer.save(target)
 
 
-def _check_spark_transform(t: Transform) -> None:
-    """UsageError for the ``--partition-by`` transforms only the arrow engine writes."""
-    if t.name not in ("identity", "day"):
-        raise UsageError(f"--partition-by {t.name}(...) is written by --engine arrow only; with Spark use a column "
-                         "or day(timestamp)")
-
-
-def _spark_column(t: Transform) -> Any:
-    """A Spark column of ``t``'s value: the column itself, or the UTC day of a timestamp."""
-    from pyspark.sql import functions as F
-
-    _check_spark_transform(t)
-
-    if t.name == "identity":
-        return F.col(t.column)
-    return F.date_from_unix_date(F.floor(F.unix_micros(F.col(t.column)) / 86_400_000_000).cast("int"))
-
-
-def _write_spark_files(args: argparse.Namespace, df: Any, sink: Sink) -> None:
-    """Spark's executors write Parquet into ``sink.staging()``, split by topic and the sink's file
-    partitions; the sink's commit (in this process) takes the files into its tables."""
-    from pyspark.sql import functions as F
-
-    df = _filtered(args, df).withColumn("kbatch_topic", F.col("topic"))
-    names = []
-    for name, transform in sink.file_partitions():
-        df = df.withColumn(name, _spark_column(transform))
-        names.append(name)
-    writer = df.write.mode("append").format("parquet").partitionBy("kbatch_topic", *names)
-    if args.compression:
-        writer = writer.option("compression", args.compression)
-    if args.max_rows_per_file:
-        writer = writer.option("maxRecordsPerFile", str(args.max_rows_per_file))
-    writer.save(str(sink.staging()))
-
-
 def spark_tasks(p: Plan, cores: int) -> tuple[list[tuple[LogSlice, ...]], Options]:
     """The Spark tasks of a checked plan and the options they were planned with: tasks of
     :func:`task_bytes` for ``cores`` (or ``--min-partitions``) over exactly the partitions and
@@ -878,7 +843,10 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     if not _is_remote(args.out):  # a local folder: the files and the offsets ledger committed together
         sink = _open_sink(args, p.topics, schema.names)
         for _name, transform in sink.file_partitions():
-            _check_spark_transform(transform)  # what the executors cannot compute: said before the JVM starts
+            try:  # what the executors cannot compute: said before the JVM starts
+                check_transform(transform)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
         resumed = _resume(args, p, sink, wall)
         if resumed.done is not None:  # nothing new: no JVM started
             p.close()
@@ -928,7 +896,8 @@ def convert_spark(args: argparse.Namespace) -> Summary:
                     _write_spark(spark, args, df, str(sink.folder))
                     counts = _written_counts(spark, args, str(sink.folder))
                 else:
-                    _write_spark_files(args, df, sink)
+                    write_staged(_filtered(args, df), sink, compression=args.compression,
+                                 max_rows_per_file=args.max_rows_per_file)
                     counts = _written_counts(spark, argparse.Namespace(**{**vars(args), "format": "parquet",
                                                                            "no_partition_by_topic": False}),
                                              str(sink.staging()))

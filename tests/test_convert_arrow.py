@@ -174,7 +174,8 @@ def test_nothing_selected_says_what_was_found(tmp_path, sample, capsys):
     cases = [
         (tmp_path / "backup", (f"no partition directories in {tmp_path / 'backup'}; found Kafka logs under {deep}: "
                               f"pass that folder, or --recursive to read every log below {tmp_path / 'backup'}")),
-        (tmp_path / "internal", "only internal topics (__consumer_offsets: 2 partitions); pass --include-internal (or --subscribe)"),
+        (tmp_path / "internal",
+         "only internal topics (__consumer_offsets: 2 partitions); pass --include-internal (or --subscribe)"),
         (tmp_path / "nope", "no such log directory"),
         (sample / "orders-0" / "00000000000000000000.log", f"did you mean its log.dirs root {sample}?"),
     ]
