@@ -173,3 +173,24 @@ def test_orc_appends_once_too(root, tmp_path):
     assert again["records"] == 0 and again["since"] == [f"commit 2 of {out}"]
     got = rows_of_table(ds.dataset(str(out), format="orc", partitioning="hive").to_table())
     assert got == rows_of_root(root, ["events"])
+
+
+def test_recursive_backup_ledger_keyed_by_root(tmp_path):
+    """Two clusters' logs named alike under one backup: the ledger holds a range per root, and an
+    append converts only what one root gained."""
+    from support.roots import TOPIC_ID, values, write_root
+
+    backup, out = tmp_path / "backup", tmp_path / "out"
+    write_root(backup / "a" / "logs", values(5, b"a"), cluster_id="cluster-A")
+    write_root(backup / "b" / "logs", values(8, b"b"), cluster_id="cluster-B", topic_id=TOPIC_ID[::-1])
+    first = summary_of(convert_cli(str(backup), str(out), "--recursive"))
+    assert first["records"] == 13
+    held, _ = read_ledger(out)
+    assert [(r.root, r.cluster_id, r.end) for r in held] == [
+        (str(backup / "a" / "logs"), "cluster-A", 5), (str(backup / "b" / "logs"), "cluster-B", 8)]
+    assert summary_of(convert_cli(str(backup), str(out), "--recursive", "--mode", "append"))["records"] == 0
+    write_root(backup / "b" / "logs", values(11, b"b"), cluster_id="cluster-B", topic_id=TOPIC_ID[::-1])
+    s = summary_of(convert_cli(str(backup), str(out), "--recursive", "--mode", "append"))
+    assert s["records"] == 3 and [(r["root"], r["start"], r["end"]) for r in s["tables"][0]["ranges"]] == [
+        (str(backup / "b" / "logs"), 8, 11)]
+    assert ds.dataset(str(out), partitioning="hive").count_rows() == 16
