@@ -316,7 +316,7 @@ class Summary:
         )
         verb = "appended" if self.mode == "append" and self.written else "converted"
         if self.since:
-            return [f"nothing new since {', '.join(self.since)}: no log read, nothing committed"]
+            return [f"nothing new since {', '.join(self.since)}: no record read, nothing committed"]
         out = [
             (
                 f"{verb} {plural(self.records, 'record')} from {plural(self.topics, 'topic')}, "

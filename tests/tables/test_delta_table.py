@@ -68,7 +68,7 @@ def test_rerun_commits_nothing_and_says_since_which_version(sample, tmp_path):
     summary_of(convert_cli(str(sample), str(out), "--format", "delta", "--subscribe", "orders"))
     again = convert_cli(str(sample), str(out), "--format", "delta", "--subscribe", "orders", "--mode", "append",
                         json_summary=False)
-    assert again.stdout == f"nothing new since version 0 of {out / 'orders'}: no log read, nothing committed\n"
+    assert again.stdout == f"nothing new since version 0 of {out / 'orders'}: no record read, nothing committed\n"
     assert deltalake.DeltaTable(str(out / "orders")).version() == 0
 
 

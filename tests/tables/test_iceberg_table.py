@@ -75,7 +75,7 @@ def test_rerun_commits_nothing_and_says_since_which_snapshot(sample, tmp_path):
                         json_summary=False)
     snap = first["tables"][0]["snapshot"]
     assert again.returncode == 0
-    assert again.stdout == f"nothing new since snapshot {snap} of kafka.orders: no log read, nothing committed\n"
+    assert again.stdout == f"nothing new since snapshot {snap} of kafka.orders: no record read, nothing committed\n"
     table = default_catalog(out).load_table("kafka.orders")
     assert len(table.snapshots()) == 1 and str(table.current_snapshot().snapshot_id) == snap
     assert scan(out, "orders") == rows_of_root(sample, ["orders"])

@@ -47,7 +47,7 @@ def test_append_twice_writes_each_record_once(sample, tmp_path):
     assert second["since"] == [f"commit 1 of {out}"] and second["input_bytes"] == 0 and second["tables"] == []
     assert read_ledger(out)[1] == 1  # nothing committed
     text = convert_cli(str(sample), str(out), "--mode", "append", json_summary=False).stdout
-    assert text == f"nothing new since commit 1 of {out}: no log read, nothing committed\n"
+    assert text == f"nothing new since commit 1 of {out}: no record read, nothing committed\n"
     held, _ = read_ledger(out)
     assert held.get("orders", 1) == OffsetRange("orders", 1, 0, 300)
     assert held.get("payments", 0) == OffsetRange("payments", 0, 0, 155)  # past the last marker
