@@ -471,6 +471,8 @@ def plan(args: argparse.Namespace) -> Plan:
     if getattr(args, "upsert", False) and (args.format not in ("iceberg", "delta") or args.engine != "arrow"):
         raise UsageError("--upsert needs --format iceberg or delta (with --engine arrow): a folder of files has no "
                          "rows to replace")
+    if getattr(args, "upsert", False) and args.mode == "overwrite":
+        raise UsageError("--upsert merges into the table: use --mode append (or a new OUT), not overwrite")
     if args.format in ("iceberg", "delta") and _is_remote(args.out):
         raise UsageError(f"--format {args.format} is written to a local OUT (for now)")
     if args.engine == "arrow":

@@ -159,7 +159,9 @@ class FolderSink(Sink):
             self._folder = self.out / STAGING_DIR / self.run
             self._folder.mkdir(parents=True)
         else:
-            self._staged = StagedOutput(self.out, self.mode)
+            # an empty OUT in append mode is replaced by one rename too (StagedOutput's append
+            # moves file by file, the ledger perhaps before the data)
+            self._staged = StagedOutput(self.out, "errorifexists" if self.mode == "append" else self.mode)
             self._folder = self._staged.__enter__()
 
     @property

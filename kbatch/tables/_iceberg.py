@@ -180,7 +180,7 @@ class IcebergSink(Sink):
         self.schema = schema
 
     def _table(self, topic: str) -> Any:
-        from pyiceberg.exceptions import TableAlreadyExistsError
+        from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
 
         if topic not in self._tables:
             self.catalog.create_namespace_if_not_exists(self.namespace)
@@ -192,7 +192,7 @@ class IcebergSink(Sink):
                         for t in self.partition:
                             spec.add_field(t.column, _iceberg_transform(t), t.field_name)
                 txn.commit_transaction()
-            except TableAlreadyExistsError:
+            except (TableAlreadyExistsError, CommitFailedException):  # the SQL catalog says the latter
                 name = self.identifier(topic)
                 raise CommitConflictError(f"table {name} was created by another run meanwhile: nothing of this "
                                           "run committed; run again", table=name) from None
@@ -323,6 +323,7 @@ class IcebergSink(Sink):
             name = self.identifier(topic)
             try:
                 table = self._txns.pop(topic).commit_transaction()
+                self._made_out = False  # OUT holds a commit now: an abort must not remove it
             except CommitFailedException as exc:
                 self.abort()
                 raise CommitConflictError(f"table {name}: another run committed after this one read its ledger "
@@ -344,6 +345,14 @@ class IcebergSink(Sink):
         self._drop_staging()
         self._txns.clear()
         self._buffers.clear()
-        if self._made_out:
+        if self._made_out and not self._anything_committed():
             shutil.rmtree(self.out, ignore_errors=True)  # a first run that failed: OUT as it was (none)
-            self._made_out = False
+        self._made_out = False
+
+    def _anything_committed(self) -> bool:
+        """Whether a table of the namespace has a snapshot (this run's or another's)."""
+        try:
+            names = self.catalog.list_tables(self.namespace)
+            return any(self.catalog.load_table(n).metadata.current_snapshot() is not None for n in names)
+        except Exception:  # noqa: BLE001 - a catalog that cannot say: keep OUT
+            return True

@@ -159,3 +159,26 @@ def test_concurrent_runs_second_fails_cleanly(tmp_path):
         b.commit(Ledger([OffsetRange("t", 0, 0, 20)]), Ledger([OffsetRange("t", 0, 10, 20)]))
     table = default_catalog(out).load_table("kafka.t")
     assert sorted(table.scan().to_arrow()["offset"].to_pylist()) == list(range(20))
+
+
+def test_a_first_run_that_loses_a_table_keeps_the_other_runs_commit(tmp_path):
+    """Two first runs into a new OUT: the one that loses the race for table t2 fails cleanly and
+    leaves OUT (its catalog, the other run's commit) in place, not removed as its own."""
+    def rows(topic: str, offsets: range) -> pa.RecordBatch:
+        b = batch(offsets)
+        return b.set_column(b.schema.get_field_index("topic"), "topic", pa.array([topic] * len(offsets)))
+
+    out = tmp_path / "out"
+    a = IcebergSink(out, "append", topics=["t1", "t2"])
+    a.open(batch(range(0)).schema)
+    a.write([rows("t1", range(5)), rows("t2", range(5))])
+    b = IcebergSink(out, "append", topics=["t2"])
+    b.open(batch(range(0)).schema)
+    b.write([rows("t2", range(5))])
+    b.commit(Ledger([OffsetRange("t2", 0, 0, 5)]), Ledger([OffsetRange("t2", 0, 0, 5)]))
+    both = Ledger([OffsetRange("t1", 0, 0, 5), OffsetRange("t2", 0, 0, 5)])
+    with pytest.raises(CommitConflictError, match=r"kafka\.t2"):
+        a.commit(both, both)
+    assert default_catalog(out).load_table("kafka.t2").scan().to_arrow().num_rows == 5
+    again = IcebergSink(out, "append", topics=["t1", "t2"])
+    assert again.committed() == Ledger([OffsetRange("t2", 0, 0, 5)])

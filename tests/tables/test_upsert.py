@@ -69,3 +69,9 @@ def test_parquet_refuses_upsert(tmp_path):
     proc = convert_cli(str(root), str(tmp_path / "out"), "--upsert")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "--upsert needs --format iceberg or delta" in proc.stderr
+
+
+def test_upsert_with_overwrite_is_refused(tmp_path):
+    root = write_kv(tmp_path / "root", RUN1)
+    proc = convert_cli(str(root), str(tmp_path / "out"), "--format", "delta", "--upsert", "--mode", "overwrite")
+    assert proc.returncode == 2 and "use --mode append" in proc.stderr
