@@ -257,14 +257,14 @@ class DeltaSink(Sink):
                                                   partition_by=self.partition_columns or None,
                                                   description=self._description(),
                                                   commit_properties=props)
-            except CommitFailedError as exc:
+            except (CommitFailedError, DeltaError) as exc:
                 self.abort()
+                if not isinstance(exc, CommitFailedError) and "already exists" not in str(exc):
+                    raise TableError(f"table {uri}: {exc}", table=uri) from None
+                # a concurrent commit, or a table another run created after this one looked
                 raise CommitConflictError(f"table {uri}: another run committed after this one read its ledger "
                                           f"({exc}): nothing of this run committed to it; run again to append what "
                                           "is left", table=uri) from None
-            except DeltaError as exc:
-                self.abort()
-                raise TableError(f"table {uri}: {exc}", table=uri) from None
             table = DeltaTable(uri)
             self._tables[topic] = table
             self._held[topic] = (mine, table.version())

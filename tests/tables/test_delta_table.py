@@ -141,3 +141,15 @@ def test_concurrent_runs_second_fails_cleanly(tmp_path):
     table = deltalake.DeltaTable(str(out / "t"))
     assert sorted(table.to_pyarrow_table()["offset"].to_pylist()) == list(range(20))
     assert len(list((out / "t").rglob("*.parquet"))) == 2  # the loser's files deleted
+
+
+def test_two_first_runs_the_second_fails_cleanly(tmp_path):
+    out = tmp_path / "out"
+    a, b = DeltaSink(out, "append", topics=["t"]), DeltaSink(out, "append", topics=["t"])  # no table yet
+    for s in (a, b):
+        s.open(batch(range(0)).schema)
+        s.write([batch(range(10))])
+    a.commit(Ledger([OffsetRange("t", 0, 0, 10)]), Ledger([OffsetRange("t", 0, 0, 10)]))
+    with pytest.raises(CommitConflictError, match="another run"):
+        b.commit(Ledger([OffsetRange("t", 0, 0, 10)]), Ledger([OffsetRange("t", 0, 0, 10)]))
+    assert sorted(deltalake.DeltaTable(str(out / "t")).to_pyarrow_table()["offset"].to_pylist()) == list(range(10))
