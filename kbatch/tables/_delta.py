@@ -69,6 +69,28 @@ def _derive(batch: Any, partition: Sequence[Transform]) -> Any:
     return batch
 
 
+def _same_but_size(a: Any, b: Any) -> bool:
+    """Types that differ only in offsets' width (Delta gives back large_binary for binary, ...)."""
+    import pyarrow as pa
+
+    def norm(t: Any) -> Any:
+        if pa.types.is_large_binary(t):
+            return pa.binary()
+        if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+            return pa.string()
+        if pa.types.is_binary_view(t):
+            return pa.binary()
+        if pa.types.is_large_list(t) or pa.types.is_list(t) or pa.types.is_list_view(t):
+            return pa.list_(norm(t.value_type))
+        if pa.types.is_struct(t):
+            return pa.struct([pa.field(f.name, norm(f.type)) for f in t])
+        if pa.types.is_timestamp(t):
+            return pa.timestamp("us", tz="UTC" if t.tz else None)
+        return t
+
+    return bool(norm(a).equals(norm(b)))
+
+
 def _by_topic(batches: Iterable[Any]) -> Iterator[tuple[str, Any]]:
     import pyarrow.compute as pc
 
@@ -249,6 +271,7 @@ class DeltaSink(Sink):
                                            kind="version"))
                     continue
                 if topic in self._tables:
+                    self._evolve(topic)
                     self._tables[topic].create_write_transaction(
                         actions, "overwrite" if self.mode == "overwrite" else "append", self.schema,
                         self.partition_columns or None, commit_properties=props)
@@ -272,6 +295,33 @@ class DeltaSink(Sink):
                                    sum(a.size for a in actions), list(converted.for_topic(topic)), kind="version"))
             self._written = [p for p in self._written if not p.is_relative_to(self.out / topic)]
         return out
+
+    def _evolve(self, topic: str) -> None:
+        """Add the columns this run writes that the table lacks (a commit of its own, before the
+        data's); a column whose type changed stops the run. The table is read again after it,
+        so the data's commit is checked against it: a ledger that moved meanwhile (another
+        run) is a CommitConflictError."""
+        import pyarrow as pa
+        from deltalake import DeltaTable, Field
+
+        table = self._tables[topic]
+        theirs = pa.schema(table.schema().to_arrow())  # arro3's, through the Arrow C interface
+        uri = str(self.out / topic)
+        for f in self.schema:
+            i = theirs.get_field_index(f.name)
+            if i >= 0 and not theirs.field(i).type.equals(f.type) and not _same_but_size(theirs.field(i).type, f.type):
+                raise TableError(f"table {uri}: column {f.name} is {theirs.field(i).type} in the table, "
+                                 f"{f.type} in this run", table=uri)
+        new = [f for f in self.schema if theirs.get_field_index(f.name) < 0]
+        if not new:
+            return
+        table.alter.add_columns([Field.from_arrow(f) for f in new])
+        again = DeltaTable(uri)
+        held, _ = self._held.get(topic, (Ledger(), None))
+        if read_ledger(again)[0] != held:
+            raise CommitConflictError(f"table {uri}: another run committed after this one read its ledger: "
+                                      "nothing of this run committed to it; run again", table=uri)
+        self._tables[topic] = again
 
     def _merge(self, topic: str, props: Any) -> int:
         """Merge the run's latest record per key into the topic's table (created empty first if

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final, cast
 
-from kbatch.errors import CommitConflictError
+from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import LEDGER_KEY, Ledger
 from kbatch.tables._partition import DEFAULT, Transform, parse
@@ -205,12 +205,25 @@ class IcebergSink(Sink):
             snap = table.metadata.current_snapshot()
             self._base[topic] = snap.snapshot_id if snap is not None else None
             txn = table.transaction()
+            self._evolve(topic, table, txn)
             if self.mode == "overwrite" and snap is not None:
                 from pyiceberg.expressions import AlwaysTrue
 
                 txn.delete(AlwaysTrue())
             self._txns[topic] = txn
         return self._txns[topic]
+
+    def _evolve(self, topic: str, table: Any, txn: Any) -> None:
+        """Columns this run writes that the table lacks are added by name, in the same commit
+        (``union_by_name``: old files untouched); a column whose type changed stops the run."""
+        from pyiceberg.exceptions import ValidationError
+
+        try:
+            with txn.update_schema() as update:  # nothing to commit when the columns are the same
+                update.union_by_name(self.schema)
+        except (ValueError, ValidationError) as exc:
+            raise TableError(f"table {self.identifier(topic)}: this run's columns do not fit the table's schema "
+                             f"{table.schema().schema_id}: {exc}", table=self.identifier(topic)) from None
 
     def _flush(self, topic: str, properties: dict[str, str] | None = None) -> None:
         import pyarrow as pa
