@@ -64,10 +64,13 @@ from kbatch._plan import (
 )
 from kbatch._progress import Progress, plural, size
 from kbatch._sparkstart import JAVA_VERSIONS, JavaError, MasterError, check_master, start_session
-from kbatch._staging import MODES, StagedOutput, check_target, has_data_files
+from kbatch._staging import MODES, check_target, has_data_files
 from kbatch._txn import aborted_batch_mask
+from kbatch._version import __version__
 from kbatch.arrow import kafka_schema
-from kbatch.errors import KBatchError, LayoutError, ReplicasDisagreeError, StorageError
+from kbatch.errors import KBatchError, LayoutError, OffsetGapError, ReplicasDisagreeError, StorageError
+from kbatch.spark._staged import check_transform, write_staged
+from kbatch.tables import FolderSink, Gap, Ledger, OffsetRange, Sink, TableCommit, open_sink, resume
 
 __all__ = [
     "ConvertError",
@@ -83,7 +86,7 @@ __all__ = [
     "task_bytes",
 ]
 
-FORMATS = ("parquet", "orc", "json")
+FORMATS = ("parquet", "orc", "json", "iceberg", "delta")
 #: Partitions (and notes) the text summary lists; --json-summary has them all.
 SHOWN = 20
 COMPRESSIONS = ("snappy", "zstd", "gzip", "lz4", "none")
@@ -103,13 +106,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("root", help="a Kafka log.dirs root (or one <topic>-<partition> directory), a path or a URL "
                                      "(s3://, gs://, abfs://, hdfs://)")
     parser.add_argument("out", help="output directory (partitioned by topic)")
-    parser.add_argument("--format", choices=FORMATS, default="parquet", help="output format (default parquet)")
+    parser.add_argument("--format", choices=FORMATS, default="parquet",
+                        help="output format (default parquet); iceberg, delta: a table per topic "
+                             "(pyiceberg, deltalake)")
     parser.add_argument(
         "--engine",
         choices=("spark", "arrow"),
-        default="spark",
-        help="spark (default): the kafka-log data source; arrow: in-process with pyarrow, no Spark",
+        default=None,
+        help="spark (default; arrow for iceberg and delta): the kafka-log data source; arrow: in-process with "
+             "pyarrow, no Spark",
     )
+    parser.add_argument("--catalog", default=None, metavar="NAME",
+                        help="iceberg: a catalog pyiceberg's load_catalog knows (default: SQLite at OUT/catalog.db, "
+                             "warehouse OUT)")
+    parser.add_argument("--catalog-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="iceberg: a catalog property, e.g. uri=http://127.0.0.1:8181 (repeatable)")
+    parser.add_argument("--namespace", default=None, help="iceberg: the tables' namespace (default kafka)")
+    parser.add_argument("--upsert", action="store_true",
+                        help="iceberg, delta: one row per key, the latest; a tombstone deletes the key (what log "
+                             "compaction keeps)")
+    parser.add_argument("--partition-by", action="append", default=None, metavar="TRANSFORM",
+                        help="iceberg, delta: a partition transform, e.g. day(timestamp) (the default), "
+                             "hour(timestamp), partition, bucket(16, key) (iceberg), or none (repeatable)")
     parser.add_argument(
         "--master", default=None, help="Spark master URL (default local[*]; e.g. spark://host:7077, yarn)"
     )
@@ -263,6 +281,12 @@ class Summary:
     left_out: dict[str, int] = field(default_factory=dict)  # internal topic -> partitions
     per_partition: list[PartitionReport] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the commits to tables (formats with a ledger: kbatch.tables)
+    tables: list[TableCommit] = field(default_factory=list)
+    #: an append with nothing new: the tables' last commits, in words
+    since: list[str] = field(default_factory=list)
+    #: offsets retention deleted before any run converted them (--no-fail-on-data-loss)
+    gaps: list[Gap] = field(default_factory=list)
 
     @property
     def records_per_second(self) -> float:
@@ -291,6 +315,8 @@ class Summary:
             else f"nothing written: {self.out} left as it was"
         )
         verb = "appended" if self.mode == "append" and self.written else "converted"
+        if self.since:
+            return [f"nothing new since {', '.join(self.since)}: no record read, nothing committed"]
         out = [
             (
                 f"{verb} {plural(self.records, 'record')} from {plural(self.topics, 'topic')}, "
@@ -310,6 +336,8 @@ class Summary:
         if len(shown) > SHOWN:  # many partitions: the ones with something to explain first
             shown = sorted(shown, key=lambda p: p.why() == "")[:SHOWN]
         out += [p.line() for p in shown]
+        out += [t.line() for t in self.tables]
+        out += [f"gap: {g.line()}" for g in self.gaps]
         if len(self.per_partition) > len(shown):
             out.append(f"  ... {plural(len(self.per_partition) - len(shown), 'more partition')} (--json-summary)")
         out += [f"note: {n}" for n in self.notes[:SHOWN]]
@@ -320,19 +348,13 @@ class Summary:
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["per_partition"] = [p.as_dict() for p in self.per_partition]
+        d["tables"] = [t.as_dict() for t in self.tables]
+        d["gaps"] = [g.__dict__ for g in self.gaps]
         d["records_per_second"] = round(self.records_per_second, 1)
         d["job_seconds"] = round(self.job_seconds, 3)
         d["job_records_per_second"] = round(self.job_records_per_second, 1)
         d["job_bytes_per_second"] = round(self.job_bytes_per_second, 1)
         return d
-
-
-def _tree_bytes(path: Path) -> int:
-    if not path.exists():
-        return 0
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -420,8 +442,15 @@ class Plan:
             d.close()
 
 
+def _default_engine(args: argparse.Namespace) -> None:
+    """``--engine``'s default: arrow for the formats only it writes (iceberg, delta), spark otherwise."""
+    if getattr(args, "engine", None) is None:
+        args.engine = "arrow" if args.format in ("iceberg", "delta") else "spark"  # no JVM where none is needed
+
+
 def plan(args: argparse.Namespace) -> Plan:
     """Check everything that can be checked without reading records; raise :class:`UsageError`."""
+    _default_engine(args)
     root = Path(args.root)
     remote_root = _is_remote(args.root)
     if not remote_root and not root.exists():
@@ -435,6 +464,17 @@ def plan(args: argparse.Namespace) -> Plan:
         value = getattr(args, name, None)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if (args.catalog or args.catalog_option or args.namespace) and args.format != "iceberg":
+        raise UsageError("--catalog, --catalog-option and --namespace are for --format iceberg")
+    if args.partition_by and args.format not in ("iceberg", "delta"):
+        raise UsageError("--partition-by is for --format iceberg or delta")
+    if getattr(args, "upsert", False) and (args.format not in ("iceberg", "delta") or args.engine != "arrow"):
+        raise UsageError("--upsert needs --format iceberg or delta (with --engine arrow): a folder of files has no "
+                         "rows to replace")
+    if getattr(args, "upsert", False) and args.mode == "overwrite":
+        raise UsageError("--upsert merges into the table: use --mode append (or a new OUT), not overwrite")
+    if args.format in ("iceberg", "delta") and _is_remote(args.out):
+        raise UsageError(f"--format {args.format} is written to a local OUT (for now)")
     if args.engine == "arrow":
         if args.format == "json":
             raise UsageError("--engine arrow writes parquet or orc; use --engine spark for json")
@@ -721,12 +761,18 @@ def _quiet_spark_errors(spark: Any) -> None:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def _write_spark(spark: Any, args: argparse.Namespace, df: Any, target: str) -> None:
+def _filtered(args: argparse.Namespace, df: Any) -> Any:
+    """``df`` with ``--where`` applied (a filter Spark cannot analyse: UsageError)."""
     if args.where:
         try:
             df = df.where(args.where)
         except Exception as exc:  # noqa: BLE001 - Spark's AnalysisException/ParseException: a user mistake
             raise UsageError(f"--where {args.where!r}: {spark_error_line(exc)}") from None
+    return df
+
+
+def _write_spark(spark: Any, args: argparse.Namespace, df: Any, target: str) -> None:
+    df = _filtered(args, df)
     # the staging folder is ours and empty: "append" writes into it as it is
     writer = df.write.mode("append" if target != args.out else args.mode).format(args.format)
     if args.compression:
@@ -793,6 +839,20 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     except MasterError as exc:
         raise UsageError(str(exc)) from None
     p = plan(args)
+    sink: Sink | None = None
+    resumed = _Resumed(Ledger(), [], Ledger(), [])
+    schema = _schema(p)
+    if not _is_remote(args.out):  # a local folder: the files and the offsets ledger committed together
+        sink = _open_sink(args, p.topics, schema.names)
+        for _name, transform in sink.file_partitions():
+            try:  # what the executors cannot compute: said before the JVM starts
+                check_transform(transform)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+        resumed = _resume(args, p, sink, wall)
+        if resumed.done is not None:  # nothing new: no JVM started
+            p.close()
+            return resumed.done
     _say(args, f"kbatch convert: {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
                f"{size(p.input_bytes)} of log")
     if args.quiet:
@@ -824,18 +884,30 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     if progress.enabled:
         poller.start()
     counts: dict[tuple[Any, ...], tuple[int, int, int]] = {}
+    commits: list[TableCommit] = []
     written = True
     try:
         if _is_remote(args.out):  # no local folder to stage in: Spark's own mode handling
             _write_spark(spark, args, df, args.out)
             counts = _written_counts(spark, args, args.out)
         else:
-            staged = StagedOutput(args.out, args.mode)
-            with staged as tmp:
-                _write_spark(spark, args, df, str(tmp))
-                counts = _written_counts(spark, args, str(tmp))
-                if not counts:
-                    staged.discard()  # no _SUCCESS in a folder without data
+            assert sink is not None
+            with sink:  # Spark's executors write into the sink's folder; this process commits it
+                sink.open(schema)
+                if isinstance(sink, FolderSink):
+                    _write_spark(spark, args, df, str(sink.folder))
+                    counts = _written_counts(spark, args, str(sink.folder))
+                else:
+                    write_staged(_filtered(args, df), sink, compression=args.compression,
+                                 max_rows_per_file=args.max_rows_per_file)
+                    counts = _written_counts(spark, argparse.Namespace(**{**vars(args), "format": "parquet",
+                                                                           "no_partition_by_topic": False}),
+                                             str(sink.staging()))
+                if counts or (len(resumed.held) and len(resumed.converted)):
+                    sink.adopt(sum(c[0] for c in counts.values()))
+                    commits = sink.commit(resumed.held.advanced(resumed.converted), resumed.converted)
+                else:
+                    sink.abort()  # no _SUCCESS in a folder without data
                     written = False
     except Exception as exc:
         if type(exc).__module__.startswith(("pyspark", "py4j")):
@@ -851,7 +923,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
         len(p.logs),
         sum(c[0] for c in counts.values()),
         p.input_bytes,
-        _tree_bytes(Path(args.out)) if written and not _is_remote(args.out) else 0,
+        sum(c.bytes for c in commits),
         time.perf_counter() - wall,
         "spark",
         args.format,
@@ -861,7 +933,9 @@ def convert_spark(args: argparse.Namespace) -> Summary:
         mode=args.mode,
         left_out=p.left_out,
         per_partition=list(reports.values()),
-        notes=notes,
+        notes=resumed.notes + notes,
+        tables=commits,
+        gaps=resumed.gaps,
     )
 
 
@@ -1001,19 +1075,18 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
     wall = time.perf_counter()
     p = plan(args)
     try:
+        schema = _schema(p)
+        if not _is_remote(args.out):
+            return _convert_to_table(args, p, schema, _open_sink(args, p.topics, schema.names), wall)
         reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts)
                    for d in p.logs}
         _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
                    f"{size(p.input_bytes)} of log")
-        schema = kafka_schema(include_headers=p.opts.include_headers, extra_columns=p.opts.extra_columns)
-        if p.opts.root_columns:
-            schema = schema.append(pa.field(ROOT_COLUMN, pa.string())).append(pa.field(CLUSTER_ID_COLUMN, pa.string()))
+        # a remote OUT (no offsets ledger there yet): the files staged under OUT, copied in at the end
         progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
-        remote_out = _is_remote(args.out)
-        if remote_out and args.format == "orc":
+        if args.format == "orc":
             raise UsageError("--engine arrow writes ORC to a local OUT only; use parquet, or --engine spark")
-        staged: Any = RemoteStaging(args.out, args.mode, args.storage_option) if remote_out else StagedOutput(
-            args.out, args.mode)
+        staged = RemoteStaging(args.out, args.mode, args.storage_option)
         file_options = None
         codec = args.compression or "snappy"
         if args.format == "parquet":
@@ -1028,25 +1101,22 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         try:
             with staged as tmp:
                 reader = pa.RecordBatchReader.from_batches(schema, _arrow_batches(p, args, reports, progress))
-                if args.format == "orc":  # pyarrow's dataset writer does not write ORC
-                    _write_orc(reader, tmp, args, staged.token)
-                else:
-                    pads.write_dataset(
-                        reader,
-                        str(tmp),
-                        filesystem=staged.fs if remote_out else None,
-                        format=args.format,
-                        partitioning=partitioning,
-                        basename_template=f"part-{staged.token}-{{i}}.{args.format}",
-                        existing_data_behavior="overwrite_or_ignore",
-                        file_options=file_options,
-                        max_rows_per_file=rows_per_file,
-                        max_rows_per_group=group,
-                        min_rows_per_group=min(group, 1 << 16),
-                        max_open_files=4096,
-                        preserve_order=True,
-                    )
-                written = staged.has_data() if remote_out else has_data_files(tmp)
+                pads.write_dataset(
+                    reader,
+                    str(tmp),
+                    filesystem=staged.fs,
+                    format=args.format,
+                    partitioning=partitioning,
+                    basename_template=f"part-{staged.token}-{{i}}.{args.format}",
+                    existing_data_behavior="overwrite_or_ignore",
+                    file_options=file_options,
+                    max_rows_per_file=rows_per_file,
+                    max_rows_per_group=group,
+                    min_rows_per_group=min(group, 1 << 16),
+                    max_open_files=4096,
+                    preserve_order=True,
+                )
+                written = staged.has_data()
                 if not written:
                     staged.discard()  # nothing to write: OUT is not created
         finally:
@@ -1061,7 +1131,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         len(p.logs),
         sum(r.records for r in reports.values()),
         p.input_bytes,
-        _tree_bytes(Path(args.out)) if written and not remote_out else 0,
+        0,
         time.perf_counter() - wall,
         "arrow",
         args.format,
@@ -1074,12 +1144,153 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
     )
 
 
+def _schema(p: Plan) -> Any:
+    """The rows' ``pyarrow.Schema``: the Kafka source's columns (with the root columns when read)."""
+    import pyarrow as pa
+
+    schema = kafka_schema(include_headers=p.opts.include_headers, extra_columns=p.opts.extra_columns)
+    if p.opts.root_columns:
+        schema = schema.append(pa.field(ROOT_COLUMN, pa.string())).append(pa.field(CLUSTER_ID_COLUMN, pa.string()))
+    return schema
+
+
+def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str]) -> Sink:
+    """The table sink of ``--format`` (:mod:`kbatch.tables`) for OUT and ``--mode``."""
+    if args.format in ("parquet", "orc", "json"):  # a folder: Parquet written by the sink, or files put there
+        return FolderSink(args.out, args.mode, compression=args.compression, max_rows_per_file=args.max_rows_per_file,
+                          row_group_rows=args.row_group_rows, partition_by_topic=not args.no_partition_by_topic,
+                          format=args.format)
+    options = {}
+    for item in args.catalog_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--catalog-option needs KEY=VALUE, got {item!r}")
+        options[key.strip()] = value.strip()
+    catalog = {"catalog": args.catalog, "catalog_options": options, "namespace": args.namespace}
+    try:
+        return open_sink(args.format, args.out, args.mode, topics=topics, partition_by=args.partition_by,
+                         columns=columns, compression=args.compression, upsert=args.upsert,
+                         properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)},
+                         **(catalog if args.format == "iceberg" else {}))
+    except ImportError as exc:
+        raise UsageError(f"--format {args.format} needs {exc.name or exc}: "
+                         f"pip install 'kbatch[{args.format}]'") from None
+    except (FileExistsError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _bytes_in(log: Any, start: int, end: int) -> int:
+    """Bytes of ``log``'s segments that hold offsets in ``[start, end)``."""
+    segs = log.segments
+    total = 0
+    for i, seg in enumerate(segs):
+        upper = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        if seg.base_offset < end and (upper is None or upper > start):
+            total += seg.size
+    return total
+
+
+@dataclass
+class _Resumed:
+    """Where a run into a sink starts: the ledger held, the gaps, what it converts, or ``done``."""
+
+    held: Ledger
+    gaps: list[Gap]
+    converted: Ledger
+    notes: list[str]
+    done: Summary | None = None
+
+
+def _resume(args: argparse.Namespace, p: Plan, sink: Sink, wall: float) -> _Resumed:
+    """With ``--mode append``, narrow ``p``'s ranges to the offsets after the sink's ledger (raise
+    :class:`OffsetGapError` for offsets retention deleted before any run converted them, unless
+    ``--no-fail-on-data-loss``); ``done`` is the summary of a run with nothing new (no segment
+    scanned, nothing committed)."""
+    held = sink.committed() if args.mode == "append" else Ledger()
+    gaps: list[Gap] = []
+
+    def key(log: Any) -> tuple[str, int, str | None]:
+        return (log.topic, log.partition, log.root if p.opts.root_columns else None)
+
+    if len(held):
+        ranges, gaps = resume(held, {key(d): p.ranges[range_key(d, p.opts)] for d in p.logs},
+                              {key(d): d.log_start_offset for d in p.logs})
+        if gaps and p.opts.fail_on_data_loss:
+            raise OffsetGapError(
+                "; ".join(g.line() for g in gaps) + ": nothing committed (--no-fail-on-data-loss converts "
+                "from the log start and reports the gap)",
+                table=args.out, gaps=[(g.topic, g.partition, g.start, g.end) for g in gaps])
+        for d in p.logs:
+            p.ranges[range_key(d, p.opts)] = ranges[key(d)]
+        p.input_bytes = sum(_bytes_in(d, *p.ranges[range_key(d, p.opts)]) for d in p.logs
+                            if p.ranges[range_key(d, p.opts)][1] > p.ranges[range_key(d, p.opts)][0])
+    converted = Ledger(OffsetRange(d.topic, d.partition, *p.ranges[range_key(d, p.opts)], *key(d)[2:],
+                                   d.cluster_id if p.opts.root_columns else None)
+                       for d in p.logs if p.ranges[range_key(d, p.opts)][1] > p.ranges[range_key(d, p.opts)][0])
+    done = None
+    if len(held) and not len(converted):
+        done = Summary(len(p.topics), len(p.logs), 0, 0, 0, time.perf_counter() - wall, args.engine, args.format,
+                       args.out, written=False, mode=args.mode, left_out=p.left_out, since=sink.last_commits(),
+                       gaps=gaps)
+    notes = []
+    if args.format in ("parquet", "orc", "json") and args.mode == "append" and not len(held) \
+            and Path(args.out).is_dir() and has_data_files(Path(args.out)):
+        notes.append(f"{args.out} holds files but no offsets ledger (written by an earlier kbatch): every selected "
+                     "record was appended; later appends go on from this run's offsets")
+    return _Resumed(held, gaps, converted, notes, done)
+
+
+def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink, wall: float) -> Summary:
+    """The arrow engine into a table sink: with ``--mode append``, each partition from where the
+    table's ledger ends (nothing read nor committed when nothing is new); the data and the new
+    ledger committed together (:mod:`kbatch.tables`)."""
+    r = _resume(args, p, sink, wall)
+    if r.done is not None:
+        return r.done
+    reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts) for d in p.logs}
+    _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
+               f"{size(p.input_bytes)} of log to {args.format}")
+    progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
+    commits: list[TableCommit] = []
+    try:
+        with sink:
+            sink.open(schema)
+            batches = _arrow_batches(p, args, reports, progress)
+            if isinstance(sink, FolderSink) and args.format == "orc":  # pyarrow's dataset writer has no ORC
+                _write_orc(pa_reader(schema, batches), sink.folder, args, sink.run.partition("@")[0])
+                sink.adopt(sum(rep.records for rep in reports.values()))
+            else:
+                sink.write(batches)
+            if len(r.converted):
+                commits = sink.commit(r.held.advanced(r.converted), r.converted)
+            else:
+                sink.abort()
+    finally:
+        progress.close()
+    for rep in reports.values():
+        _finish_report(rep, rep.records, filtered=False)
+    return Summary(
+        len(p.topics), len(p.logs), sum(rep.records for rep in reports.values()), p.input_bytes,
+        sum(c.bytes for c in commits), time.perf_counter() - wall, "arrow", args.format, args.out,
+        written=bool(commits), mode=args.mode, left_out=p.left_out, per_partition=list(reports.values()),
+        notes=r.notes + p.notes + _notes(p.logs), tables=commits, gaps=r.gaps,
+    )
+
+
+def pa_reader(schema: Any, batches: Any) -> Any:
+    """``batches`` as a ``pyarrow.RecordBatchReader`` of ``schema``."""
+    import pyarrow as pa
+
+    return pa.RecordBatchReader.from_batches(schema, batches)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``kbatch convert``; print the summary; return the exit status.
 
     0 on success, 2 for a user mistake (checked before any work), 1 when the conversion
     failed (corrupt data, Spark); each error is one line on stderr, OUT left as it was.
     """
+    _default_engine(args)
     try:
         summary = convert_arrow(args) if args.engine == "arrow" else convert_spark(args)
     except UsageError as exc:

@@ -18,6 +18,9 @@ already catches ``ValueError`` keeps working.
     than searched, ``.log`` files not named as segments); ``.url`` names the path given.
     ``ValueDecodeError`` (also ``ValueError``): a record's key or value that does not decode
     with its schema (:mod:`kbatch.values`); names the offset, schema id, field path and byte.
+    ``TableError`` (also ``ValueError``): a table (:mod:`kbatch.tables`) cannot take a commit.
+        ``CommitConflictError``: another run committed to the table since this one read it.
+        ``OffsetGapError``: retention deleted offsets no run converted (``.gaps``).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
     from typing_extensions import Self
 
-__all__ = ["KBatchError", "CorruptRecordError", "CRCError", "LayoutError", "ReplicasDisagreeError", "StorageError",
-           "UnsupportedError", "ValueDecodeError"]
+__all__ = ["KBatchError", "CommitConflictError", "CorruptRecordError", "CRCError", "LayoutError", "OffsetGapError",
+           "ReplicasDisagreeError", "StorageError", "TableError", "UnsupportedError", "ValueDecodeError"]
 
 
 class KBatchError(Exception):
@@ -295,3 +298,37 @@ def _rebuild_decode(cls: type[ValueDecodeError], reason: str, offset: int, parti
                     schema_id: int, path: str, position: int) -> ValueDecodeError:
     return cls(reason, offset=offset, partition=partition, topic=topic, schema_id=schema_id, path=path,
                position=position)
+
+
+class TableError(KBatchError, ValueError):
+    """A table (:mod:`kbatch.tables`) that cannot take this run's commit.
+
+    Attributes
+    ----------
+    table : str
+        The table (its identifier, or the folder of a Parquet table).
+    """
+
+    def __init__(self, reason: str, *, table: str = "") -> None:
+        super().__init__(reason)
+        self.table = table
+
+
+class CommitConflictError(TableError):
+    """Another run committed to the table after this one read its ledger: nothing of this run
+    was committed (the catalog's optimistic concurrency); run again to convert what is left."""
+
+
+class OffsetGapError(TableError):
+    """Offsets after a table's last converted ones are gone from the log (retention moved the log
+    start past them) and were never converted.
+
+    Attributes
+    ----------
+    gaps : list of tuple
+        ``(topic, partition, start, end)``: the offsets ``[start, end)`` lost, per partition.
+    """
+
+    def __init__(self, reason: str, *, table: str = "", gaps: Sequence[tuple[str, int, int, int]] = ()) -> None:
+        super().__init__(reason, table=table)
+        self.gaps = list(gaps)

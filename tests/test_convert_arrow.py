@@ -93,7 +93,8 @@ def test_real_logs_every_row_back_including_underscore_topics(root, tmp_path, ca
     status, summary = convert(str(root), str(tmp_path / "all"), "--subscribe", ",".join(topics), capsys=capsys)
     assert status == 0 and summary["left_out"] == {}
     assert read_back(tmp_path / "all") == expected_rows(root, topics)
-    assert not any(p.name.startswith(("_", ".")) for p in (tmp_path / "all").rglob("*"))
+    hidden = [p.relative_to(tmp_path / "all") for p in (tmp_path / "all").rglob("*") if p.name.startswith(("_", "."))]
+    assert [str(p) for p in hidden] == ["_kbatch_ledger"]  # the offsets ledger, no temporary files
 
 
 def test_sample_counts_and_reasons(sample, tmp_path, capsys):
@@ -138,8 +139,10 @@ def test_append_counts_and_adds(sample, tmp_path, capsys):
     out = tmp_path / "out"
     status, first = convert(str(sample), str(out), "--subscribe", "orders", capsys=capsys)
     status, second = convert(str(sample), str(out), "--subscribe", "orders", "--mode", "append", capsys=capsys)
-    assert status == 0 and first["records"] == second["records"] == 900
-    assert len(read_back(out)) == 1800
+    assert status == 0 and first["records"] == 900 and second["records"] == 0  # the ledger: nothing new
+    assert len(read_back(out)) == 900
+    status, second = convert(str(sample), str(out), "--subscribe", "orders,users", "--mode", "append", capsys=capsys)
+    assert status == 0 and second["records"] == 147 and len(read_back(out)) == 1047
     status, third = convert(str(sample), str(out), "--subscribe", "users", "--mode", "overwrite", capsys=capsys)
     assert status == 0 and len(read_back(out)) == third["records"] == 147
 

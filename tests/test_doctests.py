@@ -23,6 +23,9 @@ import kbatch._txn
 import kbatch._wire
 import kbatch.errors
 import kbatch.log
+import kbatch.tables._ledger
+import kbatch.tables._partition
+import kbatch.tables._upsert
 
 MODULES = [
     kbatch,
@@ -44,6 +47,9 @@ MODULES = [
     kbatch._options,
     kbatch._metaproperties,
     kbatch._sparkstart,
+    kbatch.tables._ledger,
+    kbatch.tables._partition,
+    kbatch.tables._upsert,
 ]
 
 

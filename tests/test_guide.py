@@ -3,7 +3,7 @@
 ``console`` blocks: each ``$ kbatch ...`` line runs through the command line in this process and
 what the block shows under it must match what it prints on stdout (``...`` stands for any text, as in
 doctest). ``python`` blocks with ``>>>`` run as doctests. ``/tmp/kbatch-sample`` and
-``/tmp/kbatch-parquet`` become folders of the test's own; commands that name other places (a
+``/tmp/kbatch-parquet`` and ``/tmp/kbatch-tables`` become folders of the test's own; commands that name other places (a
 backup, a bucket, a cluster) are examples of form and are not run.
 """
 
@@ -22,7 +22,7 @@ from support.tree import source_file
 from kbatch.__main__ import main
 
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
-PLACES = ("/tmp/kbatch-sample", "/tmp/kbatch-parquet")
+PLACES = ("/tmp/kbatch-sample", "/tmp/kbatch-parquet", "/tmp/kbatch-tables")
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("pandas")

@@ -76,6 +76,7 @@ def test_convert_with_spark_parquet_read_back(spark, sample, tmp_path, capsys):
     assert summary["records"] == len(want) and summary["topics"] == 4 and summary["partitions"] == 6
     assert summary["engine"] == "spark" and summary["records_per_second"] > 0
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [
+        "_kbatch_ledger",  # the offsets ledger, hidden from readers
         "topic=legacy",
         "topic=orders",
         "topic=payments",
@@ -259,13 +260,27 @@ def test_spark_worker_error_is_one_kbatch_line_and_no_output(spark, tmp_path, ca
 
 
 def test_spark_append_counts_and_empty_selection(spark, sample, tmp_path, capsys):
-    out = tmp_path / "out"
+    import shutil
+
+    from support.tables import rows_of_root, write_log
+
+    out, root = tmp_path / "out", tmp_path / "root"
+    shutil.copytree(sample, root)
+    write_log(root, "events", 0, 50)
+    records = []
     for mode in ("errorifexists", "append"):
-        argv = [str(sample), str(out), "--subscribe", "orders", "--mode", mode, "--json-summary"]
+        argv = [str(root), str(out), "--subscribe", "orders,events", "--mode", mode, "--json-summary"]
         assert _convert.run(_args(*argv)) == 0
         summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-        assert summary["records"] == 900 and summary["startup_seconds"] >= 0
-    assert len(_read_back_plain(out)) == 1800
+        records.append(summary["records"])
+    assert records == [950, 0]  # the rerun: nothing new since the ledger's commit 1, no Spark job
+    assert summary["since"] == [f"commit 1 of {out}"] and summary["startup_seconds"] == 0
+    write_log(root, "events", 0, 120)  # new segments: the Spark engine appends them once
+    assert _convert.run(_args(str(root), str(out), "--mode", "append", "--subscribe", "orders,events",
+                              "--json-summary")) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["records"] == 70 and summary["tables"][0]["commit"] == "2"
+    assert _read_back_plain(out) == rows_of_root(root, ["orders", "events"])
     # nothing in range: no folder, no _SUCCESS
     ends = '{"orders": {"0": 300, "1": 300, "2": 300}}'
     argv = [str(sample), str(tmp_path / "empty"), "--subscribe", "orders", "--starting-offsets", ends, "--json-summary"]

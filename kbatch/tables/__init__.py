@@ -1,0 +1,37 @@
+"""Tables that ``kbatch convert`` writes and keeps up to date, exactly once: Parquet folders,
+Iceberg tables (pyiceberg) and Delta tables (deltalake).
+
+- :class:`Ledger` / :class:`OffsetRange`: per source partition, the offsets a table holds;
+  every format stores it with each commit (:mod:`kbatch.tables._ledger`).
+- :class:`Sink`: the one interface the engines call (open, write Arrow batches, commit with
+  the ledger, abort); :func:`open_sink` picks the implementation for a ``--format``.
+- :func:`resume`: the ranges an append converts, and the gaps retention left.
+"""
+
+from __future__ import annotations
+
+from kbatch.tables._delta import DeltaSink
+from kbatch.tables._folder import FolderSink, read_ledger
+from kbatch.tables._iceberg import IcebergSink, default_catalog
+from kbatch.tables._ledger import LEDGER_KEY, Gap, Ledger, OffsetRange, resume
+from kbatch.tables._open import TABLE_FORMATS, open_sink
+from kbatch.tables._partition import Transform
+from kbatch.tables._sink import Sink, TableCommit
+
+__all__ = [
+    "LEDGER_KEY",
+    "TABLE_FORMATS",
+    "DeltaSink",
+    "FolderSink",
+    "IcebergSink",
+    "Gap",
+    "Ledger",
+    "OffsetRange",
+    "Sink",
+    "TableCommit",
+    "Transform",
+    "default_catalog",
+    "open_sink",
+    "read_ledger",
+    "resume",
+]

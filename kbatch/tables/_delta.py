@@ -1,0 +1,365 @@
+"""Delta tables through delta-rs (``deltalake``, no JVM): :class:`DeltaSink`, one table per topic at ``OUT/<topic>``.
+
+- The data files are Parquet written by pyarrow into the table's folder (``part-<run>-*.parquet``,
+  Hive partition folders); nothing reads them until a commit's ``add`` actions name them.
+- ``--partition-by`` takes columns (``partition``) and, since Delta partitions by columns only,
+  time transforms as derived columns: ``day(timestamp)`` adds ``timestamp_day`` (a date, the
+  default), ``hour(timestamp)`` ``timestamp_hour`` (``YYYY-MM-DD-HH``), ``month`` and ``year``
+  likewise; ``bucket`` and ``truncate`` are Iceberg's only.
+- Each table's commit is one Delta commit carrying the table's :class:`Ledger` in its commit info
+  (``kbatch.ledger``) and, per source partition, an application transaction
+  (``txn``: app id ``kbatch:<topic>-<partition>``, version = the next offset to convert). Two
+  runs committing the same partitions conflict on those app ids: the second fails
+  (:class:`~kbatch.errors.CommitConflictError`), never a duplicate.
+- A run killed before its commit leaves Parquet files no commit names (the table is unchanged);
+  ``VACUUM`` deletes them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from kbatch.errors import CommitConflictError, TableError
+from kbatch.tables._hooks import reached
+from kbatch.tables._ledger import LEDGER_KEY, Ledger, OffsetRange
+from kbatch.tables._partition import DEFAULT, Transform, parse
+from kbatch.tables._sink import Sink, TableCommit, count_rows, staged_files
+
+__all__ = ["DeltaSink", "app_id", "read_ledger"]
+
+_TIME_FORMATS = {"hour": "%Y-%m-%d-%H", "month": "%Y-%m"}
+
+
+def app_id(r: OffsetRange) -> str:
+    """The Delta application transaction id of a source partition (its version: the range's end)."""
+    return f"kbatch:{r.topic}-{r.partition}" + (f"@{r.root}" if r.root else "")
+
+
+def read_ledger(table: Any) -> tuple[Ledger, int | None]:
+    """The newest kbatch ledger in ``table``'s (a ``deltalake.DeltaTable``) history, and its version."""
+    for info in table.history():
+        text = info.get(LEDGER_KEY)
+        if text:
+            return Ledger.from_json(text), int(info["version"])
+    return Ledger(), None
+
+
+def _derive(batch: Any, partition: Sequence[Transform]) -> Any:
+    """``batch`` with the derived partition columns appended."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for t in partition:
+        if t.name == "identity":
+            continue
+        col = batch.column(batch.schema.get_field_index(t.column))
+        if t.name == "day":
+            value = pc.cast(col, pa.date32())
+        elif t.name == "year":
+            value = pc.year(col)
+        else:
+            value = pc.strftime(col, format=_TIME_FORMATS[t.name])
+        batch = batch.append_column(t.field_name, value)
+    return batch
+
+
+def _same_but_size(a: Any, b: Any) -> bool:
+    """Types that differ only in offsets' width (Delta gives back large_binary for binary, ...)."""
+    import pyarrow as pa
+
+    def norm(t: Any) -> Any:
+        if pa.types.is_large_binary(t):
+            return pa.binary()
+        if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+            return pa.string()
+        if pa.types.is_binary_view(t):
+            return pa.binary()
+        if pa.types.is_large_list(t) or pa.types.is_list(t) or pa.types.is_list_view(t):
+            return pa.list_(norm(t.value_type))
+        if pa.types.is_struct(t):
+            return pa.struct([pa.field(f.name, norm(f.type)) for f in t])
+        if pa.types.is_timestamp(t):
+            return pa.timestamp("us", tz="UTC" if t.tz else None)
+        return t
+
+    return bool(norm(a).equals(norm(b)))
+
+
+def _by_topic(batches: Iterable[Any]) -> Iterator[tuple[str, Any]]:
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        topics = pc.unique(batch.column(batch.schema.get_field_index("topic"))).to_pylist()
+        for topic in topics:
+            yield topic, batch if len(topics) == 1 else batch.filter(pc.equal(batch.column("topic"), topic))
+
+
+class DeltaSink(Sink):
+    """Delta tables, one per topic at ``OUT/<topic>`` (see the module's notes).
+
+    Parameters
+    ----------
+    out : path
+    mode : {"errorifexists", "overwrite", "append"}
+    topics : sequence of str
+        The topics the run converts (their tables' ledgers are read at once).
+    partition_by : sequence of str, optional
+        ``--partition-by`` items (default ``day(timestamp)``).
+    properties : dict, optional
+        ``kbatch.version`` and ``kbatch.source-root``: in each commit's info and a new table's
+        description (Delta's table configuration takes only known keys).
+    columns : sequence of str, optional
+        The columns the run writes, to check ``partition_by`` against before any work.
+    compression : str, optional
+        The Parquet codec (default snappy; "none").
+    upsert : bool, default False
+        One row per key, through a Delta merge: the run's latest record per key replaces the
+        table's row, a tombstone deletes it (the run's records are held in memory).
+    """
+
+    format = "delta"
+
+    def __init__(self, out: str | os.PathLike[str], mode: str, *, topics: Sequence[str] = (),
+                 partition_by: Sequence[str] | None = None, properties: dict[str, str] | None = None,
+                 columns: Sequence[str] | None = None, compression: str | None = None, upsert: bool = False) -> None:
+        from deltalake import DeltaTable
+
+        self.out = Path(out)
+        self.mode = mode
+        self.partition = parse(partition_by or DEFAULT, columns)
+        for t in self.partition:
+            if t.name in ("bucket", "truncate"):
+                raise ValueError(f"--partition-by {t.name}({t.width}, {t.column}): Delta partitions by columns; "
+                                 "use a column, or day()/hour()/month()/year() of the timestamp")
+        self.properties = dict(properties or {})
+        self.upsert = upsert
+        self._pending: dict[str, list[Any]] = {}
+        self.compression = None if compression == "none" else (compression or "snappy")
+        self.run = f"{os.getpid()}-{os.urandom(4).hex()}"
+        self._tables: dict[str, Any] = {}
+        self._held: dict[str, tuple[Ledger, int | None]] = {}
+        for topic in topics:
+            uri = str(self.out / topic)
+            if DeltaTable.is_deltatable(uri):
+                table = DeltaTable(uri)
+                self._tables[topic] = table
+                self._held[topic] = read_ledger(table)
+        self._actions: dict[str, list[Any]] = {}
+        self._counts: dict[str, int] = {}
+        self._written: list[Path] = []
+        self._writes = 0
+        self._staging: Path | None = None
+
+    def committed(self) -> Ledger:
+        out = Ledger()
+        for ledger, _ in self._held.values():
+            out = out.merged(ledger)
+        return out
+
+    def last_commits(self) -> list[str]:
+        return [f"version {v} of {self.out / t}" for t, (_, v) in sorted(self._held.items()) if v is not None]
+
+    def open(self, schema: Any) -> None:
+        import pyarrow as pa
+
+        self.schema = _derive(pa.RecordBatch.from_pylist([], schema=schema), self.partition).schema
+        self.partition_columns = [t.field_name for t in self.partition]
+
+    def write(self, batches: Iterable[Any]) -> None:
+        import itertools
+
+        import pyarrow as pa
+        import pyarrow.dataset as pads
+
+        if self.upsert:  # merged at the commit
+            for topic, batch in _by_topic(count_rows(batches, self._counts)):
+                self._pending.setdefault(topic, []).append(_derive(batch, self.partition))
+            return
+        for topic, group in itertools.groupby(_by_topic(count_rows(batches, self._counts)), key=lambda tb: tb[0]):
+            folder = self.out / topic
+            actions = self._actions.setdefault(topic, [])
+
+            def visit(written: Any, folder: Path = folder, actions: list[Any] = actions) -> None:
+                from deltalake.transaction import AddAction
+
+                path = Path(written.path)
+                self._written.append(path)
+                rel = path.relative_to(folder).as_posix()
+                values = dict(part.split("=", 1) for part in rel.split("/")[:-1])
+                stats = json.dumps({"numRecords": written.metadata.num_rows})
+                actions.append(AddAction(rel, written.size or path.stat().st_size, values,
+                                         int(time.time() * 1000), True, stats))
+
+            partitioning = None
+            if self.partition_columns:
+                partitioning = pads.partitioning(
+                    pa.schema([self.schema.field(c) for c in self.partition_columns]), flavor="hive")
+            reader = pa.RecordBatchReader.from_batches(self.schema, (_derive(b, self.partition) for _, b in group))
+            pads.write_dataset(reader, str(folder), format="parquet", partitioning=partitioning,
+                               basename_template=f"part-{self.run}-{self._writes}-{{i}}.parquet",
+                               existing_data_behavior="overwrite_or_ignore", file_visitor=visit,
+                               file_options=pads.ParquetFileFormat().make_write_options(compression=self.compression),
+                               max_rows_per_group=1 << 20, min_rows_per_group=1 << 16)
+            self._writes += 1
+
+    def staging(self) -> Path:
+        if self._staging is None:
+            self._staging = self.out / "_kbatch_staging" / self.run
+            self._staging.mkdir(parents=True)
+        return self._staging
+
+    def file_partitions(self) -> list[tuple[str, Transform]]:
+        return [(t.field_name, t) for t in self.partition]
+
+    def _take_staged(self) -> None:
+        """Move the files another writer staged into their tables' folders, as ``add`` actions."""
+        import shutil
+        from urllib.parse import unquote
+
+        import pyarrow.parquet as pq
+        from deltalake.transaction import AddAction
+
+        if self._staging is None:
+            return
+        for topic, dirs, path in staged_files(self._staging):
+            rel = f"{dirs}/{path.name}" if dirs else path.name
+            dest = self.out / topic / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, dest)
+            self._written.append(dest)
+            values = {k: unquote(v) for k, v in (part.split("=", 1) for part in dirs.split("/") if part)}
+            stats = json.dumps({"numRecords": pq.read_metadata(dest).num_rows})
+            self._actions.setdefault(topic, []).append(
+                AddAction(rel, dest.stat().st_size, values, int(time.time() * 1000), True, stats))
+        shutil.rmtree(self._staging, ignore_errors=True)
+        self._staging = None
+        with contextlib.suppress(OSError):
+            (self.out / "_kbatch_staging").rmdir()
+
+    def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
+        from deltalake import CommitProperties, DeltaTable, Schema, Transaction
+        from deltalake.exceptions import CommitFailedError, DeltaError
+        from deltalake.transaction import create_table_with_add_actions
+
+        self._take_staged()
+        reached("before-commit")
+        out = []
+        for topic in sorted(set(converted.topics()) | set(self._actions) | set(self._pending)):
+            mine = ledger.for_topic(topic)
+            props = CommitProperties(
+                custom_metadata={LEDGER_KEY: mine.to_json(), **self.properties},
+                app_transactions=[Transaction(app_id(r), r.end) for r in mine],
+                max_commit_retries=0,
+            )
+            actions = self._actions.pop(topic, [])
+            uri = str(self.out / topic)
+            try:
+                if self.upsert:
+                    records = self._merge(topic, props)
+                    table = DeltaTable(uri)
+                    self._tables[topic] = table
+                    self._held[topic] = (mine, table.version())
+                    out.append(TableCommit(uri, str(table.version()), records, 0, list(converted.for_topic(topic)),
+                                           kind="version"))
+                    continue
+                if topic in self._tables:
+                    self._evolve(topic)
+                    self._tables[topic].create_write_transaction(
+                        actions, "overwrite" if self.mode == "overwrite" else "append", self.schema,
+                        self.partition_columns or None, commit_properties=props)
+                else:
+                    create_table_with_add_actions(uri, Schema.from_arrow(self.schema), actions, mode="error",
+                                                  partition_by=self.partition_columns or None,
+                                                  description=self._description(),
+                                                  commit_properties=props)
+            except (CommitFailedError, DeltaError) as exc:
+                self.abort()
+                if not isinstance(exc, CommitFailedError) and "already exists" not in str(exc):
+                    raise TableError(f"table {uri}: {exc}", table=uri) from None
+                # a concurrent commit, or a table another run created after this one looked
+                raise CommitConflictError(f"table {uri}: another run committed after this one read its ledger "
+                                          f"({exc}): nothing of this run committed to it; run again to append what "
+                                          "is left", table=uri) from None
+            table = DeltaTable(uri)
+            self._tables[topic] = table
+            self._held[topic] = (mine, table.version())
+            out.append(TableCommit(uri, str(table.version()), sum(json.loads(a.stats)["numRecords"] for a in actions),
+                                   sum(a.size for a in actions), list(converted.for_topic(topic)), kind="version"))
+            self._written = [p for p in self._written if not p.is_relative_to(self.out / topic)]
+        return out
+
+    def _evolve(self, topic: str) -> None:
+        """Add the columns this run writes that the table lacks (a commit of its own, before the
+        data's); a column whose type changed stops the run. The table is read again after it,
+        so the data's commit is checked against it: a ledger that moved meanwhile (another
+        run) is a CommitConflictError."""
+        import pyarrow as pa
+        from deltalake import DeltaTable, Field
+
+        table = self._tables[topic]
+        theirs = pa.schema(table.schema().to_arrow())  # arro3's, through the Arrow C interface
+        uri = str(self.out / topic)
+        for f in self.schema:
+            i = theirs.get_field_index(f.name)
+            if i >= 0 and not theirs.field(i).type.equals(f.type) and not _same_but_size(theirs.field(i).type, f.type):
+                raise TableError(f"table {uri}: column {f.name} is {theirs.field(i).type} in the table, "
+                                 f"{f.type} in this run", table=uri)
+        new = [f for f in self.schema if theirs.get_field_index(f.name) < 0]
+        if not new:
+            return
+        table.alter.add_columns([Field.from_arrow(f) for f in new])
+        again = DeltaTable(uri)
+        held, _ = self._held.get(topic, (Ledger(), None))
+        if read_ledger(again)[0] != held:
+            raise CommitConflictError(f"table {uri}: another run committed after this one read its ledger: "
+                                      "nothing of this run committed to it; run again", table=uri)
+        self._tables[topic] = again
+
+    def _merge(self, topic: str, props: Any) -> int:
+        """Merge the run's latest record per key into the topic's table (created empty first if
+        new); the number of keys replaced, inserted or deleted."""
+        import pyarrow as pa
+        from deltalake import DeltaTable
+
+        from kbatch.tables._upsert import latest_per_key
+
+        live, dead = latest_per_key(pa.Table.from_batches(self._pending.pop(topic, []), schema=self.schema))
+        source = pa.concat_tables([live, live.schema.empty_table() if not dead else
+                                   pa.Table.from_pylist([{"key": k} for k in dead], schema=self.schema)])
+        uri = str(self.out / topic)
+        if topic not in self._tables:
+            DeltaTable.create(uri, self.schema, mode="error", partition_by=self.partition_columns or None,
+                              description=self._description())
+        (DeltaTable(uri).merge(source, predicate="t.key = s.key", source_alias="s", target_alias="t",
+                               commit_properties=props)
+         .when_matched_delete(predicate="s.value IS NULL")
+         .when_matched_update_all()
+         .when_not_matched_insert_all(predicate="s.value IS NOT NULL")
+         .execute())
+        return int(live.num_rows) + len(dead)
+
+    def _description(self) -> str:
+        return (f"Kafka topic records written by kbatch {self.properties.get('kbatch.version', '')} from "
+                f"{self.properties.get('kbatch.source-root', '?')}")
+
+    def abort(self) -> None:
+        if self._staging is not None:
+            import shutil
+
+            shutil.rmtree(self._staging, ignore_errors=True)
+            self._staging = None
+            with contextlib.suppress(OSError):
+                (self.out / "_kbatch_staging").rmdir()
+        for path in self._written:  # not committed: no reader sees them, but they take room
+            path.unlink(missing_ok=True)
+        self._written = []
+        self._actions.clear()
+        self._pending.clear()

@@ -1,0 +1,276 @@
+"""A Parquet folder as a table: :class:`FolderSink`, its data and its offsets ledger committed together.
+
+Layout (the same as before ledgers, partitioned by topic unless told not to)::
+
+    OUT/topic=orders/part-<run>-<i>.parquet
+    OUT/_kbatch_ledger/00000000000000000001.json     one file per commit, numbered
+    OUT/_kbatch_staging/<pid>-<token>@<host>/...    files of a run not yet committed
+
+Names starting with ``_`` are hidden from Parquet readers (pyarrow's datasets, Spark, Polars'
+hive scans, DuckDB with hive partitioning). A ledger file holds the whole :class:`Ledger`
+after its commit, the files the commit added and where they were staged.
+
+- A new OUT (and ``--mode overwrite``) is written in a hidden folder beside OUT with its first
+  ledger file, then renamed into place (:class:`kbatch._staging.StagedOutput`): all or nothing.
+- An append to an existing OUT stages its files in ``OUT/_kbatch_staging/<run>/``; the commit
+  point is the exclusive creation of the next ledger file (``link(2)`` fails if it exists: a
+  concurrent run that committed first wins, this one raises
+  :class:`~kbatch.errors.CommitConflictError`). The staged files are then renamed into place;
+  a run killed between the two leaves a ledger naming files still staged, and the next sink
+  opened on OUT moves them (roll forward) before it reads anything. Until then readers see
+  the table without that commit's rows, never twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kbatch._staging import StagedOutput
+from kbatch.errors import CommitConflictError, TableError
+from kbatch.tables._hooks import reached
+from kbatch.tables._ledger import Ledger
+from kbatch.tables._sink import Sink, TableCommit, count_rows
+
+__all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "read_ledger"]
+
+LEDGER_DIR = "_kbatch_ledger"
+STAGING_DIR = "_kbatch_staging"
+_DIGITS = 20
+
+
+def _commits(out: Path) -> list[int]:
+    folder = out / LEDGER_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.stem) for p in folder.iterdir() if p.suffix == ".json" and p.stem.isdigit())
+
+
+def _entry(out: Path, n: int) -> dict[str, Any]:
+    path = out / LEDGER_DIR / f"{n:0{_DIGITS}d}.json"
+    try:
+        d = json.loads(path.read_text())
+        Ledger.from_json(json.dumps(d["ledger"]))
+        return dict(d)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise TableError(f"{path}: unreadable ledger file ({exc})", table=str(out)) from None
+
+
+def read_ledger(out: str | os.PathLike[str]) -> tuple[Ledger, int]:
+    """The ledger of a Parquet folder written by kbatch and its commit number (0: none)."""
+    out = Path(out)
+    numbers = _commits(out)
+    if not numbers:
+        return Ledger(), 0
+    return Ledger.from_json(json.dumps(_entry(out, numbers[-1])["ledger"])), numbers[-1]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class FolderSink(Sink):
+    """A folder of Parquet files partitioned by topic, with its ledger (see the module's notes).
+
+    Parameters
+    ----------
+    out : path
+        The folder.
+    mode : {"errorifexists", "overwrite", "append"}
+    compression : str, optional
+        Parquet codec (default snappy; "none").
+    max_rows_per_file, row_group_rows : int, optional
+    partition_by_topic : bool, default True
+    format : {"parquet", "orc", "json"}
+        What the files are: :meth:`write` writes Parquet; files of any format written into
+        :attr:`folder` by another writer (Spark's executors, an ORC writer) are committed
+        alike, counted with :meth:`adopt`.
+    """
+
+    def __init__(self, out: str | os.PathLike[str], mode: str, *, compression: str | None = None,
+                 max_rows_per_file: int | None = None, row_group_rows: int | None = None,
+                 partition_by_topic: bool = True, format: str = "parquet") -> None:
+        self.format = format
+        self.out = Path(out)
+        self.mode = mode
+        self.compression = compression or "snappy"
+        self.max_rows_per_file = max_rows_per_file or 0
+        self.row_group_rows = row_group_rows or min(1 << 20, self.max_rows_per_file or 1 << 20)
+        self.partition_by_topic = partition_by_topic
+        # the staging folder's name: a later run deletes it only from the same host, once the pid is gone
+        self.run = f"{os.getpid()}-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
+        self.incremental = mode == "append" and self.out.is_dir() and any(self.out.iterdir())
+        if self.incremental:
+            self._recover()
+        self._ledger, self._number = read_ledger(self.out) if self.out.is_dir() else (Ledger(), 0)
+        self._staged: StagedOutput | None = None
+        self._folder: Path | None = None
+        self._writes = 0
+        self._counts: dict[str, int] = {}
+        self._adopted = 0
+
+    def committed(self) -> Ledger:
+        return self._ledger
+
+    def last_commits(self) -> list[str]:
+        return [f"commit {self._number} of {self.out}"] if self._number else []
+
+    def _recover(self) -> None:
+        """Move the files of the last commit still staged (a run killed after its commit point),
+        and delete the staging folders of runs that died before theirs."""
+        numbers = _commits(self.out)
+        pending: str | None = None
+        if numbers:
+            last = _entry(self.out, numbers[-1])
+            pending = last.get("staging")
+            if pending:
+                src = self.out / pending
+                for rel in last.get("files", []):
+                    if (src / rel).exists():
+                        (self.out / rel).parent.mkdir(parents=True, exist_ok=True)
+                        os.replace(src / rel, self.out / rel)
+                shutil.rmtree(src, ignore_errors=True)
+                self._drop_staging_dir()
+        staging = self.out / STAGING_DIR
+        if staging.is_dir():
+            here = socket.gethostname()
+            for d in staging.iterdir():
+                run, _, host = d.name.rpartition("@")
+                pid = run.split("-", 1)[0]
+                if host == here and pid.isdigit() and not _alive(int(pid)):
+                    shutil.rmtree(d, ignore_errors=True)
+
+    def open(self, schema: Any) -> None:
+        self.schema = schema
+        if self.incremental:
+            self._folder = self.out / STAGING_DIR / self.run
+            self._folder.mkdir(parents=True)
+        else:
+            # an empty OUT in append mode is replaced by one rename too (StagedOutput's append
+            # moves file by file, the ledger perhaps before the data)
+            self._staged = StagedOutput(self.out, "errorifexists" if self.mode == "append" else self.mode)
+            self._folder = self._staged.__enter__()
+
+    @property
+    def folder(self) -> Path:
+        """Where this run's files go until the commit (a hidden folder; after :meth:`open`)."""
+        assert self._folder is not None, "open() first"
+        return self._folder
+
+    def adopt(self, records: int) -> None:
+        """Count ``records`` written into :attr:`folder` by another writer; :meth:`commit` commits
+        every file found there (names not starting with ``_`` or ``.``)."""
+        self._adopted += records
+
+    def write(self, batches: Iterable[Any]) -> None:
+        import pyarrow as pa
+        import pyarrow.dataset as pads
+
+        assert self.format == "parquet", f"FolderSink writes parquet itself, not {self.format}"
+        folder = self.folder
+        codec = None if self.compression == "none" else self.compression
+        partitioning = None
+        if self.partition_by_topic:
+            partitioning = pads.partitioning(pa.schema([("topic", pa.string())]), flavor="hive")
+
+        reader = pa.RecordBatchReader.from_batches(self.schema, count_rows(batches, self._counts))
+        pads.write_dataset(
+            reader,
+            str(folder),
+            format="parquet",
+            partitioning=partitioning,
+            basename_template=f"part-{self.run.partition('@')[0]}-{self._writes}-{{i}}.parquet",
+            existing_data_behavior="overwrite_or_ignore",
+            file_options=pads.ParquetFileFormat().make_write_options(compression=codec),
+            max_rows_per_file=self.max_rows_per_file,
+            max_rows_per_group=self.row_group_rows,
+            min_rows_per_group=min(self.row_group_rows, 1 << 16),
+            max_open_files=4096,
+            preserve_order=True,
+        )
+        self._writes += 1
+
+    def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
+        folder = self.folder
+        files = self._data_files()
+        n = self._number + 1 if self.incremental else 1
+        entry = {"commit": n, "ledger": json.loads(ledger.to_json()), "converted": json.loads(converted.to_json()),
+                 "files": [f for f, _ in files], "records": sum(self._counts.values()) + self._adopted}
+        reached("before-commit")
+        if self.incremental:
+            entry["staging"] = f"{STAGING_DIR}/{self.run}"
+            self._link_entry(self.out / LEDGER_DIR, n, entry)  # the commit point
+            reached("mid-commit")
+            for rel, _ in files:
+                (self.out / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(folder / rel, self.out / rel)
+            shutil.rmtree(folder, ignore_errors=True)
+            self._drop_staging_dir()
+        else:
+            assert self._staged is not None
+            if self.mode == "append" and self.out.is_dir() and any(self.out.iterdir()):
+                self.abort()
+                raise CommitConflictError(f"{self.out} was created by another run meanwhile: nothing committed; "
+                                          "run again to append what is left", table=str(self.out))
+            self._link_entry(folder / LEDGER_DIR, n, entry)
+            self._staged.commit()  # the commit point: one rename
+        self._folder = None
+        self._ledger, self._number = ledger, n
+        return [TableCommit(str(self.out), str(n), entry["records"], sum(b for _, b in files), list(converted),
+                            kind="commit")]
+
+    def _data_files(self) -> list[tuple[str, int]]:
+        """``(path relative to the staging folder, bytes)`` of every file readers will see."""
+        out = []
+        for dirpath, dirnames, filenames in os.walk(self.folder):
+            dirnames[:] = [d for d in dirnames if not d.startswith((".", "_"))]
+            for name in filenames:
+                if not name.startswith((".", "_")):
+                    path = Path(dirpath) / name
+                    out.append((path.relative_to(self.folder).as_posix(), path.stat().st_size))
+        return sorted(out)
+
+    def _link_entry(self, folder: Path, n: int, entry: dict[str, Any]) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        final = folder / f"{n:0{_DIGITS}d}.json"
+        tmp = folder / f".{final.name}.{self.run}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(entry, f)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, final)  # fails if another run created it first
+        except FileExistsError:
+            self.abort()
+            raise CommitConflictError(
+                f"{self.out}: another run committed (ledger commit {n}) after this one read the ledger: "
+                "nothing of this run committed; run again to append what is left", table=str(self.out)) from None
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def abort(self) -> None:
+        if self._staged is not None:
+            self._staged.abort()
+            self._staged = None
+        elif self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._drop_staging_dir()
+        self._folder = None
+
+    def _drop_staging_dir(self) -> None:
+        """Remove ``OUT/_kbatch_staging`` when no run has a folder in it (OUT as it was)."""
+        with contextlib.suppress(OSError):  # another run's folder is there
+            (self.out / STAGING_DIR).rmdir()

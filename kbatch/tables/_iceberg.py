@@ -1,0 +1,371 @@
+"""Iceberg tables through pyiceberg (no JVM): :class:`IcebergSink`, one table per topic.
+
+- Catalog: by default an embedded SQL catalog on SQLite at ``OUT/catalog.db`` with the
+  warehouse at ``OUT``; or any catalog pyiceberg's ``load_catalog(name, **options)`` loads
+  (REST, SQL, Glue, Hive; credentials as pyiceberg finds them), ``warehouse=OUT`` unless the
+  options give one. Tables are ``<namespace>.<topic>`` (namespace ``kafka`` by default).
+- A new table gets the Kafka source's columns, the partition spec of ``--partition-by``
+  (:mod:`kbatch.tables._partition`) and the properties ``kbatch.version`` and
+  ``kbatch.source-root``.
+- Each table's commit is one catalog commit (one pyiceberg ``Transaction``): the appends of the
+  run, the last one's snapshot summary holding the table's :class:`Ledger` under
+  ``kbatch.ledger``. The ledger read back is the newest one in the current snapshot's ancestry.
+- Exactly once: the transaction asserts the table's main branch is still the snapshot the
+  ledger was read from. pyiceberg would retry a failed commit on top of the newer snapshot
+  (``commit.retry.num-retries``), which would append the same offsets twice: retries are off
+  for kbatch's transactions, so a concurrent run's commit fails with
+  :class:`~kbatch.errors.CommitConflictError` instead.
+- A run killed before its commit leaves data files no snapshot references (Iceberg's orphan
+  files; the table is unchanged); ``remove_orphan_files`` maintenance deletes them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Final, cast
+
+from kbatch.errors import CommitConflictError, TableError
+from kbatch.tables._hooks import reached
+from kbatch.tables._ledger import LEDGER_KEY, Ledger
+from kbatch.tables._partition import DEFAULT, Transform, parse
+from kbatch.tables._sink import Sink, TableCommit, count_rows, staged_files
+
+__all__ = ["CATALOG_NAME", "DEFAULT_NAMESPACE", "IcebergSink", "default_catalog", "read_ledger"]
+
+DEFAULT_NAMESPACE: Final = "kafka"
+#: The name of the default (SQLite) catalog, under which its tables are stored in ``catalog.db``.
+CATALOG_NAME: Final = "kbatch"
+#: Rows of a topic buffered before they are appended (pyiceberg writes a partitioned table from
+#: whole Arrow tables).
+CHUNK_BYTES: Final = 128 << 20
+
+
+def read_ledger(table: Any) -> tuple[Ledger, int | None]:
+    """The newest kbatch ledger in ``table``'s current snapshot's ancestry and that snapshot's id."""
+    meta = table.metadata
+    snap = meta.current_snapshot()
+    while snap is not None:
+        text = snap.summary.get(LEDGER_KEY) if snap.summary is not None else None
+        if text:
+            return Ledger.from_json(text), snap.snapshot_id
+        snap = meta.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+    return Ledger(), None
+
+
+def default_catalog(out: str | os.PathLike[str]) -> Any:
+    """The SQL catalog ``kbatch convert --format iceberg`` writes to by default: SQLite at
+    ``OUT/catalog.db``, warehouse ``OUT`` (``pyiceberg.catalog.sql.SqlCatalog``)."""
+    from pyiceberg.catalog import load_catalog
+
+    return load_catalog(CATALOG_NAME, **_default_options(Path(out).resolve()))
+
+
+def _default_options(path: Path) -> dict[str, str]:
+    return {"type": "sql", "uri": f"sqlite:///{path / 'catalog.db'}", "warehouse": path.as_uri()}
+
+
+def _no_retries(table: Any) -> Any:
+    """``table`` whose transactions fail instead of retrying on a newer snapshot (this object
+    only: the table's stored properties are not changed)."""
+    props = {**table.metadata.properties, "commit.retry.num-retries": "0"}
+    table.metadata = table.metadata.model_copy(update={"properties": props})
+    return table
+
+
+def _iceberg_transform(t: Transform) -> Any:
+    from pyiceberg import transforms as T
+
+    simple = {"identity": T.IdentityTransform, "year": T.YearTransform, "month": T.MonthTransform,
+              "day": T.DayTransform, "hour": T.HourTransform}
+    if t.name in simple:
+        return simple[t.name]()
+    width = int(t.width or 0)
+    return T.BucketTransform(width) if t.name == "bucket" else T.TruncateTransform(width)
+
+
+class IcebergSink(Sink):
+    """Iceberg tables, one per topic (see the module's notes).
+
+    Parameters
+    ----------
+    out : path
+        The warehouse (and, with the default catalog, where ``catalog.db`` is).
+    mode : {"errorifexists", "overwrite", "append"}
+    topics : sequence of str
+        The topics the run converts (their tables' ledgers are read at once).
+    catalog : str, optional
+        A catalog name for ``pyiceberg.catalog.load_catalog``; default: the SQLite one in OUT.
+    catalog_options : dict, optional
+    namespace : str, default "kafka"
+    partition_by : sequence of str, optional
+        ``--partition-by`` items (default ``day(timestamp)``).
+    properties : dict, optional
+        Table properties of new tables (kbatch's version and the source root).
+    columns : sequence of str, optional
+        The columns the run writes, to check ``partition_by`` against before any work.
+    compression : str, optional
+        The Parquet codec of new tables (``write.parquet.compression-codec``; default zstd).
+    upsert : bool, default False
+        One row per key: the run's latest record per key replaces the table's row, a tombstone
+        deletes it (:mod:`kbatch.tables._upsert`; the run's records are held in memory).
+    """
+
+    format = "iceberg"
+
+    def __init__(self, out: str | os.PathLike[str], mode: str, *, topics: Sequence[str] = (),
+                 catalog: str | None = None, catalog_options: dict[str, str] | None = None,
+                 namespace: str | None = None, partition_by: Sequence[str] | None = None,
+                 properties: dict[str, str] | None = None, columns: Sequence[str] | None = None,
+                 compression: str | None = None, upsert: bool = False) -> None:
+        from pyiceberg.catalog import load_catalog
+        from pyiceberg.exceptions import NoSuchTableError
+
+        self.out = str(out)
+        self.mode = mode
+        self.namespace = namespace or DEFAULT_NAMESPACE
+        self.upsert = upsert
+        self._applied: dict[str, int] = {}
+        self.partition = parse(partition_by or DEFAULT, columns)
+        self.properties = dict(properties or {})
+        if compression:  # else pyiceberg's default, zstd
+            codec = "uncompressed" if compression == "none" else compression
+            self.properties["write.parquet.compression-codec"] = codec
+        options = dict(catalog_options or {})
+        local = "://" not in self.out
+        self._made_out = False
+        if catalog is None:
+            path = Path(self.out).resolve()
+            self._made_out = not path.exists()
+            path.mkdir(parents=True, exist_ok=True)
+            options = {**_default_options(path), **options}
+        elif "warehouse" not in options:
+            options["warehouse"] = Path(self.out).resolve().as_uri() if local else self.out
+        self.catalog = load_catalog(catalog or CATALOG_NAME, **options)
+        self._tables: dict[str, Any] = {}
+        self._held: dict[str, tuple[Ledger, int | None]] = {}
+        for topic in topics:
+            try:
+                table = _no_retries(self.catalog.load_table(self.identifier(topic)))
+            except NoSuchTableError:
+                continue
+            self._tables[topic] = table
+            self._held[topic] = read_ledger(table)
+            if mode == "errorifexists" and table.metadata.current_snapshot() is not None:
+                raise FileExistsError(f"table {self.identifier(topic)} exists and holds data "
+                                      "(use --mode append or overwrite)")
+        self._txns: dict[str, Any] = {}
+        self._buffers: dict[str, list[Any]] = {}
+        self._counts: dict[str, int] = {}
+        self._base: dict[str, int | None] = {}
+        self._staging: Path | None = None
+
+    def identifier(self, topic: str) -> str:
+        return f"{self.namespace}.{topic}"
+
+    def committed(self) -> Ledger:
+        out = Ledger()
+        for ledger, _ in self._held.values():
+            out = out.merged(ledger)
+        return out
+
+    def last_commits(self) -> list[str]:
+        return [f"snapshot {snap} of {self.identifier(t)}" for t, (_, snap) in sorted(self._held.items())
+                if snap is not None]
+
+    def open(self, schema: Any) -> None:
+        self.schema = schema
+
+    def _table(self, topic: str) -> Any:
+        from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
+
+        if topic not in self._tables:
+            self.catalog.create_namespace_if_not_exists(self.namespace)
+            try:
+                txn = self.catalog.create_table_transaction(self.identifier(topic), schema=self.schema,
+                                                            properties=self.properties)
+                if self.partition:
+                    with txn.update_spec() as spec:
+                        for t in self.partition:
+                            spec.add_field(t.column, _iceberg_transform(t), t.field_name)
+                txn.commit_transaction()
+            except (TableAlreadyExistsError, CommitFailedException):  # the SQL catalog says the latter
+                name = self.identifier(topic)
+                raise CommitConflictError(f"table {name} was created by another run meanwhile: nothing of this "
+                                          "run committed; run again", table=name) from None
+            self._tables[topic] = _no_retries(self.catalog.load_table(self.identifier(topic)))
+        return self._tables[topic]
+
+    def _txn(self, topic: str) -> Any:
+        if topic not in self._txns:
+            table = self._table(topic)
+            snap = table.metadata.current_snapshot()
+            self._base[topic] = snap.snapshot_id if snap is not None else None
+            txn = table.transaction()
+            self._evolve(topic, table, txn)
+            if self.mode == "overwrite" and snap is not None:
+                from pyiceberg.expressions import AlwaysTrue
+
+                txn.delete(AlwaysTrue())
+            self._txns[topic] = txn
+        return self._txns[topic]
+
+    def _evolve(self, topic: str, table: Any, txn: Any) -> None:
+        """Columns this run writes that the table lacks are added by name, in the same commit
+        (``union_by_name``: old files untouched); a column whose type changed stops the run."""
+        from pyiceberg.exceptions import ValidationError
+
+        try:
+            with txn.update_schema() as update:  # nothing to commit when the columns are the same
+                update.union_by_name(self.schema)
+        except (ValueError, ValidationError) as exc:
+            raise TableError(f"table {self.identifier(topic)}: this run's columns do not fit the table's schema "
+                             f"{table.schema().schema_id}: {exc}", table=self.identifier(topic)) from None
+
+    def _flush(self, topic: str, properties: dict[str, str] | None = None) -> None:
+        import pyarrow as pa
+
+        batches = self._buffers.pop(topic, [])
+        txn = self._txn(topic)
+        table = pa.Table.from_batches(batches, schema=self.schema) if batches else self.schema.empty_table()
+        if batches or properties:
+            txn.append(table, snapshot_properties=properties or {})
+
+    def _upsert(self, topic: str) -> None:
+        """Replace or insert the latest row of each key of the run, delete the keys it ends with a tombstone."""
+        import pyarrow as pa
+        from pyiceberg.expressions import In
+
+        from kbatch.tables._upsert import latest_per_key
+
+        batches = self._buffers.pop(topic, [])
+        live, dead = latest_per_key(pa.Table.from_batches(batches, schema=self.schema))
+        txn = self._txn(topic)
+        if live.num_rows:
+            txn.upsert(live, join_cols=["key"])
+        if dead:
+            txn.delete(cast(Any, In)("key", dead))  # In's pydantic signature hides (term, literals)
+        self._applied[topic] = live.num_rows + len(dead)
+
+    def write(self, batches: Iterable[Any]) -> None:
+        """Buffer each topic's batches; a topic's buffer is appended (a snapshot of the commit) when
+        it reaches :data:`CHUNK_BYTES`, and the largest others when all together do; what is
+        left is appended at :meth:`commit` with the ledger (one snapshot per table, for most runs)."""
+        import pyarrow.compute as pc
+
+        held: dict[str, int] = {}
+        for batch in count_rows(batches, self._counts):
+            if not batch.num_rows:
+                continue
+            topics = pc.unique(batch.column(batch.schema.get_field_index("topic"))).to_pylist()
+            for topic in topics:
+                part = batch if len(topics) == 1 else batch.filter(pc.equal(batch.column("topic"), topic))
+                self._buffers.setdefault(topic, []).append(part)
+                held[topic] = held.get(topic, 0) + part.nbytes
+                if self.upsert:
+                    continue  # the whole run is reduced per key at the commit
+                if held[topic] >= CHUNK_BYTES:
+                    self._flush(topic)
+                    held[topic] = 0
+                while sum(held.values()) >= CHUNK_BYTES:
+                    largest = max((t for t in held if t != topic), key=held.__getitem__)
+                    self._flush(largest)
+                    held[largest] = 0
+
+    def staging(self) -> Path:
+        if "://" in self.out:
+            raise NotImplementedError("files staged by another writer need a local OUT")
+        if self._staging is None:
+            self._staging = Path(self.out) / "_kbatch_staging" / f"{os.getpid()}-{os.urandom(4).hex()}"
+            self._staging.mkdir(parents=True)
+        return self._staging
+
+    def file_partitions(self) -> list[tuple[str, Transform]]:
+        # Iceberg finds a file's partition from its column statistics (add_files): the files keep
+        # every column, and are split by a copy of each transform's value
+        return [(f"kbatch_{t.field_name}", t) for t in self.partition]
+
+    def _take_staged(self) -> dict[str, list[str]]:
+        """Move the files another writer staged into their tables' ``data`` folders; their URIs by topic."""
+        from urllib.parse import unquote, urlparse
+
+        out: dict[str, list[str]] = {}
+        if self._staging is None:
+            return out
+        for topic, dirs, path in staged_files(self._staging):
+            location = urlparse(self._table(topic).metadata.location)
+            # the writer's folders kept: one task's files in two partitions may have one name
+            dest = Path(unquote(location.path)) / "data" / dirs / path.name
+            if dest.exists():
+                raise FileExistsError(f"{dest} exists: not replaced")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, dest)
+            out.setdefault(topic, []).append(f"file://{dest}")  # unquoted, as pyiceberg writes its own
+        self._drop_staging()
+        return out
+
+    def _drop_staging(self) -> None:
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            self._staging = None
+            with contextlib.suppress(OSError):
+                (Path(self.out) / "_kbatch_staging").rmdir()
+
+    def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
+        from pyiceberg.exceptions import CommitFailedException
+
+        staged = self._take_staged()
+        topics = sorted(set(converted.topics()) | set(self._buffers) | set(self._txns) | set(staged))
+        for topic in topics:
+            props = {LEDGER_KEY: ledger.for_topic(topic).to_json(),
+                     **{k: v for k, v in self.properties.items() if k == "kbatch.version"}}
+            if topic in staged:
+                self._flush(topic)
+                self._txn(topic).add_files(staged[topic], snapshot_properties=props, check_duplicate_files=False)
+            elif self.upsert:
+                self._upsert(topic)
+                self._flush(topic, props)
+            else:
+                self._flush(topic, props)
+        reached("before-commit")
+        out = []
+        for topic in topics:
+            name = self.identifier(topic)
+            try:
+                table = self._txns.pop(topic).commit_transaction()
+                self._made_out = False  # OUT holds a commit now: an abort must not remove it
+            except CommitFailedException as exc:
+                self.abort()
+                raise CommitConflictError(f"table {name}: another run committed after this one read its ledger "
+                                          f"({exc}): nothing of this run committed to it; run again to append what "
+                                          "is left", table=name) from None
+            snap = table.metadata.current_snapshot()
+            records = size = 0
+            s = snap
+            while s is not None and s.snapshot_id != self._base.get(topic):
+                records += int(s.summary.get("added-records", 0) or 0)
+                size += int(s.summary.get("added-files-size", 0) or 0)
+                s = table.metadata.snapshot_by_id(s.parent_snapshot_id) if s.parent_snapshot_id else None
+            self._held[topic] = (ledger.for_topic(topic), snap.snapshot_id)
+            records = self._applied.get(topic, records)  # upsert: the keys replaced, inserted or deleted
+            out.append(TableCommit(name, str(snap.snapshot_id), records, size, list(converted.for_topic(topic))))
+        return out
+
+    def abort(self) -> None:
+        self._drop_staging()
+        self._txns.clear()
+        self._buffers.clear()
+        if self._made_out and not self._anything_committed():
+            shutil.rmtree(self.out, ignore_errors=True)  # a first run that failed: OUT as it was (none)
+        self._made_out = False
+
+    def _anything_committed(self) -> bool:
+        """Whether a table of the namespace has a snapshot (this run's or another's)."""
+        try:
+            names = self.catalog.list_tables(self.namespace)
+            return any(self.catalog.load_table(n).metadata.current_snapshot() is not None for n in names)
+        except Exception:  # noqa: BLE001 - a catalog that cannot say: keep OUT
+            return True

@@ -1,0 +1,150 @@
+"""The one interface every table format implements: :class:`Sink`.
+
+An engine (``kbatch convert``'s arrow engine) drives a sink in four steps and never calls a
+format's library itself::
+
+    sink = FolderSink(out, "append")          # or IcebergSink, DeltaSink
+    held = sink.committed()                   # the Ledger the table(s) hold
+    with sink:                                # abort() on an exception
+        sink.open(schema)
+        sink.write(batches)                   # Arrow record batches, any topics, any number of calls
+        commits = sink.commit(ledger, converted)
+
+or, for files another writer (Spark's executors) puts in ``sink.staging()`` (split by topic
+and ``sink.file_partitions()``), just ``open`` and ``commit``: the commit takes them in.
+
+``commit`` makes the written data and the new :class:`~kbatch.tables.Ledger` visible together,
+or raises :class:`~kbatch.errors.CommitConflictError` when another run committed meanwhile
+(then nothing of this run is visible). A process killed at any point leaves each table at its
+last commit.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from kbatch.tables._hooks import reached
+from kbatch.tables._ledger import Ledger, OffsetRange
+from kbatch.tables._partition import Transform
+
+if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
+    from typing_extensions import Self
+
+__all__ = ["Sink", "TableCommit", "count_rows", "staged_files"]
+
+
+@dataclass
+class TableCommit:
+    """What one commit to one table did (a Parquet folder is one table of every topic)."""
+
+    table: str
+    #: the commit's id: an Iceberg snapshot id, a Delta version, a Parquet ledger's commit number
+    snapshot: str
+    records: int
+    bytes: int
+    #: the offsets this commit converted, per source partition
+    ranges: list[OffsetRange] = field(default_factory=list)
+    #: what the id is: "snapshot", "version", "commit"
+    kind: str = "snapshot"
+
+    def line(self) -> str:
+        from kbatch._progress import plural, size
+
+        return (f"table {self.table}: {self.kind} {self.snapshot}, {plural(self.records, 'record')} "
+                f"({size(self.bytes)}) from {plural(len(self.ranges), 'partition')}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"table": self.table, self.kind: self.snapshot, "records": self.records, "bytes": self.bytes,
+                "ranges": [r.as_dict() for r in self.ranges]}
+
+
+def count_rows(batches: Iterable[Any], counts: dict[str, int]) -> Iterator[Any]:
+    """``batches`` as they are, each one's rows added to ``counts[topic]``; the ``mid-write`` test
+    hook once the first batch was taken by the writer."""
+    import pyarrow.compute as pc
+
+    first = True
+    for batch in batches:
+        if batch.num_rows:
+            topics = batch.column(batch.schema.get_field_index("topic"))
+            for item in pc.value_counts(topics).to_pylist():
+                counts[item["values"]] = counts.get(item["values"], 0) + item["counts"]
+        yield batch
+        if first:
+            first = False
+            reached("mid-write")
+
+
+def staged_files(folder: Path) -> list[tuple[str, str, Path]]:
+    """``(topic, the folders under kbatch_topic=<topic>/, the file)`` of every data file another
+    writer put in ``folder`` (hidden names, ``_*`` and ``.*``, left out)."""
+    from urllib.parse import unquote
+
+    out = []
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).parts
+        if path.is_file() and not any(p.startswith(("_", ".")) for p in rel) and rel[0].startswith("kbatch_topic="):
+            out.append((unquote(rel[0].split("=", 1)[1]), "/".join(rel[1:-1]), path))
+    return out
+
+
+class Sink(ABC):
+    """Where converted records go: one or more tables that commit with their offsets ledger."""
+
+    #: the format's name (``--format``)
+    format: str = ""
+
+    @abstractmethod
+    def committed(self) -> Ledger:
+        """The ledger of what the table(s) hold now (empty for a new table)."""
+
+    @abstractmethod
+    def last_commits(self) -> list[str]:
+        """The last commit of each table, in words ("snapshot 123 of kafka.orders"); empty when none."""
+
+    @abstractmethod
+    def open(self, schema: Any) -> None:
+        """Get ready to take batches of ``schema`` (a ``pyarrow.Schema``, the Kafka source's columns)."""
+
+    @abstractmethod
+    def write(self, batches: Iterable[Any]) -> None:
+        """Write ``batches`` (``pyarrow.RecordBatch``, of any topics) where no reader sees them yet."""
+
+    @abstractmethod
+    def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
+        """Make everything written visible with ``ledger`` (what the tables hold after this commit);
+        ``converted`` is what this run added (its offsets per partition), for the report."""
+
+    @abstractmethod
+    def abort(self) -> None:
+        """Drop everything written since :meth:`open`; the tables stay at their last commit."""
+
+    # Files written by another writer (Spark's executors), committed by this process
+
+    def staging(self) -> Path:
+        """A local folder where another writer puts Parquet files, in ``kbatch_topic=<topic>/``
+        folders, then one folder level per :meth:`file_partitions` item; :meth:`commit` takes
+        every file there into the tables."""
+        raise NotImplementedError(f"{self.format} tables take Arrow batches only")
+
+    def file_partitions(self) -> list[tuple[str, Transform]]:
+        """The folder levels under ``kbatch_topic=<topic>/`` that :meth:`staging`'s files are split
+        by: ``(column, transform)``, the column holding the transform's value."""
+        return []
+
+    def adopt(self, records: int) -> None:  # noqa: B027 - optional: the formats that count files themselves
+        """Count ``records`` that another writer put where this sink commits them."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, tp: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if tp is not None:
+            self.abort()

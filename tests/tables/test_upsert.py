@@ -1,0 +1,77 @@
+"""``--upsert`` (issue 28): one row per key, the latest by offset, tombstones deleting the key, as log
+compaction would eventually keep; checked against kbatch's own reading of the same log, across
+two runs; a Parquet folder refuses it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.tables import convert_cli, summary_of
+
+import kbatch
+from kbatch.log import LogWriter, open_logs
+
+pa = pytest.importorskip("pyarrow")
+
+#: (key, value) in offset order; None is a tombstone. The first run sees RUN1, the second all.
+RUN1 = [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"a", b"2"), (b"e", b"1"), (b"e", None)]
+RUN2 = [(b"b", None), (b"c", b"3"), (b"d", b"1"), (b"a", b"4"), (b"e", b"2"), (b"c", None), (b"c", b"5")]
+
+
+def write_kv(root: Path, records: list[tuple[bytes, bytes | None]]) -> Path:
+    with LogWriter(root, "kv", 0, segment_bytes=300) as w:
+        for i, (k, v) in enumerate(records):
+            w.append(kbatch.encode([v], keys=[k], base_offset=i, timestamps=[1_700_000_000_000 + i]))
+    return root
+
+
+def compacted(root: Path) -> dict[bytes, tuple[int, bytes]]:
+    """What compaction keeps, from kbatch's reading of the log: key -> (offset, value), tombstones dropped."""
+    last: dict[bytes, tuple[int, bytes | None]] = {}
+    for d in open_logs(root):
+        t = d.read()
+        for o, k, v in zip(t.records["offset"].tolist(), t.keys(), t.values(), strict=True):
+            last[k] = (o, v)
+    return {k: (o, v) for k, (o, v) in last.items() if v is not None}
+
+
+def table_rows(out: Path, fmt: str) -> dict[bytes, tuple[int, bytes]]:
+    if fmt == "iceberg":
+        from kbatch.tables import default_catalog
+
+        t = default_catalog(out).load_table("kafka.kv").scan().to_arrow()
+    else:
+        import deltalake
+
+        t = deltalake.DeltaTable(str(out / "kv")).to_pyarrow_table()
+    rows = t.select(["key", "offset", "value"]).to_pylist()
+    assert len({r["key"] for r in rows}) == len(rows)  # one row per key
+    return {r["key"]: (r["offset"], r["value"]) for r in rows}
+
+
+@pytest.mark.parametrize("fmt", ["iceberg", "delta"])
+def test_upsert_keeps_the_latest_per_key_across_runs(tmp_path, fmt):
+    pytest.importorskip("pyiceberg" if fmt == "iceberg" else "deltalake")
+    root, out = write_kv(tmp_path / "root", RUN1), tmp_path / "out"
+    first = summary_of(convert_cli(str(root), str(out), "--format", fmt, "--upsert"))
+    assert first["records"] == 6 and first["tables"][0]["records"] == 4  # a, b, c; e deleted
+    assert table_rows(out, fmt) == compacted(root) == {b"a": (3, b"2"), b"b": (1, b"1"), b"c": (2, b"1")}
+    write_kv(root, RUN1 + RUN2)
+    second = summary_of(convert_cli(str(root), str(out), "--format", fmt, "--upsert", "--mode", "append"))
+    assert second["records"] == 7 and second["tables"][0]["ranges"][0]["start"] == 6
+    assert table_rows(out, fmt) == compacted(root)
+    assert set(compacted(root)) == {b"a", b"c", b"d", b"e"}
+
+
+def test_parquet_refuses_upsert(tmp_path):
+    root = write_kv(tmp_path / "root", RUN1)
+    proc = convert_cli(str(root), str(tmp_path / "out"), "--upsert")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "--upsert needs --format iceberg or delta" in proc.stderr
+
+
+def test_upsert_with_overwrite_is_refused(tmp_path):
+    root = write_kv(tmp_path / "root", RUN1)
+    proc = convert_cli(str(root), str(tmp_path / "out"), "--format", "delta", "--upsert", "--mode", "overwrite")
+    assert proc.returncode == 2 and "use --mode append" in proc.stderr
