@@ -1,0 +1,931 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""The value kernel: runs a compiled program over kbatch's ``(data, start, length)`` arrays and
+fills growable column buffers (validity bitmaps, offsets, values) that become Arrow arrays.
+
+A *program* is a flat array of instructions of four int32 words ``(op, a, b, c)``
+(see ``OPS``); :mod:`kbatch.values._avro_compile` makes one per (writer, reader) schema pair,
+all of them writing the same reader-laid-out columns, so records of many writer versions
+interleaved in one table decode into one set of columns. The machine has a loop stack (arrays
+and maps, blocks of items) and a small call stack (a reader field's default value is a
+constant Avro encoding run through the field's program).
+
+Columns (``coldesc``: ``kind, width, parent, nullable`` per column, in pre-order, a list's
+child right after it):
+
+    NULLT   a null-typed column: only a count
+    BOOL    values as a bitmap
+    FIXEDW  ``width``-byte values (int32, int64, float, double, decimal128)
+    BIN     int32 offsets + bytes (binary, string)
+    LIST    int32 offsets; the child column is the next one (lists, maps)
+    STRUCT  validity only; its children are the columns whose parent it is
+
+Safety: every length and count read from a value is checked against the bytes left before it
+is used; a count of items that take no bytes is bounded by ``max_items``; buffers grow by
+doubling as values are appended (no allocation sized by an unchecked count). A value that
+fails stops at the failing instruction with an error code, the byte position and the loop
+indices (for the field path); its partial output is rolled back (every column's length is
+derived again from the record index through the parents' offsets) and the record becomes a
+null. Nothing here creates a Python object per record or field, and the GIL is released
+while records are decoded.
+"""
+
+cimport cython
+from cpython.buffer cimport PyBuffer_FillInfo
+from libc.stdint cimport INT32_MAX, INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc, calloc
+from libc.string cimport memcpy, memset
+
+import numpy as np
+
+cdef enum Op:
+    OP_END = 0
+    OP_JUMP = 1
+    OP_FAIL = 2
+    OP_UNION = 3
+    OP_ARRAY = 4
+    OP_LOOP = 5
+    OP_CALL = 6
+    OP_RET = 7
+    OP_STRUCT = 8
+    OP_NULLSLOT = 9
+    OP_NULLV = 10
+    OP_BOOL = 11
+    OP_INT = 12
+    OP_LONG = 13
+    OP_LONG_MUL = 14
+    OP_VARINT_F = 15
+    OP_VARINT_D = 16
+    OP_FLOAT = 17
+    OP_FLOAT_D = 18
+    OP_DOUBLE = 19
+    OP_BYTES = 20
+    OP_STRING = 21
+    OP_FIXED = 22
+    OP_UUID_FIXED = 23
+    OP_DEC_BYTES = 24
+    OP_DEC_FIXED = 25
+    OP_ENUM = 26
+    OP_SKIP_VARINT = 27
+    OP_SKIP_BYTES = 28
+    OP_SKIP_N = 29
+
+cdef enum Kind:
+    K_NULLT = 0
+    K_BOOL = 1
+    K_FIXEDW = 2
+    K_BIN = 3
+    K_LIST = 4
+    K_STRUCT = 5
+
+cdef enum Err:
+    E_OK = 0
+    E_EOF = 1
+    E_VARINT = 2
+    E_INT_RANGE = 3
+    E_NEG_LENGTH = 4
+    E_COUNT = 5
+    E_ITEMS = 6
+    E_UNION = 7
+    E_UTF8 = 8
+    E_ENUM = 9
+    E_ENUM_UNKNOWN = 10
+    E_BOOL = 11
+    E_DECIMAL = 12
+    E_OVERFLOW = 13
+    E_FAIL = 14
+    E_TOO_BIG = 15
+    E_MEMORY = 16
+    E_DEPTH = 17
+    E_PRECISION = 18
+
+#: Instruction names -> opcodes (the compiler takes its numbers from here).
+OPS = {name: value for name, value in (
+    ("END", OP_END), ("JUMP", OP_JUMP), ("FAIL", OP_FAIL), ("UNION", OP_UNION), ("ARRAY", OP_ARRAY),
+    ("LOOP", OP_LOOP), ("CALL", OP_CALL), ("RET", OP_RET), ("STRUCT", OP_STRUCT), ("NULLSLOT", OP_NULLSLOT),
+    ("NULLV", OP_NULLV), ("BOOL", OP_BOOL), ("INT", OP_INT), ("LONG", OP_LONG), ("LONG_MUL", OP_LONG_MUL),
+    ("VARINT_F", OP_VARINT_F), ("VARINT_D", OP_VARINT_D), ("FLOAT", OP_FLOAT), ("FLOAT_D", OP_FLOAT_D),
+    ("DOUBLE", OP_DOUBLE), ("BYTES", OP_BYTES), ("STRING", OP_STRING), ("FIXED", OP_FIXED),
+    ("UUID_FIXED", OP_UUID_FIXED), ("DEC_BYTES", OP_DEC_BYTES), ("DEC_FIXED", OP_DEC_FIXED), ("ENUM", OP_ENUM),
+    ("SKIP_VARINT", OP_SKIP_VARINT), ("SKIP_BYTES", OP_SKIP_BYTES), ("SKIP_N", OP_SKIP_N))}
+#: Column kinds.
+KINDS = {"NULLT": K_NULLT, "BOOL": K_BOOL, "FIXEDW": K_FIXEDW, "BIN": K_BIN, "LIST": K_LIST, "STRUCT": K_STRUCT}
+#: Error code -> what it means (the message's first words).
+ERRORS = {
+    E_EOF: "truncated value",
+    E_VARINT: "varint longer than 10 bytes",
+    E_INT_RANGE: "int out of the 32-bit range",
+    E_NEG_LENGTH: "negative length",
+    E_COUNT: "item count larger than the bytes left",
+    E_ITEMS: "more items than max_items",
+    E_UNION: "union branch index out of range",
+    E_UTF8: "invalid UTF-8 in a string",
+    E_ENUM: "enum symbol index out of range",
+    E_ENUM_UNKNOWN: "enum symbol unknown to the reader schema, which has no default",
+    E_BOOL: "boolean byte is neither 0 nor 1",
+    E_DECIMAL: "decimal wider than 16 bytes",
+    E_OVERFLOW: "timestamp out of the 64-bit microsecond range",
+    E_FAIL: "cannot resolve the writer schema against the reader schema",
+    E_TOO_BIG: "column larger than 2 GiB (decode fewer records at once)",
+    E_MEMORY: "out of memory",
+    E_DEPTH: "arrays and maps nested deeper than 64",
+    E_PRECISION: "decimal has more digits than its precision",
+}
+#: Loop indices kept per error (for the field path).
+MAX_PATH = 8
+ERROR_DTYPE = np.dtype([("record", "<i8"), ("code", "<i4"), ("pc", "<i4"), ("position", "<i8"),
+                        ("detail", "<i8"), ("index", "<i8", (MAX_PATH,))])
+
+cdef enum:
+    MAX_DEPTH = 64
+    MAX_CALLS = 8
+
+
+cdef struct Col:
+    int kind
+    int width
+    int parent
+    int has_valid
+    int64_t n
+    int64_t cap
+    uint8_t* valid
+    uint8_t* vals
+    int32_t* offs
+    uint8_t* data
+    int64_t data_len
+    int64_t data_cap
+
+
+cdef struct Frame:
+    int32_t col
+    int32_t body
+    int64_t remaining
+    int64_t items
+    int64_t min_size
+
+
+cdef struct Call:
+    int32_t pc
+    const uint8_t* p
+    const uint8_t* end
+
+
+cdef struct ErrRow:
+    int64_t record
+    int32_t code
+    int32_t pc
+    int64_t position
+    int64_t detail
+    int64_t index[8]
+
+
+cdef struct Machine:
+    const int32_t* prog
+    const int32_t* aux
+    const uint8_t* consts
+    Col* cols
+    int ncols
+    int64_t max_items
+    Frame stack[64]
+    int depth
+    Call calls[8]
+    int ncalls
+    int32_t err_pc
+    const uint8_t* err_p
+    int64_t err_detail
+
+
+cdef class _Owned:
+    """A malloc'ed buffer handed to Arrow without a copy (freed with this object)."""
+    cdef uint8_t* ptr
+    cdef Py_ssize_t size
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        PyBuffer_FillInfo(view, self, self.ptr, self.size, 1, flags)
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
+
+    def __dealloc__(self):
+        free(self.ptr)
+
+    def __len__(self):
+        return self.size
+
+
+cdef object _own(void* ptr, Py_ssize_t size):
+    cdef _Owned o = _Owned.__new__(_Owned)
+    o.ptr = <uint8_t*>ptr
+    o.size = size
+    return o
+
+
+# ---------------------------------------------------------------- columns
+
+cdef int _grow(Col* c) noexcept nogil:
+    cdef int64_t cap = c.cap * 2 if c.cap else 64
+    cdef void* q
+    if c.has_valid:
+        q = realloc(c.valid, (cap + 7) // 8)
+        if q == NULL:
+            return -1
+        c.valid = <uint8_t*>q
+    if c.kind == K_BOOL:
+        q = realloc(c.vals, (cap + 7) // 8)
+        if q == NULL:
+            return -1
+        c.vals = <uint8_t*>q
+    elif c.kind == K_FIXEDW:
+        q = realloc(c.vals, cap * c.width)
+        if q == NULL:
+            return -1
+        c.vals = <uint8_t*>q
+    elif c.kind == K_BIN or c.kind == K_LIST:
+        q = realloc(c.offs, (cap + 1) * sizeof(int32_t))
+        if q == NULL:
+            return -1
+        c.offs = <int32_t*>q
+    c.cap = cap
+    return 0
+
+
+cdef inline int _slot(Col* c, int valid) noexcept nogil:
+    """Make room for slot ``n`` and set its validity bit (``n`` is advanced by the caller)."""
+    if c.n >= c.cap:
+        if _grow(c):
+            return -1
+    cdef int64_t n = c.n
+    if c.has_valid:
+        if valid:
+            c.valid[n >> 3] |= <uint8_t>(1 << (n & 7))
+        else:
+            c.valid[n >> 3] &= <uint8_t>~(1 << (n & 7))
+    return 0
+
+
+cdef inline int _put_bytes(Col* c, const uint8_t* src, int64_t size) noexcept nogil:
+    """Append ``size`` bytes as the value of slot ``n`` of a BIN column (slot made, n advanced)."""
+    cdef int64_t need = c.data_len + size
+    cdef int64_t cap
+    cdef void* q
+    if need > INT32_MAX:
+        return E_TOO_BIG
+    if need > c.data_cap:
+        cap = c.data_cap * 2 if c.data_cap else 256
+        if cap < need:
+            cap = need
+        q = realloc(c.data, cap)
+        if q == NULL:
+            return E_MEMORY
+        c.data = <uint8_t*>q
+        c.data_cap = cap
+    if size:
+        memcpy(c.data + c.data_len, src, size)
+    c.data_len = need
+    c.offs[c.n + 1] = <int32_t>need
+    c.n += 1
+    return E_OK
+
+
+cdef int _null_slot(Col* c, Col* cols) noexcept nogil:
+    if _slot(c, 0):
+        return E_MEMORY
+    cdef int64_t n = c.n
+    if c.kind == K_BOOL:
+        c.vals[n >> 3] &= <uint8_t>~(1 << (n & 7))
+    elif c.kind == K_FIXEDW:
+        memset(c.vals + n * c.width, 0, c.width)
+    elif c.kind == K_BIN:
+        c.offs[n + 1] = c.offs[n]
+    elif c.kind == K_LIST:
+        c.offs[n + 1] = c.offs[n]
+    c.n = n + 1
+    return E_OK
+
+
+cdef void _rollback(Col* cols, int ncols, int64_t record, int64_t* target) noexcept nogil:
+    """Cut every column back to where it was before ``record``: the root has ``record`` slots, a
+    struct's children as many as it, a list's child as many as its offsets say."""
+    cdef int c, par
+    for c in range(ncols):
+        par = cols[c].parent
+        if par < 0:
+            target[c] = record
+        elif cols[par].kind == K_LIST:
+            target[c] = cols[par].offs[target[par]]
+        else:
+            target[c] = target[par]
+        cols[c].n = target[c]
+        if cols[c].kind == K_BIN:
+            cols[c].data_len = cols[c].offs[target[c]]
+
+
+# ---------------------------------------------------------------- reading
+
+cdef inline int _varint(const uint8_t** pp, const uint8_t* end, int64_t* out) noexcept nogil:
+    """A zigzag varint (int or long)."""
+    cdef const uint8_t* p = pp[0]
+    cdef uint64_t v, b
+    cdef int shift
+    if p < end and p[0] < 0x80:
+        v = p[0]
+        out[0] = <int64_t>(v >> 1) ^ -<int64_t>(v & 1)
+        pp[0] = p + 1
+        return E_OK
+    v = 0
+    shift = 0
+    while True:
+        if p >= end:
+            return E_EOF
+        b = p[0]
+        p += 1
+        if shift == 63 and b > 1:
+            return E_VARINT
+        v |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            return E_VARINT
+    out[0] = <int64_t>(v >> 1) ^ -<int64_t>(v & 1)
+    pp[0] = p
+    return E_OK
+
+
+cdef inline int _utf8_ok(const uint8_t* s, int64_t n) noexcept nogil:
+    """Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF)."""
+    cdef int64_t i = 0
+    cdef uint64_t w
+    cdef uint8_t c, c1
+    while i < n:
+        if i + 8 <= n:
+            memcpy(&w, s + i, 8)
+            if (w & 0x8080808080808080ULL) == 0:
+                i += 8
+                continue
+        c = s[i]
+        if c < 0x80:
+            i += 1
+        elif c < 0xC2:
+            return 0
+        elif c < 0xE0:
+            if i + 1 >= n or (s[i + 1] & 0xC0) != 0x80:
+                return 0
+            i += 2
+        elif c < 0xF0:
+            if i + 2 >= n:
+                return 0
+            c1 = s[i + 1]
+            if (c1 & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80:
+                return 0
+            if (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 >= 0xA0):
+                return 0
+            i += 3
+        elif c < 0xF5:
+            if i + 3 >= n:
+                return 0
+            c1 = s[i + 1]
+            if (c1 & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80 or (s[i + 3] & 0xC0) != 0x80:
+                return 0
+            if (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 >= 0x90):
+                return 0
+            i += 4
+        else:
+            return 0
+    return 1
+
+
+cdef inline void _decimal(uint8_t* out, const uint8_t* src, int64_t size) noexcept nogil:
+    """Big-endian two's complement of ``size`` <= 16 bytes -> little-endian 128 bits."""
+    cdef int64_t k
+    cdef uint8_t fill = 0xFF if size > 0 and (src[0] & 0x80) else 0
+    memset(out, fill, 16)
+    for k in range(size):
+        out[k] = src[size - 1 - k]
+
+
+cdef extern from *:
+    ctypedef long long int128_t "__int128"
+
+cdef int128_t POW10[39]
+POW10[0] = 1
+for _i in range(1, 39):
+    POW10[_i] = POW10[_i - 1] * 10
+
+
+cdef inline int _fits(const uint8_t* le16, int precision) noexcept nogil:
+    """Whether a little-endian 128-bit unscaled decimal has at most ``precision`` digits."""
+    cdef int128_t x
+    memcpy(&x, le16, 16)
+    if x < 0:
+        x = -(x + 1)  # |x| - 1, no overflow at the minimum
+        return x < POW10[precision] - 1
+    return x < POW10[precision]
+
+
+cdef const char* _HEX = b"0123456789abcdef"
+
+
+cdef int _count(Machine* m, const uint8_t** pp, const uint8_t* end, int64_t min_size, int64_t items,
+                int64_t* out) noexcept nogil:
+    """The next block's item count, checked against the bytes left (or max_items)."""
+    cdef int64_t count, size
+    cdef int e = _varint(pp, end, &count)
+    if e:
+        return e
+    if count < 0:
+        if count == -INT64_MAX - 1:
+            m.err_detail = count
+            return E_COUNT
+        count = -count
+        e = _varint(pp, end, &size)
+        if e:
+            return e
+        if size < 0:
+            m.err_detail = size
+            return E_NEG_LENGTH
+    if count:
+        if min_size > 0:
+            if count > (end - pp[0]) // min_size:
+                m.err_detail = count
+                return E_COUNT
+        elif count > m.max_items - items:
+            m.err_detail = count
+            return E_ITEMS
+    out[0] = count
+    return E_OK
+
+
+cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noexcept nogil:
+    cdef const int32_t* ins
+    cdef const uint8_t* at
+    cdef Col* c
+    cdef Frame* f
+    cdef int e
+    cdef int64_t v, size
+    cdef int32_t op
+    cdef float fv
+    cdef double dv
+    cdef int k
+    cdef uint8_t text[36]
+    m.depth = 0
+    m.ncalls = 0
+    m.err_detail = 0
+    while True:
+        ins = m.prog + 4 * pc
+        op = ins[0]
+        at = p
+        if op == OP_LONG:
+            e = _varint(&p, end, &v)
+            if e:
+                break
+            c = m.cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            (<int64_t*>c.vals)[c.n] = v
+            c.n += 1
+            pc += 1
+        elif op == OP_INT:
+            e = _varint(&p, end, &v)
+            if e:
+                break
+            if v < -2147483648 or v > 2147483647:
+                m.err_detail = v
+                e = E_INT_RANGE
+                break
+            c = m.cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            (<int32_t*>c.vals)[c.n] = <int32_t>v
+            c.n += 1
+            pc += 1
+        elif op == OP_STRING or op == OP_BYTES:
+            e = _varint(&p, end, &size)
+            if e:
+                break
+            if size < 0:
+                m.err_detail = size
+                e = E_NEG_LENGTH
+                break
+            if size > end - p:
+                m.err_detail = size
+                e = E_EOF
+                break
+            if op == OP_STRING and not _utf8_ok(p, size):
+                e = E_UTF8
+                break
+            c = m.cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            e = _put_bytes(c, p, size)
+            if e:
+                break
+            p += size
+            pc += 1
+        elif op == OP_STRUCT:
+            c = m.cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            c.n += 1
+            pc += 1
+        elif op == OP_UNION:
+            e = _varint(&p, end, &v)
+            if e:
+                break
+            if v < 0 or v >= ins[1]:
+                m.err_detail = v
+                e = E_UNION
+                break
+            pc = m.aux[ins[2] + v]
+        elif op == OP_JUMP:
+            pc = ins[1]
+        elif op == OP_NULLSLOT:
+            e = _null_slot(m.cols + ins[1], m.cols)
+            if e:
+                break
+            pc += 1
+        elif op == OP_DOUBLE or op == OP_FLOAT or op == OP_FLOAT_D:
+            size = 8 if op == OP_DOUBLE else 4
+            if end - p < size:
+                m.err_detail = size
+                e = E_EOF
+                break
+            c = m.cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            if op == OP_FLOAT_D:
+                memcpy(&fv, p, 4)
+                (<double*>c.vals)[c.n] = fv
+            else:
+                memcpy(c.vals + c.n * size, p, size)
+            p += size
+            c.n += 1
+            pc += 1
+        elif op == OP_LONG_MUL:
+            e = _varint(&p, end, &v)
+            if e:
+                break
+            if v > INT64_MAX // ins[2] or v < (-INT64_MAX - 1) // ins[2]:
+                m.err_detail = v
+                e = E_OVERFLOW
+                break
+            c = m.cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            (<int64_t*>c.vals)[c.n] = v * ins[2]
+            c.n += 1
+            pc += 1
+        elif op == OP_ENUM:
+            e = _varint(&p, end, &v)
+            if e:
+                break
+            if v < 0 or v >= ins[3]:
+                m.err_detail = v
+                e = E_ENUM
+                break
+            if m.aux[ins[2] + 2 * v] < 0:
+                m.err_detail = v
+                e = E_ENUM_UNKNOWN
+                break
+            c = m.cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            e = _put_bytes(c, m.consts + m.aux[ins[2] + 2 * v], m.aux[ins[2] + 2 * v + 1])
+            if e:
+                break
+            pc += 1
+        elif op == OP_ARRAY:
+            if m.depth >= MAX_DEPTH:
+                e = E_DEPTH
+                break
+            e = _count(m, &p, end, ins[3], 0, &v)
+            if e:
+                break
+            if v == 0:
+                if ins[1] >= 0:
+                    c = m.cols + ins[1]
+                    if _slot(c, 1):
+                        e = E_MEMORY
+                        break
+                    c.offs[c.n + 1] = <int32_t>m.cols[ins[1] + 1].n
+                    c.n += 1
+                pc = ins[2]
+            else:
+                f = &m.stack[m.depth]
+                m.depth += 1
+                f.col = ins[1]
+                f.body = pc + 1
+                f.remaining = v
+                f.items = 0
+                f.min_size = ins[3]
+                pc += 1
+        elif op == OP_LOOP:
+            f = &m.stack[m.depth - 1]
+            f.items += 1
+            f.remaining -= 1
+            if f.remaining > 0:
+                pc = f.body
+                continue
+            e = _count(m, &p, end, f.min_size, f.items, &v)
+            if e:
+                break
+            if v > 0:
+                f.remaining = v
+                pc = f.body
+                continue
+            if f.col >= 0:
+                c = m.cols + f.col
+                if m.cols[f.col + 1].n > INT32_MAX:
+                    e = E_TOO_BIG
+                    break
+                if _slot(c, 1):
+                    e = E_MEMORY
+                    break
+                c.offs[c.n + 1] = <int32_t>m.cols[f.col + 1].n
+                c.n += 1
+            m.depth -= 1
+            pc += 1
+        elif op == OP_BOOL:
+            if p >= end:
+                m.err_detail = 1
+                e = E_EOF
+                break
+            if p[0] > 1:
+                m.err_detail = p[0]
+                e = E_BOOL
+                break
+            c = m.cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            if p[0]:
+                c.vals[c.n >> 3] |= <uint8_t>(1 << (c.n & 7))
+            else:
+                c.vals[c.n >> 3] &= <uint8_t>~(1 << (c.n & 7))
+            c.n += 1
+            p += 1
+            pc += 1
+        elif op == OP_VARINT_F or op == OP_VARINT_D:
+            e = _varint(&p, end, &v)
+            if e:
+                break
+            c = m.cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            if op == OP_VARINT_F:
+                (<float*>c.vals)[c.n] = <float>v
+            else:
+                (<double*>c.vals)[c.n] = <double>v
+            c.n += 1
+            pc += 1
+        elif op == OP_FIXED or op == OP_UUID_FIXED or op == OP_DEC_FIXED or op == OP_DEC_BYTES:
+            if op == OP_DEC_BYTES:
+                e = _varint(&p, end, &size)
+                if e:
+                    break
+                if size < 0:
+                    m.err_detail = size
+                    e = E_NEG_LENGTH
+                    break
+            else:
+                size = ins[2]
+            if size > end - p:
+                m.err_detail = size
+                e = E_EOF
+                break
+            c = m.cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            if op == OP_FIXED:
+                e = _put_bytes(c, p, size)
+                if e:
+                    break
+            elif op == OP_UUID_FIXED:
+                v = 0
+                for k in range(16):
+                    if k == 4 or k == 6 or k == 8 or k == 10:
+                        text[v] = 45  # '-'
+                        v += 1
+                    text[v] = _HEX[p[k] >> 4]
+                    text[v + 1] = _HEX[p[k] & 15]
+                    v += 2
+                e = _put_bytes(c, text, 36)
+                if e:
+                    break
+            else:
+                if size > 16:
+                    m.err_detail = size
+                    e = E_DECIMAL
+                    break
+                _decimal(c.vals + 16 * c.n, p, size)
+                if ins[3] > 0 and ins[3] <= 38 and not _fits(c.vals + 16 * c.n, ins[3]):
+                    m.err_detail = size
+                    e = E_PRECISION
+                    break
+                c.n += 1
+            p += size
+            pc += 1
+        elif op == OP_NULLV:
+            c = m.cols + ins[1]
+            c.n += 1
+            pc += 1
+        elif op == OP_SKIP_VARINT:
+            e = _varint(&p, end, &v)
+            if e:
+                break
+            pc += 1
+        elif op == OP_SKIP_BYTES:
+            e = _varint(&p, end, &size)
+            if e:
+                break
+            if size < 0:
+                m.err_detail = size
+                e = E_NEG_LENGTH
+                break
+            if size > end - p:
+                m.err_detail = size
+                e = E_EOF
+                break
+            p += size
+            pc += 1
+        elif op == OP_SKIP_N:
+            if ins[1] > end - p:
+                m.err_detail = ins[1]
+                e = E_EOF
+                break
+            p += ins[1]
+            pc += 1
+        elif op == OP_CALL:
+            if m.ncalls >= MAX_CALLS:
+                e = E_DEPTH
+                break
+            m.calls[m.ncalls].pc = pc + 1
+            m.calls[m.ncalls].p = p
+            m.calls[m.ncalls].end = end
+            m.ncalls += 1
+            p = m.consts + ins[2]
+            end = p + ins[3]
+            pc = ins[1]
+        elif op == OP_RET:
+            m.ncalls -= 1
+            pc = m.calls[m.ncalls].pc
+            p = m.calls[m.ncalls].p
+            end = m.calls[m.ncalls].end
+        elif op == OP_END:
+            return E_OK
+        elif op == OP_FAIL:
+            m.err_detail = ins[1]
+            e = E_FAIL
+            break
+        else:
+            e = E_FAIL
+            m.err_detail = -1
+            break
+    m.err_pc = pc
+    m.err_p = at
+    return e
+
+
+def run(
+    const int32_t[::1] program,
+    const int32_t[::1] aux,
+    const uint8_t[::1] consts,
+    const int32_t[::1] coldesc,
+    const uint8_t[::1] data,
+    const int64_t[::1] starts,
+    const int64_t[::1] lengths,
+    const int32_t[::1] entry,
+    int32_t null_entry,
+    bint stop_on_error=False,
+    int64_t max_items=1 << 24,
+):
+    """Run ``program`` for each record: ``entry[i]`` is record i's first instruction, or -1 for
+    a record that is null (a null value, or one whose error is already known).
+
+    Returns ``(columns, errors, records_done)``: per column ``(length, validity, values, offsets,
+    data)`` (buffers or None), the errors as an array of :data:`ERROR_DTYPE` (``position``
+    relative to the body start), and how many records were decoded (fewer than all only with
+    ``stop_on_error``).
+    """
+    cdef int ncols = len(coldesc) // 4
+    cdef Py_ssize_t nrec = len(entry)
+    cdef Py_ssize_t nprog = len(program) // 4
+    if len(starts) != nrec or len(lengths) != nrec:
+        raise ValueError("starts, lengths and entry must have one length")
+    if ncols < 1:
+        raise ValueError("no columns")
+    cdef Py_ssize_t i
+    cdef int c
+    for i in range(nrec):
+        if entry[i] >= nprog or (entry[i] >= 0 and (starts[i] < 0 or lengths[i] < 0
+                                                    or starts[i] + lengths[i] > <int64_t>len(data))):
+            raise ValueError(f"record {i}: entry or (start, length) out of range")
+    for c in range(ncols):
+        if coldesc[4 * c + 2] >= c or (c > 0 and coldesc[4 * c + 2] < 0):
+            raise ValueError("columns must be in pre-order with the root first")
+    cdef Machine m
+    m.prog = &program[0]
+    m.aux = &aux[0] if len(aux) else NULL
+    m.consts = &consts[0] if len(consts) else NULL
+    m.ncols = ncols
+    m.max_items = max_items
+    m.cols = <Col*>calloc(ncols, sizeof(Col))
+    cdef int64_t* target = <int64_t*>calloc(ncols, sizeof(int64_t))
+    cdef ErrRow* errs = NULL
+    cdef int64_t nerr = 0, errcap = 0
+    cdef ErrRow* row
+    cdef void* q
+    cdef int e, k, oom = 0
+    cdef Py_ssize_t done = 0
+    cdef const uint8_t* base = &data[0] if len(data) else NULL
+    if m.cols == NULL or target == NULL:
+        free(m.cols)
+        free(target)
+        raise MemoryError()
+    for c in range(ncols):
+        m.cols[c].kind = coldesc[4 * c]
+        m.cols[c].width = coldesc[4 * c + 1]
+        m.cols[c].parent = coldesc[4 * c + 2]
+        m.cols[c].has_valid = coldesc[4 * c + 3]
+        if m.cols[c].kind == K_BIN or m.cols[c].kind == K_LIST:
+            m.cols[c].offs = <int32_t*>calloc(1, sizeof(int32_t))
+            if m.cols[c].offs == NULL:
+                oom = 1
+    try:
+        with nogil:
+            if not oom:
+                for i in range(nrec):
+                    if entry[i] >= 0:
+                        e = _run(&m, entry[i], base + starts[i], base + starts[i] + lengths[i])
+                    else:
+                        e = _run(&m, null_entry, base, base)
+                    done = i + 1
+                    if e == E_OK:
+                        continue
+                    if nerr == errcap:
+                        errcap = errcap * 2 if errcap else 16
+                        q = realloc(errs, errcap * sizeof(ErrRow))
+                        if q == NULL:
+                            oom = 1
+                            break
+                        errs = <ErrRow*>q
+                    row = &errs[nerr]
+                    nerr += 1
+                    row.record = i
+                    row.code = e
+                    row.pc = m.err_pc
+                    row.position = m.err_p - (base + starts[i]) if entry[i] >= 0 else -1
+                    row.detail = m.err_detail
+                    for k in range(8):
+                        row.index[k] = m.stack[k].items if k < m.depth else -1
+                    _rollback(m.cols, ncols, i, target)
+                    if e == E_MEMORY or _run(&m, null_entry, base, base) != E_OK:
+                        oom = 1
+                        break
+                    if stop_on_error:
+                        break
+        if oom:
+            raise MemoryError("out of memory decoding values")
+        columns = []
+        for c in range(ncols):
+            columns.append(_take(&m.cols[c]))
+        errors = np.frombuffer(_own(errs, nerr * sizeof(ErrRow)), dtype=ERROR_DTYPE) if nerr else \
+            np.empty(0, ERROR_DTYPE)
+        errs = NULL
+        return columns, errors, done
+    finally:
+        for c in range(ncols):
+            free(m.cols[c].valid)
+            free(m.cols[c].vals)
+            free(m.cols[c].offs)
+            free(m.cols[c].data)
+        free(m.cols)
+        free(target)
+        free(errs)
+
+
+cdef tuple _take(Col* c):
+    """A column's buffers as Python objects that own them (the column lets go of them)."""
+    cdef int64_t n = c.n
+    valid = vals = offs = data = None
+    if c.has_valid and c.valid != NULL:
+        valid = _own(c.valid, (n + 7) // 8)
+        c.valid = NULL
+    if c.vals != NULL:
+        vals = _own(c.vals, (n + 7) // 8 if c.kind == K_BOOL else n * c.width)
+        c.vals = NULL
+    if c.offs != NULL:
+        offs = _own(c.offs, (n + 1) * sizeof(int32_t))
+        c.offs = NULL
+    if c.kind == K_BIN and c.data != NULL:
+        data = _own(c.data, c.data_len)
+        c.data = NULL
+    return (n, valid, vals, offs, data)
