@@ -3,7 +3,7 @@
 Most Kafka values are Avro, Protobuf or JSON Schema behind a schema registry (Confluent's,
 Karapace, Redpanda's, Apicurio in Confluent mode): each value starts with a frame naming its
 writer schema. This package finds the schemas and the frames; decoding bodies into typed Arrow
-columns builds on it (next: an Avro compiler and a C kernel over the same arrays).
+columns builds on it: :func:`decode` turns Avro values into a typed struct column.
 
 **Registries** (:class:`Registry`), all with one API (``schema(id)``, ``schema_by_guid``,
 ``version(subject, v)``, ``latest(subject)``, ``subjects()``, ``versions(subject)``):
@@ -51,7 +51,8 @@ kbatch.errors.ValueDecodeError: no schema registry frame: magic byte 0x7b, expec
 
 from __future__ import annotations
 
-from ._errors import RegistryError, SchemaNotFoundError, ValueDecodeError
+from ._decode import decode
+from ._errors import AvroSchemaError, RegistryError, SchemaNotFoundError, ValueDecodeError
 from ._framing import (
     FRAME_BAD_HEADER,
     FRAME_BAD_MAGIC,
@@ -68,6 +69,7 @@ from ._registry import Registry
 from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
 
 __all__ = [
+    "AvroSchemaError",
     "FRAME_BAD_HEADER",
     "FRAME_BAD_MAGIC",
     "FRAME_ERRORS",
@@ -81,6 +83,7 @@ __all__ = [
     "SchemaNotFoundError",
     "SchemaReference",
     "ValueDecodeError",
+    "decode",
     "find_header",
     "frames",
     "guid_of",

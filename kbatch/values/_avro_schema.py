@@ -277,4 +277,4 @@ def _max_precision(size: int) -> int:
     """The most decimal digits a ``size``-byte two's complement number holds."""
     if size <= 0:
         return 0
-    return len(str(2 ** (8 * size - 1) - 1))
+    return len(str(2 ** (8 * size - 1) - 1)) - 1  # floor(log10(2^(8n-1) - 1)), as the spec says
