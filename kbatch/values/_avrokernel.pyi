@@ -22,3 +22,16 @@ def run(
     stop_on_error: bool = False,
     max_items: int = ...,
 ) -> tuple[list[tuple[int, Any, Any, Any, Any]], npt.NDArray[Any], int]: ...
+
+def read_ids(
+    buf: npt.NDArray[np.uint8],
+    start: npt.NDArray[np.int64],
+    length: npt.NDArray[np.int64],
+    mask: npt.NDArray[np.uint8],
+    ids: npt.NDArray[np.int32],
+    guid_at: npt.NDArray[np.int64],
+    error: npt.NDArray[np.uint8],
+    too_short: int,
+    bad_magic: int,
+    magic: npt.NDArray[np.int16],
+) -> None: ...

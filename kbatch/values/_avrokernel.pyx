@@ -31,42 +31,43 @@ while records are decoded.
 
 cimport cython
 from cpython.buffer cimport PyBuffer_FillInfo
-from libc.stdint cimport INT32_MAX, INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT32_MAX, INT64_MAX, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc, calloc
 from libc.string cimport memcpy, memset
 
 import numpy as np
 
 cdef enum Op:
-    OP_END = 0
-    OP_JUMP = 1
-    OP_FAIL = 2
-    OP_UNION = 3
-    OP_ARRAY = 4
-    OP_LOOP = 5
-    OP_CALL = 6
-    OP_RET = 7
-    OP_STRUCT = 8
-    OP_NULLSLOT = 9
-    OP_NULLV = 10
-    OP_BOOL = 11
-    OP_INT = 12
-    OP_LONG = 13
-    OP_LONG_MUL = 14
-    OP_VARINT_F = 15
-    OP_VARINT_D = 16
-    OP_FLOAT = 17
-    OP_FLOAT_D = 18
-    OP_DOUBLE = 19
-    OP_BYTES = 20
-    OP_STRING = 21
-    OP_FIXED = 22
-    OP_UUID_FIXED = 23
-    OP_DEC_BYTES = 24
-    OP_DEC_FIXED = 25
-    OP_ENUM = 26
-    OP_SKIP_VARINT = 27
-    OP_SKIP_BYTES = 28
+    # the ops that start by reading a varint come first (read before the switch)
+    OP_LONG = 0
+    OP_INT = 1
+    OP_STRING = 2
+    OP_BYTES = 3
+    OP_UNION = 4
+    OP_ENUM = 5
+    OP_LONG_MUL = 6
+    OP_VARINT_F = 7
+    OP_VARINT_D = 8
+    OP_SKIP_VARINT = 9
+    OP_SKIP_BYTES = 10
+    OP_DEC_BYTES = 11
+    OP_STRUCT = 12
+    OP_NULLSLOT = 13
+    OP_JUMP = 14
+    OP_END = 15
+    OP_FAIL = 16
+    OP_ARRAY = 17
+    OP_LOOP = 18
+    OP_CALL = 19
+    OP_RET = 20
+    OP_NULLV = 21
+    OP_BOOL = 22
+    OP_FLOAT = 23
+    OP_FLOAT_D = 24
+    OP_DOUBLE = 25
+    OP_FIXED = 26
+    OP_UUID_FIXED = 27
+    OP_DEC_FIXED = 28
     OP_SKIP_N = 29
 
 cdef enum Kind:
@@ -182,6 +183,7 @@ cdef struct Machine:
     const int32_t* prog
     const int32_t* aux
     const uint8_t* consts
+    const uint8_t* data_end
     Col* cols
     int ncols
     int64_t max_items
@@ -262,23 +264,29 @@ cdef inline int _slot(Col* c, int valid) noexcept nogil:
     return 0
 
 
-cdef inline int _put_bytes(Col* c, const uint8_t* src, int64_t size) noexcept nogil:
-    """Append ``size`` bytes as the value of slot ``n`` of a BIN column (slot made, n advanced)."""
+cdef inline int _put_bytes(Col* c, const uint8_t* src, int64_t size, const uint8_t* limit) noexcept nogil:
+    """Append ``size`` bytes as the value of slot ``n`` of a BIN column (slot made, n advanced).
+
+    ``limit``: the end of the readable memory ``src`` is in; a short value with 16 bytes
+    readable after its start is copied as 16 (a fixed-size copy the compiler inlines; the
+    buffer keeps 16 bytes of slack), not through a call to ``memcpy``."""
     cdef int64_t need = c.data_len + size
     cdef int64_t cap
     cdef void* q
     if need > INT32_MAX:
         return E_TOO_BIG
-    if need > c.data_cap:
+    if need + 16 > c.data_cap:
         cap = c.data_cap * 2 if c.data_cap else 256
-        if cap < need:
-            cap = need
+        if cap < need + 16:
+            cap = need + 16
         q = realloc(c.data, cap)
         if q == NULL:
             return E_MEMORY
         c.data = <uint8_t*>q
         c.data_cap = cap
-    if size:
+    if size <= 16 and limit != NULL and limit - src >= 16:
+        memcpy(c.data + c.data_len, src, 16)
+    elif size:
         memcpy(c.data + c.data_len, src, size)
     c.data_len = need
     c.offs[c.n + 1] = <int32_t>need
@@ -474,36 +482,40 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
         ins = m.prog + 4 * pc
         op = ins[0]
         at = p
+        if op <= OP_DEC_BYTES:
+            if p < end and p[0] < 0x80:
+                v = <int64_t>(p[0] >> 1) ^ -<int64_t>(p[0] & 1)
+                p += 1
+            else:
+                e = _varint(&p, end, &v)
+                if e:
+                    break
         if op == OP_LONG:
-            e = _varint(&p, end, &v)
-            if e:
-                break
             c = m.cols + ins[1]
-            if _slot(c, 1):
+            if c.n >= c.cap and _grow(c):
                 e = E_MEMORY
                 break
+            if c.has_valid:
+                c.valid[c.n >> 3] |= <uint8_t>(1 << (c.n & 7))
             (<int64_t*>c.vals)[c.n] = v
             c.n += 1
             pc += 1
         elif op == OP_INT:
-            e = _varint(&p, end, &v)
-            if e:
-                break
             if v < -2147483648 or v > 2147483647:
                 m.err_detail = v
                 e = E_INT_RANGE
                 break
             c = m.cols + ins[1]
-            if _slot(c, 1):
+            if c.n >= c.cap and _grow(c):
                 e = E_MEMORY
                 break
+            if c.has_valid:
+                c.valid[c.n >> 3] |= <uint8_t>(1 << (c.n & 7))
             (<int32_t*>c.vals)[c.n] = <int32_t>v
             c.n += 1
             pc += 1
         elif op == OP_STRING or op == OP_BYTES:
-            e = _varint(&p, end, &size)
-            if e:
-                break
+            size = v
             if size < 0:
                 m.err_detail = size
                 e = E_NEG_LENGTH
@@ -516,25 +528,26 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 e = E_UTF8
                 break
             c = m.cols + ins[1]
-            if _slot(c, 1):
+            if c.n >= c.cap and _grow(c):
                 e = E_MEMORY
                 break
-            e = _put_bytes(c, p, size)
+            if c.has_valid:
+                c.valid[c.n >> 3] |= <uint8_t>(1 << (c.n & 7))
+            e = _put_bytes(c, p, size, m.data_end)
             if e:
                 break
             p += size
             pc += 1
         elif op == OP_STRUCT:
             c = m.cols + ins[1]
-            if _slot(c, 1):
+            if c.n >= c.cap and _grow(c):
                 e = E_MEMORY
                 break
+            if c.has_valid:
+                c.valid[c.n >> 3] |= <uint8_t>(1 << (c.n & 7))
             c.n += 1
             pc += 1
         elif op == OP_UNION:
-            e = _varint(&p, end, &v)
-            if e:
-                break
             if v < 0 or v >= ins[1]:
                 m.err_detail = v
                 e = E_UNION
@@ -566,9 +579,6 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             c.n += 1
             pc += 1
         elif op == OP_LONG_MUL:
-            e = _varint(&p, end, &v)
-            if e:
-                break
             if v > INT64_MAX // ins[2] or v < (-INT64_MAX - 1) // ins[2]:
                 m.err_detail = v
                 e = E_OVERFLOW
@@ -581,9 +591,6 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             c.n += 1
             pc += 1
         elif op == OP_ENUM:
-            e = _varint(&p, end, &v)
-            if e:
-                break
             if v < 0 or v >= ins[3]:
                 m.err_detail = v
                 e = E_ENUM
@@ -596,7 +603,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             if _slot(c, 1):
                 e = E_MEMORY
                 break
-            e = _put_bytes(c, m.consts + m.aux[ins[2] + 2 * v], m.aux[ins[2] + 2 * v + 1])
+            e = _put_bytes(c, m.consts + m.aux[ins[2] + 2 * v], m.aux[ins[2] + 2 * v + 1], NULL)
             if e:
                 break
             pc += 1
@@ -672,9 +679,6 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             p += 1
             pc += 1
         elif op == OP_VARINT_F or op == OP_VARINT_D:
-            e = _varint(&p, end, &v)
-            if e:
-                break
             c = m.cols + ins[1]
             if _slot(c, 1):
                 e = E_MEMORY
@@ -687,9 +691,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             pc += 1
         elif op == OP_FIXED or op == OP_UUID_FIXED or op == OP_DEC_FIXED or op == OP_DEC_BYTES:
             if op == OP_DEC_BYTES:
-                e = _varint(&p, end, &size)
-                if e:
-                    break
+                size = v
                 if size < 0:
                     m.err_detail = size
                     e = E_NEG_LENGTH
@@ -705,7 +707,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 e = E_MEMORY
                 break
             if op == OP_FIXED:
-                e = _put_bytes(c, p, size)
+                e = _put_bytes(c, p, size, m.data_end)
                 if e:
                     break
             elif op == OP_UUID_FIXED:
@@ -717,7 +719,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                     text[v] = _HEX[p[k] >> 4]
                     text[v + 1] = _HEX[p[k] & 15]
                     v += 2
-                e = _put_bytes(c, text, 36)
+                e = _put_bytes(c, text, 36, NULL)
                 if e:
                     break
             else:
@@ -738,14 +740,9 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             c.n += 1
             pc += 1
         elif op == OP_SKIP_VARINT:
-            e = _varint(&p, end, &v)
-            if e:
-                break
             pc += 1
         elif op == OP_SKIP_BYTES:
-            e = _varint(&p, end, &size)
-            if e:
-                break
+            size = v
             if size < 0:
                 m.err_detail = size
                 e = E_NEG_LENGTH
@@ -839,6 +836,7 @@ def run(
     m.max_items = max_items
     m.cols = <Col*>calloc(ncols, sizeof(Col))
     cdef int64_t* target = <int64_t*>calloc(ncols, sizeof(int64_t))
+    cdef int* per_record = <int*>calloc(ncols, sizeof(int))
     cdef ErrRow* errs = NULL
     cdef int64_t nerr = 0, errcap = 0
     cdef ErrRow* row
@@ -846,9 +844,11 @@ def run(
     cdef int e, k, oom = 0
     cdef Py_ssize_t done = 0
     cdef const uint8_t* base = &data[0] if len(data) else NULL
-    if m.cols == NULL or target == NULL:
+    m.data_end = base + len(data) if base != NULL else NULL
+    if m.cols == NULL or target == NULL or per_record == NULL:
         free(m.cols)
         free(target)
+        free(per_record)
         raise MemoryError()
     for c in range(ncols):
         m.cols[c].kind = coldesc[4 * c]
@@ -859,6 +859,13 @@ def run(
             m.cols[c].offs = <int32_t*>calloc(1, sizeof(int32_t))
             if m.cols[c].offs == NULL:
                 oom = 1
+        # a column with only structs above it gets one slot per record: sized once
+        per_record[c] = 1 if c == 0 else (per_record[m.cols[c].parent] and m.cols[m.cols[c].parent].kind == K_STRUCT)
+        if per_record[c] and nrec > 64 and not oom:
+            while m.cols[c].cap < nrec:
+                if _grow(&m.cols[c]):
+                    oom = 1
+                    break
     try:
         with nogil:
             if not oom:
@@ -909,6 +916,7 @@ def run(
             free(m.cols[c].data)
         free(m.cols)
         free(target)
+        free(per_record)
         free(errs)
 
 
@@ -929,3 +937,54 @@ cdef tuple _take(Col* c):
         data = _own(c.data, c.data_len)
         c.data = NULL
     return (n, valid, vals, offs, data)
+
+
+def read_ids(
+    const uint8_t[::1] buf,
+    const int64_t[::1] start,
+    const int64_t[::1] length,
+    const uint8_t[::1] mask,
+    int32_t[::1] ids,
+    int64_t[::1] guid_at,
+    uint8_t[::1] error,
+    int too_short,
+    int bad_magic,
+    int16_t[::1] magic,
+):
+    """The registry frames of the ``mask``ed values (see ``kbatch.values._framing``): their
+    magic byte, schema id (0x00 + big-endian int32) or GUID position (0x01 + 16 bytes), and
+    ``too_short`` / ``bad_magic`` where the frame is not whole or not a frame. Every range is
+    inside ``buf`` (checked by the caller)."""
+    cdef Py_ssize_t n = len(start), i
+    cdef int64_t s, size
+    cdef uint8_t b
+    if len(length) != n or len(mask) != n or len(ids) != n or len(guid_at) != n or len(error) != n \
+            or len(magic) != n:
+        raise ValueError("arrays of different lengths")
+    for i in range(n):
+        if mask[i] and length[i] > 0 and (start[i] < 0 or start[i] + length[i] > <int64_t>len(buf)):
+            raise ValueError("a (start, length) range lies outside the data buffer")
+    with nogil:
+        for i in range(n):
+            if not mask[i]:
+                continue
+            s = start[i]
+            size = length[i]
+            if size <= 0:
+                error[i] = too_short
+                continue
+            b = buf[s]
+            magic[i] = b
+            if b == 0:
+                if size < 5:
+                    error[i] = too_short
+                else:
+                    ids[i] = <int32_t>((<uint32_t>buf[s + 1] << 24) | (<uint32_t>buf[s + 2] << 16)
+                                       | (<uint32_t>buf[s + 3] << 8) | <uint32_t>buf[s + 4])
+            elif b == 1:
+                if size < 17:
+                    error[i] = too_short
+                else:
+                    guid_at[i] = s + 1
+            else:
+                error[i] = bad_magic
