@@ -181,7 +181,7 @@ class AvroProgram:
             assert s.item is not None
             witem = w.items if w.kind == "array" else w.values
             assert witem is not None
-            loop = self._op(ARRAY, s.col, 0, min_size(witem))
+            loop = self._op(ARRAY, s.col, 0, min_size(witem) + (1 if r.kind == "map" else 0))  # + the key
             path = self._path
             self._path = path + "[]"
             if r.kind == "map":

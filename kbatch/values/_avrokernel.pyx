@@ -453,7 +453,8 @@ cdef int _count(Machine* m, const uint8_t** pp, const uint8_t* end, int64_t min_
             return E_NEG_LENGTH
     if count:
         if min_size > 0:
-            if count > (end - pp[0]) // min_size:
+            # count <= bytes left first, so the product cannot overflow (no division here)
+            if count > end - pp[0] or count * min_size > end - pp[0]:
                 m.err_detail = count
                 return E_COUNT
         elif count > m.max_items - items:
@@ -579,7 +580,8 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             c.n += 1
             pc += 1
         elif op == OP_LONG_MUL:
-            if v > INT64_MAX // ins[2] or v < (-INT64_MAX - 1) // ins[2]:
+            if ins[2] == 1000 and (v > <int64_t>9223372036854775LL or v < -<int64_t>9223372036854775LL) or \
+                    ins[2] != 1000 and (v > INT64_MAX // ins[2] or v < (-INT64_MAX - 1) // ins[2]):
                 m.err_detail = v
                 e = E_OVERFLOW
                 break

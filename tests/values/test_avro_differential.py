@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.avro_random import all_names, encode, expected, random_schema, random_value, read
 
 import kbatch
 from kbatch import values
-from tests.support.avro_random import all_names, encode, expected, random_schema, random_value, read
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
