@@ -224,7 +224,11 @@ cdef object _own(void* ptr, Py_ssize_t size):
 # ---------------------------------------------------------------- columns
 
 cdef int _grow(Col* c) noexcept nogil:
-    cdef int64_t cap = c.cap * 2 if c.cap else 64
+    return _reserve(c, c.cap * 2 if c.cap else 64)
+
+
+cdef int _reserve(Col* c, int64_t cap) noexcept nogil:
+    """Room for ``cap`` slots (realloc'ed once)."""
     cdef void* q
     if c.has_valid:
         q = realloc(c.valid, (cap + 7) // 8)
@@ -284,8 +288,12 @@ cdef inline int _put_bytes(Col* c, const uint8_t* src, int64_t size, const uint8
             return E_MEMORY
         c.data = <uint8_t*>q
         c.data_cap = cap
-    if size <= 16 and limit != NULL and limit - src >= 16:
-        memcpy(c.data + c.data_len, src, 16)
+    cdef int64_t k
+    if size <= 64 and limit != NULL and limit - src >= ((size + 15) & ~15):
+        k = 0
+        while k < size:  # 16-byte copies the compiler inlines (the buffer has 16 bytes of slack)
+            memcpy(c.data + c.data_len + k, src + k, 16)
+            k += 16
     elif size:
         memcpy(c.data + c.data_len, src, size)
     c.data_len = need
@@ -433,35 +441,42 @@ cdef inline int _fits(const uint8_t* le16, int precision) noexcept nogil:
 cdef const char* _HEX = b"0123456789abcdef"
 
 
-cdef int _count(Machine* m, const uint8_t** pp, const uint8_t* end, int64_t min_size, int64_t items,
-                int64_t* out) noexcept nogil:
-    """The next block's item count, checked against the bytes left (or max_items)."""
+cdef const uint8_t* _count(Machine* m, const uint8_t* p, const uint8_t* end, int64_t min_size, int64_t items,
+                          int64_t* out, int* err) noexcept nogil:
+    """The next block's item count, checked against the bytes left (or max_items); returns
+    where reading goes on, or NULL with ``err`` set."""
     cdef int64_t count, size
-    cdef int e = _varint(pp, end, &count)
+    cdef int e = _varint(&p, end, &count)
     if e:
-        return e
+        err[0] = e
+        return NULL
     if count < 0:
         if count == -INT64_MAX - 1:
             m.err_detail = count
-            return E_COUNT
+            err[0] = E_COUNT
+            return NULL
         count = -count
-        e = _varint(pp, end, &size)
+        e = _varint(&p, end, &size)
         if e:
-            return e
+            err[0] = e
+            return NULL
         if size < 0:
             m.err_detail = size
-            return E_NEG_LENGTH
+            err[0] = E_NEG_LENGTH
+            return NULL
     if count:
         if min_size > 0:
             # count <= bytes left first, so the product cannot overflow (no division here)
-            if count > end - pp[0] or count * min_size > end - pp[0]:
+            if count > end - p or count * min_size > end - p:
                 m.err_detail = count
-                return E_COUNT
+                err[0] = E_COUNT
+                return NULL
         elif count > m.max_items - items:
             m.err_detail = count
-            return E_ITEMS
+            err[0] = E_ITEMS
+            return NULL
     out[0] = count
-    return E_OK
+    return p
 
 
 cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noexcept nogil:
@@ -476,11 +491,16 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
     cdef double dv
     cdef int k
     cdef uint8_t text[36]
+    cdef const uint8_t* q
+    cdef int64_t vs
+    cdef const int32_t* prog = m.prog
+    cdef const int32_t* aux = m.aux
+    cdef Col* cols = m.cols
     m.depth = 0
     m.ncalls = 0
     m.err_detail = 0
     while True:
-        ins = m.prog + 4 * pc
+        ins = prog + 4 * pc
         op = ins[0]
         at = p
         if op <= OP_DEC_BYTES:
@@ -488,11 +508,14 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 v = <int64_t>(p[0] >> 1) ^ -<int64_t>(p[0] & 1)
                 p += 1
             else:
-                e = _varint(&p, end, &v)
+                q = p
+                e = _varint(&q, end, &vs)  # the slow path: p's own address is never taken
                 if e:
                     break
+                p = q
+                v = vs
         if op == OP_LONG:
-            c = m.cols + ins[1]
+            c = cols + ins[1]
             if c.n >= c.cap and _grow(c):
                 e = E_MEMORY
                 break
@@ -506,7 +529,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 m.err_detail = v
                 e = E_INT_RANGE
                 break
-            c = m.cols + ins[1]
+            c = cols + ins[1]
             if c.n >= c.cap and _grow(c):
                 e = E_MEMORY
                 break
@@ -528,7 +551,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             if op == OP_STRING and not _utf8_ok(p, size):
                 e = E_UTF8
                 break
-            c = m.cols + ins[1]
+            c = cols + ins[1]
             if c.n >= c.cap and _grow(c):
                 e = E_MEMORY
                 break
@@ -540,7 +563,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             p += size
             pc += 1
         elif op == OP_STRUCT:
-            c = m.cols + ins[1]
+            c = cols + ins[1]
             if c.n >= c.cap and _grow(c):
                 e = E_MEMORY
                 break
@@ -553,11 +576,11 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 m.err_detail = v
                 e = E_UNION
                 break
-            pc = m.aux[ins[2] + v]
+            pc = aux[ins[2] + v]
         elif op == OP_JUMP:
             pc = ins[1]
         elif op == OP_NULLSLOT:
-            e = _null_slot(m.cols + ins[1], m.cols)
+            e = _null_slot(cols + ins[1], cols)
             if e:
                 break
             pc += 1
@@ -567,15 +590,17 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 m.err_detail = size
                 e = E_EOF
                 break
-            c = m.cols + ins[1]
+            c = cols + ins[1]
             if _slot(c, 1):
                 e = E_MEMORY
                 break
             if op == OP_FLOAT_D:
                 memcpy(&fv, p, 4)
                 (<double*>c.vals)[c.n] = fv
+            elif op == OP_DOUBLE:
+                memcpy(c.vals + c.n * 8, p, 8)
             else:
-                memcpy(c.vals + c.n * size, p, size)
+                memcpy(c.vals + c.n * 4, p, 4)
             p += size
             c.n += 1
             pc += 1
@@ -585,7 +610,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 m.err_detail = v
                 e = E_OVERFLOW
                 break
-            c = m.cols + ins[1]
+            c = cols + ins[1]
             if _slot(c, 1):
                 e = E_MEMORY
                 break
@@ -597,15 +622,15 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 m.err_detail = v
                 e = E_ENUM
                 break
-            if m.aux[ins[2] + 2 * v] < 0:
+            if aux[ins[2] + 2 * v] < 0:
                 m.err_detail = v
                 e = E_ENUM_UNKNOWN
                 break
-            c = m.cols + ins[1]
+            c = cols + ins[1]
             if _slot(c, 1):
                 e = E_MEMORY
                 break
-            e = _put_bytes(c, m.consts + m.aux[ins[2] + 2 * v], m.aux[ins[2] + 2 * v + 1], NULL)
+            e = _put_bytes(c, m.consts + aux[ins[2] + 2 * v], aux[ins[2] + 2 * v + 1], NULL)
             if e:
                 break
             pc += 1
@@ -613,16 +638,18 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             if m.depth >= MAX_DEPTH:
                 e = E_DEPTH
                 break
-            e = _count(m, &p, end, ins[3], 0, &v)
-            if e:
+            q = _count(m, p, end, ins[3], 0, &vs, &e)
+            if q == NULL:
                 break
+            p = q
+            v = vs
             if v == 0:
                 if ins[1] >= 0:
-                    c = m.cols + ins[1]
+                    c = cols + ins[1]
                     if _slot(c, 1):
                         e = E_MEMORY
                         break
-                    c.offs[c.n + 1] = <int32_t>m.cols[ins[1] + 1].n
+                    c.offs[c.n + 1] = <int32_t>cols[ins[1] + 1].n
                     c.n += 1
                 pc = ins[2]
             else:
@@ -641,22 +668,24 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             if f.remaining > 0:
                 pc = f.body
                 continue
-            e = _count(m, &p, end, f.min_size, f.items, &v)
-            if e:
+            q = _count(m, p, end, f.min_size, f.items, &vs, &e)
+            if q == NULL:
                 break
+            p = q
+            v = vs
             if v > 0:
                 f.remaining = v
                 pc = f.body
                 continue
             if f.col >= 0:
-                c = m.cols + f.col
-                if m.cols[f.col + 1].n > INT32_MAX:
+                c = cols + f.col
+                if cols[f.col + 1].n > INT32_MAX:
                     e = E_TOO_BIG
                     break
                 if _slot(c, 1):
                     e = E_MEMORY
                     break
-                c.offs[c.n + 1] = <int32_t>m.cols[f.col + 1].n
+                c.offs[c.n + 1] = <int32_t>cols[f.col + 1].n
                 c.n += 1
             m.depth -= 1
             pc += 1
@@ -669,7 +698,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 m.err_detail = p[0]
                 e = E_BOOL
                 break
-            c = m.cols + ins[1]
+            c = cols + ins[1]
             if _slot(c, 1):
                 e = E_MEMORY
                 break
@@ -681,7 +710,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             p += 1
             pc += 1
         elif op == OP_VARINT_F or op == OP_VARINT_D:
-            c = m.cols + ins[1]
+            c = cols + ins[1]
             if _slot(c, 1):
                 e = E_MEMORY
                 break
@@ -704,7 +733,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 m.err_detail = size
                 e = E_EOF
                 break
-            c = m.cols + ins[1]
+            c = cols + ins[1]
             if _slot(c, 1):
                 e = E_MEMORY
                 break
@@ -738,7 +767,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             p += size
             pc += 1
         elif op == OP_NULLV:
-            c = m.cols + ins[1]
+            c = cols + ins[1]
             c.n += 1
             pc += 1
         elif op == OP_SKIP_VARINT:
@@ -838,7 +867,6 @@ def run(
     m.max_items = max_items
     m.cols = <Col*>calloc(ncols, sizeof(Col))
     cdef int64_t* target = <int64_t*>calloc(ncols, sizeof(int64_t))
-    cdef int* per_record = <int*>calloc(ncols, sizeof(int))
     cdef ErrRow* errs = NULL
     cdef int64_t nerr = 0, errcap = 0
     cdef ErrRow* row
@@ -847,10 +875,9 @@ def run(
     cdef Py_ssize_t done = 0
     cdef const uint8_t* base = &data[0] if len(data) else NULL
     m.data_end = base + len(data) if base != NULL else NULL
-    if m.cols == NULL or target == NULL or per_record == NULL:
+    if m.cols == NULL or target == NULL:
         free(m.cols)
         free(target)
-        free(per_record)
         raise MemoryError()
     for c in range(ncols):
         m.cols[c].kind = coldesc[4 * c]
@@ -861,13 +888,17 @@ def run(
             m.cols[c].offs = <int32_t*>calloc(1, sizeof(int32_t))
             if m.cols[c].offs == NULL:
                 oom = 1
-        # a column with only structs above it gets one slot per record: sized once
-        per_record[c] = 1 if c == 0 else (per_record[m.cols[c].parent] and m.cols[m.cols[c].parent].kind == K_STRUCT)
-        if per_record[c] and nrec > 64 and not oom:
-            while m.cols[c].cap < nrec:
-                if _grow(&m.cols[c]):
+        # every column starts with room for one value per record (untouched memory costs
+        # nothing until written); a string column with 16 bytes per value
+        if nrec > 64 and not oom:
+            if _reserve(&m.cols[c], nrec):
+                oom = 1
+            if m.cols[c].kind == K_BIN and not oom:
+                m.cols[c].data = <uint8_t*>malloc(16 * nrec + 16)
+                if m.cols[c].data == NULL:
                     oom = 1
-                    break
+                else:
+                    m.cols[c].data_cap = 16 * nrec + 16
     try:
         with nogil:
             if not oom:
@@ -918,7 +949,6 @@ def run(
             free(m.cols[c].data)
         free(m.cols)
         free(target)
-        free(per_record)
         free(errs)
 
 
