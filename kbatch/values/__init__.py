@@ -3,7 +3,8 @@
 Most Kafka values are Avro, Protobuf or JSON Schema behind a schema registry (Confluent's,
 Karapace, Redpanda's, Apicurio in Confluent mode): each value starts with a frame naming its
 writer schema. This package finds the schemas and the frames; decoding bodies into typed Arrow
-columns builds on it: :func:`decode` turns Avro values into a typed struct column.
+columns builds on it: :func:`decode` turns Avro values into a typed struct column
+(``docs/values.md``: the reader schema, schema evolution, Spark's type mapping, errors).
 
 **Registries** (:class:`Registry`), all with one API (``schema(id)``, ``schema_by_guid``,
 ``version(subject, v)``, ``latest(subject)``, ``subjects()``, ``versions(subject)``):
@@ -43,6 +44,11 @@ its offset and byte), never guessed at.
 ([7, -1, -1], [4, -1, -1], [0, 0, 2])
 >>> registry.schema(7).text
 '"string"'
+>>> out = values.decode(table, registry, errors="null")
+>>> out.column("value").to_pylist(), out.column("value_schema_id").to_pylist()
+(['abc', None, None], [7, None, None])
+>>> out.column("value_error").to_pylist()[2][:41]
+'no schema registry frame: magic byte 0x7b'
 >>> f.check(table.records["offset"])
 Traceback (most recent call last):
   ...
