@@ -184,6 +184,7 @@ cdef struct Machine:
     const int32_t* aux
     const uint8_t* consts
     const uint8_t* data_end
+    const uint8_t* consts_end
     Col* cols
     int ncols
     int64_t max_items
@@ -370,8 +371,17 @@ cdef inline int _varint(const uint8_t** pp, const uint8_t* end, int64_t* out) no
 cdef inline int _utf8_ok(const uint8_t* s, int64_t n) noexcept nogil:
     """Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF)."""
     cdef int64_t i = 0
-    cdef uint64_t w
+    cdef uint64_t w, acc = 0
     cdef uint8_t c, c1
+    if n >= 8:  # all ASCII? 8 bytes at a time, the last 8 overlapping
+        while i + 8 <= n:
+            memcpy(&w, s + i, 8)
+            acc |= w
+            i += 8
+        memcpy(&w, s + n - 8, 8)
+        if ((acc | w) & 0x8080808080808080ULL) == 0:
+            return 1
+        i = 0
     while i < n:
         if i + 8 <= n:
             memcpy(&w, s + i, 8)
@@ -630,7 +640,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             if _slot(c, 1):
                 e = E_MEMORY
                 break
-            e = _put_bytes(c, m.consts + aux[ins[2] + 2 * v], aux[ins[2] + 2 * v + 1], NULL)
+            e = _put_bytes(c, m.consts + aux[ins[2] + 2 * v], aux[ins[2] + 2 * v + 1], m.consts_end)
             if e:
                 break
             pc += 1
@@ -875,6 +885,7 @@ def run(
     cdef Py_ssize_t done = 0
     cdef const uint8_t* base = &data[0] if len(data) else NULL
     m.data_end = base + len(data) if base != NULL else NULL
+    m.consts_end = m.consts + len(consts) if m.consts != NULL else NULL
     if m.cols == NULL or target == NULL:
         free(m.cols)
         free(target)

@@ -251,7 +251,7 @@ class _Source:
             self._topic = table.topic or ""
             self._partitions: npt.NDArray[Any] | None = None
             self._topics: list[Any] | None = None
-            self.base = table.to_arrow()
+            self.base = _base_table(table, column)
 
     def _from_arrow(self, table: pa.Table, column: str, framing: Framing, schema_id: int) -> None:
         arr = table.column(column).combine_chunks() if table.num_rows else pa.array([], pa.binary())
@@ -288,6 +288,29 @@ class _Source:
 
     def topic(self, i: int) -> str:
         return str(self._topics[i] or "") if self._topics is not None else self._topic
+
+
+def _unview(t: pa.DataType) -> pa.DataType:
+    """``t`` with binary and string views as binary and string (what ``to_arrow`` gives)."""
+    if t == pa.binary_view():
+        return pa.binary()
+    if t == pa.string_view():
+        return pa.string()
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_unview(t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_unview(f.type)) for f in t])
+    return t
+
+
+def _base_table(table: Any, column: str) -> pa.Table:
+    """``table.to_arrow()`` without copying the bytes of ``column`` (replaced by the decoded
+    values): views, then the other byte columns cast to ``to_arrow``'s types."""
+    views = table.to_arrow(binary="binary_view")
+    for i, f in enumerate(views.schema):
+        if f.name != column and _unview(f.type) != f.type:
+            views = views.set_column(i, f.with_type(_unview(f.type)), views.column(i).cast(_unview(f.type)))
+    return views
 
 
 def _arrow_header(headers: Any, name: bytes, data: Any, n: int) -> tuple[tuple[Any, Any], Any]:

@@ -12,6 +12,8 @@ import uuid
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.registry_server import RegistryServer
 
 import kbatch
@@ -285,3 +287,18 @@ def test_values_written_by_confluent_kafkas_avro_serializer() -> None:
         vals = [ser(row, ctx) for row in rows]
         out = values.decode(table_of(vals), Registry(server.url))
     assert out.column("value").to_pylist() == rows
+
+
+@given(st.lists(st.one_of(st.binary(max_size=40), st.text(max_size=20).map(str.encode)), min_size=1, max_size=20))
+@settings(max_examples=200, deadline=None)
+def test_strings_are_valid_utf8_exactly_when_python_says_so(raw: list[bytes]) -> None:
+    bodies = [framed(1, write("bytes", b)) for b in raw]  # bytes written, read as a string
+    out = values.decode(table_of(bodies), Registry({1: '"bytes"'}), reader_schema='"string"', errors="null")
+    want = []
+    for b in raw:
+        try:
+            want.append(b.decode("utf-8"))
+        except UnicodeDecodeError:
+            want.append(None)
+    assert out.column("value").to_pylist() == want
+    assert [e is not None for e in out.column("value_error").to_pylist()] == [w is None for w in want]
