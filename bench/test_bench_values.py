@@ -9,6 +9,10 @@ per batch, decoded once with ``kbatch.decode`` into a ``RecordTable``):
     array of strings, a map, a uuid, a date, a fixed.
 ``flat``
     A flat 5-field record (~35 B): long, int, string, double, boolean.
+``order-2-versions``
+    The order records, every other one written with the previous version (no ``weight``,
+    schema id 2), decoded with the latest as reader: the cost of evolution (the issue: within
+    1.2x of one version).
 
 Contenders, same run, same records:
 
@@ -84,15 +88,17 @@ ORDER = {
         {"name": "checksum", "type": {"type": "fixed", "name": "MD5", "size": 16}},
         {"name": "priority", "type": "int"},
         {"name": "gift", "type": "boolean"},
-        {"name": "weight", "type": ["null", "float"]},
+        {"name": "weight", "type": ["null", "float"], "default": None},
     ],
 }  # fmt: skip
+#: The order record's previous version: no weight (which the reader fills with its default).
+ORDER_V1 = dict(ORDER, fields=[f for f in ORDER["fields"] if f["name"] != "weight"])
 FLAT = {
     "type": "record", "name": "Flat",
     "fields": [{"name": "id", "type": "long"}, {"name": "n", "type": "int"}, {"name": "name", "type": "string"},
                {"name": "score", "type": "double"}, {"name": "ok", "type": "boolean"}],
 }  # fmt: skip
-SCHEMAS = {"order": ORDER, "flat": FLAT}
+SCHEMAS = {"order": ORDER, "flat": FLAT, "order-2-versions": ORDER}
 
 
 def order_value(rng: random.Random, i: int) -> dict[str, Any]:
@@ -131,12 +137,14 @@ def flat_value(rng: random.Random, i: int) -> dict[str, Any]:
 def framed(kind: str) -> list[bytes]:
     rng = random.Random(27)
     schema = fastavro.parse_schema(SCHEMAS[kind])
-    make = order_value if kind == "order" else flat_value
+    old = fastavro.parse_schema(ORDER_V1)
+    make = flat_value if kind == "flat" else order_value
     distinct = []
     for i in range(1000):  # 1,000 distinct values, repeated (fastavro's writer is the slow part)
         out = io.BytesIO()
-        fastavro.schemaless_writer(out, schema, make(rng, i))
-        distinct.append(b"\x00\x00\x00\x00\x01" + out.getvalue())
+        previous = kind == "order-2-versions" and i % 2 == 1
+        fastavro.schemaless_writer(out, old if previous else schema, make(rng, i))
+        distinct.append((b"\x00\x00\x00\x00\x02" if previous else b"\x00\x00\x00\x00\x01") + out.getvalue())
     return [distinct[i % len(distinct)] for i in range(N_RECORDS)]
 
 
@@ -152,16 +160,19 @@ def table(kind: str) -> kbatch.RecordTable:
 
 @functools.cache
 def registry(kind: str) -> values.Registry:
-    return values.Registry({1: json.dumps(SCHEMAS[kind])})
+    return values.Registry({1: json.dumps(SCHEMAS[kind]), 2: json.dumps(ORDER_V1)})
 
 
 def kbatch_values(kind: str) -> int:
-    return int(values.decode(table(kind), registry(kind)).num_rows)
+    return int(values.decode(table(kind), registry(kind), reader_schema=1).num_rows)
 
 
 def fastavro_dicts(kind: str) -> list[Any]:
     schema = fastavro.parse_schema(SCHEMAS[kind])
     reader = fastavro.schemaless_reader
+    if kind == "order-2-versions":
+        old = fastavro.parse_schema(ORDER_V1)
+        return [reader(io.BytesIO(v[5:]), old if v[4] == 2 else schema, schema) for v in table(kind).values()]
     return [reader(io.BytesIO(v[5:]), schema) for v in table(kind).values()]
 
 
@@ -190,10 +201,10 @@ def test_values(benchmark: Any, name: str, kind: str) -> None:
     assert (len(result) if isinstance(result, list) else result) == N_RECORDS
 
 
-def test_kbatch_equals_fastavro() -> None:
+@pytest.mark.parametrize("kind", ["order", "order-2-versions"])
+def test_kbatch_equals_fastavro(kind: str) -> None:
     """The benchmarked decode is right: the first 1,000 values as fastavro reads them."""
-    kind = "order"
-    out = values.decode(table(kind), registry(kind)).column("value").to_pylist()[:1000]
+    out = values.decode(table(kind), registry(kind), reader_schema=1).column("value").to_pylist()[:1000]
     ref = fastavro_dicts(kind)[:1000]
     for got, want in zip(out, ref, strict=True):
         want = dict(want, status=want["status"], request_id=str(want["request_id"]),
@@ -212,6 +223,10 @@ def main() -> None:
         for name, t in best.items():
             print(f"| {kind} ({len(framed(kind)[0])} B) | {name} | {N_RECORDS / t:,.0f} | {base / t:.1f}x |")
         print(f"| {kind} | kbatch / record-decode+to_arrow | | {best['kbatch'] / best['record-decode+to_arrow']:.2f} |")
+        if kind == "order":
+            one_version = best["kbatch"]
+        if kind == "order-2-versions":
+            print(f"| {kind} | kbatch / kbatch on order (one version) | | {best['kbatch'] / one_version:.2f} |")
 
 
 if __name__ == "__main__":
