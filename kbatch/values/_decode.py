@@ -96,12 +96,9 @@ def decode(
     f = source.frames
     n = len(f)
     ids = f.schema_id.copy()
-    if f.guids:
-        by_guid = np.array([_id_of(registry.schema_by_guid(g)) for g in f.guids], dtype=np.int32)
-        named = f.guid_index >= 0
-        ids[named] = by_guid[f.guid_index[named]]
     live = (f.error == 0) & (f.length >= 0)
-    distinct = np.unique(ids[live & (ids >= 0)]).tolist()
+    by_id = live & (ids >= 0)
+    distinct = np.unique(ids[by_id]).tolist()
     writers: dict[int, Schema] = {}
     unknown: dict[int, str] = {}
     for i in distinct:
@@ -109,17 +106,35 @@ def decode(
             writers[i] = registry.schema(i)
         except SchemaNotFoundError as exc:
             unknown[i] = f"unknown schema id {i}: {exc}"
-    reader = _reader(registry, reader_schema, writers)
+    # schemas named by GUID (the 0x01 framings): compiled apart, their id shown when known
+    by_guid: list[Schema | None] = []
+    guid_unknown: dict[int, str] = {}
+    for k, g in enumerate(f.guids):
+        try:
+            by_guid.append(registry.schema_by_guid(g))
+        except SchemaNotFoundError as exc:
+            by_guid.append(None)
+            guid_unknown[k] = f"unknown schema GUID {g}: {exc}"
+    named = live & (f.guid_index >= 0)
+    if f.guids:
+        guid_ids = np.array([-1 if s is None else _id_of(s) for s in by_guid], dtype=np.int32)
+        ids[named] = guid_ids[f.guid_index[named]]
+    met = {**writers, **{-2 - k: s for k, s in enumerate(by_guid) if s is not None}}
+    reader = _reader(registry, reader_schema, met)
     program = _program(reader, mapping)
     entry = np.full(n, -1, dtype=np.int32)
     with _LOCK:
         pcs = {i: program.add_writer_schema(w) for i, w in writers.items()}
+        guid_pcs = [-1 if s is None else program.add_writer_schema(s) for s in by_guid]
         prog, aux, consts, coldesc = program.arrays()
+    if f.guids:
+        entry[named] = np.array(guid_pcs, dtype=np.int32)[f.guid_index[named]]
+    ids_by_id = np.where(by_id, ids, -1)
     if pcs:
         keys = np.array(sorted(pcs), dtype=np.int64)
         values = np.array([pcs[k] for k in sorted(pcs)], dtype=np.int32)
-        at = np.searchsorted(keys, ids)
-        hit = live & (at < len(keys)) & (keys[np.minimum(at, len(keys) - 1)] == ids)
+        at = np.searchsorted(keys, ids_by_id)
+        hit = by_id & (at < len(keys)) & (keys[np.minimum(at, len(keys) - 1)] == ids_by_id)
         entry[hit] = values[at[hit]]
     starts = np.where(entry >= 0, f.start, 0).astype(np.int64)
     lengths = np.where(entry >= 0, f.length, 0).astype(np.int64)
@@ -132,11 +147,19 @@ def decode(
     for i in np.flatnonzero(f.error).tolist():
         messages[i] = f.error_at(i, offset=source.offset(i), partition=source.partition(i), topic=source.topic(i))
     if unknown:
-        for i in np.flatnonzero(live & np.isin(ids, list(unknown))).tolist():
+        for i in np.flatnonzero(by_id & np.isin(ids, list(unknown))).tolist():
             messages[i] = ValueDecodeError(unknown[int(ids[i])], offset=source.offset(i),
                                            partition=source.partition(i), topic=source.topic(i),
                                            schema_id=int(ids[i]), path=column,
                                            position=1 if f.start[i] > source.raw_start[i] else -1)
+    for k, message in guid_unknown.items():
+        for i in np.flatnonzero(named & (f.guid_index == k)).tolist():
+            messages[i] = ValueDecodeError(message, offset=source.offset(i), partition=source.partition(i),
+                                           topic=source.topic(i), path=column)
+    for i in np.flatnonzero(live & (entry < 0)).tolist():  # never a value silently lost
+        messages.setdefault(i, ValueDecodeError("no schema for this value", offset=source.offset(i),
+                                                partition=source.partition(i), topic=source.topic(i),
+                                                path=column))
     for row in kerrors:
         i = int(row["record"])
         messages[i] = _kernel_error(program, row, column, source, i, int(ids[i]),

@@ -302,3 +302,24 @@ def test_strings_are_valid_utf8_exactly_when_python_says_so(raw: list[bytes]) ->
             want.append(None)
     assert out.column("value").to_pylist() == want
     assert [e is not None for e in out.column("value_error").to_pylist()] == [w is None for w in want]
+
+
+def test_values_framed_by_guid_in_a_header_by_confluent_kafkas_serializer() -> None:
+    sr = pytest.importorskip("confluent_kafka.schema_registry")
+    avro = pytest.importorskip("confluent_kafka.schema_registry.avro")
+    serialization = pytest.importorskip("confluent_kafka.serialization")
+    schema = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
+    with RegistryServer() as server:
+        client = sr.SchemaRegistryClient({"url": server.url})
+        plain = avro.AvroSerializer(client, json.dumps(schema))
+        by_header = avro.AvroSerializer(client, json.dumps(schema),
+                                        conf={"schema.id.serializer": sr.header_schema_id_serializer})
+        ctx = serialization.SerializationContext("orders", serialization.MessageField.VALUE, [])
+        guided = by_header({"id": 2}, ctx)
+        first = plain({"id": 1}, serialization.SerializationContext("orders", serialization.MessageField.VALUE))
+        table = table_of([first, guided], headers=[[], ctx.headers])
+        out = values.decode(table, Registry(server.url))
+        sid = next(iter(server.state.by_id))
+    assert out.column("value").to_pylist() == [{"id": 1}, {"id": 2}]
+    # the GUID's schema id is shown when the registry's answer carries it (this one's does not)
+    assert out.column("value_schema_id").to_pylist() == [sid, None]
