@@ -51,24 +51,25 @@ cdef enum Op:
     OP_SKIP_VARINT = 9
     OP_SKIP_BYTES = 10
     OP_DEC_BYTES = 11
-    OP_STRUCT = 12
-    OP_NULLSLOT = 13
-    OP_JUMP = 14
-    OP_END = 15
-    OP_FAIL = 16
-    OP_ARRAY = 17
-    OP_LOOP = 18
-    OP_CALL = 19
-    OP_RET = 20
-    OP_NULLV = 21
-    OP_BOOL = 22
-    OP_FLOAT = 23
-    OP_FLOAT_D = 24
-    OP_DOUBLE = 25
-    OP_FIXED = 26
-    OP_UUID_FIXED = 27
-    OP_DEC_FIXED = 28
-    OP_SKIP_N = 29
+    OP_NULLABLE = 12
+    OP_STRUCT = 13
+    OP_NULLSLOT = 14
+    OP_JUMP = 15
+    OP_END = 16
+    OP_FAIL = 17
+    OP_ARRAY = 18
+    OP_LOOP = 19
+    OP_CALL = 20
+    OP_RET = 21
+    OP_NULLV = 22
+    OP_BOOL = 23
+    OP_FLOAT = 24
+    OP_FLOAT_D = 25
+    OP_DOUBLE = 26
+    OP_FIXED = 27
+    OP_UUID_FIXED = 28
+    OP_DEC_FIXED = 29
+    OP_SKIP_N = 30
 
 cdef enum Kind:
     K_NULLT = 0
@@ -107,7 +108,8 @@ OPS = {name: value for name, value in (
     ("VARINT_F", OP_VARINT_F), ("VARINT_D", OP_VARINT_D), ("FLOAT", OP_FLOAT), ("FLOAT_D", OP_FLOAT_D),
     ("DOUBLE", OP_DOUBLE), ("BYTES", OP_BYTES), ("STRING", OP_STRING), ("FIXED", OP_FIXED),
     ("UUID_FIXED", OP_UUID_FIXED), ("DEC_BYTES", OP_DEC_BYTES), ("DEC_FIXED", OP_DEC_FIXED), ("ENUM", OP_ENUM),
-    ("SKIP_VARINT", OP_SKIP_VARINT), ("SKIP_BYTES", OP_SKIP_BYTES), ("SKIP_N", OP_SKIP_N))}
+    ("SKIP_VARINT", OP_SKIP_VARINT), ("SKIP_BYTES", OP_SKIP_BYTES), ("SKIP_N", OP_SKIP_N),
+    ("NULLABLE", OP_NULLABLE))}
 #: Column kinds.
 KINDS = {"NULLT": K_NULLT, "BOOL": K_BOOL, "FIXEDW": K_FIXEDW, "BIN": K_BIN, "LIST": K_LIST, "STRUCT": K_STRUCT}
 #: Error code -> what it means (the message's first words).
@@ -513,7 +515,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
         ins = prog + 4 * pc
         op = ins[0]
         at = p
-        if op <= OP_DEC_BYTES:
+        if op <= OP_NULLABLE:
             if p < end and p[0] < 0x80:
                 v = <int64_t>(p[0] >> 1) ^ -<int64_t>(p[0] & 1)
                 p += 1
@@ -587,6 +589,19 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 e = E_UNION
                 break
             pc = aux[ins[2] + v]
+        elif op == OP_NULLABLE:
+            # a writer union of null and one type whose value is the next instruction
+            if v == ins[1]:
+                e = _null_slot(cols + ins[2], cols)
+                if e:
+                    break
+                pc += 2
+            elif v == 1 - ins[1]:
+                pc += 1
+            else:
+                m.err_detail = v
+                e = E_UNION
+                break
         elif op == OP_JUMP:
             pc = ins[1]
         elif op == OP_NULLSLOT:

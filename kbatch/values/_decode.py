@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from ._arrow_build import build_array
 from ._avro_compile import AvroProgram
 from ._avro_schema import parse_avro_schema
-from ._avrokernel import ERRORS, run
+from ._avrokernel import ERRORS, OPS, run
 from ._errors import AvroSchemaError, SchemaNotFoundError, ValueDecodeError
 from ._framing import Framing, frames, parse_frames, schema_id_header
 from ._schema import Schema
@@ -241,7 +241,8 @@ def _kernel_error(program: AvroProgram, row: Any, column: str, source: _Source, 
     if reason.startswith("cannot resolve"):
         reason = f"{reason}: {program.messages[detail]}" if 0 <= detail < len(program.messages) else reason
     elif reason.startswith("union"):
-        reason = f"{reason}: index {detail}, the writer's union has {ins[1]} branches"
+        count = 2 if ins[0] == OPS["NULLABLE"] else ins[1]
+        reason = f"{reason}: index {detail}, the writer's union has {count} branches"
     elif reason.startswith("enum symbol index"):
         reason = f"{reason}: index {detail}, the writer's enum has {ins[3]} symbols"
     elif reason.startswith("truncated"):
