@@ -497,7 +497,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
     cdef Col* c
     cdef Frame* f
     cdef int e
-    cdef int64_t v, size
+    cdef int64_t v = 0, size = 0
     cdef int32_t op
     cdef float fv
     cdef double dv
@@ -892,6 +892,12 @@ def run(
     m.max_items = max_items
     m.cols = <Col*>calloc(ncols, sizeof(Col))
     cdef int64_t* target = <int64_t*>calloc(ncols, sizeof(int64_t))
+    cdef int* per_record = <int*>calloc(ncols, sizeof(int))
+    cdef int par, one_per_record
+    cdef int64_t data_cap, body_bytes = 0
+    for i in range(nrec):
+        if entry[i] >= 0:
+            body_bytes += lengths[i]
     cdef ErrRow* errs = NULL
     cdef int64_t nerr = 0, errcap = 0
     cdef ErrRow* row
@@ -901,9 +907,10 @@ def run(
     cdef const uint8_t* base = &data[0] if len(data) else NULL
     m.data_end = base + len(data) if base != NULL else NULL
     m.consts_end = m.consts + len(consts) if m.consts != NULL else NULL
-    if m.cols == NULL or target == NULL:
+    if m.cols == NULL or target == NULL or per_record == NULL:
         free(m.cols)
         free(target)
+        free(per_record)
         raise MemoryError()
     for c in range(ncols):
         m.cols[c].kind = coldesc[4 * c]
@@ -914,17 +921,22 @@ def run(
             m.cols[c].offs = <int32_t*>calloc(1, sizeof(int32_t))
             if m.cols[c].offs == NULL:
                 oom = 1
-        # every column starts with room for one value per record (untouched memory costs
-        # nothing until written); a string column with 16 bytes per value
-        if nrec > 64 and not oom:
+        # a column with only structs above it has one value per record: room for them at once;
+        # a string column of those, for 16 bytes a value but never more than all the bodies
+        # hold (the buffers then grow by doubling: nothing is sized by a count read from a value)
+        par = m.cols[c].parent
+        one_per_record = c == 0 or (par >= 0 and m.cols[par].kind == K_STRUCT and per_record[par])
+        per_record[c] = one_per_record
+        if one_per_record and nrec > 64 and not oom:
             if _reserve(&m.cols[c], nrec):
                 oom = 1
+            data_cap = min(16 * nrec, body_bytes) + 16
             if m.cols[c].kind == K_BIN and not oom:
-                m.cols[c].data = <uint8_t*>malloc(16 * nrec + 16)
+                m.cols[c].data = <uint8_t*>malloc(data_cap)
                 if m.cols[c].data == NULL:
                     oom = 1
                 else:
-                    m.cols[c].data_cap = 16 * nrec + 16
+                    m.cols[c].data_cap = data_cap
     try:
         with nogil:
             if not oom:
@@ -975,6 +987,7 @@ def run(
             free(m.cols[c].data)
         free(m.cols)
         free(target)
+        free(per_record)
         free(errs)
 
 

@@ -98,7 +98,9 @@ def decode(
     ids = f.schema_id.copy()
     live = (f.error == 0) & (f.length >= 0)
     by_id = live & (ids >= 0)
-    distinct = np.unique(ids[by_id]).tolist()
+    met_ids = ids[by_id]
+    one = len(met_ids) and met_ids.min() == met_ids.max()  # one writer: the common case, no sort
+    distinct = [int(met_ids[0])] if one else np.unique(met_ids).tolist()
     writers: dict[int, Schema] = {}
     unknown: dict[int, str] = {}
     for i in distinct:
