@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = ("kbatch/_core", "kbatch/protocol/_kernel", "kbatch/_arrowkernels", "kbatch/internal/_offsetkernel")
+MODULES = ("kbatch/_core", "kbatch/protocol/_kernel", "kbatch/_arrowkernels", "kbatch/internal/_offsetkernel",
+           "kbatch/values/_avrokernel")
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 
 pytest.importorskip("Cython")
