@@ -170,6 +170,7 @@ cdef struct Call:
     int32_t pc
     const uint8_t* p
     const uint8_t* end
+    const uint8_t* limit
 
 
 cdef struct ErrRow:
@@ -508,6 +509,9 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
     cdef const int32_t* prog = m.prog
     cdef const int32_t* aux = m.aux
     cdef Col* cols = m.cols
+    # the end of the memory p reads (the table's bytes, or the constants while a default is
+    # read): short values are copied 16 bytes at a time when that much is readable from p
+    cdef const uint8_t* limit = m.data_end
     m.depth = 0
     m.ncalls = 0
     m.err_detail = 0
@@ -569,7 +573,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 break
             if c.has_valid:
                 c.valid[c.n >> 3] |= <uint8_t>(1 << (c.n & 7))
-            e = _put_bytes(c, p, size, m.data_end)
+            e = _put_bytes(c, p, size, limit)
             if e:
                 break
             p += size
@@ -663,11 +667,15 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             if m.depth >= MAX_DEPTH:
                 e = E_DEPTH
                 break
-            q = _count(m, p, end, ins[3], 0, &vs, &e)
-            if q == NULL:
-                break
-            p = q
-            v = vs
+            if p < end and p[0] < 0x80 and not (p[0] & 1) and ins[3] > 0 and (p[0] >> 1) * ins[3] <= end - p - 1:
+                v = p[0] >> 1  # a one-byte count that fits the bytes left: the common case
+                p += 1
+            else:
+                q = _count(m, p, end, ins[3], 0, &vs, &e)
+                if q == NULL:
+                    break
+                p = q
+                v = vs
             if v == 0:
                 if ins[1] >= 0:
                     c = cols + ins[1]
@@ -693,11 +701,15 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             if f.remaining > 0:
                 pc = f.body
                 continue
-            q = _count(m, p, end, f.min_size, f.items, &vs, &e)
-            if q == NULL:
-                break
-            p = q
-            v = vs
+            if p < end and p[0] == 0:  # the end of the items: the common case
+                v = 0
+                p += 1
+            else:
+                q = _count(m, p, end, f.min_size, f.items, &vs, &e)
+                if q == NULL:
+                    break
+                p = q
+                v = vs
             if v > 0:
                 f.remaining = v
                 pc = f.body
@@ -763,7 +775,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 e = E_MEMORY
                 break
             if op == OP_FIXED:
-                e = _put_bytes(c, p, size, m.data_end)
+                e = _put_bytes(c, p, size, limit)
                 if e:
                     break
             elif op == OP_UUID_FIXED:
@@ -823,15 +835,18 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             m.calls[m.ncalls].pc = pc + 1
             m.calls[m.ncalls].p = p
             m.calls[m.ncalls].end = end
+            m.calls[m.ncalls].limit = limit
             m.ncalls += 1
             p = m.consts + ins[2]
             end = p + ins[3]
+            limit = m.consts_end
             pc = ins[1]
         elif op == OP_RET:
             m.ncalls -= 1
             pc = m.calls[m.ncalls].pc
             p = m.calls[m.ncalls].p
             end = m.calls[m.ncalls].end
+            limit = m.calls[m.ncalls].limit
         elif op == OP_END:
             return E_OK
         elif op == OP_FAIL:
