@@ -75,6 +75,7 @@ extensions = [
     extension("kbatch.protocol._kernel", "kbatch/protocol/_kernel.pyx"),
     extension("kbatch._arrowkernels", "kbatch/_arrowkernels.pyx"),
     extension("kbatch.internal._offsetkernel", "kbatch/internal/_offsetkernel.pyx"),
+    extension("kbatch.values._avrokernel", "kbatch/values/_avrokernel.pyx"),
 ]
 
 HERE = Path(__file__).resolve().parent

@@ -3,6 +3,8 @@
 Seeds are generated, not committed: ``OUT_DIR/<harness>/`` (``decode``, ``logdir``,
 ``protocol``, ``internal``, ``sidefiles``) gets valid inputs in that harness's input layout (see each ``fuzz_*.py``):
 
+``protocol``, ``values``) gets valid inputs in that harness's input layout (see each ``fuzz_*.py``):
+
 * decode: every codec with magic 2, every codec but zstd with magic 0 and 1, control batches,
   transactions with ABORT and COMMIT markers, LogAppendTime, empty keys and values; each
   with CRC checks on and off, a small ``max_decompressed_size`` and read_committed;
@@ -99,6 +101,18 @@ def write_seeds(root: Path) -> dict[str, int]:
             _put(root / "sidefiles", path.name, bytes([i]) + path.read_bytes())
             n += 1
     counts["sidefiles"] = n
+
+    # fuzz_values: (which, bodies split at 0xF1): valid values of each fixed pair, random schemas
+    order = b"\x02\x02\x00\x00\x00\x00" + b"\x11" * 16 + b"\x00"
+    bodies = {0: order, 1: order, 2: b"\x06abc", 3: b"\x02\x0a", 4: b"\x02\x02a\x02\x00\x00\x80\x3f\x00\x00"}
+    n = 0
+    for which, body in bodies.items():
+        _put(root / "values", f"pair{which}", bytes([which]) + body + b"\xf1" + body)
+        n += 1
+    for seed in range(8):
+        _put(root / "values", f"random{seed}", bytes([0x80]) + seed.to_bytes(4, "little") + bytes(range(seed, 40)))
+        n += 1
+    counts["values"] = n
     return counts
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from support.tree import source_file
 
-MODULES = ("kbatch/_core", "kbatch/protocol/_kernel", "kbatch/_arrowkernels", "kbatch/internal/_offsetkernel")
+MODULES = ("kbatch/_core", "kbatch/protocol/_kernel", "kbatch/_arrowkernels", "kbatch/internal/_offsetkernel",
+           "kbatch/values/_avrokernel")
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 
 pytest.importorskip("Cython")

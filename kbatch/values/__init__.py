@@ -3,7 +3,8 @@
 Most Kafka values are Avro, Protobuf or JSON Schema behind a schema registry (Confluent's,
 Karapace, Redpanda's, Apicurio in Confluent mode): each value starts with a frame naming its
 writer schema. This package finds the schemas and the frames; decoding bodies into typed Arrow
-columns builds on it (next: an Avro compiler and a C kernel over the same arrays).
+columns builds on it: :func:`decode` turns Avro values into a typed struct column
+(``docs/values.md``: the reader schema, schema evolution, Spark's type mapping, errors).
 
 **Registries** (:class:`Registry`), all with one API (``schema(id)``, ``schema_by_guid``,
 ``version(subject, v)``, ``latest(subject)``, ``subjects()``, ``versions(subject)``):
@@ -43,6 +44,11 @@ its offset and byte), never guessed at.
 ([7, -1, -1], [4, -1, -1], [0, 0, 2])
 >>> registry.schema(7).text
 '"string"'
+>>> out = values.decode(table, registry, errors="null")
+>>> out.column("value").to_pylist(), out.column("value_schema_id").to_pylist()
+(['abc', None, None], [7, None, None])
+>>> out.column("value_error").to_pylist()[2][:41]
+'no schema registry frame: magic byte 0x7b'
 >>> f.check(table.records["offset"])
 Traceback (most recent call last):
   ...
@@ -51,7 +57,8 @@ kbatch.errors.ValueDecodeError: no schema registry frame: magic byte 0x7b, expec
 
 from __future__ import annotations
 
-from ._errors import RegistryError, SchemaNotFoundError, ValueDecodeError
+from ._decode import decode
+from ._errors import AvroSchemaError, RegistryError, SchemaNotFoundError, ValueDecodeError
 from ._framing import (
     FRAME_BAD_HEADER,
     FRAME_BAD_MAGIC,
@@ -68,6 +75,7 @@ from ._registry import Registry
 from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
 
 __all__ = [
+    "AvroSchemaError",
     "FRAME_BAD_HEADER",
     "FRAME_BAD_MAGIC",
     "FRAME_ERRORS",
@@ -81,6 +89,7 @@ __all__ = [
     "SchemaNotFoundError",
     "SchemaReference",
     "ValueDecodeError",
+    "decode",
     "find_header",
     "frames",
     "guid_of",

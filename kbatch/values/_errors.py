@@ -7,7 +7,7 @@ from typing import Any
 
 from kbatch.errors import KBatchError, ValueDecodeError
 
-__all__ = ["RegistryError", "SchemaNotFoundError", "ValueDecodeError"]
+__all__ = ["AvroSchemaError", "RegistryError", "SchemaNotFoundError", "ValueDecodeError"]
 
 
 class RegistryError(KBatchError, ValueError):
@@ -59,5 +59,14 @@ class SchemaNotFoundError(RegistryError):
     """
 
 
-for _cls in (RegistryError, SchemaNotFoundError):
+class AvroSchemaError(KBatchError, ValueError):
+    """An Avro schema that cannot be parsed or compiled: invalid JSON or names, an unknown type,
+    a recursive type (not supported), a reader schema that lays out no column for a type.
+
+    A writer schema that cannot be *resolved* against the reader is not this error: its records
+    each get a :class:`ValueDecodeError`, and the rest of the table decodes.
+    """
+
+
+for _cls in (AvroSchemaError, RegistryError, SchemaNotFoundError):
     _cls.__module__ = "kbatch.values"  # where users import them from (tracebacks name them so)

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from ._avrokernel import read_ids
 from ._errors import ValueDecodeError
 
 __all__ = [
@@ -299,23 +300,11 @@ def _read_id(
     error: npt.NDArray[np.uint8], too_short: int, bad_magic: int,
 ) -> npt.NDArray[np.int16]:
     """The id or GUID position of the ``mask``ed frames, errors marked; returns the magic bytes
-    (-1 where not read)."""
-    empty = mask & (length <= 0)
-    error[empty] = too_short
-    some = mask & (length > 0)
+    (-1 where not read). One C loop (:func:`kbatch.values._avrokernel.read_ids`)."""
     magic = np.full(len(mask), -1, dtype=np.int16)
-    magic[some] = buf[start[some]]
-    error[some & (magic != MAGIC_ID) & (magic != MAGIC_GUID)] = bad_magic
-    with_id = some & (magic == MAGIC_ID)
-    error[with_id & (length < ID_FRAME)] = too_short
-    with_id &= length >= ID_FRAME
-    if with_id.any():
-        b = _gather(buf, start[with_id] + 1, ID_SIZE).astype(np.uint32)
-        ids[with_id] = ((b[:, 0] << 24) | (b[:, 1] << 16) | (b[:, 2] << 8) | b[:, 3]).view(np.int32)
-    with_guid = some & (magic == MAGIC_GUID)
-    error[with_guid & (length < GUID_FRAME)] = too_short
-    with_guid &= length >= GUID_FRAME
-    guid_at[with_guid] = start[with_guid] + 1
+    read_ids(buf if len(buf) else np.zeros(1, np.uint8), np.ascontiguousarray(start, dtype=np.int64),
+             np.ascontiguousarray(length, dtype=np.int64), mask.view(np.uint8), ids, guid_at, error, too_short,
+             bad_magic, magic)
     return magic
 
 

@@ -1,0 +1,92 @@
+"""Fuzz ``kbatch.values.decode``: random bytes against fixed Avro schemas (and evolution pairs),
+and random schemas against random bytes.
+
+Input layout::
+
+    which   uint8   which < 0x80: fixed (writer, reader) pair number ``which % len(PAIRS)``;
+                    else a random schema from the 4 bytes that follow (a seed for
+                    ``tests/support/avro_random.random_schema``), read as itself
+    [seed]  4 bytes with a random schema
+    data    bytes   split into up to 8 values at the bytes 0xF1 (each framed with schema id 1)
+
+Oracle: ``errors="null"`` never raises, gives one row per value, and an Arrow array that
+validates; each error row's message names ``value`` and a byte; ``errors="raise"`` raises
+only ``ValueDecodeError``, and exactly the first error row's message.
+
+Run ``python fuzz/fuzz_values.py CORPUS_DIR [libFuzzer flags]``, or ``bash fuzz/run.sh``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import atheris
+
+with atheris.instrument_imports(include=["kbatch"]):
+    import kbatch
+    from kbatch import values
+
+import oracle
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.avro_random import random_schema
+
+ITEM = {"type": "record", "name": "Item", "fields": [
+    {"name": "sku", "type": "string"}, {"name": "qty", "type": "int"},
+    {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}}]}
+ORDER = {"type": "record", "name": "Order", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "status", "type": {"type": "enum", "name": "S", "symbols": ["A", "B", "C"], "default": "A"}},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "note", "type": ["null", "string"]},
+    {"name": "items", "type": {"type": "array", "items": ITEM}},
+    {"name": "attrs", "type": {"type": "map", "values": ["null", "double", "boolean"]}},
+    {"name": "id2", "type": {"type": "fixed", "name": "U", "size": 16, "logicalType": "uuid"}},
+    {"name": "nested", "type": ["null", {"type": "record", "name": "N", "fields": [
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "nulls", "type": {"type": "array", "items": "null"}}]}]}]}  # fmt: skip
+ORDER_NEXT = {"type": "record", "name": "Order", "fields": [
+    {"name": "id", "type": "double"},
+    {"name": "status", "type": {"type": "enum", "name": "S", "symbols": ["B", "A"], "default": "A"}},
+    {"name": "extra", "type": {"type": "array", "items": "string"}, "default": ["x"]},
+    {"name": "note", "type": ["null", "bytes"]},
+    {"name": "items", "type": {"type": "array", "items": ITEM}}]}  # fmt: skip
+PAIRS = [(ORDER, ORDER), (ORDER, ORDER_NEXT), ("string", "string"), (["null", "long", "string"], ["string", "null"]),
+         ({"type": "map", "values": {"type": "array", "items": "float"}},) * 2]
+
+
+def TestOneInput(raw: bytes) -> None:
+    if not raw:
+        return
+    which, data = raw[0], raw[1:]
+    if which < 0x80:
+        writer, reader = PAIRS[which % len(PAIRS)]
+    else:
+        if len(data) < 4:
+            return
+        writer = reader = random_schema(random.Random(int.from_bytes(data[:4], "little")), 3)
+        data = data[4:]
+    bodies = [b"\x00\x00\x00\x00\x01" + part for part in data.split(b"\xf1")[:8]]
+    table = kbatch.decode(kbatch.encode(bodies))
+    registry = values.Registry({1: json.dumps(writer)})
+    out = values.decode(table, registry, reader_schema=json.dumps(reader), errors="null", max_items=1 << 12)
+    oracle.check(out.num_rows == len(bodies), "one row per value")
+    out.column("value").validate(full=False)
+    errors = out.column("value_error").to_pylist()
+    for e in errors:
+        oracle.check(e is None or (" - at value" in e and "byte " in e), f"an error without its place: {e!r}")
+    try:
+        values.decode(table, registry, reader_schema=json.dumps(reader), max_items=1 << 12)
+    except values.ValueDecodeError as exc:
+        first = next(e for e in errors if e is not None)
+        oracle.check(str(exc) == first, f"raise and null disagree: {exc} / {first}")
+    else:
+        oracle.check(all(e is None for e in errors), "errors='raise' raised nothing for an error row")
+
+
+if __name__ == "__main__":
+    atheris.Setup(sys.argv, TestOneInput)
+    atheris.Fuzz()

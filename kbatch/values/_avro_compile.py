@@ -1,0 +1,516 @@
+"""Avro (writer, reader) schema pairs compiled into programs for the value kernel.
+
+One :class:`AvroProgram` per reader schema holds the reader's column layout
+(:class:`~kbatch.values._avro_layout.Layout`) and the code of every writer schema met so far,
+each compiled once (:meth:`AvroProgram.add_writer`) by the specification's schema resolution
+rules:
+
+- a record's fields are read in the writer's order; a field the reader lacks is skipped; a
+  reader field the writer lacks takes its default (its JSON default encoded once as Avro and
+  run through the field's own code); one without a default makes the writer unresolvable;
+  fields and named types match by name or the reader's aliases;
+- int -> long -> float -> double, and string <-> bytes, promote;
+- enum symbols map by name; a symbol the reader lacks takes the reader's default, or is an
+  error for the record that holds it;
+- a writer union's branch is resolved when it is met (an unresolvable branch is an error for
+  the records that take it); a reader union takes the writer's type in its first branch that
+  matches exactly, else by name, else by promotion (Avro's Java ``bestBranch`` order).
+
+A writer that cannot be resolved at all compiles to one failing instruction: its records each
+get an error, the rest of the table decodes. Instructions are ``(op, a, b, c)``
+(``kbatch.values._avrokernel.OPS``); :attr:`AvroProgram.paths` gives each instruction's field
+path (``value.items[].price``) for error messages.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ._avro_layout import Layout, Slot
+from ._avro_schema import NO_DEFAULT, AvroType, parse_avro_schema
+from ._avrokernel import OPS
+from ._errors import AvroSchemaError
+
+__all__ = ["AvroProgram", "encode_default", "min_size"]
+
+END, JUMP, FAIL, UNION, ARRAY, LOOP, CALL, RET, STRUCT, NULLSLOT = (
+    OPS[k] for k in ("END", "JUMP", "FAIL", "UNION", "ARRAY", "LOOP", "CALL", "RET", "STRUCT", "NULLSLOT"))
+_PROMOTE = {"int": ("long", "float", "double"), "long": ("float", "double"), "float": ("double",),
+            "string": ("bytes",), "bytes": ("string",)}
+_MILLIS = ("timestamp-millis", "local-timestamp-millis")
+NULLABLE = OPS["NULLABLE"]
+#: Instructions that read one value into one column (what may follow a NULLABLE).
+_ONE_VALUE = frozenset(OPS[k] for k in (
+    "LONG", "INT", "STRING", "BYTES", "ENUM", "LONG_MUL", "VARINT_F", "VARINT_D", "DEC_BYTES", "BOOL", "FLOAT",
+    "FLOAT_D", "DOUBLE", "FIXED", "UUID_FIXED", "DEC_FIXED"))
+
+
+class AvroProgram:
+    """The reader's columns and the compiled code of each writer schema.
+
+    Parameters
+    ----------
+    reader : AvroType
+        The reader schema (the output's layout).
+    mapping : {"spark"}
+        The type mapping (see :mod:`kbatch.values._avro_layout`).
+    """
+
+    def __init__(self, reader: AvroType, mapping: str = "spark") -> None:
+        self.reader = reader
+        self.layout = Layout(reader, mapping)
+        self.code: list[list[int]] = []
+        self.paths: list[str] = []
+        self.aux: list[int] = []
+        self.consts = bytearray()
+        self.messages: list[str] = []
+        self._path = "value"
+        self._subroutines: list[tuple[int, AvroType, Slot, str]] = []
+        self._entries: dict[Any, int] = {}
+        self.null_entry = len(self.code)
+        for col in self.layout.subtree(self.layout.root.col):
+            self._op(NULLSLOT, col)
+        self._op(END)
+
+    # ------------------------------------------------------------ assembly
+
+    def _op(self, op: int, a: int = 0, b: int = 0, c: int = 0) -> int:
+        self.code.append([op, a, b, c])
+        self.paths.append(self._path)
+        return len(self.code) - 1
+
+    def _fail(self, message: str) -> None:
+        self.messages.append(message)
+        self._op(FAIL, len(self.messages) - 1)
+
+    def arrays(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.uint8],
+                              npt.NDArray[np.int32]]:
+        """``(program, aux, consts, coldesc)`` as the kernel takes them."""
+        program = np.asarray(self.code, dtype=np.int32).reshape(-1)
+        aux = np.asarray(self.aux or [0], dtype=np.int32)
+        consts = np.frombuffer(bytes(self.consts) or b"\0", dtype=np.uint8)
+        return program, aux, consts, np.asarray(self.layout.coldesc(), dtype=np.int32)
+
+    def add_writer_schema(self, schema: Any) -> int:
+        """:meth:`add_writer` for a registry :class:`~kbatch.values.Schema`, compiled once per
+        text (and references); a writer that does not parse compiles to a failure."""
+        key = (schema.schema_type, schema.text, tuple((n, s.text) for n, s in schema.dependencies))
+        entry = self._entries.get(key)
+        if entry is None:
+            try:
+                writer = parse_avro_schema(schema)
+            except AvroSchemaError as exc:
+                entry = self.add_failure(f"writer schema {schema.id}: {exc}")
+            else:
+                entry = self.add_writer(writer)
+            self._entries[key] = entry
+        return entry
+
+    def add_failure(self, message: str) -> int:
+        """An entry whose every record fails with ``message``."""
+        entry = len(self.code)
+        self._path = "value"
+        self._fail(message)
+        self._op(END)
+        return entry
+
+    def add_writer(self, writer: AvroType) -> int:
+        """Compile the code of ``writer`` against the reader; returns its entry instruction."""
+        entry = len(self.code)
+        mark = (len(self.aux), len(self.consts), len(self.messages))
+        self._path = "value"
+        try:
+            self._emit(writer, self.layout.root, [])
+            self._op(END)
+            self._drain()
+        except AvroSchemaError as exc:
+            del self.code[entry:], self.paths[entry:], self.aux[mark[0]:], self.consts[mark[1]:]
+            del self.messages[mark[2]:]
+            self._subroutines.clear()
+            self._path = "value"
+            self._fail(str(exc))
+            self._op(END)
+        return entry
+
+    def _drain(self) -> None:
+        while self._subroutines:
+            call, t, slot, path = self._subroutines.pop()
+            self._path = path
+            self.code[call][1] = len(self.code)
+            self._emit(t, slot, [])
+            self._op(RET)
+
+    # ------------------------------------------------------------ resolution
+
+    def _emit(self, w: AvroType, s: Slot, stack: list[str]) -> None:
+        """Code that reads a ``w`` (the writer's type) into reader slot ``s``."""
+        if w.kind == "union":
+            self._union(w, s, stack)
+            return
+        r = s.type
+        if s.form == "nullable":
+            assert s.target is not None
+            k = best_branch(w, r)
+            if k < 0:
+                self._fail(f"writer type {_describe(w)} matches no branch of the reader's union")
+            elif r.branches[k].kind == "null" and s.target.type.kind != "null":
+                self._null_slots(s.col)
+            else:
+                self._emit(w, s.target, stack)
+            return
+        if s.form == "members":
+            k = best_branch(w, r)
+            if k < 0:
+                self._fail(f"writer type {_describe(w)} matches no branch of the reader's union")
+            elif r.branches[k].kind == "null":
+                self._null_slots(s.col)
+            else:
+                self._op(STRUCT, s.col)
+                for member, branch in zip(s.members, s.member_branch, strict=True):
+                    if branch != k:
+                        self._null_slots(member.col)
+                self._emit(w, s.members[s.member_branch.index(k)], stack)
+            return
+        if r.kind == "record":
+            self._record(w, s, stack)
+        elif r.kind in ("array", "map"):
+            if w.kind != r.kind:
+                self._fail(f"writer type {_describe(w)} is not an {r.kind}")
+                return
+            assert s.item is not None
+            witem = w.items if w.kind == "array" else w.values
+            assert witem is not None
+            loop = self._op(ARRAY, s.col, 0, min_size(witem) + (1 if r.kind == "map" else 0))  # + the key
+            path = self._path
+            self._path = path + "[]"
+            if r.kind == "map":
+                self._op(STRUCT, s.entries_col)
+                self._op(OPS["STRING"], s.key_col)
+            self._emit(witem, s.item, stack)
+            self._path = path
+            self._op(LOOP)
+            self.code[loop][2] = len(self.code)
+        else:
+            self._leaf(w, s)
+
+    def _union(self, w: AvroType, s: Slot, stack: list[str]) -> None:
+        if self._nullable(w, s, stack):
+            return
+        n = len(w.branches)
+        table = len(self.aux)
+        self.aux.extend([0] * n)
+        self._op(UNION, n, table)
+        jumps = []
+        for i, branch in enumerate(w.branches):
+            self.aux[table + i] = len(self.code)
+            self._emit(branch, s, stack)
+            jumps.append(self._op(JUMP))
+        for j in jumps:
+            self.code[j][1] = len(self.code)
+
+    def _nullable(self, w: AvroType, s: Slot, stack: list[str]) -> bool:
+        """A writer ``["null", T]`` into a nullable leaf column as one NULLABLE instruction
+        followed by T's one instruction (three fewer dispatches than the general union)."""
+        kinds = [b.kind for b in w.branches]
+        if len(kinds) != 2 or "null" not in kinds or s.form != "nullable" or s.target is None:
+            return False
+        null = kinds.index("null")
+        col = s.target.col
+        if self.layout.subtree(col) != [col] or s.target.type.kind == "null" or not self.layout.columns[col].nullable:
+            return False
+        k = best_branch(w.branches[null], s.type)
+        if k < 0 or s.type.branches[k].kind != "null":
+            return False
+        start = len(self.code)
+        self._op(NULLABLE, null, col)
+        self._emit(w.branches[1 - null], s, stack)
+        if len(self.code) - start == 2 and self.code[start + 1][0] in _ONE_VALUE:
+            return True
+        del self.code[start:], self.paths[start:]  # more than one instruction: the general union
+        return False
+
+    def _null_slots(self, col: int) -> None:
+        for c in self.layout.subtree(col):
+            self._op(NULLSLOT, c)
+
+    def _record(self, w: AvroType, s: Slot, stack: list[str]) -> None:
+        r = s.type
+        if w.kind != "record" or not names_match(w, r):
+            self._fail(f"writer type {_describe(w)} is not the reader's record {r.name}")
+            return
+        assert w.name is not None
+        if w.name in stack:
+            raise AvroSchemaError(f"recursive type {w.name!r} is not supported")
+        self._op(STRUCT, s.col)
+        path = self._path
+        matched: set[str] = set()
+        for wf in w.fields:
+            rf = next((f for f in r.fields if f.name == wf.name), None) or \
+                next((f for f in r.fields if wf.name in f.aliases and f.name not in matched), None)
+            self._path = f"{path}.{wf.name}"
+            if rf is None:
+                self._skip(wf.type, [*stack, w.name])
+            else:
+                matched.add(rf.name)
+                self._emit(wf.type, s.fields[rf.name], [*stack, w.name])
+        for rf in r.fields:
+            if rf.name in matched:
+                continue
+            self._path = f"{path}.{rf.name}"
+            if rf.default is NO_DEFAULT:
+                raise AvroSchemaError(f"the reader's field {self._path} has no default and the writer lacks it")
+            data = encode_default(rf.type, rf.default)
+            call = self._op(CALL, 0, len(self.consts), len(data))
+            self.consts += data
+            self._subroutines.append((call, rf.type, s.fields[rf.name], self._path))
+        self._path = path
+
+    def _leaf(self, w: AvroType, s: Slot) -> None:
+        r = s.type
+        col = s.col
+        rk, wk, logical = r.kind, w.kind, r.logical
+        op = None
+        if rk in ("enum", "fixed"):
+            if wk != rk or not names_match(w, r) or (rk == "fixed" and w.size != r.size):
+                self._fail(f"writer type {_describe(w)} does not match the reader's {rk} {r.name}")
+                return
+            if rk == "enum":
+                self._enum(w, r, col)
+                return
+            if logical == "decimal":
+                self._op(OPS["DEC_FIXED"], col, r.size, r.precision)
+            elif logical == "uuid":
+                self._op(OPS["UUID_FIXED"], col, r.size)
+            else:
+                self._op(OPS["FIXED"], col, r.size)
+            return
+        if rk == "null" and wk == "null":
+            op = "NULLV"
+        elif rk == "boolean" and wk == "boolean":
+            op = "BOOL"
+        elif rk == "int" and wk == "int":
+            op = "INT"
+        elif rk == "long" and wk in ("int", "long"):
+            if logical in _MILLIS:
+                self._op(OPS["LONG_MUL"], col, 1000)
+                return
+            op = "LONG"
+        elif rk in ("float", "double") and wk in ("int", "long"):
+            op = "VARINT_F" if rk == "float" else "VARINT_D"
+        elif rk == "float" and wk == "float":
+            op = "FLOAT"
+        elif rk == "double" and wk in ("float", "double"):
+            op = "FLOAT_D" if wk == "float" else "DOUBLE"
+        elif rk == "string" and wk in ("string", "bytes"):
+            op = "STRING"
+        elif rk == "bytes" and wk in ("string", "bytes"):
+            if logical == "decimal":
+                self._op(OPS["DEC_BYTES"], col, 0, r.precision)
+                return
+            op = "BYTES"
+        if op is None:
+            self._fail(f"writer type {_describe(w)} cannot be read as {_describe(r)}")
+            return
+        self._op(OPS[op], col)
+
+    def _enum(self, w: AvroType, r: AvroType, col: int) -> None:
+        table = len(self.aux)
+        for symbol in w.symbols:
+            name = symbol if symbol in r.symbols else r.default_symbol
+            if name is None:
+                self.aux += [-1, -1]
+            else:
+                data = name.encode()
+                self.aux += [len(self.consts), len(data)]
+                self.consts += data
+        self._op(OPS["ENUM"], col, table, len(w.symbols))
+
+    def _skip(self, w: AvroType, stack: list[str]) -> None:
+        kind = w.kind
+        if kind == "null" or (kind == "fixed" and w.size == 0):
+            return
+        if kind in ("int", "long", "enum"):
+            self._op(OPS["SKIP_VARINT"])
+        elif kind in ("bytes", "string"):
+            self._op(OPS["SKIP_BYTES"])
+        elif kind in ("boolean", "float", "double", "fixed"):
+            self._op(OPS["SKIP_N"], {"boolean": 1, "float": 4, "double": 8}.get(kind, w.size))
+        elif kind == "record":
+            assert w.name is not None
+            if w.name in stack:
+                raise AvroSchemaError(f"recursive type {w.name!r} is not supported")
+            for f in w.fields:
+                self._skip(f.type, [*stack, w.name])
+        elif kind in ("array", "map"):
+            item = w.items if kind == "array" else w.values
+            assert item is not None
+            loop = self._op(ARRAY, -1, 0, min_size(item) + (1 if kind == "map" else 0))
+            if kind == "map":
+                self._op(OPS["SKIP_BYTES"])
+            self._skip(item, stack)
+            self._op(LOOP)
+            self.code[loop][2] = len(self.code)
+        elif kind == "union":
+            n = len(w.branches)
+            table = len(self.aux)
+            self.aux.extend([0] * n)
+            self._op(UNION, n, table)
+            jumps = []
+            for i, branch in enumerate(w.branches):
+                self.aux[table + i] = len(self.code)
+                self._skip(branch, stack)
+                jumps.append(self._op(JUMP))
+            for j in jumps:
+                self.code[j][1] = len(self.code)
+        else:  # pragma: no cover - every kind is above
+            raise AvroSchemaError(f"cannot skip {kind!r}")
+
+
+def names_match(w: AvroType, r: AvroType) -> bool:
+    """Whether writer and reader named types match: the same unqualified name, or a reader alias
+    naming the writer's."""
+    if w.short_name == r.short_name:
+        return True
+    return w.name in r.aliases or any(a.rsplit(".", 1)[-1] == w.short_name for a in r.aliases)
+
+
+def best_branch(w: AvroType, r: AvroType) -> int:
+    """The reader union branch a writer type goes to: the first of the same kind (and full name),
+    else the first named type matching by name or alias, else the first it promotes to; -1."""
+    branches = r.branches
+    for i, b in enumerate(branches):
+        if b.kind == w.kind and (b.name is None or b.name == w.name):
+            return i
+    for i, b in enumerate(branches):
+        if b.kind == w.kind and b.name is not None and names_match(w, b):
+            return i
+    for i, b in enumerate(branches):
+        if b.kind in _PROMOTE.get(w.kind, ()):
+            return i
+    return -1
+
+
+def min_size(t: AvroType, seen: frozenset[str] = frozenset()) -> int:
+    """The fewest bytes a value of ``t`` is written in (what bounds an item count)."""
+    kind = t.kind
+    if kind == "null":
+        return 0
+    if kind == "float":
+        return 4
+    if kind == "double":
+        return 8
+    if kind == "fixed":
+        return t.size
+    if kind == "record":
+        if t.name in seen:
+            return 1
+        inner = seen | {t.name or ""}
+        return sum(min_size(f.type, inner) for f in t.fields)
+    return 1
+
+
+def _describe(t: AvroType) -> str:
+    return t.name or t.kind
+
+
+# ---------------------------------------------------------------- defaults
+
+def encode_default(t: AvroType, value: Any) -> bytes:
+    """A field's JSON default encoded as Avro binary of ``t`` (a union's default: its first
+    branch that takes it)."""
+    out = bytearray()
+    try:
+        _encode(t, value, out)
+    except (TypeError, ValueError, OverflowError, KeyError) as exc:
+        raise AvroSchemaError(f"default {json.dumps(value)[:60]} is not a valid {_describe(t)}: {exc}") from None
+    return bytes(out)
+
+
+def _zigzag(n: int, out: bytearray) -> None:
+    if not -(1 << 63) <= n < (1 << 63):
+        raise OverflowError("out of the long range")
+    v = (n << 1) ^ (n >> 63)
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _encode(t: AvroType, v: Any, out: bytearray) -> None:
+    kind = t.kind
+    if kind == "union":
+        for i, branch in enumerate(t.branches):
+            trial = bytearray()
+            try:
+                _encode(branch, v, trial)
+            except (TypeError, ValueError, OverflowError, KeyError):
+                continue
+            _zigzag(i, out)
+            out += trial
+            return
+        raise ValueError("matches no branch")
+    if kind == "null":
+        if v is not None:
+            raise ValueError("not null")
+    elif kind == "boolean":
+        if not isinstance(v, bool):
+            raise TypeError("not a boolean")
+        out.append(int(v))
+    elif kind in ("int", "long"):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError("not an integer")
+        if kind == "int" and not -(1 << 31) <= v < (1 << 31):
+            raise OverflowError("out of the int range")
+        _zigzag(v, out)
+    elif kind in ("float", "double"):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError("not a number")
+        if kind == "float" and math.isfinite(v) and abs(v) > 3.5e38:
+            raise OverflowError("out of the float range")
+        out += struct.pack("<f" if kind == "float" else "<d", v)
+    elif kind in ("bytes", "string", "fixed"):
+        if not isinstance(v, str):
+            raise TypeError("not a string")
+        data = v.encode("utf-8") if kind == "string" else v.encode("latin-1")
+        if kind == "fixed":
+            if len(data) != t.size:
+                raise ValueError(f"{len(data)} bytes, the fixed has {t.size}")
+        else:
+            _zigzag(len(data), out)
+        out += data
+    elif kind == "enum":
+        out += b""
+        _zigzag(t.symbols.index(v), out)
+    elif kind in ("array", "map"):
+        if (kind == "array" and not isinstance(v, list)) or (kind == "map" and not isinstance(v, dict)):
+            raise TypeError(f"not an {kind}")
+        if v:
+            _zigzag(len(v), out)
+            if kind == "array":
+                assert t.items is not None
+                for item in v:
+                    _encode(t.items, item, out)
+            else:
+                assert t.values is not None
+                for key, item in v.items():
+                    _encode(AvroType("string"), key, out)
+                    _encode(t.values, item, out)
+        out.append(0)
+    elif kind == "record":
+        if not isinstance(v, dict):
+            raise TypeError("not an object")
+        for f in t.fields:
+            if f.name in v:
+                _encode(f.type, v[f.name], out)
+            elif f.default is not NO_DEFAULT:
+                _encode(f.type, f.default, out)
+            else:
+                raise KeyError(f.name)
+    else:  # pragma: no cover
+        raise TypeError(f"no default for {kind}")

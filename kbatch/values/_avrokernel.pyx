@@ -1,0 +1,1076 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""The value kernel: runs a compiled program over kbatch's ``(data, start, length)`` arrays and
+fills growable column buffers (validity bitmaps, offsets, values) that become Arrow arrays.
+
+A *program* is a flat array of instructions of four int32 words ``(op, a, b, c)``
+(see ``OPS``); :mod:`kbatch.values._avro_compile` makes one per (writer, reader) schema pair,
+all of them writing the same reader-laid-out columns, so records of many writer versions
+interleaved in one table decode into one set of columns. The machine has a loop stack (arrays
+and maps, blocks of items) and a small call stack (a reader field's default value is a
+constant Avro encoding run through the field's program).
+
+Columns (``coldesc``: ``kind, width, parent, nullable`` per column, in pre-order, a list's
+child right after it):
+
+    NULLT   a null-typed column: only a count
+    BOOL    values as a bitmap
+    FIXEDW  ``width``-byte values (int32, int64, float, double, decimal128)
+    BIN     int32 offsets + bytes (binary, string)
+    LIST    int32 offsets; the child column is the next one (lists, maps)
+    STRUCT  validity only; its children are the columns whose parent it is
+
+Safety: every length and count read from a value is checked against the bytes left before it
+is used; a count of items that take no bytes is bounded by ``max_items``; buffers grow by
+doubling as values are appended (no allocation sized by an unchecked count). A value that
+fails stops at the failing instruction with an error code, the byte position and the loop
+indices (for the field path); its partial output is rolled back (every column's length is
+derived again from the record index through the parents' offsets) and the record becomes a
+null. Nothing here creates a Python object per record or field, and the GIL is released
+while records are decoded.
+"""
+
+cimport cython
+from cpython.buffer cimport PyBuffer_FillInfo
+from libc.stdint cimport INT32_MAX, INT64_MAX, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc, calloc
+from libc.string cimport memcpy, memset
+
+import numpy as np
+
+cdef enum Op:
+    # the ops that start by reading a varint come first (read before the switch)
+    OP_LONG = 0
+    OP_INT = 1
+    OP_STRING = 2
+    OP_BYTES = 3
+    OP_UNION = 4
+    OP_ENUM = 5
+    OP_LONG_MUL = 6
+    OP_VARINT_F = 7
+    OP_VARINT_D = 8
+    OP_SKIP_VARINT = 9
+    OP_SKIP_BYTES = 10
+    OP_DEC_BYTES = 11
+    OP_NULLABLE = 12
+    OP_STRUCT = 13
+    OP_NULLSLOT = 14
+    OP_JUMP = 15
+    OP_END = 16
+    OP_FAIL = 17
+    OP_ARRAY = 18
+    OP_LOOP = 19
+    OP_CALL = 20
+    OP_RET = 21
+    OP_NULLV = 22
+    OP_BOOL = 23
+    OP_FLOAT = 24
+    OP_FLOAT_D = 25
+    OP_DOUBLE = 26
+    OP_FIXED = 27
+    OP_UUID_FIXED = 28
+    OP_DEC_FIXED = 29
+    OP_SKIP_N = 30
+
+cdef enum Kind:
+    K_NULLT = 0
+    K_BOOL = 1
+    K_FIXEDW = 2
+    K_BIN = 3
+    K_LIST = 4
+    K_STRUCT = 5
+
+cdef enum Err:
+    E_OK = 0
+    E_EOF = 1
+    E_VARINT = 2
+    E_INT_RANGE = 3
+    E_NEG_LENGTH = 4
+    E_COUNT = 5
+    E_ITEMS = 6
+    E_UNION = 7
+    E_UTF8 = 8
+    E_ENUM = 9
+    E_ENUM_UNKNOWN = 10
+    E_BOOL = 11
+    E_DECIMAL = 12
+    E_OVERFLOW = 13
+    E_FAIL = 14
+    E_TOO_BIG = 15
+    E_MEMORY = 16
+    E_DEPTH = 17
+    E_PRECISION = 18
+
+#: Instruction names -> opcodes (the compiler takes its numbers from here).
+OPS = {name: value for name, value in (
+    ("END", OP_END), ("JUMP", OP_JUMP), ("FAIL", OP_FAIL), ("UNION", OP_UNION), ("ARRAY", OP_ARRAY),
+    ("LOOP", OP_LOOP), ("CALL", OP_CALL), ("RET", OP_RET), ("STRUCT", OP_STRUCT), ("NULLSLOT", OP_NULLSLOT),
+    ("NULLV", OP_NULLV), ("BOOL", OP_BOOL), ("INT", OP_INT), ("LONG", OP_LONG), ("LONG_MUL", OP_LONG_MUL),
+    ("VARINT_F", OP_VARINT_F), ("VARINT_D", OP_VARINT_D), ("FLOAT", OP_FLOAT), ("FLOAT_D", OP_FLOAT_D),
+    ("DOUBLE", OP_DOUBLE), ("BYTES", OP_BYTES), ("STRING", OP_STRING), ("FIXED", OP_FIXED),
+    ("UUID_FIXED", OP_UUID_FIXED), ("DEC_BYTES", OP_DEC_BYTES), ("DEC_FIXED", OP_DEC_FIXED), ("ENUM", OP_ENUM),
+    ("SKIP_VARINT", OP_SKIP_VARINT), ("SKIP_BYTES", OP_SKIP_BYTES), ("SKIP_N", OP_SKIP_N),
+    ("NULLABLE", OP_NULLABLE))}
+#: Column kinds.
+KINDS = {"NULLT": K_NULLT, "BOOL": K_BOOL, "FIXEDW": K_FIXEDW, "BIN": K_BIN, "LIST": K_LIST, "STRUCT": K_STRUCT}
+#: Error code -> what it means (the message's first words).
+ERRORS = {
+    E_EOF: "truncated value",
+    E_VARINT: "varint longer than 10 bytes",
+    E_INT_RANGE: "int out of the 32-bit range",
+    E_NEG_LENGTH: "negative length",
+    E_COUNT: "item count larger than the bytes left",
+    E_ITEMS: "more items than max_items",
+    E_UNION: "union branch index out of range",
+    E_UTF8: "invalid UTF-8 in a string",
+    E_ENUM: "enum symbol index out of range",
+    E_ENUM_UNKNOWN: "enum symbol unknown to the reader schema, which has no default",
+    E_BOOL: "boolean byte is neither 0 nor 1",
+    E_DECIMAL: "decimal wider than 16 bytes",
+    E_OVERFLOW: "timestamp out of the 64-bit microsecond range",
+    E_FAIL: "cannot resolve the writer schema against the reader schema",
+    E_TOO_BIG: "column larger than 2 GiB (decode fewer records at once)",
+    E_MEMORY: "out of memory",
+    E_DEPTH: "arrays and maps nested deeper than 64",
+    E_PRECISION: "decimal has more digits than its precision",
+}
+#: Loop indices kept per error (for the field path).
+MAX_PATH = 8
+ERROR_DTYPE = np.dtype([("record", "<i8"), ("code", "<i4"), ("pc", "<i4"), ("position", "<i8"),
+                        ("detail", "<i8"), ("index", "<i8", (MAX_PATH,))])
+
+cdef enum:
+    MAX_DEPTH = 64
+    MAX_CALLS = 8
+
+
+cdef struct Col:
+    int kind
+    int width
+    int parent
+    int has_valid
+    int64_t n
+    int64_t cap
+    uint8_t* valid
+    uint8_t* vals
+    int32_t* offs
+    uint8_t* data
+    int64_t data_len
+    int64_t data_cap
+
+
+cdef struct Frame:
+    int32_t col
+    int32_t body
+    int64_t remaining
+    int64_t items
+    int64_t min_size
+
+
+cdef struct Call:
+    int32_t pc
+    const uint8_t* p
+    const uint8_t* end
+    const uint8_t* limit
+
+
+cdef struct ErrRow:
+    int64_t record
+    int32_t code
+    int32_t pc
+    int64_t position
+    int64_t detail
+    int64_t index[8]
+
+
+cdef struct Machine:
+    const int32_t* prog
+    const int32_t* aux
+    const uint8_t* consts
+    const uint8_t* data_end
+    const uint8_t* consts_end
+    Col* cols
+    int ncols
+    int64_t max_items
+    Frame stack[64]
+    int depth
+    Call calls[8]
+    int ncalls
+    int32_t err_pc
+    const uint8_t* err_p
+    int64_t err_detail
+
+
+cdef class _Owned:
+    """A malloc'ed buffer handed to Arrow without a copy (freed with this object)."""
+    cdef uint8_t* ptr
+    cdef Py_ssize_t size
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        PyBuffer_FillInfo(view, self, self.ptr, self.size, 1, flags)
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
+
+    def __dealloc__(self):
+        free(self.ptr)
+
+    def __len__(self):
+        return self.size
+
+
+cdef object _own(void* ptr, Py_ssize_t size):
+    cdef _Owned o = _Owned.__new__(_Owned)
+    o.ptr = <uint8_t*>ptr
+    o.size = size
+    return o
+
+
+# ---------------------------------------------------------------- columns
+
+cdef int _grow(Col* c) noexcept nogil:
+    return _reserve(c, c.cap * 2 if c.cap else 64)
+
+
+cdef int _reserve(Col* c, int64_t cap) noexcept nogil:
+    """Room for ``cap`` slots (realloc'ed once)."""
+    cdef void* q
+    if c.has_valid:
+        q = realloc(c.valid, (cap + 7) // 8)
+        if q == NULL:
+            return -1
+        c.valid = <uint8_t*>q
+    if c.kind == K_BOOL:
+        q = realloc(c.vals, (cap + 7) // 8)
+        if q == NULL:
+            return -1
+        c.vals = <uint8_t*>q
+    elif c.kind == K_FIXEDW:
+        q = realloc(c.vals, cap * c.width)
+        if q == NULL:
+            return -1
+        c.vals = <uint8_t*>q
+    elif c.kind == K_BIN or c.kind == K_LIST:
+        q = realloc(c.offs, (cap + 1) * sizeof(int32_t))
+        if q == NULL:
+            return -1
+        c.offs = <int32_t*>q
+    c.cap = cap
+    return 0
+
+
+cdef inline int _slot(Col* c, int valid) noexcept nogil:
+    """Make room for slot ``n`` and set its validity bit (``n`` is advanced by the caller)."""
+    if c.n >= c.cap:
+        if _grow(c):
+            return -1
+    cdef int64_t n = c.n
+    if c.has_valid:
+        if valid:
+            c.valid[n >> 3] |= <uint8_t>(1 << (n & 7))
+        else:
+            c.valid[n >> 3] &= <uint8_t>~(1 << (n & 7))
+    return 0
+
+
+cdef inline int _put_bytes(Col* c, const uint8_t* src, int64_t size, const uint8_t* limit) noexcept nogil:
+    """Append ``size`` bytes as the value of slot ``n`` of a BIN column (slot made, n advanced).
+
+    ``limit``: the end of the readable memory ``src`` is in; a short value with 16 bytes
+    readable after its start is copied as 16 (a fixed-size copy the compiler inlines; the
+    buffer keeps 16 bytes of slack), not through a call to ``memcpy``."""
+    cdef int64_t need = c.data_len + size
+    cdef int64_t cap
+    cdef void* q
+    if need > INT32_MAX:
+        return E_TOO_BIG
+    if need + 16 > c.data_cap:
+        cap = c.data_cap * 2 if c.data_cap else 256
+        if cap < need + 16:
+            cap = need + 16
+        q = realloc(c.data, cap)
+        if q == NULL:
+            return E_MEMORY
+        c.data = <uint8_t*>q
+        c.data_cap = cap
+    cdef int64_t k
+    if size <= 64 and limit != NULL and limit - src >= ((size + 15) & ~15):
+        k = 0
+        while k < size:  # 16-byte copies the compiler inlines (the buffer has 16 bytes of slack)
+            memcpy(c.data + c.data_len + k, src + k, 16)
+            k += 16
+    elif size:
+        memcpy(c.data + c.data_len, src, size)
+    c.data_len = need
+    c.offs[c.n + 1] = <int32_t>need
+    c.n += 1
+    return E_OK
+
+
+cdef int _null_slot(Col* c, Col* cols) noexcept nogil:
+    if _slot(c, 0):
+        return E_MEMORY
+    cdef int64_t n = c.n
+    if c.kind == K_BOOL:
+        c.vals[n >> 3] &= <uint8_t>~(1 << (n & 7))
+    elif c.kind == K_FIXEDW:
+        memset(c.vals + n * c.width, 0, c.width)
+    elif c.kind == K_BIN:
+        c.offs[n + 1] = c.offs[n]
+    elif c.kind == K_LIST:
+        c.offs[n + 1] = c.offs[n]
+    c.n = n + 1
+    return E_OK
+
+
+cdef void _rollback(Col* cols, int ncols, int64_t record, int64_t* target) noexcept nogil:
+    """Cut every column back to where it was before ``record``: the root has ``record`` slots, a
+    struct's children as many as it, a list's child as many as its offsets say."""
+    cdef int c, par
+    for c in range(ncols):
+        par = cols[c].parent
+        if par < 0:
+            target[c] = record
+        elif cols[par].kind == K_LIST:
+            target[c] = cols[par].offs[target[par]]
+        else:
+            target[c] = target[par]
+        cols[c].n = target[c]
+        if cols[c].kind == K_BIN:
+            cols[c].data_len = cols[c].offs[target[c]]
+
+
+# ---------------------------------------------------------------- reading
+
+cdef inline int _varint(const uint8_t** pp, const uint8_t* end, int64_t* out) noexcept nogil:
+    """A zigzag varint (int or long)."""
+    cdef const uint8_t* p = pp[0]
+    cdef uint64_t v, b
+    cdef int shift
+    if p < end and p[0] < 0x80:
+        v = p[0]
+        out[0] = <int64_t>(v >> 1) ^ -<int64_t>(v & 1)
+        pp[0] = p + 1
+        return E_OK
+    v = 0
+    shift = 0
+    while True:
+        if p >= end:
+            return E_EOF
+        b = p[0]
+        p += 1
+        if shift == 63 and b > 1:
+            return E_VARINT
+        v |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            return E_VARINT
+    out[0] = <int64_t>(v >> 1) ^ -<int64_t>(v & 1)
+    pp[0] = p
+    return E_OK
+
+
+cdef inline int _utf8_ok(const uint8_t* s, int64_t n) noexcept nogil:
+    """Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF)."""
+    cdef int64_t i = 0
+    cdef uint64_t w, acc = 0
+    cdef uint8_t c, c1
+    if n >= 8:  # all ASCII? 8 bytes at a time, the last 8 overlapping
+        while i + 8 <= n:
+            memcpy(&w, s + i, 8)
+            acc |= w
+            i += 8
+        memcpy(&w, s + n - 8, 8)
+        if ((acc | w) & 0x8080808080808080ULL) == 0:
+            return 1
+        i = 0
+    while i < n:
+        if i + 8 <= n:
+            memcpy(&w, s + i, 8)
+            if (w & 0x8080808080808080ULL) == 0:
+                i += 8
+                continue
+        c = s[i]
+        if c < 0x80:
+            i += 1
+        elif c < 0xC2:
+            return 0
+        elif c < 0xE0:
+            if i + 1 >= n or (s[i + 1] & 0xC0) != 0x80:
+                return 0
+            i += 2
+        elif c < 0xF0:
+            if i + 2 >= n:
+                return 0
+            c1 = s[i + 1]
+            if (c1 & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80:
+                return 0
+            if (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 >= 0xA0):
+                return 0
+            i += 3
+        elif c < 0xF5:
+            if i + 3 >= n:
+                return 0
+            c1 = s[i + 1]
+            if (c1 & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80 or (s[i + 3] & 0xC0) != 0x80:
+                return 0
+            if (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 >= 0x90):
+                return 0
+            i += 4
+        else:
+            return 0
+    return 1
+
+
+cdef inline void _decimal(uint8_t* out, const uint8_t* src, int64_t size) noexcept nogil:
+    """Big-endian two's complement of ``size`` <= 16 bytes -> little-endian 128 bits."""
+    cdef int64_t k
+    cdef uint8_t fill = 0xFF if size > 0 and (src[0] & 0x80) else 0
+    memset(out, fill, 16)
+    for k in range(size):
+        out[k] = src[size - 1 - k]
+
+
+cdef extern from *:
+    ctypedef long long int128_t "__int128"
+
+cdef int128_t POW10[39]
+POW10[0] = 1
+for _i in range(1, 39):
+    POW10[_i] = POW10[_i - 1] * 10
+
+
+cdef inline int _fits(const uint8_t* le16, int precision) noexcept nogil:
+    """Whether a little-endian 128-bit unscaled decimal has at most ``precision`` digits."""
+    cdef int128_t x
+    memcpy(&x, le16, 16)
+    if x < 0:
+        x = -(x + 1)  # |x| - 1, no overflow at the minimum
+        return x < POW10[precision] - 1
+    return x < POW10[precision]
+
+
+cdef const char* _HEX = b"0123456789abcdef"
+
+
+cdef const uint8_t* _count(Machine* m, const uint8_t* p, const uint8_t* end, int64_t min_size, int64_t items,
+                          int64_t* out, int* err) noexcept nogil:
+    """The next block's item count, checked against the bytes left (or max_items); returns
+    where reading goes on, or NULL with ``err`` set."""
+    cdef int64_t count, size
+    cdef int e = _varint(&p, end, &count)
+    if e:
+        err[0] = e
+        return NULL
+    if count < 0:
+        if count == -INT64_MAX - 1:
+            m.err_detail = count
+            err[0] = E_COUNT
+            return NULL
+        count = -count
+        e = _varint(&p, end, &size)
+        if e:
+            err[0] = e
+            return NULL
+        if size < 0:
+            m.err_detail = size
+            err[0] = E_NEG_LENGTH
+            return NULL
+    if count:
+        if min_size > 0:
+            # count <= bytes left first, so the product cannot overflow (no division here)
+            if count > end - p or count * min_size > end - p:
+                m.err_detail = count
+                err[0] = E_COUNT
+                return NULL
+        elif count > m.max_items - items:
+            m.err_detail = count
+            err[0] = E_ITEMS
+            return NULL
+    out[0] = count
+    return p
+
+
+cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noexcept nogil:
+    cdef const int32_t* ins
+    cdef const uint8_t* at
+    cdef Col* c
+    cdef Frame* f
+    cdef int e
+    cdef int64_t v = 0, size = 0
+    cdef int32_t op
+    cdef float fv
+    cdef double dv
+    cdef int k
+    cdef uint8_t text[36]
+    cdef const uint8_t* q
+    cdef int64_t vs
+    cdef const int32_t* prog = m.prog
+    cdef const int32_t* aux = m.aux
+    cdef Col* cols = m.cols
+    # the end of the memory p reads (the table's bytes, or the constants while a default is
+    # read): short values are copied 16 bytes at a time when that much is readable from p
+    cdef const uint8_t* limit = m.data_end
+    m.depth = 0
+    m.ncalls = 0
+    m.err_detail = 0
+    while True:
+        ins = prog + 4 * pc
+        op = ins[0]
+        at = p
+        if op <= OP_NULLABLE:
+            if p < end and p[0] < 0x80:
+                v = <int64_t>(p[0] >> 1) ^ -<int64_t>(p[0] & 1)
+                p += 1
+            else:
+                q = p
+                e = _varint(&q, end, &vs)  # the slow path: p's own address is never taken
+                if e:
+                    break
+                p = q
+                v = vs
+        if op == OP_LONG:
+            c = cols + ins[1]
+            if c.n >= c.cap and _grow(c):
+                e = E_MEMORY
+                break
+            if c.has_valid:
+                c.valid[c.n >> 3] |= <uint8_t>(1 << (c.n & 7))
+            (<int64_t*>c.vals)[c.n] = v
+            c.n += 1
+            pc += 1
+        elif op == OP_INT:
+            if v < -2147483648 or v > 2147483647:
+                m.err_detail = v
+                e = E_INT_RANGE
+                break
+            c = cols + ins[1]
+            if c.n >= c.cap and _grow(c):
+                e = E_MEMORY
+                break
+            if c.has_valid:
+                c.valid[c.n >> 3] |= <uint8_t>(1 << (c.n & 7))
+            (<int32_t*>c.vals)[c.n] = <int32_t>v
+            c.n += 1
+            pc += 1
+        elif op == OP_STRING or op == OP_BYTES:
+            size = v
+            if size < 0:
+                m.err_detail = size
+                e = E_NEG_LENGTH
+                break
+            if size > end - p:
+                m.err_detail = size
+                e = E_EOF
+                break
+            if op == OP_STRING and not _utf8_ok(p, size):
+                e = E_UTF8
+                break
+            c = cols + ins[1]
+            if c.n >= c.cap and _grow(c):
+                e = E_MEMORY
+                break
+            if c.has_valid:
+                c.valid[c.n >> 3] |= <uint8_t>(1 << (c.n & 7))
+            e = _put_bytes(c, p, size, limit)
+            if e:
+                break
+            p += size
+            pc += 1
+        elif op == OP_STRUCT:
+            c = cols + ins[1]
+            if c.n >= c.cap and _grow(c):
+                e = E_MEMORY
+                break
+            if c.has_valid:
+                c.valid[c.n >> 3] |= <uint8_t>(1 << (c.n & 7))
+            c.n += 1
+            pc += 1
+        elif op == OP_UNION:
+            if v < 0 or v >= ins[1]:
+                m.err_detail = v
+                e = E_UNION
+                break
+            pc = aux[ins[2] + v]
+        elif op == OP_NULLABLE:
+            # a writer union of null and one type whose value is the next instruction
+            if v == ins[1]:
+                e = _null_slot(cols + ins[2], cols)
+                if e:
+                    break
+                pc += 2
+            elif v == 1 - ins[1]:
+                pc += 1
+            else:
+                m.err_detail = v
+                e = E_UNION
+                break
+        elif op == OP_JUMP:
+            pc = ins[1]
+        elif op == OP_NULLSLOT:
+            e = _null_slot(cols + ins[1], cols)
+            if e:
+                break
+            pc += 1
+        elif op == OP_DOUBLE or op == OP_FLOAT or op == OP_FLOAT_D:
+            size = 8 if op == OP_DOUBLE else 4
+            if end - p < size:
+                m.err_detail = size
+                e = E_EOF
+                break
+            c = cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            if op == OP_FLOAT_D:
+                memcpy(&fv, p, 4)
+                (<double*>c.vals)[c.n] = fv
+            elif op == OP_DOUBLE:
+                memcpy(c.vals + c.n * 8, p, 8)
+            else:
+                memcpy(c.vals + c.n * 4, p, 4)
+            p += size
+            c.n += 1
+            pc += 1
+        elif op == OP_LONG_MUL:
+            if ins[2] == 1000 and (v > <int64_t>9223372036854775LL or v < -<int64_t>9223372036854775LL) or \
+                    ins[2] != 1000 and (v > INT64_MAX // ins[2] or v < (-INT64_MAX - 1) // ins[2]):
+                m.err_detail = v
+                e = E_OVERFLOW
+                break
+            c = cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            (<int64_t*>c.vals)[c.n] = v * ins[2]
+            c.n += 1
+            pc += 1
+        elif op == OP_ENUM:
+            if v < 0 or v >= ins[3]:
+                m.err_detail = v
+                e = E_ENUM
+                break
+            if aux[ins[2] + 2 * v] < 0:
+                m.err_detail = v
+                e = E_ENUM_UNKNOWN
+                break
+            c = cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            e = _put_bytes(c, m.consts + aux[ins[2] + 2 * v], aux[ins[2] + 2 * v + 1], m.consts_end)
+            if e:
+                break
+            pc += 1
+        elif op == OP_ARRAY:
+            if m.depth >= MAX_DEPTH:
+                e = E_DEPTH
+                break
+            if p < end and p[0] < 0x80 and not (p[0] & 1) and ins[3] > 0 and (p[0] >> 1) * ins[3] <= end - p - 1:
+                v = p[0] >> 1  # a one-byte count that fits the bytes left: the common case
+                p += 1
+            else:
+                q = _count(m, p, end, ins[3], 0, &vs, &e)
+                if q == NULL:
+                    break
+                p = q
+                v = vs
+            if v == 0:
+                if ins[1] >= 0:
+                    c = cols + ins[1]
+                    if _slot(c, 1):
+                        e = E_MEMORY
+                        break
+                    c.offs[c.n + 1] = <int32_t>cols[ins[1] + 1].n
+                    c.n += 1
+                pc = ins[2]
+            else:
+                f = &m.stack[m.depth]
+                m.depth += 1
+                f.col = ins[1]
+                f.body = pc + 1
+                f.remaining = v
+                f.items = 0
+                f.min_size = ins[3]
+                pc += 1
+        elif op == OP_LOOP:
+            f = &m.stack[m.depth - 1]
+            f.items += 1
+            f.remaining -= 1
+            if f.remaining > 0:
+                pc = f.body
+                continue
+            if p < end and p[0] == 0:  # the end of the items: the common case
+                v = 0
+                p += 1
+            else:
+                q = _count(m, p, end, f.min_size, f.items, &vs, &e)
+                if q == NULL:
+                    break
+                p = q
+                v = vs
+            if v > 0:
+                f.remaining = v
+                pc = f.body
+                continue
+            if f.col >= 0:
+                c = cols + f.col
+                if cols[f.col + 1].n > INT32_MAX:
+                    e = E_TOO_BIG
+                    break
+                if _slot(c, 1):
+                    e = E_MEMORY
+                    break
+                c.offs[c.n + 1] = <int32_t>cols[f.col + 1].n
+                c.n += 1
+            m.depth -= 1
+            pc += 1
+        elif op == OP_BOOL:
+            if p >= end:
+                m.err_detail = 1
+                e = E_EOF
+                break
+            if p[0] > 1:
+                m.err_detail = p[0]
+                e = E_BOOL
+                break
+            c = cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            if p[0]:
+                c.vals[c.n >> 3] |= <uint8_t>(1 << (c.n & 7))
+            else:
+                c.vals[c.n >> 3] &= <uint8_t>~(1 << (c.n & 7))
+            c.n += 1
+            p += 1
+            pc += 1
+        elif op == OP_VARINT_F or op == OP_VARINT_D:
+            c = cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            if op == OP_VARINT_F:
+                (<float*>c.vals)[c.n] = <float>v
+            else:
+                (<double*>c.vals)[c.n] = <double>v
+            c.n += 1
+            pc += 1
+        elif op == OP_FIXED or op == OP_UUID_FIXED or op == OP_DEC_FIXED or op == OP_DEC_BYTES:
+            if op == OP_DEC_BYTES:
+                size = v
+                if size < 0:
+                    m.err_detail = size
+                    e = E_NEG_LENGTH
+                    break
+            else:
+                size = ins[2]
+            if size > end - p:
+                m.err_detail = size
+                e = E_EOF
+                break
+            c = cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            if op == OP_FIXED:
+                e = _put_bytes(c, p, size, limit)
+                if e:
+                    break
+            elif op == OP_UUID_FIXED:
+                v = 0
+                for k in range(16):
+                    if k == 4 or k == 6 or k == 8 or k == 10:
+                        text[v] = 45  # '-'
+                        v += 1
+                    text[v] = _HEX[p[k] >> 4]
+                    text[v + 1] = _HEX[p[k] & 15]
+                    v += 2
+                e = _put_bytes(c, text, 36, NULL)
+                if e:
+                    break
+            else:
+                if size > 16:
+                    m.err_detail = size
+                    e = E_DECIMAL
+                    break
+                _decimal(c.vals + 16 * c.n, p, size)
+                if ins[3] > 0 and ins[3] <= 38 and not _fits(c.vals + 16 * c.n, ins[3]):
+                    m.err_detail = size
+                    e = E_PRECISION
+                    break
+                c.n += 1
+            p += size
+            pc += 1
+        elif op == OP_NULLV:
+            c = cols + ins[1]
+            c.n += 1
+            pc += 1
+        elif op == OP_SKIP_VARINT:
+            pc += 1
+        elif op == OP_SKIP_BYTES:
+            size = v
+            if size < 0:
+                m.err_detail = size
+                e = E_NEG_LENGTH
+                break
+            if size > end - p:
+                m.err_detail = size
+                e = E_EOF
+                break
+            p += size
+            pc += 1
+        elif op == OP_SKIP_N:
+            if ins[1] > end - p:
+                m.err_detail = ins[1]
+                e = E_EOF
+                break
+            p += ins[1]
+            pc += 1
+        elif op == OP_CALL:
+            if m.ncalls >= MAX_CALLS:
+                e = E_DEPTH
+                break
+            m.calls[m.ncalls].pc = pc + 1
+            m.calls[m.ncalls].p = p
+            m.calls[m.ncalls].end = end
+            m.calls[m.ncalls].limit = limit
+            m.ncalls += 1
+            p = m.consts + ins[2]
+            end = p + ins[3]
+            limit = m.consts_end
+            pc = ins[1]
+        elif op == OP_RET:
+            m.ncalls -= 1
+            pc = m.calls[m.ncalls].pc
+            p = m.calls[m.ncalls].p
+            end = m.calls[m.ncalls].end
+            limit = m.calls[m.ncalls].limit
+        elif op == OP_END:
+            return E_OK
+        elif op == OP_FAIL:
+            m.err_detail = ins[1]
+            e = E_FAIL
+            break
+        else:
+            e = E_FAIL
+            m.err_detail = -1
+            break
+    m.err_pc = pc
+    m.err_p = at
+    return e
+
+
+def run(
+    const int32_t[::1] program,
+    const int32_t[::1] aux,
+    const uint8_t[::1] consts,
+    const int32_t[::1] coldesc,
+    const uint8_t[::1] data,
+    const int64_t[::1] starts,
+    const int64_t[::1] lengths,
+    const int32_t[::1] entry,
+    int32_t null_entry,
+    bint stop_on_error=False,
+    int64_t max_items=1 << 24,
+):
+    """Run ``program`` for each record: ``entry[i]`` is record i's first instruction, or -1 for
+    a record that is null (a null value, or one whose error is already known).
+
+    Returns ``(columns, errors, records_done)``: per column ``(length, validity, values, offsets,
+    data)`` (buffers or None), the errors as an array of :data:`ERROR_DTYPE` (``position``
+    relative to the body start), and how many records were decoded (fewer than all only with
+    ``stop_on_error``).
+    """
+    cdef int ncols = len(coldesc) // 4
+    cdef Py_ssize_t nrec = len(entry)
+    cdef Py_ssize_t nprog = len(program) // 4
+    if len(starts) != nrec or len(lengths) != nrec:
+        raise ValueError("starts, lengths and entry must have one length")
+    if ncols < 1:
+        raise ValueError("no columns")
+    cdef Py_ssize_t i
+    cdef int c
+    for i in range(nrec):
+        if entry[i] >= nprog or (entry[i] >= 0 and (starts[i] < 0 or lengths[i] < 0
+                                                    or starts[i] + lengths[i] > <int64_t>len(data))):
+            raise ValueError(f"record {i}: entry or (start, length) out of range")
+    for c in range(ncols):
+        if coldesc[4 * c + 2] >= c or (c > 0 and coldesc[4 * c + 2] < 0):
+            raise ValueError("columns must be in pre-order with the root first")
+    cdef Machine m
+    m.prog = &program[0]
+    m.aux = &aux[0] if len(aux) else NULL
+    m.consts = &consts[0] if len(consts) else NULL
+    m.ncols = ncols
+    m.max_items = max_items
+    m.cols = <Col*>calloc(ncols, sizeof(Col))
+    cdef int64_t* target = <int64_t*>calloc(ncols, sizeof(int64_t))
+    cdef int* per_record = <int*>calloc(ncols, sizeof(int))
+    cdef int par, one_per_record
+    cdef int64_t data_cap, body_bytes = 0
+    for i in range(nrec):
+        if entry[i] >= 0:
+            body_bytes += lengths[i]
+    cdef ErrRow* errs = NULL
+    cdef int64_t nerr = 0, errcap = 0
+    cdef ErrRow* row
+    cdef void* q
+    cdef int e, k, oom = 0
+    cdef Py_ssize_t done = 0
+    cdef const uint8_t* base = &data[0] if len(data) else NULL
+    m.data_end = base + len(data) if base != NULL else NULL
+    m.consts_end = m.consts + len(consts) if m.consts != NULL else NULL
+    if m.cols == NULL or target == NULL or per_record == NULL:
+        free(m.cols)
+        free(target)
+        free(per_record)
+        raise MemoryError()
+    for c in range(ncols):
+        m.cols[c].kind = coldesc[4 * c]
+        m.cols[c].width = coldesc[4 * c + 1]
+        m.cols[c].parent = coldesc[4 * c + 2]
+        m.cols[c].has_valid = coldesc[4 * c + 3]
+        if m.cols[c].kind == K_BIN or m.cols[c].kind == K_LIST:
+            m.cols[c].offs = <int32_t*>calloc(1, sizeof(int32_t))
+            if m.cols[c].offs == NULL:
+                oom = 1
+        # a column with only structs above it has one value per record: room for them at once;
+        # a string column of those, for 16 bytes a value but never more than all the bodies
+        # hold (the buffers then grow by doubling: nothing is sized by a count read from a value)
+        par = m.cols[c].parent
+        one_per_record = c == 0 or (par >= 0 and m.cols[par].kind == K_STRUCT and per_record[par])
+        per_record[c] = one_per_record
+        if one_per_record and nrec > 64 and not oom:
+            if _reserve(&m.cols[c], nrec):
+                oom = 1
+            data_cap = min(16 * nrec, body_bytes) + 16
+            if m.cols[c].kind == K_BIN and not oom:
+                m.cols[c].data = <uint8_t*>malloc(data_cap)
+                if m.cols[c].data == NULL:
+                    oom = 1
+                else:
+                    m.cols[c].data_cap = data_cap
+    try:
+        with nogil:
+            if not oom:
+                for i in range(nrec):
+                    if entry[i] >= 0:
+                        e = _run(&m, entry[i], base + starts[i], base + starts[i] + lengths[i])
+                    else:
+                        e = _run(&m, null_entry, base, base)
+                    done = i + 1
+                    if e == E_OK:
+                        continue
+                    if nerr == errcap:
+                        errcap = errcap * 2 if errcap else 16
+                        q = realloc(errs, errcap * sizeof(ErrRow))
+                        if q == NULL:
+                            oom = 1
+                            break
+                        errs = <ErrRow*>q
+                    row = &errs[nerr]
+                    nerr += 1
+                    row.record = i
+                    row.code = e
+                    row.pc = m.err_pc
+                    row.position = m.err_p - (base + starts[i]) if entry[i] >= 0 else -1
+                    row.detail = m.err_detail
+                    for k in range(8):
+                        row.index[k] = m.stack[k].items if k < m.depth else -1
+                    _rollback(m.cols, ncols, i, target)
+                    if e == E_MEMORY or _run(&m, null_entry, base, base) != E_OK:
+                        oom = 1
+                        break
+                    if stop_on_error:
+                        break
+        if oom:
+            raise MemoryError("out of memory decoding values")
+        columns = []
+        for c in range(ncols):
+            columns.append(_take(&m.cols[c]))
+        errors = np.frombuffer(_own(errs, nerr * sizeof(ErrRow)), dtype=ERROR_DTYPE) if nerr else \
+            np.empty(0, ERROR_DTYPE)
+        errs = NULL
+        return columns, errors, done
+    finally:
+        for c in range(ncols):
+            free(m.cols[c].valid)
+            free(m.cols[c].vals)
+            free(m.cols[c].offs)
+            free(m.cols[c].data)
+        free(m.cols)
+        free(target)
+        free(per_record)
+        free(errs)
+
+
+cdef tuple _take(Col* c):
+    """A column's buffers as Python objects that own them (the column lets go of them)."""
+    cdef int64_t n = c.n
+    valid = vals = offs = data = None
+    if c.has_valid and c.valid != NULL:
+        valid = _own(c.valid, (n + 7) // 8)
+        c.valid = NULL
+    if c.vals != NULL:
+        vals = _own(c.vals, (n + 7) // 8 if c.kind == K_BOOL else n * c.width)
+        c.vals = NULL
+    if c.offs != NULL:
+        offs = _own(c.offs, (n + 1) * sizeof(int32_t))
+        c.offs = NULL
+    if c.kind == K_BIN and c.data != NULL:
+        data = _own(c.data, c.data_len)
+        c.data = NULL
+    return (n, valid, vals, offs, data)
+
+
+def read_ids(
+    const uint8_t[::1] buf,
+    const int64_t[::1] start,
+    const int64_t[::1] length,
+    const uint8_t[::1] mask,
+    int32_t[::1] ids,
+    int64_t[::1] guid_at,
+    uint8_t[::1] error,
+    int too_short,
+    int bad_magic,
+    int16_t[::1] magic,
+):
+    """The registry frames of the ``mask``ed values (see ``kbatch.values._framing``): their
+    magic byte, schema id (0x00 + big-endian int32) or GUID position (0x01 + 16 bytes), and
+    ``too_short`` / ``bad_magic`` where the frame is not whole or not a frame. Every range is
+    inside ``buf`` (checked by the caller)."""
+    cdef Py_ssize_t n = len(start), i
+    cdef int64_t s, size
+    cdef uint8_t b
+    if len(length) != n or len(mask) != n or len(ids) != n or len(guid_at) != n or len(error) != n \
+            or len(magic) != n:
+        raise ValueError("arrays of different lengths")
+    for i in range(n):
+        if mask[i] and length[i] > 0 and (start[i] < 0 or start[i] + length[i] > <int64_t>len(buf)):
+            raise ValueError("a (start, length) range lies outside the data buffer")
+    with nogil:
+        for i in range(n):
+            if not mask[i]:
+                continue
+            s = start[i]
+            size = length[i]
+            if size <= 0:
+                error[i] = too_short
+                continue
+            b = buf[s]
+            magic[i] = b
+            if b == 0:
+                if size < 5:
+                    error[i] = too_short
+                else:
+                    ids[i] = <int32_t>((<uint32_t>buf[s + 1] << 24) | (<uint32_t>buf[s + 2] << 16)
+                                       | (<uint32_t>buf[s + 3] << 8) | <uint32_t>buf[s + 4])
+            elif b == 1:
+                if size < 17:
+                    error[i] = too_short
+                else:
+                    guid_at[i] = s + 1
+            else:
+                error[i] = bad_magic
