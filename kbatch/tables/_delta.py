@@ -159,10 +159,7 @@ class DeltaSink(Sink):
         self._staging: Path | None = None
 
     def committed(self) -> Ledger:
-        out = Ledger()
-        for ledger, _ in self._held.values():
-            out = out.merged(ledger)
-        return out
+        return Ledger.union(ledger for ledger, _ in self._held.values())
 
     def last_commits(self) -> list[str]:
         return [f"version {v} of {self.out / t}" for t, (_, v) in sorted(self._held.items()) if v is not None]

@@ -167,10 +167,7 @@ class IcebergSink(Sink):
         return f"{self.namespace}.{topic}"
 
     def committed(self) -> Ledger:
-        out = Ledger()
-        for ledger, _ in self._held.values():
-            out = out.merged(ledger)
-        return out
+        return Ledger.union(ledger for ledger, _ in self._held.values())
 
     def last_commits(self) -> list[str]:
         return [f"snapshot {snap} of {self.identifier(t)}" for t, (_, snap) in sorted(self._held.items())

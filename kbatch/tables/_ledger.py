@@ -115,6 +115,14 @@ class Ledger:
         """This ledger with ``other``'s ranges in place of its own for the same partitions."""
         return Ledger({**self._ranges, **other._ranges}.values())
 
+    @classmethod
+    def union(cls, ledgers: Iterable[Ledger]) -> Ledger:
+        """The ranges of several ledgers (one per table), later ones winning for a partition."""
+        out = cls()
+        for ledger in ledgers:
+            out = out.merged(ledger)
+        return out
+
     def advanced(self, converted: Iterable[OffsetRange]) -> Ledger:
         """This ledger after a commit of ``converted``: each partition's ``end`` moves to the
         converted range's ``end``, its ``start`` stays where the table's first range began."""
