@@ -454,6 +454,18 @@ cdef inline int _fits(const uint8_t* le16, int precision) noexcept nogil:
 cdef const char* _HEX = b"0123456789abcdef"
 
 
+cdef inline int _length(Machine* m, int64_t size, const uint8_t* p, const uint8_t* end) noexcept nogil:
+    """E_OK when ``size`` bytes (a length read from the value, or a fixed size) are there to
+    read at ``p``; else the error, with the size in ``m.err_detail``."""
+    if size < 0:
+        m.err_detail = size
+        return E_NEG_LENGTH
+    if size > end - p:
+        m.err_detail = size
+        return E_EOF
+    return E_OK
+
+
 cdef const uint8_t* _count(Machine* m, const uint8_t* p, const uint8_t* end, int64_t min_size, int64_t items,
                           int64_t* out, int* err) noexcept nogil:
     """The next block's item count, checked against the bytes left (or max_items); returns
@@ -556,13 +568,8 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             pc += 1
         elif op == OP_STRING or op == OP_BYTES:
             size = v
-            if size < 0:
-                m.err_detail = size
-                e = E_NEG_LENGTH
-                break
-            if size > end - p:
-                m.err_detail = size
-                e = E_EOF
+            e = _length(m, size, p, end)
+            if e:
                 break
             if op == OP_STRING and not _utf8_ok(p, size):
                 e = E_UTF8
@@ -615,9 +622,8 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             pc += 1
         elif op == OP_DOUBLE or op == OP_FLOAT or op == OP_FLOAT_D:
             size = 8 if op == OP_DOUBLE else 4
-            if end - p < size:
-                m.err_detail = size
-                e = E_EOF
+            e = _length(m, size, p, end)
+            if e:
                 break
             c = cols + ins[1]
             if _slot(c, 1):
@@ -758,17 +764,9 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             c.n += 1
             pc += 1
         elif op == OP_FIXED or op == OP_UUID_FIXED or op == OP_DEC_FIXED or op == OP_DEC_BYTES:
-            if op == OP_DEC_BYTES:
-                size = v
-                if size < 0:
-                    m.err_detail = size
-                    e = E_NEG_LENGTH
-                    break
-            else:
-                size = ins[2]
-            if size > end - p:
-                m.err_detail = size
-                e = E_EOF
+            size = v if op == OP_DEC_BYTES else ins[2]
+            e = _length(m, size, p, end)
+            if e:
                 break
             c = cols + ins[1]
             if _slot(c, 1):
@@ -811,20 +809,14 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             pc += 1
         elif op == OP_SKIP_BYTES:
             size = v
-            if size < 0:
-                m.err_detail = size
-                e = E_NEG_LENGTH
-                break
-            if size > end - p:
-                m.err_detail = size
-                e = E_EOF
+            e = _length(m, size, p, end)
+            if e:
                 break
             p += size
             pc += 1
         elif op == OP_SKIP_N:
-            if ins[1] > end - p:
-                m.err_detail = ins[1]
-                e = E_EOF
+            e = _length(m, ins[1], p, end)
+            if e:
                 break
             p += ins[1]
             pc += 1
