@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -202,6 +203,11 @@ class AvroProgram:
     def _union(self, w: AvroType, s: Slot, stack: list[str]) -> None:
         if self._nullable(w, s, stack):
             return
+        self._branches(w, lambda branch: self._emit(branch, s, stack))
+
+    def _branches(self, w: AvroType, each: Callable[[AvroType], None]) -> None:
+        """A UNION instruction over ``w``'s branches: a jump table in ``aux`` to each branch's
+        code (``each(branch)`` emits it), every branch ending in a JUMP past the last."""
         n = len(w.branches)
         table = len(self.aux)
         self.aux.extend([0] * n)
@@ -209,7 +215,7 @@ class AvroProgram:
         jumps = []
         for i, branch in enumerate(w.branches):
             self.aux[table + i] = len(self.code)
-            self._emit(branch, s, stack)
+            each(branch)
             jumps.append(self._op(JUMP))
         for j in jumps:
             self.code[j][1] = len(self.code)
@@ -357,17 +363,7 @@ class AvroProgram:
             self._op(LOOP)
             self.code[loop][2] = len(self.code)
         elif kind == "union":
-            n = len(w.branches)
-            table = len(self.aux)
-            self.aux.extend([0] * n)
-            self._op(UNION, n, table)
-            jumps = []
-            for i, branch in enumerate(w.branches):
-                self.aux[table + i] = len(self.code)
-                self._skip(branch, stack)
-                jumps.append(self._op(JUMP))
-            for j in jumps:
-                self.code[j][1] = len(self.code)
+            self._branches(w, lambda branch: self._skip(branch, stack))
         else:  # pragma: no cover - every kind is above
             raise AvroSchemaError(f"cannot skip {kind!r}")
 
