@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import kbatch
 from kbatch.log import LogWriter, open_logs
@@ -72,3 +73,17 @@ def retention_deleted(root: Path, topic: str, partition: int, log_start: int) ->
     ckpt = root / "log-start-offset-checkpoint"
     lines = [ln for ln in ckpt.read_text().splitlines()[2:] if not ln.startswith(f"{topic} {partition} ")]
     ckpt.write_text("\n".join(["0", str(len(lines) + 1), *lines, f"{topic} {partition} {log_start}"]) + "\n")
+
+
+def kafka_batch(offsets: range, topic: str = "t") -> Any:
+    """A RecordBatch of the Kafka source's columns (no headers): partition 0 of ``topic`` at
+    ``offsets``, values ``b"x"``, for the sinks' own tests."""
+    import pyarrow as pa
+
+    from kbatch.arrow import kafka_schema
+
+    schema = kafka_schema(include_headers=False, extra_columns=False)
+    n = len(offsets)
+    cols = {"key": [None] * n, "value": [b"x"] * n, "topic": [topic] * n, "partition": [0] * n,
+            "offset": list(offsets), "timestamp": [0] * n, "timestampType": [0] * n}
+    return pa.RecordBatch.from_pydict(cols, schema=schema)

@@ -4,14 +4,12 @@ transactions make appends exactly once, after kills, and a concurrent run fail c
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-from support.tables import convert_cli, rows_of_root, rows_of_table, summary_of, write_log
+from support.tables import convert_cli, kafka_batch, rows_of_root, rows_of_table, summary_of, write_log
 
 import kbatch
-from kbatch._sample import write_sample
 from kbatch.errors import CommitConflictError
 from kbatch.tables import LEDGER_KEY, DeltaSink, Ledger, OffsetRange
 
@@ -28,20 +26,6 @@ def scan(out: Path, topic: str) -> list[tuple]:
 
 def all_rows(out: Path, topics=TOPICS) -> list[tuple]:
     return sorted((r for t in topics for r in scan(out, t)), key=lambda r: r[:3])
-
-
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("sample")
-    write_sample(root)
-    return root
-
-
-@pytest.fixture
-def root(sample, tmp_path) -> Path:
-    r = tmp_path / "root"
-    shutil.copytree(sample, r)
-    return write_log(r, "events", 0, 50)
 
 
 def test_tables_read_back_equal_the_log(sample, tmp_path):
@@ -114,27 +98,17 @@ def test_partition_by_columns_and_derived_time(sample, tmp_path):
     assert bad.returncode == 2 and "Delta partitions by columns" in bad.stderr
 
 
-def batch(offsets: range) -> pa.RecordBatch:
-    from kbatch.arrow import kafka_schema
-
-    schema = kafka_schema(include_headers=False, extra_columns=False)
-    n = len(offsets)
-    return pa.RecordBatch.from_pydict(
-        {"key": [None] * n, "value": [b"x"] * n, "topic": ["t"] * n, "partition": [0] * n, "offset": list(offsets),
-         "timestamp": [0] * n, "timestampType": [0] * n}, schema=schema)
-
-
 def test_concurrent_runs_second_fails_cleanly(tmp_path):
     out = tmp_path / "out"
     first = DeltaSink(out, "append", topics=["t"])
-    first.open(batch(range(0)).schema)
-    first.write([batch(range(10))])
+    first.open(kafka_batch(range(0)).schema)
+    first.write([kafka_batch(range(10))])
     first.commit(Ledger([OffsetRange("t", 0, 0, 10)]), Ledger([OffsetRange("t", 0, 0, 10)]))
     a, b = DeltaSink(out, "append", topics=["t"]), DeltaSink(out, "append", topics=["t"])
     assert a.committed() == b.committed() == Ledger([OffsetRange("t", 0, 0, 10)])
     for s in (a, b):
-        s.open(batch(range(0)).schema)
-        s.write([batch(range(10, 20))])
+        s.open(kafka_batch(range(0)).schema)
+        s.write([kafka_batch(range(10, 20))])
     a.commit(Ledger([OffsetRange("t", 0, 0, 20)]), Ledger([OffsetRange("t", 0, 10, 20)]))
     with pytest.raises(CommitConflictError, match="another run committed"):
         b.commit(Ledger([OffsetRange("t", 0, 0, 20)]), Ledger([OffsetRange("t", 0, 10, 20)]))
@@ -147,8 +121,8 @@ def test_two_first_runs_the_second_fails_cleanly(tmp_path):
     out = tmp_path / "out"
     a, b = DeltaSink(out, "append", topics=["t"]), DeltaSink(out, "append", topics=["t"])  # no table yet
     for s in (a, b):
-        s.open(batch(range(0)).schema)
-        s.write([batch(range(10))])
+        s.open(kafka_batch(range(0)).schema)
+        s.write([kafka_batch(range(10))])
     a.commit(Ledger([OffsetRange("t", 0, 0, 10)]), Ledger([OffsetRange("t", 0, 0, 10)]))
     with pytest.raises(CommitConflictError, match="another run"):
         b.commit(Ledger([OffsetRange("t", 0, 0, 10)]), Ledger([OffsetRange("t", 0, 0, 10)]))

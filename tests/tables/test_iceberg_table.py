@@ -5,14 +5,12 @@ appends exactly once, after kills, and a concurrent run fail cleanly."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from support.tables import convert_cli, rows_of_root, rows_of_table, summary_of, write_log
+from support.tables import convert_cli, kafka_batch, rows_of_root, rows_of_table, summary_of, write_log
 
 import kbatch
-from kbatch._sample import write_sample
 from kbatch.errors import CommitConflictError
 from kbatch.tables import LEDGER_KEY, IcebergSink, Ledger, OffsetRange, default_catalog
 
@@ -29,20 +27,6 @@ def scan(out: Path, topic: str) -> list[tuple]:
 
 def all_rows(out: Path, topics=TOPICS) -> list[tuple]:
     return sorted((r for t in topics for r in scan(out, t)), key=lambda r: r[:3])
-
-
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("sample")
-    write_sample(root)
-    return root
-
-
-@pytest.fixture
-def root(sample, tmp_path) -> Path:
-    r = tmp_path / "root"
-    shutil.copytree(sample, r)
-    return write_log(r, "events", 0, 50)
 
 
 def test_tables_read_back_equal_the_log(sample, tmp_path):
@@ -133,27 +117,17 @@ def test_overwrite_replaces_in_one_commit(sample, tmp_path):
     assert again.returncode == 2 and "exists" in again.stderr
 
 
-def batch(offsets: range) -> pa.RecordBatch:
-    from kbatch.arrow import kafka_schema
-
-    schema = kafka_schema(include_headers=False, extra_columns=False)
-    n = len(offsets)
-    return pa.RecordBatch.from_pydict(
-        {"key": [None] * n, "value": [b"x"] * n, "topic": ["t"] * n, "partition": [0] * n, "offset": list(offsets),
-         "timestamp": [0] * n, "timestampType": [0] * n}, schema=schema)
-
-
 def test_concurrent_runs_second_fails_cleanly(tmp_path):
     out = tmp_path / "out"
     first = IcebergSink(out, "append", topics=["t"])
-    first.open(batch(range(0)).schema)
-    first.write([batch(range(10))])
+    first.open(kafka_batch(range(0)).schema)
+    first.write([kafka_batch(range(10))])
     first.commit(Ledger([OffsetRange("t", 0, 0, 10)]), Ledger([OffsetRange("t", 0, 0, 10)]))
     a, b = IcebergSink(out, "append", topics=["t"]), IcebergSink(out, "append", topics=["t"])
     assert a.committed() == b.committed() == Ledger([OffsetRange("t", 0, 0, 10)])
     for s in (a, b):
-        s.open(batch(range(0)).schema)
-        s.write([batch(range(10, 20))])
+        s.open(kafka_batch(range(0)).schema)
+        s.write([kafka_batch(range(10, 20))])
     a.commit(Ledger([OffsetRange("t", 0, 0, 20)]), Ledger([OffsetRange("t", 0, 10, 20)]))
     with pytest.raises(CommitConflictError, match="another run committed"):
         b.commit(Ledger([OffsetRange("t", 0, 0, 20)]), Ledger([OffsetRange("t", 0, 10, 20)]))
@@ -165,15 +139,15 @@ def test_a_first_run_that_loses_a_table_keeps_the_other_runs_commit(tmp_path):
     """Two first runs into a new OUT: the one that loses the race for table t2 fails cleanly and
     leaves OUT (its catalog, the other run's commit) in place, not removed as its own."""
     def rows(topic: str, offsets: range) -> pa.RecordBatch:
-        b = batch(offsets)
+        b = kafka_batch(offsets)
         return b.set_column(b.schema.get_field_index("topic"), "topic", pa.array([topic] * len(offsets)))
 
     out = tmp_path / "out"
     a = IcebergSink(out, "append", topics=["t1", "t2"])
-    a.open(batch(range(0)).schema)
+    a.open(kafka_batch(range(0)).schema)
     a.write([rows("t1", range(5)), rows("t2", range(5))])
     b = IcebergSink(out, "append", topics=["t2"])
-    b.open(batch(range(0)).schema)
+    b.open(kafka_batch(range(0)).schema)
     b.write([rows("t2", range(5))])
     b.commit(Ledger([OffsetRange("t2", 0, 0, 5)]), Ledger([OffsetRange("t2", 0, 0, 5)]))
     both = Ledger([OffsetRange("t1", 0, 0, 5), OffsetRange("t2", 0, 0, 5)])

@@ -8,9 +8,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.tables import convert_cli, retention_deleted, rows_of_root, rows_of_table, summary_of, write_log
+from support.tables import (
+    convert_cli,
+    kafka_batch,
+    retention_deleted,
+    rows_of_root,
+    rows_of_table,
+    summary_of,
+    write_log,
+)
 
-from kbatch._sample import write_sample
 from kbatch.errors import CommitConflictError
 from kbatch.tables import FolderSink, Ledger, OffsetRange, read_ledger
 
@@ -20,21 +27,6 @@ import pyarrow.dataset as ds  # noqa: E402
 
 def table_rows(out: Path) -> list[tuple]:
     return rows_of_table(ds.dataset(str(out), format="parquet", partitioning="hive").to_table())
-
-
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("sample")
-    write_sample(root)
-    return root
-
-
-@pytest.fixture
-def root(sample, tmp_path) -> Path:
-    """A copy of the sample root with a topic 'events' of 50 records that the tests grow."""
-    r = tmp_path / "root"
-    shutil.copytree(sample, r)
-    return write_log(r, "events", 0, 50)
 
 
 def test_append_twice_writes_each_record_once(sample, tmp_path):
@@ -108,27 +100,17 @@ def test_killed_first_run_leaves_nothing(root, tmp_path, stage):
     assert table_rows(out) == rows_of_root(root)
 
 
-def batch(topic: str, offsets: range) -> pa.RecordBatch:
-    from kbatch.arrow import kafka_schema
-
-    schema = kafka_schema(include_headers=False, extra_columns=False)
-    n = len(offsets)
-    cols = {"key": [None] * n, "value": [b"x"] * n, "topic": [topic] * n, "partition": [0] * n,
-            "offset": list(offsets), "timestamp": [0] * n, "timestampType": [0] * n}
-    return pa.RecordBatch.from_pydict(cols, schema=schema)
-
-
 def test_concurrent_append_second_commit_fails_cleanly(tmp_path):
     out = tmp_path / "out"
     first = FolderSink(out, "append")
-    first.open(batch("t", range(0)).schema)
-    first.write([batch("t", range(10))])
+    first.open(kafka_batch(range(0)).schema)
+    first.write([kafka_batch(range(10))])
     first.commit(Ledger([OffsetRange("t", 0, 0, 10)]), Ledger([OffsetRange("t", 0, 0, 10)]))
     a, b = FolderSink(out, "append"), FolderSink(out, "append")  # both read commit 1
     assert a.committed() == b.committed() == Ledger([OffsetRange("t", 0, 0, 10)])
     for s in (a, b):
-        s.open(batch("t", range(0)).schema)
-        s.write([batch("t", range(10, 20))])
+        s.open(kafka_batch(range(0)).schema)
+        s.write([kafka_batch(range(10, 20))])
     a.commit(Ledger([OffsetRange("t", 0, 0, 20)]), Ledger([OffsetRange("t", 0, 10, 20)]))
     with pytest.raises(CommitConflictError, match="another run committed"):
         b.commit(Ledger([OffsetRange("t", 0, 0, 20)]), Ledger([OffsetRange("t", 0, 10, 20)]))
