@@ -57,6 +57,7 @@ kbatch.errors.ValueDecodeError: no schema registry frame: magic byte 0x7b, expec
 
 from __future__ import annotations
 
+from ._dead_letter import DEAD_LETTER_COLUMNS, dead_letter_schema, dead_letters, decoded_schema, split
 from ._decode import decode
 from ._errors import AvroSchemaError, RegistryError, SchemaNotFoundError, ValueDecodeError
 from ._framing import (
@@ -76,6 +77,7 @@ from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subje
 
 __all__ = [
     "AvroSchemaError",
+    "DEAD_LETTER_COLUMNS",
     "FRAME_BAD_HEADER",
     "FRAME_BAD_MAGIC",
     "FRAME_ERRORS",
@@ -89,11 +91,15 @@ __all__ = [
     "SchemaNotFoundError",
     "SchemaReference",
     "ValueDecodeError",
+    "dead_letter_schema",
+    "dead_letters",
     "decode",
+    "decoded_schema",
     "find_header",
     "frames",
     "guid_of",
     "parse_frames",
     "schema_id_header",
+    "split",
     "split_subject",
 ]
