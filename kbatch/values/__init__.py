@@ -3,8 +3,9 @@
 Most Kafka values are Avro, Protobuf or JSON Schema behind a schema registry (Confluent's,
 Karapace, Redpanda's, Apicurio in Confluent mode): each value starts with a frame naming its
 writer schema. This package finds the schemas and the frames; decoding bodies into typed Arrow
-columns builds on it: :func:`decode` turns Avro values into a typed struct column
-(``docs/values.md``: the reader schema, schema evolution, Spark's type mapping, errors).
+columns builds on it: :func:`decode` turns Avro and JSON Schema values (and plain JSON) into a
+typed struct column, the decoder picked by each schema's ``schemaType`` (``docs/values.md``: the
+reader schema, schema evolution, Spark's type mapping, errors).
 
 **Registries** (:class:`Registry`), all with one API (``schema(id)``, ``schema_by_guid``,
 ``version(subject, v)``, ``latest(subject)``, ``subjects()``, ``versions(subject)``):
@@ -59,7 +60,7 @@ from __future__ import annotations
 
 from ._dead_letter import DEAD_LETTER_COLUMNS, dead_letter_schema, dead_letters, decoded_schema, split
 from ._decode import decode
-from ._errors import AvroSchemaError, RegistryError, SchemaNotFoundError, ValueDecodeError
+from ._errors import AvroSchemaError, JsonSchemaError, RegistryError, SchemaNotFoundError, ValueDecodeError
 from ._framing import (
     FRAME_BAD_HEADER,
     FRAME_BAD_MAGIC,
@@ -72,6 +73,8 @@ from ._framing import (
     parse_frames,
     schema_id_header,
 )
+from ._json_infer import SAMPLE_RECORDS, infer_json_schema
+from ._json_schema import arrow_to_json_schema, json_schema_type
 from ._registry import Registry
 from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
 
@@ -83,6 +86,8 @@ __all__ = [
     "FRAME_ERRORS",
     "FRAME_OK",
     "FRAME_TOO_SHORT",
+    "JsonSchemaError",
+    "SAMPLE_RECORDS",
     "SCHEMA_TYPES",
     "Frames",
     "Registry",
@@ -91,6 +96,7 @@ __all__ = [
     "SchemaNotFoundError",
     "SchemaReference",
     "ValueDecodeError",
+    "arrow_to_json_schema",
     "dead_letter_schema",
     "dead_letters",
     "decode",
@@ -98,6 +104,8 @@ __all__ = [
     "find_header",
     "frames",
     "guid_of",
+    "infer_json_schema",
+    "json_schema_type",
     "parse_frames",
     "schema_id_header",
     "split",

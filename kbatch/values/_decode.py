@@ -11,6 +11,7 @@ message in ``<column>_error``.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from typing import Any, Literal, NamedTuple
@@ -24,13 +25,21 @@ from ._arrow_build import build_array
 from ._avro_compile import AvroProgram
 from ._avro_schema import parse_avro_schema
 from ._avrokernel import ERRORS, OPS, run
-from ._errors import AvroSchemaError, SchemaNotFoundError, ValueDecodeError
+from ._errors import AvroSchemaError, JsonSchemaError, SchemaNotFoundError, ValueDecodeError
 from ._framing import Framing, frames, parse_frames, schema_id_header
+from ._json_decode import parse_json_values
+from ._json_infer import SAMPLE_RECORDS, infer_json_schema
+from ._json_schema import json_schema_type
 from ._schema import Schema
 
-__all__ = ["MAX_ITEMS", "Decoded", "decode", "decode_records", "reader_program", "resolve_reader"]
+__all__ = ["FORMATS", "MAX_ITEMS", "Decoded", "decode", "decode_records", "reader_program", "resolve_reader",
+           "value_type"]
 
 Errors = Literal["raise", "null"]
+#: ``format=``: by each schema's ``schemaType`` (``auto``), or one language.
+FORMATS = ("auto", "avro", "json")
+#: schemaType -> the format name users give
+_FORMAT_OF = {"AVRO": "avro", "JSON": "json", "PROTOBUF": "protobuf"}
 #: Items (of a type written in no bytes, such as null) one array or map may hold.
 MAX_ITEMS = 1 << 24
 _PROGRAMS: OrderedDict[tuple[Any, ...], AvroProgram] = OrderedDict()
@@ -49,8 +58,10 @@ def decode(
     framing: Framing = "confluent",
     schema_id: int = -1,
     max_items: int = MAX_ITEMS,
+    format: str = "auto",
+    sample: int = SAMPLE_RECORDS,
 ) -> pa.Table:
-    """Decode a table's Avro values (or keys) into a typed struct column.
+    """Decode a table's Avro or JSON values (or keys) into a typed struct column.
 
     Parameters
     ----------
@@ -58,14 +69,17 @@ def decode(
         Records as kbatch gives them: a ``RecordTable``, or an Arrow table with kbatch's
         columns (``value`` / ``key`` binary, and ``headers``, ``offset``, ``partition``,
         ``topic`` when present).
-    registry : kbatch.values.Registry
-        Where writer schemas are found by id (or GUID).
+    registry : kbatch.values.Registry or None
+        Where writer schemas are found by id (or GUID). None only with ``format="json"``:
+        plain JSON values, no frame (the schema is ``reader_schema``, else inferred).
     column : {"value", "key"}
         What to decode.
     reader_schema : Schema, int, str or None
-        The output's layout: a :class:`Schema`, a schema id, or Avro schema text. By default
-        the latest version of the writers' subject (when the registry knows it), else the
-        writer schema with the highest id in the table.
+        The output's layout: a :class:`Schema`, a schema id, or schema text (Avro, or JSON
+        Schema with ``format="json"`` or when the writers are JSON Schemas). By default the
+        latest version of the writers' subject (when the registry knows it), else the writer
+        schema with the highest id in the table; for plain JSON, a schema inferred from the
+        first ``sample`` values.
     errors : {"raise", "null"}
         ``"raise"``: :class:`ValueDecodeError` for the first record that does not decode,
         naming its offset, partition, schema id, field path and byte. ``"null"``: such a
@@ -79,6 +93,13 @@ def decode(
         With ``framing="raw"``: the writer schema's id.
     max_items : int
         The most items an array or map of zero-byte items (nulls, empty records) may hold.
+    format : {"auto", "avro", "json"}
+        The values' language: ``"auto"`` by the reader schema's ``schemaType`` (records whose
+        writer schema is of another language are errors); ``"json"`` without a registry:
+        plain JSON.
+    sample : int
+        Plain JSON without ``reader_schema``: the schema is inferred from this many first values
+        (:func:`kbatch.values.infer_json_schema`).
 
     Returns
     -------
@@ -91,7 +112,7 @@ def decode(
     if errors not in ("raise", "null"):
         raise ValueError(f"errors must be 'raise' or 'null', got {errors!r}")
     done = decode_records(table, registry, column, reader_schema, mapping, stop_at_first=errors == "raise",
-                          framing=framing, schema_id=schema_id, max_items=max_items)
+                          framing=framing, schema_id=schema_id, max_items=max_items, format=format, sample=sample)
     out = done.table
     if errors == "null":
         text: list[str | None] = [None] * out.num_rows
@@ -123,6 +144,8 @@ def decode_records(
     framing: Framing = "confluent",
     schema_id: int = -1,
     max_items: int = MAX_ITEMS,
+    format: str = "auto",
+    sample: int = SAMPLE_RECORDS,
 ) -> Decoded:
     """:func:`decode`'s work, with every record's :class:`ValueDecodeError` returned, not raised.
 
@@ -133,7 +156,12 @@ def decode_records(
     """
     if column not in ("value", "key"):
         raise ValueError(f"column must be 'value' or 'key', got {column!r}")
-    source = _Source(table, column, framing, schema_id)
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    plain = registry is None
+    if plain and format != "json":
+        raise ValueError("a registry is needed, except for plain JSON values (format='json')")
+    source = _Source(table, column, "raw" if plain else framing, schema_id)
     f = source.frames
     n = len(f)
     ids = f.schema_id.copy()
@@ -163,9 +191,24 @@ def decode_records(
         guid_ids = np.array([-1 if s is None else _id_of(s) for s in by_guid], dtype=np.int32)
         ids[named] = guid_ids[f.guid_index[named]]
     met = {**writers, **{-2 - k: s for k, s in enumerate(by_guid) if s is not None}}
-    reader = resolve_reader(registry, reader_schema, met)
-    program = reader_program(reader, mapping)
+    if plain:
+        reader = _plain_reader(reader_schema, f, sample, column)
+    else:
+        reader = resolve_reader(registry, reader_schema, met, format)
+    kind = reader.schema_type
+    if format != "auto" and _FORMAT_OF[kind] != format:
+        raise ValueError(f"format={format!r} but the reader schema is {kind}")
+    # the dispatch point: each language decodes the records whose writer schema is of its kind
+    foreign = {i: w.schema_type for i, w in met.items() if w.schema_type != kind}
     entry = np.full(n, -1, dtype=np.int32)
+    if kind == "JSON":
+        return _decode_json(source, ids, live, by_id, named, foreign, unknown, guid_unknown, reader, column,
+                            stop_at_first, plain)
+    if kind != "AVRO":
+        raise ValueError(f"{kind} values are not decoded yet")
+    writers = {i: w for i, w in writers.items() if i not in foreign}
+    by_guid = [None if s is None or -2 - k in foreign else s for k, s in enumerate(by_guid)]
+    program = reader_program(reader, mapping)
     with _LOCK:
         pcs = {i: program.add_writer_schema(w) for i, w in writers.items()}
         guid_pcs = [-1 if s is None else program.add_writer_schema(s) for s in by_guid]
@@ -185,7 +228,28 @@ def decode_records(
     columns, kerrors, done = run(prog, aux, consts, coldesc, data, starts, lengths, entry, program.null_entry,
                                  stop_at_first, max_items)
 
-    # every error, by record: framing, unknown ids, then the kernel's
+    messages = _front_errors(source, column, ids, by_id, named, unknown, guid_unknown, foreign, kind,
+                             live & (entry < 0))
+    for row in kerrors:
+        i = int(row["record"])
+        messages[i] = _kernel_error(program, row, column, source, i, int(ids[i]),
+                                    int(f.start[i] - source.raw_start[i]))
+    if stop_at_first and messages:
+        raise messages[min(messages)]
+    if done != n:  # pragma: no cover - the kernel stops early only on an error, raised above
+        raise RuntimeError("the value kernel stopped early")
+    value = build_array(program.layout, columns)
+    return Decoded(_assemble(source, column, value, ids, framing != "confluent"), messages)
+
+
+
+def _front_errors(source: _Source, column: str, ids: npt.NDArray[np.int32], by_id: npt.NDArray[np.bool_],
+                  named: npt.NDArray[np.bool_], unknown: dict[int, str], guid_unknown: dict[int, str],
+                  foreign: dict[int, str], kind: str, unread: npt.NDArray[np.bool_]) -> dict[int, ValueDecodeError]:
+    """Every error found before a decoder runs, by record: framing, unknown ids and GUIDs, writer
+    schemas of another language than the reader's, and any record left unread (never a value
+    silently lost)."""
+    f = source.frames
     messages: dict[int, ValueDecodeError] = {}
     for i in np.flatnonzero(f.error).tolist():
         messages[i] = f.error_at(i, offset=source.offset(i), partition=source.partition(i), topic=source.topic(i))
@@ -199,20 +263,23 @@ def decode_records(
         for i in np.flatnonzero(named & (f.guid_index == k)).tolist():
             messages[i] = ValueDecodeError(message, offset=source.offset(i), partition=source.partition(i),
                                            topic=source.topic(i), path=column)
-    for i in np.flatnonzero(live & (entry < 0)).tolist():  # never a value silently lost
+    for key, other in foreign.items():
+        rows = by_id & (ids == key) if key >= 0 else named & (f.guid_index == -2 - key)
+        for i in np.flatnonzero(rows).tolist():
+            messages[i] = ValueDecodeError(f"written with a {other} schema, the reader schema is {kind}",
+                                           offset=source.offset(i), partition=source.partition(i),
+                                           topic=source.topic(i), schema_id=int(ids[i]), path=column)
+    for i in np.flatnonzero(unread).tolist():
         messages.setdefault(i, ValueDecodeError("no schema for this value", offset=source.offset(i),
                                                 partition=source.partition(i), topic=source.topic(i),
                                                 path=column))
-    for row in kerrors:
-        i = int(row["record"])
-        messages[i] = _kernel_error(program, row, column, source, i, int(ids[i]),
-                                    int(f.start[i] - source.raw_start[i]))
-    if stop_at_first and messages:
-        raise messages[min(messages)]
-    if done != n:  # pragma: no cover - the kernel stops early only on an error, raised above
-        raise RuntimeError("the value kernel stopped early")
-    value = build_array(program.layout, columns)
-    schema_ids = pa.array(ids, type=pa.int32(), mask=ids < 0 if framing == "confluent" else np.ones(n, bool))
+    return messages
+
+
+def _assemble(source: _Source, column: str, value: Any, ids: npt.NDArray[np.int32], plain: bool) -> pa.Table:
+    """The table's columns with ``column`` the decoded values, then ``<column>_schema_id``."""
+    n = len(ids)
+    schema_ids = pa.array(ids, type=pa.int32(), mask=np.ones(n, bool) if plain else ids < 0)
     out = source.base
     at_col = out.schema.get_field_index(column)
     if at_col >= 0:
@@ -220,10 +287,62 @@ def decode_records(
     else:
         at_col = out.num_columns
         out = out.append_column(column, value)
-    out = out.add_column(at_col + 1, f"{column}_schema_id", schema_ids)
-    return Decoded(out, messages)
+    return out.add_column(at_col + 1, f"{column}_schema_id", schema_ids)
 
 
+def _decode_json(source: _Source, ids: npt.NDArray[np.int32], live: npt.NDArray[np.bool_],
+                 by_id: npt.NDArray[np.bool_], named: npt.NDArray[np.bool_], foreign: dict[int, str],
+                 unknown: dict[int, str], guid_unknown: dict[int, str], reader: Schema, column: str,
+                 stop_at_first: bool, plain: bool) -> Decoded:
+    """JSON values (JSON Schema writers, or plain JSON): :func:`parse_json_values` over the
+    records whose writer is a JSON Schema the registry has (every live record, for plain JSON)."""
+    f = source.frames
+    n = len(f)
+    value_type = json_schema_type(reader)
+    if plain:
+        usable = live.copy()
+    else:
+        usable = (by_id | named) & (ids >= 0)
+        usable &= ~np.isin(ids, [*unknown, *(k for k in foreign if k >= 0)])
+        for k in guid_unknown:
+            usable &= ~(named & (f.guid_index == k))
+        for k in (k for k in foreign if k < 0):
+            usable &= ~(named & (f.guid_index == -2 - k))
+        usable &= live
+    messages = _front_errors(source, column, ids, by_id, named, unknown, guid_unknown, foreign, "JSON",
+                             live & ~usable)
+    if stop_at_first and messages:
+        raise messages[min(messages)]
+    sel = np.flatnonzero(usable)
+    parsed, bad = parse_json_values(_as_uint8(f.data), f.start[sel], f.length[sel], value_type, column=column,
+                                    stop_at_first=stop_at_first)
+    for k, (reason, path) in bad.items():
+        i = int(sel[k])
+        messages[i] = ValueDecodeError(reason, offset=source.offset(i), partition=source.partition(i),
+                                       topic=source.topic(i), schema_id=int(ids[i]), path=path)
+    if stop_at_first and messages:
+        raise messages[min(messages)]
+    if len(sel) == n:
+        value = parsed
+    else:
+        where = np.full(n, len(sel), dtype=np.int64)
+        where[sel] = np.arange(len(sel))
+        value = pa.concat_arrays([parsed, pa.nulls(1, value_type)]).take(pa.array(where))
+    return Decoded(_assemble(source, column, value, ids, plain), messages)
+
+
+def _plain_reader(reader_schema: Schema | int | str | None, f: Any, sample: int, column: str) -> Schema:
+    """Plain JSON's schema: the one given (JSON Schema text or a Schema), else one inferred from
+    the first ``sample`` live values."""
+    if isinstance(reader_schema, Schema):
+        return reader_schema if reader_schema.schema_type == "JSON" else Schema(reader_schema.text, "JSON")
+    if isinstance(reader_schema, str):
+        return Schema(reader_schema, "JSON")
+    if reader_schema is not None:
+        raise TypeError("plain JSON takes a JSON Schema (text or a Schema) as reader_schema, or none")
+    live = np.flatnonzero((f.error == 0) & (f.length >= 0))[:sample]
+    return Schema(json.dumps(infer_json_schema(_as_uint8(f.data), f.start[live], f.length[live], column=column)),
+                  "JSON")
 
 
 def _id_of(schema: Schema) -> int:
@@ -236,10 +355,11 @@ def _as_uint8(data: Any) -> npt.NDArray[np.uint8]:
 
 
 def resolve_reader(registry: Any, reader_schema: Schema | int | str | None,
-                   writers: dict[int, Schema] | None = None) -> Schema:
+                   writers: dict[int, Schema] | None = None, format: str = "auto") -> Schema:
     """The reader schema a decode lays its output out by: ``reader_schema`` (a :class:`Schema`, an
-    id looked up in ``registry``, Avro text), else the latest version of the one subject of
-    ``writers`` (the writer schemas met, by id), else the newest writer."""
+    id looked up in ``registry``, schema text: JSON Schema with ``format="json"`` or when every
+    writer met is one, else Avro), else the latest version of the one subject of ``writers`` (the
+    writer schemas met, by id), else the newest writer."""
     if isinstance(reader_schema, Schema):
         return reader_schema
     if isinstance(reader_schema, bool):
@@ -247,11 +367,15 @@ def resolve_reader(registry: Any, reader_schema: Schema | int | str | None,
     if isinstance(reader_schema, int):
         return registry.schema(reader_schema)  # type: ignore[no-any-return]
     if isinstance(reader_schema, str):
-        return Schema(reader_schema)
+        kinds = {w.schema_type for w in (writers or {}).values()}
+        json_text = format == "json" or (format == "auto" and kinds == {"JSON"})
+        return Schema(reader_schema, "JSON" if json_text else "AVRO")
     if reader_schema is not None:
         raise TypeError(f"reader_schema must be a Schema, a schema id or schema text, "
                         f"got {type(reader_schema).__name__}")
     if not writers:
+        if format == "json":
+            raise JsonSchemaError("no writer schema in the table to lay the output out by: name a reader_schema")
         raise AvroSchemaError("no writer schema in the table to lay the output out by: name a reader_schema")
     subjects = {w.subject for w in writers.values() if w.subject}
     if len(subjects) == 1:
@@ -260,6 +384,16 @@ def resolve_reader(registry: Any, reader_schema: Schema | int | str | None,
         except SchemaNotFoundError:
             pass
     return writers[max(writers)]
+
+
+def value_type(reader: Schema, mapping: str = "spark") -> pa.DataType:
+    """The Arrow type values decode into with reader schema ``reader``, by its language."""
+    if reader.schema_type == "JSON":
+        return json_schema_type(reader)
+    if reader.schema_type != "AVRO":
+        raise ValueError(f"{reader.schema_type} values are not decoded yet")
+    layout = reader_program(reader, mapping).layout
+    return layout.arrow_type(layout.root.col)
 
 
 def reader_program(reader: Schema, mapping: str) -> AvroProgram:

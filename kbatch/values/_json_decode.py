@@ -1,0 +1,388 @@
+"""JSON values into Arrow, in bulk: one buffer, one vectorised parse, per-record work only for bad ones.
+
+:func:`parse_json_values` takes the bodies of ``n`` records (``(data, start, length)``, as the
+frames give them) and the Arrow struct type of the values (:mod:`kbatch.values._json_schema`),
+and returns a struct array of ``n`` rows (null where a record does not decode) and each bad
+record's reason and path. The steps, none with a Python object per record:
+
+1. **Join.** The bodies become ``binary_view`` entries over the table's bytes
+   (:func:`kbatch.arrow.binary_column`), interleaved with one inline ``"\\n"`` view each, and one
+   cast to ``large_binary`` copies them back to back: a newline-delimited buffer. A body whose
+   first byte is not ``{`` (not an object, or pretty-printed with leading whitespace, or empty)
+   is kept out of the bulk and parsed alone; so every line of the bulk yields at least one row or
+   an error, and the row count proves that rows and records line up.
+2. **Newlines inside bodies** (a pretty-printed value): found by counting ``"\\n"`` in the buffer
+   (one count, in C); only then the buffer is copied and those bytes become spaces, which JSON
+   allows between tokens. A raw newline inside a JSON string is not valid JSON: such records are
+   checked again alone with their newlines kept, so they fail as they should.
+3. **UTF-8**: the bodies are checked in one pass (``pyarrow.json`` does not check strings).
+4. **Parse** with ``pyarrow.json.read_json`` and the explicit schema (unknown fields ignored).
+   Dates are parsed as strings and cast after (``pyarrow.json`` has no date parser).
+5. **A failure** (a parse error, a row count that does not match, a failed cast) re-parses the
+   buffer in blocks of :data:`BLOCK_RECORDS` records, slices of the same buffer, and a failing
+   block in halves down to single records: only to find which records are bad; each gets the
+   parser's message and the column path it names. The good records' rows are what the blocks
+   gave.
+6. **Maps** (``additionalProperties``): ``pyarrow.json`` cannot build maps, and inferring a
+   struct of every key seen cannot tell a null value from an absent key. A top-level field
+   whose type holds a map is therefore left out of the bulk parse and built from
+   ``orjson.loads`` (``json.loads`` without orjson) of those records, then
+   ``pyarrow.array(..., type=)``: correct, native Arrow maps, at the per-record speed of the
+   peer path for those fields (the other fields stay bulk).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from kbatch.arrow import binary_column
+
+try:
+    import orjson
+
+    _loads: Callable[[Any], Any] = orjson.loads
+except ImportError:  # pragma: no cover - orjson is optional
+    _loads = json.loads
+
+__all__ = ["BLOCK_RECORDS", "parse_json_values"]
+
+#: A bulk parse that fails is re-parsed in blocks of this many records to find the bad ones.
+BLOCK_RECORDS = 1024
+_OPEN_BRACE = ord("{")
+_NEWLINE = ord("\n")
+_COLUMN = re.compile(r"Column\((/[^)]*)\)")
+
+Errors = dict[int, tuple[str, str]]
+
+
+def parse_json_values(
+    data: Any,
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    value_type: pa.StructType,
+    *,
+    column: str = "value",
+    stop_at_first: bool = False,
+    use_threads: bool = True,
+) -> tuple[pa.Array, Errors]:
+    """Parse ``n`` JSON bodies into a struct array of ``value_type``.
+
+    Parameters
+    ----------
+    data : buffer
+        The bytes the bodies are in.
+    starts, lengths : numpy arrays of int64
+        Each body's place in ``data`` (every length >= 0).
+    value_type : pyarrow.StructType
+        The values' type (:func:`~kbatch.values._json_schema.json_schema_type`).
+    column : str
+        ``value`` or ``key``: the first part of the error paths.
+    stop_at_first : bool
+        Stop at the first bad record (its error is then the only one returned).
+    use_threads : bool
+        Let ``pyarrow.json`` parse blocks on several threads.
+
+    Returns
+    -------
+    (pyarrow.StructArray, dict)
+        ``n`` rows, null where a record did not decode; record index -> ``(reason, path)``.
+
+    Examples
+    --------
+    >>> data = b'{"a": 1}{"a": "x"}{"a": 3, "b": 0}'
+    >>> arr, errors = parse_json_values(data, np.array([0, 8, 18]), np.array([8, 10, 16]),
+    ...                                 pa.struct([("a", pa.int64())]))
+    >>> arr.to_pylist(), errors
+    ([{'a': 1}, None, {'a': 3}], {1: ('JSON parse error: Column(/a) changed from number to string', 'value.a')})
+    """
+    n = len(starts)
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    parser = _Parser(value_type, column, use_threads)
+    errors: Errors = {}
+    if n == 0:
+        return pa.array([], type=value_type), errors
+    u8 = _as_u8(data)
+    first = np.full(n, -1, dtype=np.int16)
+    nonempty = lengths > 0
+    first[nonempty] = u8[starts[nonempty]]
+    bulk = np.flatnonzero(first == _OPEN_BRACE)
+    alone = np.flatnonzero(first != _OPEN_BRACE)
+    pieces: list[tuple[npt.NDArray[np.int64], pa.Array]] = []
+    if len(bulk):
+        rows, bad = _bulk(parser, u8, starts[bulk], lengths[bulk], stop_at_first)
+        errors.update({int(bulk[k]): e for k, e in bad.items()})
+        pieces += [(bulk[idx], arr) for idx, arr in rows]
+    for i in alone.tolist():
+        if stop_at_first and errors:
+            break
+        body = bytes(u8[starts[i]:starts[i] + lengths[i]])
+        got = parser.one(body)
+        if isinstance(got, tuple):
+            errors[i] = got
+        else:
+            pieces.append((np.array([i], dtype=np.int64), got))
+    if stop_at_first and errors:
+        first_bad = min(errors)
+        return pa.nulls(n, value_type), {first_bad: errors[first_bad]}
+    if len(pieces) == 1 and len(pieces[0][0]) == n:
+        return pieces[0][1], errors
+    return _assemble(pieces, n, value_type), errors
+
+
+def _as_u8(data: Any) -> npt.NDArray[np.uint8]:
+    if isinstance(data, np.ndarray) and data.dtype == np.uint8:
+        return data
+    return np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+
+
+def _assemble(pieces: list[tuple[npt.NDArray[np.int64], pa.Array]], n: int, value_type: pa.DataType) -> pa.Array:
+    """The rows of ``pieces`` (record indices, rows) in record order, null where none."""
+    arrays = [arr for _, arr in pieces] + [pa.nulls(1, value_type)]
+    where = np.full(n, sum(len(idx) for idx, _ in pieces), dtype=np.int64)
+    at = 0
+    for idx, _ in pieces:
+        where[idx] = np.arange(at, at + len(idx))
+        at += len(idx)
+    return pa.concat_arrays([a.cast(value_type) if a.type != value_type else a for a in arrays]).take(pa.array(where))
+
+
+def _bulk(parser: _Parser, u8: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
+          stop_at_first: bool) -> tuple[list[tuple[npt.NDArray[np.int64], pa.Array]], Errors]:
+    """Records that all start with ``{``: joined, checked, parsed; the bad ones found."""
+    m = len(starts)
+    bodies = binary_column(u8, starts, lengths.astype(np.int32), binary="binary_view")
+    joined, offsets = _join(bodies)
+    buf = joined.buffers()[2]
+    total = int(offsets[-1])
+    buf = buf[int(offsets[0]):int(offsets[0]) + total] if buf is not None else pa.py_buffer(b"")
+    offsets = offsets - offsets[0]
+    bad_utf8: set[int] = set()
+    try:
+        bodies.cast(pa.string_view())
+    except pa.ArrowInvalid:
+        bad_utf8 = set(_find_bad(m, lambda lo, hi: _utf8_ok(bodies, lo, hi)))
+    inner: set[int] = set()
+    counts = np.asarray(pc.count_substring(joined, "\n"))[0::2]  # newlines inside each body
+    if counts.any():  # pretty-printed bodies: their newlines become spaces (the buffer is copied)
+        inner = set(np.flatnonzero(counts).tolist())
+        arr = np.frombuffer(buf, dtype=np.uint8).copy()
+        for i in inner:
+            piece = arr[offsets[2 * i]:offsets[2 * i + 1]]
+            piece[piece == _NEWLINE] = ord(" ")
+        buf = pa.py_buffer(arr)
+    starts_in = offsets[0:-1:2]
+    ends_in = offsets[2::2]
+
+    def parse(lo: int, hi: int) -> pa.Array:
+        return parser.parse(buf[int(starts_in[lo]):int(ends_in[hi - 1])], hi - lo)
+
+    errors: Errors = {}
+    if not bad_utf8:
+        try:
+            whole = [(np.arange(m, dtype=np.int64), parse(0, m))]
+            return _checked(parser, u8, starts, lengths, inner, errors, whole), errors
+        except _Failure:
+            pass
+    out: list[tuple[npt.NDArray[np.int64], pa.Array]] = []
+    for lo in range(0, m, BLOCK_RECORDS):
+        hi = min(m, lo + BLOCK_RECORDS)
+        for a, b, got in _blocks(parse, lo, hi, bad_utf8):
+            if isinstance(got, pa.Array):
+                out.append((np.arange(a, b, dtype=np.int64), got))
+            elif a in bad_utf8:
+                errors[a] = ("invalid UTF-8 in the JSON text", parser.column)
+            else:
+                errors[a] = got
+        if stop_at_first and errors:
+            break
+    return _checked(parser, u8, starts, lengths, inner, errors, out), errors
+
+
+def _checked(parser: _Parser, u8: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64],
+             lengths: npt.NDArray[np.int64], inner: set[int], errors: Errors,
+             out: list[tuple[npt.NDArray[np.int64], pa.Array]]) -> list[tuple[npt.NDArray[np.int64], pa.Array]]:
+    """The records with newlines inside parsed again alone, their newlines kept: a raw newline
+    in a string is not JSON (the spaces it became in the bulk would be)."""
+    for i in sorted(inner):
+        if i in errors:
+            continue
+        try:
+            json.loads(bytes(u8[starts[i]:starts[i] + lengths[i]]))
+        except ValueError as exc:
+            errors[i] = (f"invalid JSON: {exc}", parser.column)
+    if not inner or not errors:
+        return out
+    bad = np.array(sorted(errors), dtype=np.int64)
+    kept = []
+    for idx, arr in out:  # the bad records' rows dropped from what the bulk gave
+        keep = ~np.isin(idx, bad)
+        if keep.all():
+            kept.append((idx, arr))
+        elif keep.any():
+            kept.append((idx[keep], arr.filter(pa.array(keep))))
+    return kept
+
+
+def _join(bodies: pa.Array) -> tuple[pa.Array, npt.NDArray[np.int64]]:
+    """``bodies`` (binary_view) back to back, each followed by ``\\n``: a large_binary array of
+    ``2n`` entries whose data buffer is the newline-delimited text, and its offsets."""
+    n = len(bodies)
+    views = np.frombuffer(bodies.buffers()[1], dtype=np.int32)[bodies.offset * 4:(bodies.offset + n) * 4]
+    both = np.empty((2 * n, 4), dtype=np.int32)
+    both[0::2] = views.reshape(n, 4)
+    both[1::2] = (1, _NEWLINE, 0, 0)  # length 1, "\n" inline
+    interleaved = pa.Array.from_buffers(pa.binary_view(), 2 * n, [None, pa.py_buffer(both), *bodies.buffers()[2:]])
+    joined = interleaved.cast(pa.large_binary())
+    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)[joined.offset:joined.offset + 2 * n + 1]
+    return joined, offsets
+
+
+def _utf8_ok(bodies: pa.Array, lo: int, hi: int) -> bool:
+    try:
+        bodies[lo:hi].cast(pa.string_view())
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def _find_bad(m: int, ok: Callable[[int, int], bool]) -> list[int]:
+    """The indices in ``[0, m)`` whose single range fails ``ok``, found by halving."""
+    bad: list[int] = []
+    stack = [(0, m)]
+    while stack:
+        lo, hi = stack.pop()
+        if ok(lo, hi):
+            continue
+        if hi - lo == 1:
+            bad.append(lo)
+            continue
+        mid = (lo + hi) // 2
+        stack += [(mid, hi), (lo, mid)]
+    return sorted(bad)
+
+
+def _blocks(parse: Callable[[int, int], pa.Array], lo: int, hi: int,
+            skip: set[int]) -> list[tuple[int, int, pa.Array | tuple[str, str]]]:
+    """``[lo, hi)`` parsed, halved where it fails: ``(a, b, rows or (reason, path))`` in order."""
+    if any(lo <= i < hi for i in skip):
+        if hi - lo == 1:
+            return [(lo, hi, ("", ""))]
+        mid = (lo + hi) // 2
+        return _blocks(parse, lo, mid, skip) + _blocks(parse, mid, hi, skip)
+    try:
+        return [(lo, hi, parse(lo, hi))]
+    except _Failure as exc:
+        if hi - lo == 1:
+            return [(lo, hi, exc.error)]
+    mid = (lo + hi) // 2
+    return _blocks(parse, lo, mid, skip) + _blocks(parse, mid, hi, skip)
+
+
+class _Failure(Exception):
+    def __init__(self, error: tuple[str, str]) -> None:
+        super().__init__(error[0])
+        self.error = error
+
+
+class _Parser:
+    """``pyarrow.json`` with the explicit schema of the values, dates and maps aside."""
+
+    def __init__(self, value_type: pa.StructType, column: str, use_threads: bool) -> None:
+        self.value_type = value_type
+        self.column = column
+        self.use_threads = use_threads
+        self.python = [f for f in value_type if _has_map(f.type)]  # built from orjson
+        bulk = [f for f in value_type if not _has_map(f.type)]
+        self.parse_type = pa.struct([f.with_type(_undated(f.type)) for f in bulk])
+        self.bulk_type = pa.struct(bulk)
+        self.options = pj.ParseOptions(explicit_schema=pa.schema(list(self.parse_type)),
+                                       unexpected_field_behavior="ignore")
+
+    def parse(self, buf: pa.Buffer, rows: int) -> pa.Array:
+        """``rows`` records' rows from their newline-delimited text, or :class:`_Failure`."""
+        try:
+            table = pj.read_json(pa.BufferReader(buf), read_options=pj.ReadOptions(use_threads=self.use_threads),
+                                 parse_options=self.options)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise _Failure(self._error(exc)) from None
+        if table.num_rows != rows:
+            raise _Failure((f"not one JSON object: {table.num_rows} JSON values in the record"
+                            if rows == 1 else "a record is not one JSON object", self.column))
+        arr = table.to_struct_array().combine_chunks() if table.num_columns else \
+            pa.array([{}] * rows, type=pa.struct([]))
+        if self.parse_type != self.bulk_type:
+            try:
+                arr = arr.cast(self.bulk_type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise _Failure((f"not a valid date: {exc}", self.column)) from None
+        if self.python:
+            arr = self._with_maps(buf, arr)
+        return arr
+
+    def _with_maps(self, buf: pa.Buffer, arr: pa.StructArray) -> pa.StructArray:
+        objects = [_loads(line) for line in buf.to_pybytes().splitlines() if line.strip()]
+        fields = {f.name: arr.field(f.name) for f in self.bulk_type}
+        for f in self.python:
+            try:
+                fields[f.name] = pa.array([o.get(f.name) for o in objects], type=f.type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+                raise _Failure((f"{type(exc).__name__}: {exc}", f"{self.column}.{f.name}")) from None
+            if not f.nullable and fields[f.name].null_count:
+                raise _Failure(("a required field was null or absent", f"{self.column}.{f.name}"))
+        return pa.StructArray.from_arrays([fields[f.name] for f in self.value_type], fields=list(self.value_type))
+
+    def one(self, body: bytes) -> pa.Array | tuple[str, str]:
+        """One record's row, or its ``(reason, path)``."""
+        if b"\n" in body:
+            try:
+                json.loads(body)
+            except ValueError as exc:
+                return (f"invalid JSON: {exc}", self.column)
+        if not body.strip():
+            return ("empty value: not a JSON object", self.column)
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            return ("invalid UTF-8 in the JSON text", self.column)
+        try:
+            return self.parse(pa.py_buffer(body.replace(b"\n", b" ") + b"\n"), 1)
+        except _Failure as exc:
+            return exc.error
+
+    def _error(self, exc: Exception) -> tuple[str, str]:
+        text = str(exc)
+        text = re.sub(r" in row \d+$", "", text)
+        m = _COLUMN.search(text)
+        path = self.column + (m.group(1).replace("/", ".") if m else "")
+        return text, path
+
+
+def _has_map(t: pa.DataType) -> bool:
+    if pa.types.is_map(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_has_map(f.type) for f in t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _has_map(t.value_type)
+    return False
+
+
+def _undated(t: pa.DataType) -> pa.DataType:
+    """``t`` with date32 as string (parsed as text, cast after)."""
+    if pa.types.is_date(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_undated(f.type)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_undated(t.value_type)))
+    return t
