@@ -327,7 +327,7 @@ def _decode_json(source: _Source, ids: npt.NDArray[np.int32], live: npt.NDArray[
     else:
         where = np.full(n, len(sel), dtype=np.int64)
         where[sel] = np.arange(len(sel))
-        value = pa.concat_arrays([parsed, pa.nulls(1, value_type)]).take(pa.array(where))
+        value = pa.chunked_array([*parsed.chunks, pa.nulls(1, value_type)], type=value_type).take(pa.array(where))
     return Decoded(_assemble(source, column, value, ids, plain), messages)
 
 

@@ -11,19 +11,19 @@ record's reason and path. The steps, none with a Python object per record:
    first byte is not ``{`` (not an object, or pretty-printed with leading whitespace, or empty)
    is kept out of the bulk and parsed alone; so every line of the bulk yields at least one row or
    an error, and the row count proves that rows and records line up.
-2. **Newlines inside bodies** (a pretty-printed value): found by counting ``"\\n"`` in the buffer
-   (one count, in C); only then the buffer is copied and those bytes become spaces, which JSON
-   allows between tokens. A raw newline inside a JSON string is not valid JSON: such records are
-   checked again alone with their newlines kept, so they fail as they should.
-3. **UTF-8**: the bodies are checked in one pass (``pyarrow.json`` does not check strings).
-4. **Parse** with ``pyarrow.json.read_json`` and the explicit schema (unknown fields ignored).
-   Dates are parsed as strings and cast after (``pyarrow.json`` has no date parser).
-5. **A failure** (a parse error, a row count that does not match, a failed cast) re-parses the
-   buffer in blocks of :data:`BLOCK_RECORDS` records, slices of the same buffer, and a failing
-   block in halves down to single records: only to find which records are bad; each gets the
-   parser's message and the column path it names. The good records' rows are what the blocks
-   gave.
-6. **Maps** (``additionalProperties``): ``pyarrow.json`` cannot build maps, and inferring a
+2. **UTF-8**: the bodies are checked in one pass (``pyarrow.json`` does not check strings).
+3. **Parse** with ``pyarrow.json.read_json`` and the explicit schema (unknown fields ignored).
+   Dates are parsed as strings and only those fields cast after (``pyarrow.json`` has no date
+   parser). A pretty-printed body (newlines between its tokens) needs nothing: the parser takes
+   newlines as the whitespace they are; only where ``pyarrow.json`` cuts the buffer into blocks
+   (at a newline) might it cut such a body, and then the cut body is a parse error, never a
+   wrong row. A raw newline (any control character) inside a string is refused by the parser.
+4. **A failure** (a parse error, a row count that does not match, a failed cast) re-parses the
+   buffer in blocks of :data:`BLOCK_RECORDS` records, slices of the same buffer, with the
+   chunker that cuts only between values (``newlines_in_values``), and a failing block in halves
+   down to single records: only to find which records are bad; each gets the parser's message
+   and the column path it names. The good records' rows are what the blocks gave.
+5. **Maps** (``additionalProperties``): ``pyarrow.json`` cannot build maps, and inferring a
    struct of every key seen cannot tell a null value from an absent key. A top-level field
    whose type holds a map is therefore left out of the bulk parse and built from
    ``orjson.loads`` (``json.loads`` without orjson) of those records, then
@@ -41,7 +41,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from kbatch.arrow import binary_column
@@ -93,7 +92,7 @@ def parse_json_values(
 
     Returns
     -------
-    (pyarrow.StructArray, dict)
+    (pyarrow.ChunkedArray, dict)
         ``n`` rows, null where a record did not decode; record index -> ``(reason, path)``.
 
     Examples
@@ -110,7 +109,7 @@ def parse_json_values(
     parser = _Parser(value_type, column, use_threads)
     errors: Errors = {}
     if n == 0:
-        return pa.array([], type=value_type), errors
+        return pa.chunked_array([], type=value_type), errors
     u8 = _as_u8(data)
     first = np.full(n, -1, dtype=np.int16)
     nonempty = lengths > 0
@@ -133,7 +132,7 @@ def parse_json_values(
             pieces.append((np.array([i], dtype=np.int64), got))
     if stop_at_first and errors:
         first_bad = min(errors)
-        return pa.nulls(n, value_type), {first_bad: errors[first_bad]}
+        return pa.chunked_array([pa.nulls(n, value_type)]), {first_bad: errors[first_bad]}
     if len(pieces) == 1 and len(pieces[0][0]) == n:
         return pieces[0][1], errors
     return _assemble(pieces, n, value_type), errors
@@ -147,13 +146,18 @@ def _as_u8(data: Any) -> npt.NDArray[np.uint8]:
 
 def _assemble(pieces: list[tuple[npt.NDArray[np.int64], pa.Array]], n: int, value_type: pa.DataType) -> pa.Array:
     """The rows of ``pieces`` (record indices, rows) in record order, null where none."""
-    arrays = [arr for _, arr in pieces] + [pa.nulls(1, value_type)]
+    arrays = [chunk for _, arr in pieces for chunk in _chunks(arr)] + [pa.nulls(1, value_type)]
     where = np.full(n, sum(len(idx) for idx, _ in pieces), dtype=np.int64)
     at = 0
     for idx, _ in pieces:
         where[idx] = np.arange(at, at + len(idx))
         at += len(idx)
-    return pa.concat_arrays([a.cast(value_type) if a.type != value_type else a for a in arrays]).take(pa.array(where))
+    return pa.chunked_array([a.cast(value_type) if a.type != value_type else a for a in arrays],
+                            type=value_type).take(pa.array(where))
+
+
+def _chunks(arr: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    return list(arr.chunks) if isinstance(arr, pa.ChunkedArray) else [arr]
 
 
 def _bulk(parser: _Parser, u8: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
@@ -171,33 +175,25 @@ def _bulk(parser: _Parser, u8: npt.NDArray[np.uint8], starts: npt.NDArray[np.int
         bodies.cast(pa.string_view())
     except pa.ArrowInvalid:
         bad_utf8 = set(_find_bad(m, lambda lo, hi: _utf8_ok(bodies, lo, hi)))
-    inner: set[int] = set()
-    counts = np.asarray(pc.count_substring(joined, "\n"))[0::2]  # newlines inside each body
-    if counts.any():  # pretty-printed bodies: their newlines become spaces (the buffer is copied)
-        inner = set(np.flatnonzero(counts).tolist())
-        arr = np.frombuffer(buf, dtype=np.uint8).copy()
-        for i in inner:
-            piece = arr[offsets[2 * i]:offsets[2 * i + 1]]
-            piece[piece == _NEWLINE] = ord(" ")
-        buf = pa.py_buffer(arr)
-    starts_in = offsets[0:-1:2]
-    ends_in = offsets[2::2]
+    starts_in = offsets[0:-1:2]  # each body in buf, then its newline
+    ends_in = offsets[1::2]
 
-    def parse(lo: int, hi: int) -> pa.Array:
-        return parser.parse(buf[int(starts_in[lo]):int(ends_in[hi - 1])], hi - lo)
+    def parse(lo: int, hi: int, careful: bool = True) -> pa.ChunkedArray:
+        base = int(starts_in[lo])
+        return parser.parse(buf[base:int(ends_in[hi - 1]) + 1], starts_in[lo:hi] - base, ends_in[lo:hi] - base,
+                            careful)
 
     errors: Errors = {}
     if not bad_utf8:
         try:
-            whole = [(np.arange(m, dtype=np.int64), parse(0, m))]
-            return _checked(parser, u8, starts, lengths, inner, errors, whole), errors
+            return [(np.arange(m, dtype=np.int64), parse(0, m, False))], errors
         except _Failure:
             pass
     out: list[tuple[npt.NDArray[np.int64], pa.Array]] = []
     for lo in range(0, m, BLOCK_RECORDS):
         hi = min(m, lo + BLOCK_RECORDS)
         for a, b, got in _blocks(parse, lo, hi, bad_utf8):
-            if isinstance(got, pa.Array):
+            if not isinstance(got, tuple):
                 out.append((np.arange(a, b, dtype=np.int64), got))
             elif a in bad_utf8:
                 errors[a] = ("invalid UTF-8 in the JSON text", parser.column)
@@ -205,32 +201,7 @@ def _bulk(parser: _Parser, u8: npt.NDArray[np.uint8], starts: npt.NDArray[np.int
                 errors[a] = got
         if stop_at_first and errors:
             break
-    return _checked(parser, u8, starts, lengths, inner, errors, out), errors
-
-
-def _checked(parser: _Parser, u8: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64],
-             lengths: npt.NDArray[np.int64], inner: set[int], errors: Errors,
-             out: list[tuple[npt.NDArray[np.int64], pa.Array]]) -> list[tuple[npt.NDArray[np.int64], pa.Array]]:
-    """The records with newlines inside parsed again alone, their newlines kept: a raw newline
-    in a string is not JSON (the spaces it became in the bulk would be)."""
-    for i in sorted(inner):
-        if i in errors:
-            continue
-        try:
-            json.loads(bytes(u8[starts[i]:starts[i] + lengths[i]]))
-        except ValueError as exc:
-            errors[i] = (f"invalid JSON: {exc}", parser.column)
-    if not inner or not errors:
-        return out
-    bad = np.array(sorted(errors), dtype=np.int64)
-    kept = []
-    for idx, arr in out:  # the bad records' rows dropped from what the bulk gave
-        keep = ~np.isin(idx, bad)
-        if keep.all():
-            kept.append((idx, arr))
-        elif keep.any():
-            kept.append((idx[keep], arr.filter(pa.array(keep))))
-    return kept
+    return out, errors
 
 
 def _join(bodies: pa.Array) -> tuple[pa.Array, npt.NDArray[np.int64]]:
@@ -271,8 +242,8 @@ def _find_bad(m: int, ok: Callable[[int, int], bool]) -> list[int]:
     return sorted(bad)
 
 
-def _blocks(parse: Callable[[int, int], pa.Array], lo: int, hi: int,
-            skip: set[int]) -> list[tuple[int, int, pa.Array | tuple[str, str]]]:
+def _blocks(parse: Callable[[int, int], pa.ChunkedArray], lo: int, hi: int,
+            skip: set[int]) -> list[tuple[int, int, pa.ChunkedArray | tuple[str, str]]]:
     """``[lo, hi)`` parsed, halved where it fails: ``(a, b, rows or (reason, path))`` in order."""
     if any(lo <= i < hi for i in skip):
         if hi - lo == 1:
@@ -305,32 +276,57 @@ class _Parser:
         bulk = [f for f in value_type if not _has_map(f.type)]
         self.parse_type = pa.struct([f.with_type(_undated(f.type)) for f in bulk])
         self.bulk_type = pa.struct(bulk)
-        self.options = pj.ParseOptions(explicit_schema=pa.schema(list(self.parse_type)),
-                                       unexpected_field_behavior="ignore")
+        self.options = [pj.ParseOptions(explicit_schema=pa.schema(list(self.parse_type)),
+                                        unexpected_field_behavior="ignore", newlines_in_values=careful)
+                        for careful in (False, True)]
 
-    def parse(self, buf: pa.Buffer, rows: int) -> pa.Array:
-        """``rows`` records' rows from their newline-delimited text, or :class:`_Failure`."""
+    def parse(self, buf: pa.Buffer, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64],
+              careful: bool = True) -> pa.ChunkedArray:
+        """The rows of the records at ``buf[starts[k]:ends[k]]`` (newline-delimited text), or
+        :class:`_Failure`; ``careful``: blocks cut only between values (a value may hold
+        newlines: slower)."""
+        rows = len(starts)
         try:
             table = pj.read_json(pa.BufferReader(buf), read_options=pj.ReadOptions(use_threads=self.use_threads),
-                                 parse_options=self.options)
+                                 parse_options=self.options[careful])
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise _Failure(self._error(exc)) from None
         if table.num_rows != rows:
             raise _Failure((f"not one JSON object: {table.num_rows} JSON values in the record"
                             if rows == 1 else "a record is not one JSON object", self.column))
-        arr = table.to_struct_array().combine_chunks() if table.num_columns else \
-            pa.array([{}] * rows, type=pa.struct([]))
+        arr = table.to_struct_array() if table.num_columns else pa.chunked_array([pa.array([{}] * rows,
+                                                                                          type=pa.struct([]))])
         if self.parse_type != self.bulk_type:
-            try:
-                arr = arr.cast(self.bulk_type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise _Failure((f"not a valid date: {exc}", self.column)) from None
+            arr = pa.chunked_array([self._dated(chunk) for chunk in arr.chunks], type=self.bulk_type)
+        elif arr.type != self.bulk_type:  # pyarrow.json drops the not-null flags of nested fields
+            arr = pa.chunked_array([_typed(chunk, self.bulk_type) for chunk in arr.chunks], type=self.bulk_type)
         if self.python:
-            arr = self._with_maps(buf, arr)
+            arr = self._with_maps(buf, starts, ends, arr)
         return arr
 
-    def _with_maps(self, buf: pa.Buffer, arr: pa.StructArray) -> pa.StructArray:
-        objects = [_loads(line) for line in buf.to_pybytes().splitlines() if line.strip()]
+    def _dated(self, chunk: pa.StructArray) -> pa.StructArray:
+        """A parsed chunk with its date fields (parsed as text) cast to dates: only the fields that
+        hold dates are cast (a cast of the whole struct would copy every field)."""
+        children = []
+        for want, got in zip(self.bulk_type, self.parse_type, strict=True):
+            child = chunk.field(got.name)
+            if want.type != got.type:
+                try:
+                    child = child.cast(want.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise _Failure((f"not a valid date: {exc}", f"{self.column}.{want.name}")) from None
+            children.append(child)
+        fields = [pa.field(f.name, c.type, f.nullable) for f, c in zip(self.bulk_type, children, strict=True)]
+        return _typed(pa.StructArray.from_arrays(children, fields=fields, mask=chunk.is_null()), self.bulk_type)
+
+    def _with_maps(self, buf: pa.Buffer, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64],
+                   chunked: pa.ChunkedArray) -> pa.ChunkedArray:
+        arr = chunked.combine_chunks()
+        text = memoryview(buf)
+        try:
+            objects = [_loads(text[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+        except ValueError as exc:  # pragma: no cover - the bulk parse refused it first
+            raise _Failure((f"invalid JSON: {exc}", self.column)) from None
         fields = {f.name: arr.field(f.name) for f in self.bulk_type}
         for f in self.python:
             try:
@@ -339,15 +335,11 @@ class _Parser:
                 raise _Failure((f"{type(exc).__name__}: {exc}", f"{self.column}.{f.name}")) from None
             if not f.nullable and fields[f.name].null_count:
                 raise _Failure(("a required field was null or absent", f"{self.column}.{f.name}"))
-        return pa.StructArray.from_arrays([fields[f.name] for f in self.value_type], fields=list(self.value_type))
+        return pa.chunked_array([pa.StructArray.from_arrays([fields[f.name] for f in self.value_type],
+                                                            fields=list(self.value_type))])
 
-    def one(self, body: bytes) -> pa.Array | tuple[str, str]:
+    def one(self, body: bytes) -> pa.ChunkedArray | tuple[str, str]:
         """One record's row, or its ``(reason, path)``."""
-        if b"\n" in body:
-            try:
-                json.loads(body)
-            except ValueError as exc:
-                return (f"invalid JSON: {exc}", self.column)
         if not body.strip():
             return ("empty value: not a JSON object", self.column)
         try:
@@ -355,7 +347,7 @@ class _Parser:
         except UnicodeDecodeError:
             return ("invalid UTF-8 in the JSON text", self.column)
         try:
-            return self.parse(pa.py_buffer(body.replace(b"\n", b" ") + b"\n"), 1)
+            return self.parse(pa.py_buffer(body + b"\n"), np.zeros(1, np.int64), np.full(1, len(body)))
         except _Failure as exc:
             return exc.error
 
@@ -365,6 +357,11 @@ class _Parser:
         m = _COLUMN.search(text)
         path = self.column + (m.group(1).replace("/", ".") if m else "")
         return text, path
+
+
+def _typed(arr: pa.Array, t: pa.DataType) -> pa.Array:
+    """``arr`` as type ``t``, which differs only in its fields' nullability (no copy)."""
+    return arr if arr.type == t else arr.view(t)
 
 
 def _has_map(t: pa.DataType) -> bool:
