@@ -1083,7 +1083,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
     p = plan(args)
     try:
         schema = _schema(p)
-        values = plan_values(args, p.topics, schema)
+        values = plan_values(args, p.topics, schema, p.logs)
         if not _is_remote(args.out):
             side = (values.side_folder,) if values is not None and values.side_folder else ()
             return _convert_to_table(args, p, schema, _open_sink(args, p.topics, schema.names, side), wall, values)

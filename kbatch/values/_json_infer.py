@@ -12,8 +12,10 @@ form ``--save-value-schema`` saves and ``--value-schema`` reads back. The rules 
   time in the sample may hold anything later);
 - a field that is null in every sampled value, or only ever an empty object, is a string (Spark
   types such a field ``string`` too); a later non-string value there is a per-record error;
-- a value that does not parse is left out of the sample; a field of two kinds (a number in one
-  value, text in another) is :class:`JsonSchemaError`: give the schema (``--value-schema``).
+- a value that does not parse is left out of the sample, and so is one whose field is of another
+  kind than in the values before it (a number, then text): the kind met first wins, and the
+  other values are errors of their records when decoded. Give the schema
+  (``--value-schema``) when the sample cannot tell.
 
 >>> import numpy as np
 >>> data = b'{"id": 1, "tags": ["a"], "at": "2024-01-01T00:00:00Z"}{"id": 2, "price": 2.5, "x": null}'
@@ -48,7 +50,7 @@ def infer_json_schema(data: Any, starts: npt.NDArray[np.int64], lengths: npt.NDA
     Raises
     ------
     JsonSchemaError
-        No value parses as a JSON object, or a field holds two kinds of values.
+        No value parses as a JSON object.
     """
     view = memoryview(data).cast("B")
     bodies = [bytes(view[int(s):int(s) + int(n)]).replace(b"\n", b" ") for s, n in zip(starts, lengths, strict=True)]
@@ -66,11 +68,13 @@ def infer_json_schema(data: Any, starts: npt.NDArray[np.int64], lengths: npt.NDA
                 continue
         if not parts:
             raise JsonSchemaError(f"none of the first {len(bodies)} {column}s is a JSON object") from None
-        try:
-            t = pa.struct(list(pa.unify_schemas(parts, promote_options="permissive")))
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise JsonSchemaError(f"cannot infer one schema from the first {len(bodies)} {column}s ({exc}): give "
-                                  "one (--value-schema)") from None
+        merged = parts[0]
+        for part in parts[1:]:  # a value whose field is of another kind than before is left out
+            try:
+                merged = pa.unify_schemas([merged, part], promote_options="permissive")
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                continue
+        t = pa.struct(list(merged))
     schema = arrow_to_json_schema(_spark_types(t))
     schema.pop("required", None)
     return {"$schema": "http://json-schema.org/draft-07/schema#", **schema}

@@ -27,11 +27,13 @@ Annotations and validation keywords (``title``, ``description``, ``minimum``, ``
 place, ``not``, ``if``, tuple ``items``, a recursive ``$ref``, a schema that allows any value)
 is refused with :class:`JsonSchemaError` naming the JSON pointer of the construct.
 
->>> json_schema_type('{"type": "object", "required": ["id"], "properties": {'
-...                  '"id": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}},'
-...                  '"at": {"type": "string", "format": "date-time"},'
-...                  '"extra": {"type": "object", "additionalProperties": {"type": "number"}}}}')
-StructType(struct<id: int64 not null, tags: list<item: string>, at: timestamp[us, tz=UTC], extra: map<string, double>>)
+>>> t = json_schema_type('{"type": "object", "required": ["id"], "properties": {'
+...                      '"id": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}},'
+...                      '"at": {"type": "string", "format": "date-time"},'
+...                      '"extra": {"type": "object", "additionalProperties": {"type": "number"}}}}')
+>>> [str(f) for f in t]  # doctest: +NORMALIZE_WHITESPACE
+['pyarrow.Field<id: int64 not null>', 'pyarrow.Field<tags: list<item: string not null>>',
+ 'pyarrow.Field<at: timestamp[us, tz=UTC]>', 'pyarrow.Field<extra: map<string, double>>']
 """
 
 from __future__ import annotations
