@@ -9,7 +9,8 @@ JSON text, 500 records per batch, decoded once with ``kbatch.decode`` into a ``R
     nested object, an array of objects, an array of strings, a uuid, a date; no map.
 ``order+map``
     The same with its ``attributes`` field, an object of strings
-    (``additionalProperties``): an Arrow map, built from ``orjson`` for that field.
+    (``additionalProperties``): an Arrow map, built by DuckDB's JSON functions for that field
+    (``orjson`` per record where DuckDB is not installed).
 ``flat``
     A flat 5-field object (~80 B): integer, integer, string, number, boolean.
 

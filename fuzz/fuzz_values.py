@@ -1,9 +1,11 @@
 """Fuzz ``kbatch.values.decode``: random bytes against fixed Avro schemas (and evolution pairs),
-and random schemas against random bytes.
+random schemas against random bytes, and random bytes as JSON values of fixed JSON Schemas.
 
 Input layout::
 
     which   uint8   which < 0x80: fixed (writer, reader) pair number ``which % len(PAIRS)``;
+                    which >= 0xF0: JSON Schema number ``which % len(JSON_SCHEMAS)`` (the
+                    values are JSON text);
                     else a random schema from the 4 bytes that follow (a seed for
                     ``tests/support/avro_random.random_schema``), read as itself
     [seed]  4 bytes with a random schema
@@ -58,10 +60,44 @@ PAIRS = [(ORDER, ORDER), (ORDER, ORDER_NEXT), ("string", "string"), (["null", "l
          ({"type": "map", "values": {"type": "array", "items": "float"}},) * 2]
 
 
+JSON_SCHEMAS = [
+    {"type": "object", "required": ["id"], "properties": {
+        "id": {"type": "integer"}, "s": {"type": ["string", "null"]}, "f": {"type": "number"},
+        "at": {"type": "string", "format": "date-time"}, "day": {"type": "string", "format": "date"},
+        "xs": {"type": "array", "items": {"$ref": "#/$defs/X"}}},
+     "$defs": {"X": {"type": "object", "properties": {"b": {"type": "boolean"}, "n": {"type": "integer"}}}}},
+    {"type": "object", "properties": {"m": {"type": "object", "additionalProperties": {"type": "integer"}},
+                                      "k": {"type": "string"}}},
+]  # fmt: skip
+
+
+def json_input(which: int, data: bytes) -> None:
+    """Random bytes as JSON values: the same oracle, and every error row names ``value``."""
+    bodies = [b"\x00\x00\x00\x00\x01" + part for part in data.split(b"\xf1")[:8]]
+    table = kbatch.decode(kbatch.encode(bodies))
+    registry = values.Registry({1: values.Schema(json.dumps(JSON_SCHEMAS[which % len(JSON_SCHEMAS)]), "JSON")})
+    out = values.decode(table, registry, errors="null")
+    oracle.check(out.num_rows == len(bodies), "one row per value")
+    out.column("value").validate(full=True)
+    errors = out.column("value_error").to_pylist()
+    for e in errors:
+        oracle.check(e is None or " - at value" in e, f"an error without its place: {e!r}")
+    try:
+        values.decode(table, registry)
+    except values.ValueDecodeError as exc:
+        first = next(e for e in errors if e is not None)
+        oracle.check(str(exc) == first, f"raise and null disagree: {exc} / {first}")
+    else:
+        oracle.check(all(e is None for e in errors), "errors='raise' raised nothing for an error row")
+
+
 def TestOneInput(raw: bytes) -> None:
     if not raw:
         return
     which, data = raw[0], raw[1:]
+    if which >= 0xF0:
+        json_input(which, data)
+        return
     if which < 0x80:
         writer, reader = PAIRS[which % len(PAIRS)]
     else:

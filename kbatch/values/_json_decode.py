@@ -130,7 +130,7 @@ def parse_json_values(
         errors.update({int(bulk[k]): e for k, e in bad.items()})
         pieces += [(bulk[idx], arr) for idx, arr in rows]
     for i in alone.tolist():
-        if stop_at_first and errors:
+        if stop_at_first and errors and i > min(errors):  # the first bad record is found
             break
         body = bytes(u8[starts[i]:starts[i] + lengths[i]])
         got = parser.one(body)

@@ -369,3 +369,13 @@ def test_convert_values_json_infers_saves_and_reuses_the_schema(tmp_path: Path) 
                                    "--subscribe", "plain", "--value-schema", str(saved)))
     assert any(f"--value-schema {saved}" in n for n in again["notes"])
     assert _read(tmp_path / "out2", "plain").column("value").to_pylist() == plain.column("value").to_pylist()
+
+
+def test_raise_names_the_first_bad_record_whichever_path_finds_it() -> None:
+    """A fuzz finding: a bad body that does not start with "{" (parsed alone) before a bad one in
+    the bulk was skipped by errors="raise", which then named the later one."""
+    vals = [framed(1, b"\xff\xff"), framed(1, b'{"id": 1, "customer": "x"}'), framed(1, b'{"id": "\xff"}')]
+    null = values.decode(table_of(vals), registry(), errors="null").column("value_error").to_pylist()
+    with pytest.raises(ValueDecodeError) as info:
+        values.decode(table_of(vals), registry())
+    assert info.value.offset == 0 and str(info.value) == null[0]
