@@ -302,8 +302,8 @@ def _decode_json(source: _Source, ids: npt.NDArray[np.int32], live: npt.NDArray[
     if plain:
         usable = live.copy()
     else:
-        usable = (by_id | named) & (ids >= 0)
-        usable &= ~np.isin(ids, [*unknown, *(k for k in foreign if k >= 0)])
+        usable = by_id & ~np.isin(ids, [*unknown, *(k for k in foreign if k >= 0)])
+        usable |= named  # by GUID (whose schema may have no id)
         for k in guid_unknown:
             usable &= ~(named & (f.guid_index == k))
         for k in (k for k in foreign if k < 0):

@@ -165,7 +165,16 @@ def test_values_written_by_confluent_kafkas_json_serializer() -> None:
         reg = Registry(server.url)
         out = values.decode(table_of(vals), reg)
         assert reg.schema(int.from_bytes(vals[0][1:5], "big")).schema_type == "JSON"
+        # the GUID in a header (the newer framing): the value is all JSON
+        by_header = js.JSONSerializer(json.dumps(schema), client,
+                                      conf={"schema.id.serializer": sr.header_schema_id_serializer})
+        hctx = serialization.SerializationContext("orders", serialization.MessageField.VALUE, [])
+        guided = by_header(rows[1], hctx)
+        assert guided.startswith(b"{")
+        both = kbatch.decode(kbatch.encode([vals[0], guided], headers=[[], hctx.headers]))
+        out2 = values.decode(both, reg)
     assert out.column("value").to_pylist() == rows
+    assert out2.column("value").to_pylist() == rows[:2]
 
 
 # ---------------------------------------------------------------- differential against orjson
