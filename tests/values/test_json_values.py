@@ -388,3 +388,16 @@ def test_raise_names_the_first_bad_record_whichever_path_finds_it() -> None:
     with pytest.raises(ValueDecodeError) as info:
         values.decode(table_of(vals), registry())
     assert info.value.offset == 0 and str(info.value) == null[0]
+
+
+def test_convert_json_options_are_checked(tmp_path: Path) -> None:
+    _json_root(tmp_path / "root")
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps(ORDER))
+    for extra, message in [
+        (["--values", "avro", "--value-schema", str(schema)], "--value-schema is the schema of JSON values"),
+        (["--values", "json", "--value-schema", str(tmp_path / "missing.json")], "no such file"),
+        (["--values", "json", "--keys", "avro"], "--values json (plain JSON) takes --keys json only"),
+    ]:
+        proc = convert_cli(str(tmp_path / "root"), str(tmp_path / "out"), *extra)
+        assert proc.returncode == 2 and message in proc.stderr, (extra, proc.returncode, proc.stderr)
