@@ -215,6 +215,9 @@ class ValuePlan:
     #: (topic, partition, root) -> dead letters this run
     dead: Counter[tuple[str, int, str | None]] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
+    #: dead letters of this run that a dead-letter table held already (an earlier run killed
+    #: between its two commits): not written again
+    already: int = 0
     examples: dict[str, str] = field(default_factory=dict)
     #: what was committed of the dead letters (the tables apart from the data)
     commits: list[TableCommit] = field(default_factory=list)
@@ -295,6 +298,7 @@ class ValuePlan:
             held = self._held.get(row["topic"], row["partition"], root)
             fresh = held is None or row["offset"] >= held.end  # an earlier run's commit holds it already
             keep.append(fresh)
+            self.already += not fresh
             if fresh:
                 self.dead[(row["topic"], row["partition"], root)] += 1
                 self.reasons[row["reason"]] += 1
@@ -327,6 +331,14 @@ class ValuePlan:
             self.commits = sink.commit(self._held.advanced(mine), mine)
         self._apart = None  # committed: nothing to abort
         reached("between-commits")
+
+    def summary_notes(self) -> list[str]:
+        """The plan's notes, and what this run found already committed."""
+        if not self.already:
+            return self.notes
+        plural = "s" if self.already != 1 else ""
+        return [*self.notes, (f"{self.already} dead letter{plural} of this run's records committed already "
+                              "(by a run killed before its data's commit): not written again")]
 
     def close(self) -> None:
         """Drop what is left (spooled files; an uncommitted dead-letter sink)."""
