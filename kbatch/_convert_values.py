@@ -206,10 +206,11 @@ class ValuePlan:
     dead_schema: Any
     flatten: bool
     fail: bool
-    #: the format, and where the dead letters go ("OUT/_dead_letter", a folder elsewhere, "tables")
+    #: the run's --format, OUT and --mode
     format: str
     out: str
     mode: str
+    #: --dead-letter outside OUT (a Parquet folder of its own), or None
     dead_letter: str | None
     notes: list[str] = field(default_factory=list)
     #: (topic, partition, root) -> dead letters this run
@@ -274,6 +275,7 @@ class ValuePlan:
         """``batches`` of raw records as batches of each topic's output schema; the dead letters
         set aside (or, with ``fail``, the first bad record's :class:`ValueDecodeError` raised)."""
         from kbatch import values
+
         for batch in batches:
             for topic, part in by_topic([batch]):
                 readers = self.readers.get(topic)
@@ -281,7 +283,7 @@ class ValuePlan:
                     yield part
                     continue
                 good, dead = values.split(part, self.registry, values=readers[0], keys=readers[1],
-                                   on_error="raise" if self.fail else "dead-letter")
+                                          on_error="raise" if self.fail else "dead-letter")
                 if dead.num_rows:
                     self._dead_letters(dead)
                 if self.flatten:
