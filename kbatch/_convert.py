@@ -1271,8 +1271,9 @@ def _resume(args: argparse.Namespace, p: Plan, sink: Sink, wall: float) -> _Resu
                        args.out, written=False, mode=args.mode, left_out=p.left_out, since=sink.last_commits(),
                        gaps=gaps)
     notes = []
-    if args.format in ("parquet", "orc", "json") and args.mode == "append" and not len(held) \
-            and Path(args.out).is_dir() and has_data_files(Path(args.out)):
+    if args.format in ("parquet", "orc", "json") and args.mode == "append" and not len(held) and (
+            sink.holds_files() if isinstance(sink, RemoteFolderSink)
+            else Path(args.out).is_dir() and has_data_files(Path(args.out))):
         notes.append(f"{args.out} holds files but no offsets ledger (written by an earlier kbatch): every selected "
                      "record was appended; later appends go on from this run's offsets")
     return _Resumed(held, gaps, converted, notes, done)

@@ -166,6 +166,10 @@ class RemoteFolderSink(Sink):
             if dead_here(run):
                 self._drop(f"{STAGING_DIR}/{run}")
 
+    def holds_files(self) -> bool:
+        """Whether OUT holds data files (readers see them), with a ledger or not."""
+        return any(not _hidden(rel) for rel, _ in self._files(""))
+
     # -- the Sink
 
     def committed(self) -> Ledger:

@@ -94,6 +94,17 @@ def test_parquet_overwrite_replaces(root, out, s3_options):
     assert s["records"] == 10 and parquet_rows(out, s3_options) == rows_of_root(root, ["events"])
 
 
+def test_parquet_append_to_a_prefix_without_ledger_says_so(root, out, s3_options, s3_client):
+    summary_of(convert_cli(str(root), out, "--subscribe", "events", *opts(s3_options)))
+    for key in keys(s3_client, out):
+        if key.startswith("_kbatch_ledger/"):  # as an earlier kbatch wrote it
+            s3_client.delete_object(Bucket=BUCKET, Key=f"{out.split('/', 3)[3]}/{key}")
+    s = summary_of(convert_cli(str(root), out, "--subscribe", "events", "--mode", "append", *opts(s3_options)))
+    assert s["records"] == 50 and any("holds files but no offsets ledger" in n for n in s["notes"])
+    again = summary_of(convert_cli(str(root), out, "--subscribe", "events", "--mode", "append", *opts(s3_options)))
+    assert again["records"] == 0 and again["notes"] == []
+
+
 @pytest.mark.parametrize("stage", ["mid-write", "before-commit", "mid-commit"])
 def test_parquet_killed_append_then_rerun_is_exactly_once(root, out, s3_options, s3_client, stage):
     summary_of(convert_cli(str(root), out, "--subscribe", "orders", *opts(s3_options)))
