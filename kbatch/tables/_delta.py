@@ -37,7 +37,7 @@ from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import LEDGER_KEY, Key, Ledger, OffsetRange
 from kbatch.tables._partition import DEFAULT, Transform, parse
-from kbatch.tables._remote import delta_options
+from kbatch.tables._remote import delta_options, pyarrow_url
 from kbatch.tables._sink import Sink, TableCommit, count_rows, staged_files
 
 __all__ = ["DeltaSink", "app_id", "read_ledger"]
@@ -172,7 +172,7 @@ class DeltaSink(Sink):
         self.url = os.fspath(out).rstrip("/")
         self.remote = _storage.is_remote(self.url)
         self.storage = delta_options(self.url, storage_options or {}) if self.remote else None
-        loc = _storage.locate(self.url, storage_options=storage_options or None) if self.remote else None
+        loc = _storage.locate(pyarrow_url(self.url), storage_options=storage_options or None) if self.remote else None
         self.fs: Any = loc.fs if loc is not None else None
         self.root = loc.path if loc is not None else str(self.out)
         self._keys = list(partitions)

@@ -37,7 +37,7 @@ from typing import Any, Final
 
 from kbatch.errors import CommitConflictError, StorageError
 
-__all__ = ["S3_SCHEMES", "create_exclusive", "delta_options", "iceberg_properties", "is_s3", "split_url"]
+__all__ = ["S3_SCHEMES", "create_exclusive", "delta_options", "iceberg_properties", "is_s3", "pyarrow_url", "split_url"]
 
 #: The URL schemes of S3 (pyarrow's ``S3FileSystem``).
 S3_SCHEMES: Final = ("s3", "s3a")
@@ -75,6 +75,15 @@ def split_url(url: str) -> tuple[str, str, str]:
 def is_s3(url: str) -> bool:
     """Whether ``url`` is on S3 (``s3://``, ``s3a://``)."""
     return "://" in url and split_url(url)[0] in S3_SCHEMES
+
+
+def pyarrow_url(url: str) -> str:
+    """``url`` as pyarrow's filesystems name it (``s3a://``, Hadoop's name, is ``s3://``).
+
+    >>> pyarrow_url("s3a://lake/t")
+    's3://lake/t'
+    """
+    return f"s3://{url.split('://', 1)[1]}" if split_url(url)[0] == "s3a" else url
 
 
 def _endpoint(options: Mapping[str, Any]) -> str | None:

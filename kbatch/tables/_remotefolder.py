@@ -39,7 +39,7 @@ from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._folder import LEDGER_DIR, STAGING_DIR, dead_here, ledger_name, run_name, write_parquet
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import Ledger
-from kbatch.tables._remote import create_exclusive, is_s3
+from kbatch.tables._remote import create_exclusive, is_s3, pyarrow_url
 from kbatch.tables._sink import Sink, TableCommit, count_rows
 
 __all__ = ["RemoteFolderSink"]
@@ -75,7 +75,7 @@ class RemoteFolderSink(Sink):
         self.url = out.rstrip("/")
         self.mode = mode
         self.options = dict(storage_options or {})
-        loc = _storage.locate(self.url, storage_options=self.options)
+        loc = _storage.locate(pyarrow_url(self.url), storage_options=self.options)
         self.fs, self.root = loc.fs, loc.path
         self.compression = compression or "snappy"
         self.max_rows_per_file = max_rows_per_file or 0
