@@ -22,7 +22,8 @@ S3 has no rename and no atomic multi-object change, but it has one atomic step: 
 A run killed in step 3 leaves a ledger naming objects still staged: the next sink opened on OUT
 moves them (roll forward) before it reads anything, as for a local folder. Until then, and
 while step 3 runs, a reader listing OUT sees part of that commit's files (never a file twice:
-an object is copied to one key). A run killed before step 2 leaves only a staging folder, which
+an object is copied to one key; an overwrite's readers may see the new files only in part, the
+old ones gone). A run killed before step 2 leaves only a staging folder, which
 a later run on the same host deletes once the process is gone.
 """
 
