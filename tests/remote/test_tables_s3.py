@@ -122,6 +122,14 @@ def test_parquet_killed_append_then_rerun_is_exactly_once(root, out, s3_options,
     assert not [k for k in keys(s3_client, out) if k.startswith("_kbatch_staging/")]  # moved in or deleted
 
 
+def test_parquet_killed_first_run_leaves_no_visible_file(root, out, s3_options, s3_client):
+    killed = convert_cli(str(root), out, *opts(s3_options), env={"KBATCH_TEST_KILL_AT": "before-commit"})
+    assert killed.returncode == -9
+    assert all(k.startswith("_kbatch_staging/") for k in keys(s3_client, out))
+    assert summary_of(convert_cli(str(root), out, "--mode", "append", *opts(s3_options)))["records"] == 1652
+    assert parquet_rows(out, s3_options) == rows_of_root(root)
+
+
 def test_parquet_concurrent_second_commit_fails_cleanly(out, s3_options, s3_client):
     first = RemoteFolderSink(out, "append", storage_options=s3_options)
     first.open(kafka_batch(range(0)).schema)
@@ -175,6 +183,36 @@ def test_delta_appends_once_and_reads_back(root, out, s3_options):
         table = deltalake.DeltaTable(f"{out}/{topic}", storage_options=storage)
         assert rows_of_table(table.to_pyarrow_table()) == rows_of_root(root, [topic])
     assert deltalake.DeltaTable(f"{out}/events", storage_options=storage).transaction_version("kbatch:events-0") == 120
+    pl = pytest.importorskip("polars")
+    assert rows_of_table(pl.scan_delta(f"{out}/events", storage_options=storage).collect()) == rows_of_root(
+        root, ["events"])
+
+
+def test_delta_concurrent_second_commit_fails_cleanly(out, s3_options, s3_client):
+    pytest.importorskip("deltalake")
+    from kbatch.tables import DeltaSink
+
+    first = DeltaSink(out, "append", topics=["t"], storage_options=s3_options)
+    first.open(kafka_batch(range(0)).schema)
+    first.write([kafka_batch(range(10))])
+    first.commit(Ledger([OffsetRange("t", 0, 0, 10)]), Ledger([OffsetRange("t", 0, 0, 10)]))
+    a, b = (DeltaSink(out, "append", topics=["t"], storage_options=s3_options) for _ in range(2))
+    for s in (a, b):
+        s.open(kafka_batch(range(0)).schema)
+        s.write([kafka_batch(range(10, 20))])
+    a.commit(Ledger([OffsetRange("t", 0, 0, 20)]), Ledger([OffsetRange("t", 0, 10, 20)]))
+    with pytest.raises(CommitConflictError, match="another run committed"):
+        b.commit(Ledger([OffsetRange("t", 0, 0, 20)]), Ledger([OffsetRange("t", 0, 10, 20)]))
+    assert len([k for k in keys(s3_client, out) if k.endswith(".parquet")]) == 2  # the loser's file deleted
+
+
+def test_storage_option_without_an_equivalent_is_one_line(root, out, s3_options, capsys):
+    from kbatch.__main__ import main
+
+    assert main(["convert", str(root), out, "--format", "delta", *opts(s3_options),
+                 "--storage-option", "role_arn=arn:aws:iam::1:role/x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--storage-option role_arn has no deltalake equivalent" in err[0]
 
 
 @pytest.mark.parametrize("stage", ["mid-write", "before-commit"])
@@ -218,6 +256,11 @@ def test_iceberg_appends_once_and_reads_back(root, out, s3_options, tmp_path):
         table = catalog.load_table(f"kafka.{topic}")
         assert table.metadata.location.startswith(f"{out}/")
         assert rows_of_table(table.scan().to_arrow()) == rows_of_root(root, [topic])
+    pl = pytest.importorskip("polars")
+    from kbatch.tables._remote import delta_options
+
+    scan = pl.scan_iceberg(catalog.load_table("kafka.events"), storage_options=delta_options(out, s3_options))
+    assert rows_of_table(scan.collect()) == rows_of_root(root, ["events"])  # object_store's option names
 
 
 @pytest.mark.parametrize("stage", ["mid-write", "before-commit"])
