@@ -85,7 +85,7 @@ class RemoteFolderSink(Sink):
         self.run = run_name()
         self._staging = f"{STAGING_DIR}/{self.run}"
         self._file = pafs.FileType.File
-        if mode == "errorifexists" and self._files(""):
+        if mode == "errorifexists" and any(not rel.startswith(f"{STAGING_DIR}/") for rel, _ in self._files("")):
             raise FileExistsError(f"{self.url} exists and holds files: use --mode overwrite or append")
         self._recover()
         self._ledger, self._number = self._read_ledger()

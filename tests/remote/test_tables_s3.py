@@ -126,8 +126,9 @@ def test_parquet_killed_first_run_leaves_no_visible_file(root, out, s3_options, 
     killed = convert_cli(str(root), out, *opts(s3_options), env={"KBATCH_TEST_KILL_AT": "before-commit"})
     assert killed.returncode == -9
     assert all(k.startswith("_kbatch_staging/") for k in keys(s3_client, out))
-    assert summary_of(convert_cli(str(root), out, "--mode", "append", *opts(s3_options)))["records"] == 1652
+    assert summary_of(convert_cli(str(root), out, *opts(s3_options)))["records"] == 1652  # no table yet: not refused
     assert parquet_rows(out, s3_options) == rows_of_root(root)
+    assert not [k for k in keys(s3_client, out) if k.startswith("_kbatch_staging/")]  # the dead run's, deleted
 
 
 def test_parquet_concurrent_second_commit_fails_cleanly(out, s3_options, s3_client):
