@@ -116,7 +116,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``convert``'s arguments to ``parser`` (a subcommand parser)."""
     parser.add_argument("root", help="a Kafka log.dirs root (or one <topic>-<partition> directory), a path or a URL "
                                      "(s3://, gs://, abfs://, hdfs://)")
-    parser.add_argument("out", help="output directory (partitioned by topic)")
+    parser.add_argument("out", help="output directory (partitioned by topic), a path or an s3:// URL")
     parser.add_argument("--format", choices=FORMATS, default="parquet",
                         help="output format (default parquet); iceberg, delta: a table per topic "
                              "(pyiceberg, deltalake)")
@@ -129,7 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--catalog", default=None, metavar="NAME",
                         help="iceberg: a catalog pyiceberg's load_catalog knows (default: SQLite at OUT/catalog.db, "
-                             "warehouse OUT)")
+                             "warehouse OUT; for an s3:// OUT, SQLite where --catalog-option uri=sqlite:////PATH says)")
     parser.add_argument("--catalog-option", action="append", default=[], metavar="KEY=VALUE",
                         help="iceberg: a catalog property, e.g. uri=http://127.0.0.1:8181 (repeatable)")
     parser.add_argument("--namespace", default=None, help="iceberg: the tables' namespace (default kafka)")
