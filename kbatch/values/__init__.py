@@ -57,7 +57,7 @@ kbatch.errors.ValueDecodeError: no schema registry frame: magic byte 0x7b, expec
 
 from __future__ import annotations
 
-from ._decode import decode
+from ._decode import decode, decode_records
 from ._errors import AvroSchemaError, RegistryError, SchemaNotFoundError, ValueDecodeError
 from ._framing import (
     FRAME_BAD_HEADER,
@@ -90,6 +90,7 @@ __all__ = [
     "SchemaReference",
     "ValueDecodeError",
     "decode",
+    "decode_records",
     "find_header",
     "frames",
     "guid_of",
