@@ -23,7 +23,7 @@ class ValueDecoder(Protocol):
     """What ``to_arrow(values=..., keys=...)`` takes: a :class:`kbatch.values.Registry` (the
     record layers reach the value decoder through it and never import ``kbatch.values``)."""
 
-    def decode_records(self, table: Any, values: Any = None, keys: Any = None, **options: Any) -> Any: ...
+    def records_to_arrow(self, table: Any, values: Any = None, keys: Any = None, **options: Any) -> Any: ...
 
 
 def _utf8(raw: bytes) -> str:
@@ -255,9 +255,9 @@ class RecordTable:
         if values is not None or keys is not None:
             decoder = values if values is not None else keys
             assert decoder is not None
-            if not callable(getattr(decoder, "decode_records", None)):
+            if not callable(getattr(decoder, "records_to_arrow", None)):
                 raise TypeError(f"values and keys must be kbatch.values.Registry objects, got {type(decoder).__name__}")
-            return decoder.decode_records(
+            return decoder.records_to_arrow(
                 self, values, keys, reader_schema=reader_schema, key_reader_schema=key_reader_schema,
                 errors=errors, mapping=mapping, max_depth=max_depth, threads=threads, topic=topic,
                 partition=partition, include_headers=include_headers, extra_columns=extra_columns, binary=binary)

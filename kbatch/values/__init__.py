@@ -57,7 +57,7 @@ kbatch.errors.ValueDecodeError: no schema registry frame: magic byte 0x7b, expec
 
 from __future__ import annotations
 
-from ._decode import decode, decode_records
+from ._decode import decode
 from ._errors import AvroSchemaError, RegistryError, SchemaNotFoundError, ValueDecodeError
 from ._framing import (
     FRAME_BAD_HEADER,
@@ -71,6 +71,7 @@ from ._framing import (
     parse_frames,
     schema_id_header,
 )
+from ._records_arrow import records_to_arrow
 from ._registry import Registry
 from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
 
@@ -90,7 +91,7 @@ __all__ = [
     "SchemaReference",
     "ValueDecodeError",
     "decode",
-    "decode_records",
+    "records_to_arrow",
     "find_header",
     "frames",
     "guid_of",

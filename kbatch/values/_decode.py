@@ -32,7 +32,7 @@ from ._errors import AvroSchemaError, SchemaNotFoundError, ValueDecodeError
 from ._framing import Framing, frames, parse_frames, schema_id_header
 from ._schema import Schema
 
-__all__ = ["MIN_RECORDS_PER_THREAD", "decode", "decode_records"]
+__all__ = ["MIN_RECORDS_PER_THREAD", "base_table", "decode"]
 
 Errors = Literal["raise", "null"]
 #: Items (of a type written in no bytes, such as null) one array or map may hold.
@@ -327,7 +327,7 @@ class _Source:
             self._topic = table.topic or ""
             self._partitions: npt.NDArray[Any] | None = None
             self._topics: list[Any] | None = None
-            self.base = _base_table(table, (column,)) if base is None else base
+            self.base = base_table(table, (column,)) if base is None else base
             if self.base.num_rows != len(self.frames):
                 raise ValueError(f"base has {self.base.num_rows} rows, the table {len(self.frames)} records")
 
@@ -381,7 +381,7 @@ def _unview(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def _base_table(table: Any, columns: tuple[str, ...], binary: str = "binary", **options: Any) -> pa.Table:
+def base_table(table: Any, columns: tuple[str, ...], binary: str = "binary", **options: Any) -> pa.Table:
     """``table.to_arrow(binary=binary, **options)`` without copying the bytes of ``columns``
     (replaced by the decoded values): views, then the other byte columns cast to ``binary``'s
     types."""
@@ -392,38 +392,6 @@ def _base_table(table: Any, columns: tuple[str, ...], binary: str = "binary", **
         if f.name not in columns and _unview(f.type) != f.type:
             views = views.set_column(i, f.with_type(_unview(f.type)), views.column(i).cast(_unview(f.type)))
     return views
-
-
-def decode_records(
-    table: Any,
-    values: Any = None,
-    keys: Any = None,
-    *,
-    reader_schema: Schema | int | str | None = None,
-    key_reader_schema: Schema | int | str | None = None,
-    errors: Errors = "raise",
-    mapping: str = "spark",
-    max_depth: int | None = None,
-    threads: int = 1,
-    **to_arrow: Any,
-) -> pa.Table:
-    """A ``RecordTable`` as Arrow with its values and/or keys decoded: what
-    ``RecordTable.to_arrow(values=registry, keys=registry)`` and ``LogDir.to_arrow(values=...)``
-    call (a registry's :meth:`~kbatch.values.Registry.decode_records`).
-
-    ``values`` / ``keys``: the registry to decode each with (None: left as bytes);
-    ``reader_schema`` / ``key_reader_schema``, ``errors``, ``mapping``, ``max_depth``,
-    ``threads``: as :func:`decode`; ``to_arrow``: ``RecordTable.to_arrow``'s ``topic``,
-    ``partition``, ``include_headers``, ``extra_columns``, ``binary``. The bytes of the decoded
-    columns are never copied.
-    """
-    columns = tuple(name for name, reg in (("key", keys), ("value", values)) if reg is not None)
-    out = _base_table(table, columns, **to_arrow)
-    for name, registry, reader in (("key", keys, key_reader_schema), ("value", values, reader_schema)):
-        if registry is not None:
-            out = decode(table, registry, name, reader, errors, mapping, max_depth=max_depth, threads=threads,
-                         base=out)
-    return out
 
 
 def _arrow_header(headers: Any, name: bytes, data: Any, n: int) -> tuple[tuple[Any, Any], Any]:
