@@ -49,7 +49,7 @@ NULLABLE = OPS["NULLABLE"]
 #: Instructions that read one value into one column (what may follow a NULLABLE).
 _ONE_VALUE = frozenset(OPS[k] for k in (
     "LONG", "INT", "STRING", "BYTES", "ENUM", "LONG_MUL", "VARINT_F", "VARINT_D", "DEC_BYTES", "BOOL", "FLOAT",
-    "FLOAT_D", "DOUBLE", "FIXED", "UUID_FIXED", "DEC_FIXED", "FIXED_W", "UUID_STR", "DURATION"))
+    "FLOAT_D", "DOUBLE", "FIXED", "UUID_FIXED", "DEC_FIXED", "FIXED_W", "UUID_STR", "DURATION", "TIME"))
 
 
 class AvroProgram:
@@ -313,7 +313,7 @@ class AvroProgram:
                 self._op(OPS["DEC_FIXED"], col, r.size, r.precision)
             elif self.arrow and logical == "duration":
                 self._op(OPS["DURATION"], col, r.size)
-            elif self.arrow:  # fixed_size_binary, uuid included
+            elif self.arrow and r.size > 0:  # fixed_size_binary, uuid included
                 self._op(OPS["FIXED_W"], col, r.size)
             elif logical == "uuid":
                 self._op(OPS["UUID_FIXED"], col, r.size)
@@ -325,8 +325,14 @@ class AvroProgram:
         elif rk == "boolean" and wk == "boolean":
             op = "BOOL"
         elif rk == "int" and wk == "int":
+            if self.arrow and logical == "time-millis":  # time32: checked to be a time of day
+                self._op(OPS["TIME"], col, 0)
+                return
             op = "INT"
         elif rk == "long" and wk in ("int", "long"):
+            if self.arrow and logical == "time-micros":  # time64
+                self._op(OPS["TIME"], col, 1)
+                return
             if logical in _MILLIS and not self.arrow:  # Spark's microseconds
                 self._op(OPS["LONG_MUL"], col, 1000)
                 return

@@ -299,7 +299,7 @@ def _leaf(t: AvroType, mapping: str = "spark") -> tuple[int, int, pa.DataType]:
         return FIXEDW, 16, pa.binary(16)
     if arrow and logical == "duration":
         return FIXEDW, 16, pa.month_day_nano_interval()
-    if arrow and t.kind == "fixed":
+    if arrow and t.kind == "fixed" and t.size > 0:  # (a zero-size fixed stays binary: no zero-width column)
         return FIXEDW, t.size, pa.binary(t.size)
     if t.kind in ("string", "enum") or logical == "uuid":
         return BIN, 0, pa.string()

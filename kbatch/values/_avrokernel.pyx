@@ -75,6 +75,7 @@ cdef enum Op:
     OP_FIXED_W = 32
     OP_UUID_STR = 33
     OP_DURATION = 34
+    OP_TIME = 35
 
 cdef enum Kind:
     K_NULLT = 0
@@ -105,6 +106,7 @@ cdef enum Err:
     E_DEPTH = 17
     E_PRECISION = 18
     E_UUID = 19
+    E_TIME = 20
 
 #: Instruction names -> opcodes (the compiler takes its numbers from here).
 OPS = {name: value for name, value in (
@@ -116,7 +118,8 @@ OPS = {name: value for name, value in (
     ("UUID_FIXED", OP_UUID_FIXED), ("DEC_BYTES", OP_DEC_BYTES), ("DEC_FIXED", OP_DEC_FIXED), ("ENUM", OP_ENUM),
     ("SKIP_VARINT", OP_SKIP_VARINT), ("SKIP_BYTES", OP_SKIP_BYTES), ("SKIP_N", OP_SKIP_N),
     ("NULLABLE", OP_NULLABLE), ("GOSUB", OP_GOSUB),
-    ("FIXED_W", OP_FIXED_W), ("UUID_STR", OP_UUID_STR), ("DURATION", OP_DURATION))}
+    ("FIXED_W", OP_FIXED_W), ("UUID_STR", OP_UUID_STR), ("DURATION", OP_DURATION),
+    ("TIME", OP_TIME))}
 #: Column kinds.
 KINDS = {"NULLT": K_NULLT, "BOOL": K_BOOL, "FIXEDW": K_FIXEDW, "BIN": K_BIN, "LIST": K_LIST, "STRUCT": K_STRUCT}
 #: Error code -> what it means (the message's first words).
@@ -140,6 +143,7 @@ ERRORS = {
     E_DEPTH: "values nested deeper than 64 (arrays, maps, recursive records)",
     E_PRECISION: "decimal has more digits than its precision",
     E_UUID: "uuid string is not 8-4-4-4-12 (or 32) hex digits",
+    E_TIME: "time of day outside [00:00, 24:00)",
 }
 #: Loop indices kept per error (for the field path).
 MAX_PATH = 8
@@ -643,6 +647,28 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             if e:
                 break
             p += size
+            pc += 1
+        elif op == OP_TIME:
+            # a time of day (ins[2]: 0 time-millis into int32, 1 time-micros into int64), checked
+            # against a day as Arrow's time32/time64 require
+            q = p
+            e = _varint(&q, end, &vs)
+            if e:
+                break
+            p = q
+            if vs < 0 or (ins[2] and vs >= 86400000000LL) or (not ins[2] and vs >= 86400000):
+                m.err_detail = vs
+                e = E_TIME
+                break
+            c = cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            if ins[2]:
+                (<int64_t*>c.vals)[c.n] = vs
+            else:
+                (<int32_t*>c.vals)[c.n] = <int32_t>vs
+            c.n += 1
             pc += 1
         elif op == OP_UUID_STR:
             # a uuid string as its 16 bytes (its length read here: not one of the varint ops above)

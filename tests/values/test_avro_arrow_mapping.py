@@ -149,3 +149,21 @@ def test_timestamps_keep_their_unit() -> None:
     out = values.decode(table_of([framed(1, write(schema, when))]), registry_of(schema), mapping="arrow")
     assert out.column("value").type == pa.timestamp("ms", "UTC")
     assert out.column("value").cast(pa.int64()).to_pylist() == [int(when.timestamp() * 1000)]
+
+
+def test_a_time_outside_a_day_is_an_error_under_the_arrow_mapping() -> None:
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "ms", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "us", "type": {"type": "long", "logicalType": "time-micros"}}]}  # fmt: skip
+    raw = {"type": "record", "name": "R", "fields": [{"name": "ms", "type": "int"}, {"name": "us", "type": "long"}]}
+    bodies = [write(raw, {"ms": 86_399_999, "us": 0}), write(raw, {"ms": 86_400_000, "us": 0}),
+              write(raw, {"ms": 0, "us": -1})]
+    out = values.decode(table_of([framed(1, b) for b in bodies]), registry_of(schema), mapping="arrow",
+                        errors="null")
+    out.column("value").validate(full=True)
+    assert out.column("value").to_pylist() == [{"ms": datetime.time(23, 59, 59, 999000), "us": datetime.time(0)},
+                                               None, None]
+    errors = out.column("value_error").to_pylist()
+    assert "time of day" in errors[1] and "value.ms" in errors[1] and "value.us" in errors[2]
+    spark = values.decode(table_of([framed(1, bodies[2])]), registry_of(schema))  # Spark's: the int as it is
+    assert spark.column("value").to_pylist() == [{"ms": 0, "us": -1}]
