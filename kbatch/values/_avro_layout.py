@@ -224,9 +224,9 @@ class Layout:
         dense = self.mapping == "arrow" and parent >= 0  # the root stays a struct: it may be null
         col = self._new(STRUCT, 0, parent, nullable or has_null, name)
         slot = Slot(t, col, "members")
-        for i in others:
+        for k, i in enumerate(others):  # Spark names a member by its place, a dropped one's name unused
             branch = t.branches[i]
-            label = branch.name or branch.kind if dense else f"member{len(slot.members)}"
+            label = branch.name or branch.kind if dense else f"member{k}"
             member = self._slot(branch, col, True, label)
             if member is not None:
                 slot.members.append(member)

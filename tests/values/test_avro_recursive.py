@@ -85,3 +85,17 @@ def test_data_nested_deeper_than_the_kernel_goes_is_an_error_for_its_record_only
 def test_max_depth_is_checked(bad: object) -> None:
     with pytest.raises(ValueError, match="max_depth must be 1 to 15"):
         values.decode(table_of([framed(1, write(NODE, chain(1)))]), registry_of(NODE), max_depth=bad)
+
+
+def test_a_union_member_cut_at_the_depth_leaves_the_others_their_names() -> None:
+    """As Spark's SchemaConverters: members are named by their place among the union's branches,
+    and a member cut at the depth is left out without renaming the ones after it."""
+    schema = {"type": "record", "name": "U", "fields": [
+        {"name": "v", "type": ["int", "U", "string"]}]}  # fmt: skip
+    values_ = [{"v": 5}, {"v": {"v": "deep"}}, {"v": "s"}]
+    out = values.decode(table_of([framed(1, write(schema, x)) for x in values_]), registry_of(schema), max_depth=1)
+    assert out.schema.field("value").type.field("v").type == pa.struct([("member0", pa.int32()),
+                                                                         ("member2", pa.string())])
+    assert out.column("value").to_pylist() == [{"v": {"member0": 5, "member2": None}},
+                                               {"v": {"member0": None, "member2": None}},
+                                               {"v": {"member0": None, "member2": "s"}}]
