@@ -4,7 +4,9 @@ Most Kafka values are Avro, Protobuf or JSON Schema behind a schema registry (Co
 Karapace, Redpanda's, Apicurio in Confluent mode): each value starts with a frame naming its
 writer schema. This package finds the schemas and the frames; decoding bodies into typed Arrow
 columns builds on it: :func:`decode` turns Avro values into a typed struct column
-(``docs/values.md``: the reader schema, schema evolution, Spark's type mapping, errors).
+(``docs/values.md``: the reader schema, schema evolution, Spark's type mapping or Arrow's own,
+recursive schemas cut at ``max_depth``, ``threads``, errors), and :func:`records_to_arrow`
+(``RecordTable.to_arrow(values=registry)``) does it in one step with the other columns.
 
 **Registries** (:class:`Registry`), all with one API (``schema(id)``, ``schema_by_guid``,
 ``version(subject, v)``, ``latest(subject)``, ``subjects()``, ``versions(subject)``):
@@ -72,6 +74,7 @@ from ._framing import (
     parse_frames,
     schema_id_header,
 )
+from ._records_arrow import records_to_arrow
 from ._registry import Registry
 from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
 
@@ -99,6 +102,7 @@ __all__ = [
     "frames",
     "guid_of",
     "parse_frames",
+    "records_to_arrow",
     "schema_id_header",
     "split",
     "split_subject",
