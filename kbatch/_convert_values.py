@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from kbatch._convert_errors import UsageError
 from kbatch._plan import INTERNAL_TOPICS, ROOT_COLUMN
-from kbatch._storage import is_remote
+from kbatch._storage import is_remote, parse_options
 from kbatch._version import __version__
 from kbatch.tables import FolderSink, Ledger, Sink, TableCommit, open_sink
 from kbatch.tables._hooks import reached
@@ -140,10 +140,7 @@ def open_registry(args: argparse.Namespace) -> Registry:
     """The registry of ``--registry`` (or ROOT's ``_schemas``); a usage error when there is none."""
     from kbatch.values import Registry, RegistryError
 
-    storage = {}
-    for item in getattr(args, "storage_option", None) or ():
-        key, _, value = str(item).partition("=")
-        storage[key.strip()] = value.strip()
+    storage = parse_options(getattr(args, "storage_option", None))
     where = args.registry
     if where is not None and where.startswith(("http://", "https://")):
         return Registry(where)
@@ -229,15 +226,19 @@ class ValuePlan:
     dead_schema: Any
     flatten: bool
     fail: bool
-    #: the format, and where the dead letters go ("OUT/_dead_letter", a folder elsewhere, "tables")
+    #: the run's --format, OUT and --mode
     format: str
     out: str
     mode: str
+    #: --dead-letter outside OUT (a Parquet folder of its own), or None
     dead_letter: str | None
     notes: list[str] = field(default_factory=list)
     #: (topic, partition, root) -> dead letters this run
     dead: Counter[tuple[str, int, str | None]] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
+    #: dead letters of this run that a dead-letter table held already (an earlier run killed
+    #: between its two commits): not written again
+    already: int = 0
     examples: dict[str, str] = field(default_factory=dict)
     #: what was committed of the dead letters (the tables apart from the data)
     commits: list[TableCommit] = field(default_factory=list)
@@ -296,6 +297,7 @@ class ValuePlan:
         """``batches`` of raw records as batches of each topic's output schema; the dead letters
         set aside (or, with ``fail``, the first bad record's :class:`ValueDecodeError` raised)."""
         from kbatch import values
+
         for batch in batches:
             for topic, part in by_topic([batch]):
                 readers = self.readers.get(topic)
@@ -320,6 +322,7 @@ class ValuePlan:
             held = self._held.get(row["topic"], row["partition"], root)
             fresh = held is None or row["offset"] >= held.end  # an earlier run's commit holds it already
             keep.append(fresh)
+            self.already += not fresh
             if fresh:
                 self.dead[(row["topic"], row["partition"], root)] += 1
                 self.reasons[row["reason"]] += 1
@@ -352,6 +355,14 @@ class ValuePlan:
             self.commits = sink.commit(self._held.advanced(mine), mine)
         self._apart = None  # committed: nothing to abort
         reached("between-commits")
+
+    def summary_notes(self) -> list[str]:
+        """The plan's notes, and what this run found already committed."""
+        if not self.already:
+            return self.notes
+        plural = "s" if self.already != 1 else ""
+        return [*self.notes, (f"{self.already} dead letter{plural} of this run's records committed already "
+                              "(by a run killed before its data's commit): not written again")]
 
     def close(self) -> None:
         """Drop what is left (spooled files; an uncommitted dead-letter sink)."""

@@ -10,6 +10,7 @@ import kbatch._columns
 import kbatch._core
 import kbatch._dump
 import kbatch._dumpinternal
+import kbatch._dumpvalues
 import kbatch._kafkajson
 import kbatch._logdir
 import kbatch._logwriter
@@ -25,6 +26,7 @@ import kbatch.errors
 import kbatch.log
 import kbatch.tables._ledger
 import kbatch.tables._partition
+import kbatch.tables._remote
 import kbatch.tables._upsert
 
 MODULES = [
@@ -40,6 +42,7 @@ MODULES = [
     kbatch._txn,
     kbatch._dump,
     kbatch._dumpinternal,
+    kbatch._dumpvalues,
     kbatch._kafkajson,
     kbatch._sample,
     kbatch._columns,
@@ -49,6 +52,7 @@ MODULES = [
     kbatch._sparkstart,
     kbatch.tables._ledger,
     kbatch.tables._partition,
+    kbatch.tables._remote,
     kbatch.tables._upsert,
 ]
 

@@ -5,7 +5,9 @@ Karapace, Redpanda's, Apicurio in Confluent mode): each value starts with a fram
 writer schema. This package finds the schemas and the frames; decoding bodies into typed Arrow
 columns builds on it: :func:`decode` turns Avro and JSON Schema values (and plain JSON) into a
 typed struct column, the decoder picked by each schema's ``schemaType`` (``docs/values.md``: the
-reader schema, schema evolution, Spark's type mapping, errors).
+reader schema, schema evolution, Spark's type mapping or Arrow's own, recursive schemas cut at
+``max_depth``, ``threads``, errors), and :func:`records_to_arrow`
+(``RecordTable.to_arrow(values=registry)``) does it in one step with the other columns.
 
 **Registries** (:class:`Registry`), all with one API (``schema(id)``, ``schema_by_guid``,
 ``version(subject, v)``, ``latest(subject)``, ``subjects()``, ``versions(subject)``):
@@ -75,6 +77,7 @@ from ._framing import (
 )
 from ._json_infer import SAMPLE_RECORDS, infer_json_schema
 from ._json_schema import arrow_to_json_schema, json_schema_type
+from ._records_arrow import records_to_arrow
 from ._registry import Registry
 from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
 
@@ -107,6 +110,7 @@ __all__ = [
     "infer_json_schema",
     "json_schema_type",
     "parse_frames",
+    "records_to_arrow",
     "schema_id_header",
     "split",
     "split_subject",
