@@ -97,6 +97,8 @@ CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADE
                  5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
 _DEFAULT_MAX_MESSAGE = 5 * 1024 * 1024
 _DECODERS = ("string", "long", "int", "hex", "base64")
+#: Decoders through a schema registry (kbatch.values): the value's language.
+_REGISTRY_DECODERS = ("avro", "json")
 #: Kafka's Decoder classes that have a kbatch equivalent (``--key-decoder-class``).
 _KAFKA_DECODERS = {
     "org.apache.kafka.tools.api.StringDecoder": "string",
@@ -140,10 +142,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="largest batch an .index entry may point at (default 5 MiB)")
     parser.add_argument("--skip-record-metadata", action="store_true",
                         help="with --print-data-log, print only keys and payloads")
-    parser.add_argument("--key-decoder", choices=(*_DECODERS, "avro"), default=None,
-                        help="how keys are printed (default string: UTF-8; avro: registry-framed Avro as JSON)")
-    parser.add_argument("--value-decoder", choices=(*_DECODERS, "avro"), default=None,
-                        help="how payloads are printed (default string: UTF-8; avro: registry-framed Avro as JSON)")
+    parser.add_argument("--key-decoder", choices=(*_DECODERS, *_REGISTRY_DECODERS), default=None,
+                        help="how keys are printed (default string: UTF-8; avro: registry-framed Avro as JSON; "
+                             "json: registry-framed JSON Schema values, typed by their schema)")
+    parser.add_argument("--value-decoder", choices=(*_DECODERS, *_REGISTRY_DECODERS), default=None,
+                        help="how payloads are printed (default string: UTF-8; avro: registry-framed Avro as JSON; "
+                             "json: registry-framed JSON Schema values, typed by their schema)")
     parser.add_argument("--registry", default=None, metavar="URL|PATH",
                         help="with an avro decoder: the schema registry (a URL, a log.dirs root or backup with its "
                              "_schemas topic, or a directory of schema files); default the _schemas topic of the "
@@ -259,7 +263,7 @@ class _Parser:
 
     def _json(self, raw: bytes | AvroText, how: str, what: str) -> tuple[Any, str]:
         if isinstance(raw, AvroText):
-            return (raw.text, "text") if raw.error is not None else (raw.value, "avro")
+            return (raw.text, "text") if raw.error is not None else (raw.value, raw.kind)
         if how == "string":
             try:
                 return raw.decode("utf-8"), "utf8"
@@ -342,9 +346,9 @@ class _Ctx:
         #: directory -> the entries in it not dumped (text mode: one summary line at the end)
         self.not_dumped: dict[str, list[str]] = {}
         self.rc = 0
-        keys, vals = args.key_decoder == "avro", args.value_decoder == "avro"
+        keys, vals = args.key_decoder in _REGISTRY_DECODERS, args.value_decoder in _REGISTRY_DECODERS
         self.avro = AvroDecoder(keys, vals, getattr(args, "registry", None), getattr(args, "reader_schema", None),
-                                str(args.json_binary)) \
+                                str(args.json_binary), formats={"key": args.key_decoder, "value": args.value_decoder}) \
             if (keys or vals) and self.parser.topic is None else None
 
     def fail(self, path: Path, text: str, **fields: Any) -> None:

@@ -1,5 +1,7 @@
-"""``kbatch dump --value-decoder avro`` (and ``--key-decoder avro``): registry-framed Avro keys and
-values printed as JSON, one per record, where Kafka's tool prints ``key:`` / ``payload:``.
+"""``kbatch dump --value-decoder avro|json`` (and ``--key-decoder``): registry-framed Avro (or JSON
+Schema) keys and values printed as JSON, one per record, where Kafka's tool prints ``key:`` /
+``payload:``. With ``json``, the values are parsed and typed by their JSON Schema (``format="json"``:
+fields outside the schema dropped, a value of the wrong type an error) before they are printed.
 
 Each chunk of records :mod:`kbatch._dump` decodes is decoded again by :func:`kbatch.values.decode`
 (``errors="null"``, Spark's type mapping, the reader schema ``--reader-schema`` or the subject's
@@ -28,7 +30,16 @@ from typing import Any
 
 import kbatch
 from kbatch.errors import KBatchError
-from kbatch.values import AvroSchemaError, Registry, RegistryError, Schema, SchemaNotFoundError, decode, frames
+from kbatch.values import (
+    AvroSchemaError,
+    JsonSchemaError,
+    Registry,
+    RegistryError,
+    Schema,
+    SchemaNotFoundError,
+    decode,
+    frames,
+)
 
 __all__ = ["AvroDecoder", "AvroText", "to_json"]
 
@@ -36,10 +47,13 @@ __all__ = ["AvroDecoder", "AvroText", "to_json"]
 class AvroText:
     """One decoded key or value: its JSON text and JSON-ready value, or why it did not decode."""
 
-    __slots__ = ("error", "text", "value")
+    __slots__ = ("error", "kind", "text", "value")
 
-    def __init__(self, value: Any = None, error: str | None = None, binary: str = "base64") -> None:
+    def __init__(self, value: Any = None, error: str | None = None, binary: str = "base64",
+                 kind: str = "avro") -> None:
         self.error = error
+        #: the decoder that read it ("avro", "json"): --json's payload_encoding
+        self.kind = kind
         self.value = None if error is not None else to_json(value, binary)
         self.text = f"Error: {error}" if error is not None else json.dumps(
             self.value, separators=(",", ":"), ensure_ascii=False)
@@ -75,7 +89,9 @@ class AvroDecoder:
     beside the dumped files), the reader schema, and the decoding of a chunk of records."""
 
     def __init__(self, keys: bool, values: bool, registry: str | None, reader_schema: str | None,
-                 binary: str = "base64") -> None:
+                 binary: str = "base64", formats: dict[str, str | None] | None = None) -> None:
+        #: column -> "avro" or "json" (the language its decoder reads)
+        self.formats = {c: (formats or {}).get(c) or "avro" for c in ("key", "value")}
         self.keys = keys
         self.values = values
         self.binary = binary
@@ -103,9 +119,10 @@ class AvroDecoder:
             return None
         if text.strip().isdigit():
             return registry.schema(int(text))
+        kind = "JSON" if self.formats["value"] == "json" else "AVRO"
         if os.path.isfile(text):
-            return Schema(Path(text).read_text())
-        return Schema(text)
+            return Schema(Path(text).read_text(), kind)
+        return Schema(text, kind)
 
     def decode(self, table: kbatch.RecordTable, path: Path) -> tuple[str | None, dict[str, list[Any]]]:
         """Every record's key and/or value as :class:`AvroText` (None for a null one), by
@@ -115,25 +132,30 @@ class AvroDecoder:
         raw = {"key": table.keys(), "value": table.values()}
         problem = None
         for column in [c for c, on in (("key", self.keys), ("value", self.values)) if on]:
+            how = self.formats[column]
             if isinstance(registry, str):
-                problem = f"--{column}-decoder avro: {registry}"
+                problem = f"--{column}-decoder {how}: {registry}"
                 out[column] = [None if b is None else AvroText(error="no schema registry") for b in raw[column]]
                 continue
             try:
                 reader = self._reader(registry) if column == "value" else None
-                done = decode(table, registry, column, reader, errors="null")
-            except (AvroSchemaError, SchemaNotFoundError) as exc:  # no writer schema in the chunk at all
-                out[column] = self._framing_errors(table, column, str(exc), raw[column])
-                continue
+                done = decode(table, registry, column, reader, errors="null", format=how)
             except RegistryError as exc:  # the registry itself failed (unreachable, refused)
-                problem = f"--{column}-decoder avro: {exc}"
+                if isinstance(exc, SchemaNotFoundError):
+                    out[column] = self._framing_errors(table, column, str(exc), raw[column])
+                    continue
+                problem = f"--{column}-decoder {how}: {exc}"
                 out[column] = [None if b is None else AvroText(error=f"schema registry: {exc}") for b in raw[column]]
+                continue
+            except (AvroSchemaError, JsonSchemaError, ValueError) as exc:
+                # no writer schema in the chunk at all, or its schemas are of another language
+                out[column] = self._framing_errors(table, column, str(exc), raw[column])
                 continue
             decoded = done.column(column).to_pylist()
             errors = done.column(f"{column}_error").to_pylist()
             out[column] = [None if b is None else AvroText(error=e) if e is not None else
-                           AvroText(decoded[i], binary=self.binary) for i, (b, e) in enumerate(zip(raw[column],
-                                                                                                 errors, strict=True))]
+                           AvroText(decoded[i], binary=self.binary, kind=how)
+                           for i, (b, e) in enumerate(zip(raw[column], errors, strict=True))]
         return problem, out
 
     @staticmethod

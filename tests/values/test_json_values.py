@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import schemas_topic
+from support.dumprun import dump
 from support.registry_server import RegistryServer
 from support.tables import convert_cli, summary_of
 
@@ -401,3 +402,25 @@ def test_convert_json_options_are_checked(tmp_path: Path) -> None:
     ]:
         proc = convert_cli(str(tmp_path / "root"), str(tmp_path / "out"), *extra)
         assert proc.returncode == 2 and message in proc.stderr, (extra, proc.returncode, proc.stderr)
+
+
+# ---------------------------------------------------------------- kbatch dump --value-decoder json
+
+
+def test_dump_prints_json_schema_values_typed(tmp_path: Path) -> None:
+    _json_root(tmp_path)
+    log = tmp_path / "orders-0" / "00000000000000000000.log"
+    rc, out, _ = dump("--files", str(log), "--value-decoder", "json")
+    records = [line for line in out if line.startswith("| offset:")]
+    assert records[0].endswith(' payload: {"id":0,"customer":"c0","status":null,"at":null,"day":null,"ref":null,'
+                               '"price":null,"note":null,"items":null,"attrs":null}'), records[0]
+    assert "payload: Error: JSON parse error: Column(/id) changed from number to string - at value.id (offset 6" \
+        in records[6]
+    assert rc == 1  # a value that did not decode
+    rc, out, _ = dump("--files", str(log), "--value-decoder", "json", "--json")
+    first = next(json.loads(line) for line in out if json.loads(line).get("type") == "record")
+    assert first["payload"]["customer"] == "c0" and first["payload_encoding"] == "json"
+    avro_log = tmp_path / "avros-0" / "00000000000000000000.log"  # Avro values: errors, not guesses
+    rc, out, _ = dump("--files", str(avro_log), "--value-decoder", "json")
+    assert rc == 1 and all("payload: Error: format='json' but the reader schema is AVRO" in line
+                           for line in out if line.startswith("| offset:"))
