@@ -424,3 +424,10 @@ def test_dump_prints_json_schema_values_typed(tmp_path: Path) -> None:
     rc, out, _ = dump("--files", str(avro_log), "--value-decoder", "json")
     assert rc == 1 and all("payload: Error: format='json' but the reader schema is AVRO" in line
                            for line in out if line.startswith("| offset:"))
+
+
+def test_to_arrow_with_a_registry_decodes_json_schema_values() -> None:
+    t = table_of([framed(1, b'{"id": 1, "customer": "a"}'), None])
+    out = t.to_arrow(values=registry())
+    assert out.column("value").to_pylist()[0]["customer"] == "a"
+    assert out.column("value_schema_id").to_pylist() == [1, None]
