@@ -608,16 +608,24 @@ def _plain_json_plan(args: argparse.Namespace, topics: list[str], source: Any, l
                 reader = _json_schema_file(args.value_schema, topic)
                 how = f"--value-schema {args.value_schema}"
             else:
+                data, starts, lengths = _sample(logs, topic, column, SAMPLE_RECORDS)
+                if not len(lengths):  # nothing to infer from (and nothing to decode): left binary
+                    notes.append(f"{topic}: {column}s left binary (no {column} to infer a JSON Schema from)")
+                    pair.append(None)
+                    continue
                 try:
-                    doc = infer_json_schema(*_sample(logs, topic, column, SAMPLE_RECORDS), column=column)
+                    doc = infer_json_schema(data, starts, lengths, column=column)
                 except JsonSchemaError as exc:
-                    raise _usage(f"{topic}: {exc}") from None
+                    raise _usage(f"{topic}: {exc}; give --value-schema") from None
                 reader = Schema(json.dumps(doc), "JSON")
                 how = f"a schema inferred from its first {SAMPLE_RECORDS} {column}s: {json.dumps(doc['properties'])}"
             if column == "value":
                 saved[topic] = json.loads(reader.text)
             notes.append(f"{topic}: {column}s plain JSON, {how}")
             pair.append(reader)
+        if pair[0] is None and pair[1] is None:
+            schemas[topic] = source
+            continue
         readers[topic] = (pair[0], pair[1])
         try:
             schema = decoded_schema(source, values=pair[0], keys=pair[1], format="json")

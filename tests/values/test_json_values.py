@@ -345,6 +345,8 @@ def _json_root(root: Path) -> None:
         w.append(kbatch.encode([framed(2, b"\x02"), framed(2, b"\x04")], base_offset=0))
     with kbatch.LogWriter(root, "plain", 0) as w:
         w.append(kbatch.encode([json.dumps({"n": i, "s": "x"}).encode() for i in range(4)] + [b"{"], base_offset=0))
+    with kbatch.LogWriter(root, "tombstones", 0) as w:
+        w.append(kbatch.encode([None, None], keys=[b"a", b"b"], base_offset=0))
 
 
 def _read(folder: Path, topic: str) -> pa.Table:
@@ -368,7 +370,8 @@ def test_convert_values_json_infers_saves_and_reuses_the_schema(tmp_path: Path) 
     _json_root(tmp_path / "root")
     saved = tmp_path / "plain.schema.json"
     summary = summary_of(convert_cli(str(tmp_path / "root"), str(tmp_path / "out"), "--values", "json",
-                                     "--subscribe", "plain", "--save-value-schema", str(saved)))
+                                     "--subscribe", "plain,tombstones", "--save-value-schema", str(saved)))
+    assert "tombstones: values left binary (no value to infer a JSON Schema from)" in summary["notes"]
     assert any("plain: values plain JSON, a schema inferred from its first 1000 values" in n
                for n in summary["notes"])
     assert json.loads(saved.read_text())["properties"]["n"] == {"type": ["integer", "null"]}
