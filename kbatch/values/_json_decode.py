@@ -64,6 +64,8 @@ __all__ = ["BLOCK_RECORDS", "parse_json_values"]
 
 #: A bulk parse that fails is re-parsed in blocks of this many records to find the bad ones.
 BLOCK_RECORDS = 1024
+#: ``pyarrow.json``'s block size (its default), raised to fit the longest value.
+DEFAULT_BLOCK_SIZE = 1 << 20
 _OPEN_BRACE = ord("{")
 _NEWLINE = ord("\n")
 _COLUMN = re.compile(r"Column\((/[^)]*)\)")
@@ -114,7 +116,7 @@ def parse_json_values(
     n = len(starts)
     starts = np.asarray(starts, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
-    parser = _Parser(value_type, column, use_threads)
+    parser = _Parser(value_type, column, use_threads, int(lengths.max(initial=0)))
     errors: Errors = {}
     if n == 0:
         return pa.chunked_array([], type=value_type), errors
@@ -276,8 +278,10 @@ class _Failure(Exception):
 class _Parser:
     """``pyarrow.json`` with the explicit schema of the values, dates and maps aside."""
 
-    def __init__(self, value_type: pa.StructType, column: str, use_threads: bool) -> None:
+    def __init__(self, value_type: pa.StructType, column: str, use_threads: bool, longest: int = 0) -> None:
         self.value_type = value_type
+        # a block holds at least one whole value (a longer one would "straddle two blocks")
+        self.block_size = max(DEFAULT_BLOCK_SIZE, longest + 2)
         self.column = column
         self.use_threads = use_threads
         self.python = [f for f in value_type if _has_map(f.type)]  # built from orjson
@@ -295,7 +299,8 @@ class _Parser:
         newlines: slower)."""
         rows = len(starts)
         try:
-            table = pj.read_json(pa.BufferReader(buf), read_options=pj.ReadOptions(use_threads=self.use_threads),
+            table = pj.read_json(pa.BufferReader(buf),
+                                 read_options=pj.ReadOptions(use_threads=self.use_threads, block_size=self.block_size),
                                  parse_options=self.options[careful])
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise _Failure(self._error(exc)) from None

@@ -434,3 +434,11 @@ def test_to_arrow_with_a_registry_decodes_json_schema_values() -> None:
     out = t.to_arrow(values=registry())
     assert out.column("value").to_pylist()[0]["customer"] == "a"
     assert out.column("value_schema_id").to_pylist() == [1, None]
+
+
+def test_a_value_longer_than_pyarrows_block_decodes() -> None:
+    big = {"id": 2, "customer": "x" * (3 << 20)}  # 3 MiB: longer than pyarrow.json's 1 MiB blocks
+    vals = [framed(1, json.dumps(r).encode()) for r in ({"id": 1, "customer": "a"}, big, {"id": 3, "customer": "c"})]
+    out = values.decode(table_of(vals), registry())
+    assert [v["id"] for v in out.column("value").to_pylist()] == [1, 2, 3]
+    assert len(out.column("value").to_pylist()[1]["customer"]) == 3 << 20
