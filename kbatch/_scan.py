@@ -29,6 +29,7 @@ that does not match the log is noted and not used, costing speed, never rows.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -152,9 +153,17 @@ def _arrow_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def _geometric(kept: npt.NDArray[np.intp]) -> list[npt.NDArray[np.intp]]:
+    """``kept`` cut into groups of 1, 2, 4, ... items."""
+    cuts = [0]
+    while cuts[-1] < len(kept):
+        cuts.append(min(len(kept), 2 * cuts[-1] + 1))
+    return [kept[a:b] for a, b in itertools.pairwise(cuts)]
+
+
 def _scan_log(
     log: Any, plan: _Plan, isolation_level: str, on_corruption: str, verify_crc: bool, chunk_bytes: int,
-    stats: ScanStats,
+    stats: ScanStats, limited: bool,
 ) -> Iterator[tuple[RecordTable, npt.NDArray[np.bool_]]]:
     """(table, rows kept) of one log, the filter's batches only."""
     start = log.log_start_offset if plan.off_lo is None else max(log.log_start_offset, plan.off_lo)
@@ -188,11 +197,16 @@ def _scan_log(
                     upper = int(heads["base_offset"][-1]) + int(heads["last_offset_delta"][-1])
                     drop |= aborted_batch_mask(heads, _overlapping(aborted, first, upper))
                 kept = np.flatnonzero(~drop)
-                if len(kept):
-                    stats.batches_decoded += len(kept)
-                    sizes = LOG_OVERHEAD + heads["batch_length"][kept].astype(np.int64)
+                # with a row limit, batches are decoded 1, 2, 4, ... at a time: the scan stops
+                # (is not resumed) once the limit is reached, having decoded about what it needed
+                groups = [kept] if not limited else _geometric(kept)
+                for group in groups:
+                    if len(group) == 0:
+                        continue
+                    stats.batches_decoded += len(group)
+                    sizes = LOG_OVERHEAD + heads["batch_length"][group].astype(np.int64)
                     stats.bytes_decoded += int(sizes.sum())
-                    lo, hi = int(kept[0]), int(kept[-1])
+                    lo, hi = int(group[0]), int(group[-1])
                     a = int(heads["position"][lo])
                     b = int(heads["position"][hi]) + int(sizes[-1])
                     part = heads[lo : hi + 1]
@@ -258,7 +272,8 @@ def scan_logs(
                     and constant_holds(plan.terms, "partition", partition)):
                 counts.logs_skipped += 1
                 continue
-            for table, rows in _scan_log(log, plan, isolation_level, on_corruption, verify_crc, chunk_bytes, counts):
+            for table, rows in _scan_log(log, plan, isolation_level, on_corruption, verify_crc, chunk_bytes, counts,
+                                         remaining is not None):
                 if remaining is not None:
                     at = np.flatnonzero(rows)
                     if len(at) > remaining:
