@@ -163,7 +163,7 @@ def test_datetime_bounds_and_empty_filters(tmp_path: Path) -> None:
 pl = pytest.importorskip("polars")
 
 
-def polars_expr(column: str, op: str, value: object):  # noqa: ANN201
+def polars_expr(column: str, op: str, value: object):
     def lit(v: object) -> object:
         if column == "timestamp":
             return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(milliseconds=v)  # type: ignore[arg-type]
@@ -178,8 +178,9 @@ def polars_expr(column: str, op: str, value: object):  # noqa: ANN201
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(which=st.sampled_from(["with", "lying"]), terms=TERMS, iso=st.sampled_from(["read_uncommitted", "read_committed"]),
-       extra=st.sampled_from([None, "value", "or"]), limit=st.none() | st.integers(0, 20))
+@given(which=st.sampled_from(["with", "lying"]), terms=TERMS,
+       iso=st.sampled_from(["read_uncommitted", "read_committed"]), extra=st.sampled_from([None, "value", "or"]),
+       limit=st.none() | st.integers(0, 20))
 def test_polars_scan_equals_the_eager_read_filtered(roots: dict[str, Path], which: str, terms: list, iso: str,
                                                     extra: str | None, limit: int | None) -> None:
     from kbatch.polars import scan_kafka_log
