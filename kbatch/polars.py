@@ -60,6 +60,21 @@ def _typed(column: str, value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _column(node: Any) -> str | None:
+    """The column ``node`` is, unchanged: a column, or ``timestamp`` cast to its own unit (as DuckDB sends it)."""
+    if not isinstance(node, dict):
+        return None
+    if "Column" in node:
+        name = node["Column"]
+        return name if name in _PUSHED else None
+    f = node.get("Function")
+    if isinstance(f, dict) and f.get("function") == {"TemporalExpr": {"CastTimeUnit": "Microseconds"}}:
+        args = f.get("input", [])
+        if len(args) == 1 and isinstance(args[0], dict) and args[0].get("Column") == "timestamp":
+            return "timestamp"
+    return None
+
+
 def _terms(node: Any, out: list[tuple[str, str, Any]]) -> bool:
     """Append the terms of ``node`` (a serialized Polars expression); True when all of it became terms."""
     if not isinstance(node, dict):
@@ -73,25 +88,26 @@ def _terms(node: Any, out: list[tuple[str, str, Any]]) -> bool:
         if op is None:
             return False
         left, right = b["left"], b["right"]
-        if isinstance(right, dict) and "Column" in right and not (isinstance(left, dict) and "Column" in left):
-            left, right, op = right, left, _FLIP[op]
-        if not (isinstance(left, dict) and left.get("Column") in _PUSHED):
+        column = _column(left)
+        if column is None:
+            column, right, op = _column(right), left, _FLIP[op]
+        if column is None:
             return False
         try:
             value = _literal(right)
         except Exception:  # noqa: BLE001 - anything Polars cannot evaluate alone stays with Polars
             return False
-        if not _typed(left["Column"], value):
+        if not _typed(column, value):
             return False
-        out.append((left["Column"], op, value))
+        out.append((column, op, value))
         return True
     if "Function" in node:
         f = node["Function"]
         fn = f.get("function", {}).get("Boolean", {})
         args = f.get("input", [])
-        if not args or not (isinstance(args[0], dict) and args[0].get("Column") in _PUSHED):
+        column = _column(args[0]) if args else None
+        if column is None:
             return False
-        column = args[0]["Column"]
         try:
             values = [_literal(a) for a in args[1:]]
         except Exception:  # noqa: BLE001

@@ -220,3 +220,20 @@ def test_polars_pushes_the_filter_down(tmp_path: Path) -> None:
     stats = ScanStats()
     assert scan_kafka_log(tmp_path, stats=stats).head(3).select("offset").collect()["offset"].to_list() == [0, 1, 2]
     assert stats.batches_decoded == 1, stats
+
+
+def test_duckdb_pushes_sql_filters_into_the_scan(tmp_path: Path) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    from kbatch.duckdb import register
+
+    with LogWriter(tmp_path, "t", 0, segment_bytes=1000) as w:
+        for b in range(100):
+            w.append(kbatch.encode([b"x%d" % b] * 10, base_offset=10 * b, timestamps=list(range(10 * b, 10 * b + 10)),
+                                   compression="zstd"))
+    stats = ScanStats()
+    con = duckdb.connect()
+    register(con, "logs", tmp_path, stats=stats)
+    got = con.sql("""SELECT "offset", value FROM logs WHERE timestamp >= TIMESTAMPTZ '1970-01-01 00:00:00.5+00'
+                     AND "offset" < 520 ORDER BY "offset" """).fetchall()
+    assert got == [(o, b"x%d" % (o // 10)) for o in range(500, 520)]
+    assert stats.batches_decoded == 2, stats
