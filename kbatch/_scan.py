@@ -11,8 +11,8 @@ What is skipped, and on what evidence (the answer is always the records an eager
 
     a log        its topic or partition fails a term
     a segment    its offsets are outside the offset bounds (names: base offsets), or its largest
-                 timestamp (Segment.max_timestamp: the checked .timeindex, else the headers) is
-                 below the timestamp lower bound
+                 timestamp (a local segment's headers; a remote one's checked .timeindex, then
+                 the headers after its last entry) is below the timestamp lower bound
     the start    of a segment's read is the checked .index position of the first offset wanted
     a batch      its offsets [base, base + last offset delta] are outside the bounds; its
                  max_timestamp is below the lower bound (magic 2); a one-record CreateTime batch
@@ -153,6 +153,20 @@ def _arrow_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def _max_timestamp(seg: Any, on_corruption: str) -> int:
+    """The largest batch max_timestamp of a segment (-1 when none).
+
+    A local segment's from all its headers (a header scan: no record parsed), exact whatever
+    its ``.timeindex`` says; a remote one's through ``Segment.max_timestamp`` (its last
+    ``.timeindex`` entry that names a matching batch, then the headers after it), which saves
+    downloading the segment but trusts that no batch before that entry has a larger timestamp.
+    """
+    if seg.is_remote:
+        return int(seg.max_timestamp(on_corruption))
+    heads = seg.scan(on_corruption)
+    return int(heads["max_timestamp"].max()) if len(heads) else -1
+
+
 def _geometric(kept: npt.NDArray[np.intp]) -> list[npt.NDArray[np.intp]]:
     """``kept`` cut into groups of 1, 2, 4, ... items."""
     cuts = [0]
@@ -183,7 +197,7 @@ def _scan_log(
         if seg.size == 0 or (nxt_base is not None and nxt_base <= start):
             stats.segments_skipped += 1
             continue
-        if plan.ts_lo is not None and seg.max_timestamp(on_corruption) * 1000 < plan.ts_lo:
+        if plan.ts_lo is not None and _max_timestamp(seg, on_corruption) * 1000 < plan.ts_lo:
             stats.segments_skipped += 1
             continue
         pos = seg.position_for(start, on_corruption) if start > seg.base_offset else 0

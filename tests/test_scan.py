@@ -237,3 +237,21 @@ def test_duckdb_pushes_sql_filters_into_the_scan(tmp_path: Path) -> None:
                      AND "offset" < 520 ORDER BY "offset" """).fetchall()
     assert got == [(o, b"x%d" % (o // 10)) for o in range(500, 520)]
     assert stats.batches_decoded == 2, stats
+
+
+def test_a_timeindex_entry_that_checks_out_but_hides_a_larger_timestamp_loses_nothing(tmp_path: Path) -> None:
+    # batch maxima 5000, 1000, 2000 (CreateTime: they need not rise); the broker's .timeindex
+    # has one entry (5000 at offset 0). A forged one names offset 2 with 2000: the batch there
+    # has that max and the batch before a smaller one, so the entry passes the seek checks,
+    # yet the segment's largest timestamp is 5000.
+    from kbatch.log import TIME_INDEX_DTYPE
+
+    with LogWriter(tmp_path, "t", 0, index_interval_bytes=1) as w:
+        for i, ts in enumerate([5000, 1000, 2000]):
+            w.append(kbatch.encode([b"v%d" % i], base_offset=i, timestamps=[ts]))
+    part = tmp_path / "t-0"
+    np = pytest.importorskip("numpy")
+    np.array([(2000, 2)], dtype=TIME_INDEX_DTYPE).tofile(next(part.glob("*.timeindex")))
+    log = open_log(part)
+    got = log.scan_records(["offset"], [("timestamp", ">=", 3000)]).read_all().column(0).to_pylist()
+    assert got == [0] == [r[2] for r in eager([log], [("timestamp", ">=", 3000)], "read_uncommitted")]

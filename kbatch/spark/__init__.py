@@ -74,7 +74,7 @@ Options (Spark's Kafka source names and meanings; values are strings)
 ``filterPushdown``
     kbatch's, default false: filters on ``topic``, ``partition``, ``offset`` and ``timestamp``
     (``=``, ``<``, ``<=``, ``>``, ``>=``, ``IN``) narrow each partition's offsets before
-    tasks are planned (a timestamp lower bound seeks through the checked ``.timeindex``);
+    tasks are planned (a timestamp lower bound finds its first offset from batch headers);
     Spark still filters the rows. Needs PySpark 4.1+ with
     ``spark.sql.python.filterPushdown.enabled=true`` (PySpark refuses a reader that pushes
     filters when it is off). No column pruning: PySpark's Python sources offer none.

@@ -6,8 +6,9 @@ when ``spark.sql.python.filterPushdown.enabled`` is true). Those on ``topic``, `
 :mod:`kbatch._predicate` terms, and the planner narrows each partition's offset range with them
 before cutting it into tasks: a partition whose topic or partition fails a term is not read;
 offset bounds cut the range; a timestamp lower bound ``T`` starts it at the first offset whose
-record timestamp is >= ``T`` (``LogDir.offset_for_timestamp``, through the checked indexes),
-which no row with a timestamp >= ``T`` precedes. Every task then reads only the segments of
+record timestamp is >= ``T`` (found by a one-row :func:`kbatch._scan.scan_logs`, which skips
+segments and batches by their headers' max timestamps), which no row with a timestamp >= ``T``
+precedes. Every task then reads only the segments of
 its narrowed range. Spark still evaluates every filter on the rows (the source returns them
 all: a range is narrowed, rows are not filtered), so the answer is exact.
 """
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kbatch._predicate import COLUMNS, FilterError, Term, bounds, constant_holds, empty, normalize
+from kbatch._scan import scan_logs
 
 __all__ = ["narrow", "translate"]
 
@@ -70,6 +72,13 @@ def narrow(log: Any, start: int, end: int, terms: Sequence[Term], on_corruption:
         end = min(end, hi + 1)
     ts_lo = b["timestamp"][0]
     if ts_lo is not None and start < end:
-        found = log.offset_for_timestamp(-(-ts_lo // 1000), on_corruption=on_corruption)
-        start = end if found is None else max(start, found)
+        # the first offset in the range whose record reaches the bound, by the scan's own rules
+        # (segment and batch max timestamps from headers): no row before it can pass
+        first = scan_logs([log], ["offset"], [("timestamp", ">=", _from_micros(ts_lo)), ("offset", ">=", start),
+                                              ("offset", "<", end)], 1, on_corruption=on_corruption).read_all()
+        start = int(first.column(0)[0].as_py()) if first.num_rows else end
     return start, max(start, end)
+
+
+def _from_micros(micros: int) -> dt.datetime:
+    return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)

@@ -10,6 +10,8 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
+from pyspark.sql.datasource import GreaterThanOrEqual
+
 import kbatch
 from kbatch.log import LogWriter, open_log
 from kbatch.spark._pushdown import narrow, translate
@@ -62,3 +64,18 @@ def test_spark_pushes_filters_into_the_plan(spark, tmp_path: Path) -> None:
         assert pushed.rdd.getNumPartitions() < full.rdd.getNumPartitions() / 2
     finally:
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+
+
+def test_narrow_by_time_trusts_headers_not_a_forged_timeindex(tmp_path: Path) -> None:
+    import numpy as np
+
+    from kbatch.log import TIME_INDEX_DTYPE
+
+    with LogWriter(tmp_path, "t", 0, index_interval_bytes=1) as w:
+        for i, ts in enumerate([5000, 1000, 2000]):  # CreateTime maxima need not rise
+            w.append(kbatch.encode([b"v%d" % i], base_offset=i, timestamps=[ts]))
+    # an entry that passes the seek checks (its batch has max 2000, the one before a smaller max)
+    np.array([(2000, 2)], dtype=TIME_INDEX_DTYPE).tofile(next((tmp_path / "t-0").glob("*.timeindex")))
+    log = open_log(tmp_path / "t-0")
+    at = dt.datetime(1970, 1, 1, 0, 0, 3, tzinfo=UTC)
+    assert narrow(log, 0, 3, translate([GreaterThanOrEqual(("timestamp",), at)])) == (0, 3)
