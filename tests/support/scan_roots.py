@@ -15,9 +15,10 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
 def random_log(root: Path, seed: int, *, batches: int = 40, topic: str = "p", partition: int = 0) -> Path:
-    """A partition of 1-6 record batches in every codec: timestamps rising with jitter and out of
-    order inside a batch, offset gaps (compaction), transactions of producer 7 ended by COMMIT or
-    ABORT markers (some left open at the end), index entries every ~100 bytes."""
+    """A partition of 1-6 record batches in every codec (some legacy magic 1 message sets):
+    timestamps rising with jitter and out of order inside a batch, offset gaps (compaction),
+    transactions of producer 7 ended by COMMIT or ABORT markers (some left open at the end),
+    index entries every ~100 bytes."""
     rng = np.random.default_rng(seed)
     ts = 1_000
     offset = 0
@@ -40,8 +41,12 @@ def random_log(root: Path, seed: int, *, batches: int = 40, topic: str = "p", pa
             if rng.random() < 0.25:
                 txn = {"producer_id": 7, "producer_epoch": 0, "transactional": True}
                 open_txn = True
-            raw = kbatch.encode(values, timestamps=stamps, base_offset=offset,
-                                compression=str(rng.choice(CODECS)), **txn)
+            if not txn and rng.random() < 0.1:  # a legacy message set (magic 1), plain or wrapped
+                raw = kbatch.encode(values, timestamps=stamps, base_offset=offset, magic=1,
+                                    compression=str(rng.choice(["none", "gzip"])))
+            else:
+                raw = kbatch.encode(values, timestamps=stamps, base_offset=offset,
+                                    compression=str(rng.choice(CODECS)), **txn)
             offset = w.append(raw)
     return root / f"{topic}-{partition}"
 
