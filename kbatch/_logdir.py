@@ -648,7 +648,8 @@ class LogDir:
             Any of ``key``, ``value``, ``topic``, ``partition``, ``offset``,
             ``timestamp``, ``timestampType``, ``headers`` (:func:`kbatch.arrow.kafka_schema`'s
             types), in the order wanted; default all. Columns not asked for are never
-            built: ``["offset", "timestamp"]`` copies no key, value or header.
+            built: ``["offset", "timestamp"]`` copies no key, value or header, ``["value"]``
+            no key (``headers`` is built with the key and value columns).
         filter : list of (column, op, value), optional
             Terms ANDed, on ``topic``, ``partition``, ``offset``, ``timestamp``
             (milliseconds or datetime), with ``=``, ``<``, ``<=``, ``>``, ``>=``,

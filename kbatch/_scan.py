@@ -41,11 +41,10 @@ from kbatch._predicate import FilterError, Term, bounds, constant_holds, empty, 
 from kbatch._table import RecordTable, select
 from kbatch._txn import aborted_batch_mask
 from kbatch._wire import LOG_OVERHEAD
-from kbatch.arrow import DEFAULT_BATCH_ROWS, kafka_schema, to_arrow
+from kbatch.arrow import DEFAULT_BATCH_ROWS, binary_column, kafka_schema, to_arrow
 
 #: The columns a scan can give (Spark's Kafka source columns with ``headers``), in this order by default.
 SCAN_COLUMNS: Final = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
-_PAYLOAD: Final = ("key", "value", "headers")
 _CREATE_TIME: Final = 0
 
 
@@ -124,10 +123,12 @@ def _arrow_batch(
     table: RecordTable, rows: npt.NDArray[np.bool_] | None, topic: str, partition: int | None,
     columns: list[str], schema: Any, binary: str,
 ) -> Any:
-    """The chosen rows of ``table`` as one Arrow record batch of ``columns`` (only those built)."""
+    """The chosen rows of ``table`` as one Arrow record batch of ``columns`` (only those built:
+    ``key`` and ``value`` each alone; ``headers`` through :func:`kbatch.arrow.to_arrow`, which
+    builds the key and value columns with it)."""
     import pyarrow as pa
 
-    if any(c in _PAYLOAD for c in columns):
+    if "headers" in columns:
         sub = table if rows is None else select(table, rows)
         full = to_arrow(sub, topic=topic, partition=partition, include_headers="headers" in columns,
                         binary=binary)  # type: ignore[arg-type]
@@ -147,6 +148,9 @@ def _arrow_batch(
         elif c == "topic":
             arrays.append(pa.array([topic], pa.string()).take(np.zeros(n, np.int32)) if n else
                           pa.array([], pa.string()))
+        elif c in ("key", "value"):
+            arrays.append(binary_column(table.data, records[c + "_start"], records[c + "_length"],
+                                        binary=binary))  # type: ignore[arg-type]
         elif c == "partition":
             arrays.append(pa.nulls(n, pa.int32()) if partition is None
                           else pa.array(np.full(n, partition, np.int32), type=pa.int32()))
