@@ -84,9 +84,10 @@ class KafkaLogDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         if is_view(self.options):
             return ViewReader(parse_view_options(self.options), schema)
+        opts = Options.parse(self.options)
         if str(self.options.get("filterPushdown", "false")).lower() in ("true", "1", "yes"):
-            return PushdownKafkaLogReader(Options.parse(self.options), schema)
-        return KafkaLogReader(Options.parse(self.options), schema)
+            return PushdownKafkaLogReader(opts, schema)
+        return KafkaLogReader(opts, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         if is_view(self.options):
@@ -133,8 +134,8 @@ class PushdownKafkaLogReader(KafkaLogReader):
     filters on topic, partition, offset and timestamp narrow each partition's range before
     planning (:mod:`kbatch.spark._pushdown`)."""
 
-    def __init__(self, opts: Options, schema: StructType) -> None:
-        super().__init__(opts, schema)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # KafkaLogReader's, whatever they are
+        super().__init__(*args, **kwargs)
         self.terms: list[Any] = []
 
     def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
