@@ -46,6 +46,7 @@ from kbatch._discover import (
     topics_in,
 )
 from kbatch._metaproperties import cluster_id
+from kbatch._scan import ScanStats, scan_logs
 from kbatch._segment import MAX_WINDOW, OnCorruption, Segment, Skipped
 from kbatch._table import RecordTable, ValueDecoder, concat, select
 from kbatch._txn import aborted_batch_mask, check_aborted_index, txn_state
@@ -622,6 +623,72 @@ class LogDir:
         table = concat(tables)
         table.topic, table.partition = self.topic, self._known_partition
         return table
+
+    def scan_records(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: Sequence[Sequence[Any]] | None = None,
+        limit: int | None = None,
+        *,
+        isolation_level: IsolationLevel = "read_uncommitted",
+        on_corruption: OnCorruption = "raise",
+        verify_crc: bool = True,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+        binary: str = "binary",
+        stats: ScanStats | None = None,
+    ) -> Any:
+        """Stream the records that pass ``filter``, reading only the segments and batches that can.
+
+        The lazy scan with pushdown (:meth:`scan` gives batch headers): what the Polars,
+        Spark and DuckDB entry points use.
+
+        Parameters
+        ----------
+        columns : sequence of str, optional
+            Any of ``key``, ``value``, ``topic``, ``partition``, ``offset``,
+            ``timestamp``, ``timestampType``, ``headers`` (:func:`kbatch.arrow.kafka_schema`'s
+            types), in the order wanted; default all. Columns not asked for are never
+            built: ``["offset", "timestamp"]`` copies no key, value or header, ``["value"]``
+            no key (``headers`` is built with the key and value columns).
+        filter : list of (column, op, value), optional
+            Terms ANDed, on ``topic``, ``partition``, ``offset``, ``timestamp``
+            (milliseconds or datetime), with ``=``, ``<``, ``<=``, ``>``, ``>=``,
+            ``between`` (both ends included) or ``in`` (see :mod:`kbatch._predicate`).
+        limit : int, optional
+            At most this many rows (the first ones, in offset order).
+        isolation_level, on_corruption, verify_crc
+            As :meth:`read`. Batches skipped are not CRC-checked.
+        batch_rows : int
+            At most this many rows per record batch.
+        binary : {"binary", "large_binary", "binary_view"}
+            The layout of ``key``/``value`` (see :func:`kbatch.arrow.to_arrow`).
+        stats : ScanStats, optional
+            Filled in as the scan is read: segments and batches skipped, decoded, bytes.
+
+        Returns
+        -------
+        pyarrow.RecordBatchReader
+            Streaming (bounded memory; nothing is read before the first batch is asked
+            for); ``.read_all()`` gives a table. Always the rows of
+            ``read(isolation_level=...)`` that pass ``filter`` (a lying index costs
+            speed, never rows), in offset order.
+
+        Examples
+        --------
+        >>> import kbatch, tempfile
+        >>> from kbatch.log import LogWriter, open_log, ScanStats
+        >>> root = tempfile.mkdtemp()
+        >>> with LogWriter(root, "t", 0, segment_bytes=300) as w:
+        ...     for i in range(8):
+        ...         _ = w.append(kbatch.encode([b"a", b"b"], base_offset=2 * i, timestamps=[i, i]))
+        >>> stats = ScanStats()
+        >>> got = open_log(f"{root}/t-0").scan_records(["offset"], [("timestamp", ">=", 6)], stats=stats).read_all()
+        >>> got.column("offset").to_pylist(), stats.batches_decoded
+        ([12, 13, 14, 15], 2)
+        """
+        return scan_logs([self], columns, filter, limit, isolation_level=isolation_level,
+                         on_corruption=on_corruption, verify_crc=verify_crc, batch_rows=batch_rows,
+                         binary=binary, stats=stats)
 
     @property
     def _known_partition(self) -> int | None:

@@ -97,6 +97,7 @@ OPTIONS = (
     "replicas",
     "includeInternalTopics",
     "kafka.exclude.internal.topics",
+    "filterPushdown",
 )
 #: Options named ``storage.<key>`` are the path's filesystem options (``storage_options``).
 STORAGE_PREFIX = "storage."

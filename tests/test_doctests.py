@@ -16,6 +16,7 @@ import kbatch._logdir
 import kbatch._logwriter
 import kbatch._metaproperties
 import kbatch._options
+import kbatch._predicate
 import kbatch._sample
 import kbatch._segment
 import kbatch._sparkstart
@@ -48,6 +49,7 @@ MODULES = [
     kbatch._columns,
     kbatch._wire,
     kbatch._options,
+    kbatch._predicate,
     kbatch._metaproperties,
     kbatch._sparkstart,
     kbatch.tables._ledger,

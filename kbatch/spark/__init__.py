@@ -71,6 +71,13 @@ Options (Spark's Kafka source names and meanings; values are strings)
     ``storage.endpoint_override``, ``storage.region``); they travel with the query to every
     task. Credentials otherwise come as pyarrow finds them on each executor. With
     ``failOnDataLoss=false`` an object gone since planning is logged and its slice skipped.
+``filterPushdown``
+    kbatch's, default false: filters on ``topic``, ``partition``, ``offset`` and ``timestamp``
+    (``=``, ``<``, ``<=``, ``>``, ``>=``, ``IN``) narrow each partition's offsets before
+    tasks are planned (a timestamp lower bound finds its first offset from batch headers);
+    Spark still filters the rows. Needs PySpark 4.1+ with
+    ``spark.sql.python.filterPushdown.enabled=true`` (PySpark refuses a reader that pushes
+    filters when it is off). No column pruning: PySpark's Python sources offer none.
 ``view``
     kbatch's: Kafka's own state instead of records (:mod:`kbatch.spark._views`):
     ``consumer_offsets``, ``consumer_groups``, ``transactions``, ``producer_snapshots``,

@@ -26,6 +26,7 @@ from kbatch._plan import (
     root_columns,
     select_logs,
 )
+from kbatch.spark._pushdown import narrow, translate
 from kbatch.spark._schema import kafka_struct, options_struct
 from kbatch.spark._views import ViewReader, is_view, parse_view_options, spark_schema
 
@@ -83,7 +84,10 @@ class KafkaLogDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         if is_view(self.options):
             return ViewReader(parse_view_options(self.options), schema)
-        return KafkaLogReader(Options.parse(self.options), schema)
+        opts = Options.parse(self.options)
+        if str(self.options.get("filterPushdown", "false")).lower() in ("true", "1", "yes"):
+            return PushdownKafkaLogReader(opts, schema)
+        return KafkaLogReader(opts, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         if is_view(self.options):
@@ -110,7 +114,7 @@ class KafkaLogReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         logs = select_logs(self.opts)
         try:
-            ranges = {range_key(log, self.opts): resolve_range(log, self.opts) for log in logs}
+            ranges = {range_key(log, self.opts): self._narrow(log, *resolve_range(log, self.opts)) for log in logs}
             tasks = plan_tasks(plan_slices(logs, ranges, self.opts), self.opts)
         finally:
             for log in logs:
@@ -119,6 +123,27 @@ class KafkaLogReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_task(partition.pieces, self.opts)  # type: ignore[attr-defined]
+
+    def _narrow(self, log: Any, start: int, end: int) -> tuple[int, int]:
+        return start, end
+
+
+class PushdownKafkaLogReader(KafkaLogReader):
+    """:class:`KafkaLogReader` with ``pushFilters`` (option ``filterPushdown``; PySpark 4.1+ with
+    ``spark.sql.python.filterPushdown.enabled``, which PySpark requires of a reader that has it):
+    filters on topic, partition, offset and timestamp narrow each partition's range before
+    planning (:mod:`kbatch.spark._pushdown`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # KafkaLogReader's, whatever they are
+        super().__init__(*args, **kwargs)
+        self.terms: list[Any] = []
+
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
+        self.terms = translate(filters)
+        return iter(filters)  # all of them: Spark still filters the rows (ranges are narrowed, not rows)
+
+    def _narrow(self, log: Any, start: int, end: int) -> tuple[int, int]:
+        return narrow(log, start, end, self.terms, self.opts.on_corruption)
 
 
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
