@@ -106,10 +106,12 @@ class _Plan:
     def skip_batches(self, heads: npt.NDArray[Any], start: int, end: int | None) -> npt.NDArray[np.bool_]:
         """True for each batch (header row) no row of which can pass."""
         base = heads["base_offset"]
+        v2 = heads["magic"] == 2
         skip = base + heads["last_offset_delta"] < start
         if end is not None:
-            skip |= base >= end
-        v2 = heads["magic"] == 2
+            # a legacy (v0/v1) compressed wrapper carries its LAST inner offset: its first is
+            # known only once decompressed, so only a v2 batch is dropped on its base offset
+            skip |= v2 & (base >= end)
         if self.ts_lo is not None:
             skip |= v2 & (heads["max_timestamp"] * 1000 < self.ts_lo)
         if self.ts_hi is not None:
