@@ -94,8 +94,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from kbatch.spark._decode import decode_batches
     from kbatch.spark._schema import kafka_struct
     from kbatch.spark._source import KafkaLogDataSource
+    from kbatch.spark._values import decode_values
 
-__all__ = ["KafkaLogDataSource", "decode_batches", "kafka_struct", "register"]
+__all__ = ["KafkaLogDataSource", "decode_batches", "decode_values", "kafka_struct", "register"]
 
 # pyspark is imported on first use, so that kbatch._plan (the planner, used by
 # ``kbatch convert --engine arrow``) works without it.
@@ -103,6 +104,7 @@ _LAZY = {
     "KafkaLogDataSource": "kbatch.spark._source",
     "decode_batches": "kbatch.spark._decode",
     "kafka_struct": "kbatch.spark._schema",
+    "decode_values": "kbatch.spark._values",
 }
 
 

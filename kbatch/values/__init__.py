@@ -71,6 +71,7 @@ from ._framing import (
     parse_frames,
     schema_id_header,
 )
+from ._reader import arrow_type, reader_schema, topic_subject
 from ._registry import Registry
 from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
 
@@ -89,11 +90,14 @@ __all__ = [
     "SchemaNotFoundError",
     "SchemaReference",
     "ValueDecodeError",
+    "arrow_type",
     "decode",
     "find_header",
     "frames",
     "guid_of",
     "parse_frames",
+    "reader_schema",
     "schema_id_header",
     "split_subject",
+    "topic_subject",
 ]

@@ -1,0 +1,163 @@
+"""Typed values in Spark: ``kbatch.spark.decode_values`` and the ``kafka-log`` source's
+``valueFormat=avro``, on local Spark, against fastavro's reading of the same Confluent-framed
+records (two writer versions interleaved; bad values raising or null); the registry shipped to
+the executors once."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # a JVM and Python workers
+
+pytest.importorskip("pyspark")
+pytest.importorskip("fastavro")
+pa = pytest.importorskip("pyarrow")
+
+from support.registry_server import RegistryServer  # noqa: E402
+from support.typed_root import KEY, KEY_ID, V1, V1_ID, V2, V2_ID, read_avro, write_typed_root  # noqa: E402
+
+import kbatch.spark  # noqa: E402
+from kbatch.values import AvroSchemaError, Registry  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def typed(tmp_path_factory) -> tuple[Path, dict]:
+    root = tmp_path_factory.mktemp("typed")
+    return root, write_typed_root(root)
+
+
+def _expected_orders(made: dict) -> list[tuple]:
+    """(partition, offset, key, value, writer id) as fastavro reads them, V2 the reader."""
+    out = []
+    for (topic, partition), rows in made["records"].items():
+        if topic != "orders":
+            continue
+        for offset, key, value in rows:
+            out.append((partition, offset, read_avro(key, made["writers"], KEY),
+                        read_avro(value, made["writers"], V2), V1_ID if offset % 2 else V2_ID))
+    return sorted(out, key=lambda r: (r[0], r[1]))
+
+
+def _plain(obj):
+    """A collected Spark value as fastavro gives it: dicts, and timestamps in UTC (PySpark gives
+    naive local times)."""
+    if hasattr(obj, "asDict"):
+        obj = obj.asDict(recursive=True)
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, datetime.datetime) and obj.tzinfo is None:
+        return obj.astimezone(datetime.timezone.utc)
+    return obj
+
+
+def _collect(df, columns: list[str]) -> list[dict]:
+    """The rows (PySpark's ``toArrow`` cannot cast a null struct with non-null fields), by offset."""
+    rows = [_plain(r) for r in df.select(*columns).collect()]
+    return sorted(rows, key=lambda r: (r.get("partition", 0), r["offset"]))
+
+
+def _rows(df, key: str = "key") -> list[tuple]:
+    rows = _collect(df, ["partition", "offset", key, "value", "value_schema_id"])
+    return [(r["partition"], r["offset"], r[key], r["value"], r["value_schema_id"]) for r in rows]
+
+
+def test_decode_values_and_value_format_equal_fastavro(spark, typed):
+    root, made = typed
+    reg = Registry.from_log_dirs(root)
+    df = spark.read.format("kafka-log").option("subscribe", "orders").load(str(root))
+    out = kbatch.spark.decode_values(df, reg, topic="orders")  # reader: orders-value's latest (V2)
+    out = kbatch.spark.decode_values(out, reg, column="key", reader_schema=KEY_ID)
+    assert out.columns[:4] == ["key", "key_schema_id", "value", "value_schema_id"]
+    assert out.schema["value"].dataType.simpleString().startswith(
+        "struct<id:bigint,status:string,amount:decimal(9,2),at:timestamp,tags:array<string>,note:string,"
+        "channel:string,ship:struct<city:string,zip:int>>")
+    want = _expected_orders(made)
+    assert len(want) == 80
+    assert _rows(out) == want
+    # the data source decodes in its reader, laid out by the same reader schema (the topic's latest)
+    src = (spark.read.format("kafka-log").option("subscribe", "orders").option("valueFormat", "avro")
+           .option("keyFormat", "avro").option("keyReaderSchema", json.dumps(KEY)).load(str(root)))
+    assert src.schema == out.schema
+    assert _rows(src) == want
+    # a reader schema named by id lays the same records out by V1 (V2's fields dropped)
+    v1 = (spark.read.format("kafka-log").option("subscribe", "orders").option("valueFormat", "avro")
+          .option("readerSchema", str(V1_ID)).load(str(root)))
+    got = [(r["partition"], r["offset"], r["value"]) for r in _collect(v1, ["partition", "offset", "value"])]
+    assert got == [(p, o, read_avro(made["records"][("orders", p)][o][2], made["writers"], V1))
+                   for p in (0, 1) for o in range(40)]
+
+
+def test_bad_values_raise_or_are_null_with_their_error(spark, typed):
+    root, made = typed
+    reg = Registry.from_log_dirs(root)
+    df = spark.read.format("kafka-log").option("subscribe", "mixed").load(str(root))
+    nulled = kbatch.spark.decode_values(df, reg, errors="null", topic="mixed")
+    src = (spark.read.format("kafka-log").option("subscribe", "mixed").option("valueFormat", "avro")
+           .option("valueErrors", "null").load(str(root)))
+    for frame in (nulled, src):
+        rows = _collect(frame, ["offset", "value", "value_schema_id", "value_error"])
+        values = [r["value"] for r in rows]
+        raw = [v for _, _, v in made["records"][("mixed", 0)]]
+        assert values == [read_avro(raw[0], made["writers"], V2), None, None, None, None,
+                          read_avro(raw[5], made["writers"], V2)]
+        errors = [r["value_error"] for r in rows]
+        assert errors[0] is None and errors[4] is None and errors[5] is None  # a tombstone is no error
+        assert errors[1].startswith("truncated value") and "offset 1" in errors[1]
+        assert errors[2].startswith("unknown schema id 99")
+        assert errors[3].startswith("no schema registry frame: magic byte 0x7b")
+        assert [r["value_schema_id"] for r in rows] == [V2_ID, V2_ID, 99, None, None, V2_ID]
+    with pytest.raises(Exception, match="truncated value") as info:  # the task fails: kbatch's error
+        kbatch.spark.decode_values(df, reg, topic="mixed").collect()
+    assert "offset 1" in str(info.value)
+    with pytest.raises(Exception, match="truncated value"):
+        spark.read.format("kafka-log").option("subscribe", "mixed").option("valueFormat", "avro").load(
+            str(root)).collect()
+
+
+def test_the_reader_schema_is_named_or_the_topic_is_one(spark, typed):
+    root, _ = typed
+    reg = Registry.from_log_dirs(root)
+    df = spark.read.format("kafka-log").option("subscribe", "orders").load(str(root))
+    with pytest.raises(AvroSchemaError, match="name a reader schema"):
+        kbatch.spark.decode_values(df, reg)
+    with pytest.raises(Exception, match="read one topic"):  # two topics, no readerSchema
+        spark.read.format("kafka-log").option("subscribe", "orders,mixed").option("valueFormat", "avro").load(
+            str(root))
+    with pytest.raises(Exception, match="valueFormat must be binary or avro"):
+        spark.read.format("kafka-log").option("valueFormat", "json").load(str(root))
+
+
+def test_the_registry_goes_to_the_executors_once(spark, typed):
+    root, _ = typed
+    with RegistryServer() as server:
+        server.state.register("orders-value", json.dumps(V1), schema_id=V1_ID)
+        server.state.register("orders-value", json.dumps(V2), schema_id=V2_ID)
+        reg = Registry(server.url, backoff=0)
+        df = (spark.read.format("kafka-log").option("subscribe", "orders").option("minPartitions", "2")
+              .option("maxRecordsPerBatch", "4").load(str(root)))
+        tasks = df.rdd.getNumPartitions()
+        assert tasks == 2
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "4")  # 20 Arrow batches decoded
+        try:
+            rows = kbatch.spark.decode_values(df, reg, topic="orders").select("value_schema_id").collect()
+        finally:
+            spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        assert sorted({r.value_schema_id for r in rows}) == [V1_ID, V2_ID] and len(rows) == 80
+        # the driver asked for the latest version once; each writer id at most once per task
+        # (once per executor process: the registry's cache), never per batch
+        assert server.state.requests["/subjects/orders-value/versions/latest"] == 1
+        for i in (V1_ID, V2_ID):
+            assert 1 <= server.state.requests[f"/schemas/ids/{i}"] <= tasks
+        server.state.requests.clear()
+        src = (spark.read.format("kafka-log").option("subscribe", "orders").option("minPartitions", "2")
+               .option("maxRecordsPerBatch", "4").option("valueFormat", "avro")
+               .option("schemaRegistry.url", server.url).load(str(root)))
+        assert len(src.select("value").collect()) == 80
+        for i in (V1_ID, V2_ID):
+            assert server.state.requests[f"/schemas/ids/{i}"] <= tasks
