@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-MODULES = ["kbatch.values", "kbatch.values._schema", "kbatch.values._store", "kbatch.values._files"]
+MODULES = ["kbatch.values", "kbatch.values._schema", "kbatch.values._store", "kbatch.values._files", "kbatch.values._reader"]
 
 
 @pytest.mark.parametrize("name", MODULES)
