@@ -57,6 +57,7 @@ kbatch.errors.ValueDecodeError: no schema registry frame: magic byte 0x7b, expec
 
 from __future__ import annotations
 
+from ._dead_letter import DEAD_LETTER_COLUMNS, dead_letter_schema, dead_letters, decoded_schema, split
 from ._decode import decode
 from ._errors import AvroSchemaError, RegistryError, SchemaNotFoundError, ValueDecodeError
 from ._framing import (
@@ -77,6 +78,7 @@ from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subje
 
 __all__ = [
     "AvroSchemaError",
+    "DEAD_LETTER_COLUMNS",
     "FRAME_BAD_HEADER",
     "FRAME_BAD_MAGIC",
     "FRAME_ERRORS",
@@ -91,13 +93,17 @@ __all__ = [
     "SchemaReference",
     "ValueDecodeError",
     "arrow_type",
+    "dead_letter_schema",
+    "dead_letters",
     "decode",
+    "decoded_schema",
     "find_header",
     "frames",
     "guid_of",
     "parse_frames",
     "reader_schema",
     "schema_id_header",
+    "split",
     "split_subject",
     "topic_subject",
 ]

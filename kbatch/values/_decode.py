@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +28,7 @@ from ._errors import AvroSchemaError, SchemaNotFoundError, ValueDecodeError
 from ._framing import Framing, frames, parse_frames, schema_id_header
 from ._schema import Schema
 
-__all__ = ["decode"]
+__all__ = ["MAX_ITEMS", "Decoded", "decode", "decode_records", "reader_program", "resolve_reader"]
 
 Errors = Literal["raise", "null"]
 #: Items (of a type written in no bytes, such as null) one array or map may hold.
@@ -90,6 +90,47 @@ def decode(
     """
     if errors not in ("raise", "null"):
         raise ValueError(f"errors must be 'raise' or 'null', got {errors!r}")
+    done = decode_records(table, registry, column, reader_schema, mapping, stop_at_first=errors == "raise",
+                          framing=framing, schema_id=schema_id, max_items=max_items)
+    out = done.table
+    if errors == "null":
+        text: list[str | None] = [None] * out.num_rows
+        for i, problem in done.errors.items():
+            text[i] = str(problem)
+        at_col = out.schema.get_field_index(f"{column}_schema_id")
+        out = out.add_column(at_col + 1, f"{column}_error", pa.array(text, type=pa.string()))
+    return out
+
+
+class Decoded(NamedTuple):
+    """What :func:`decode_records` gives: the decoded table and every record's error."""
+
+    #: the table's columns with ``<column>`` the decoded struct (null where it failed), then
+    #: ``<column>_schema_id``
+    table: pa.Table
+    #: row index -> why that record did not decode (the structured error, not its text)
+    errors: dict[int, ValueDecodeError]
+
+
+def decode_records(
+    table: Any,
+    registry: Any,
+    column: str = "value",
+    reader_schema: Schema | int | str | None = None,
+    mapping: str = "spark",
+    *,
+    stop_at_first: bool = False,
+    framing: Framing = "confluent",
+    schema_id: int = -1,
+    max_items: int = MAX_ITEMS,
+) -> Decoded:
+    """:func:`decode`'s work, with every record's :class:`ValueDecodeError` returned, not raised.
+
+    The one decoding path of :func:`decode` (``errors="raise"`` / ``"null"``) and of
+    :func:`kbatch.values.split` (good rows and dead letters). ``stop_at_first``: the kernel stops
+    at the first bad record, which is then raised (``errors="raise"``); otherwise every bad record
+    is a null value and an entry in :attr:`Decoded.errors`. Parameters as :func:`decode`'s.
+    """
     if column not in ("value", "key"):
         raise ValueError(f"column must be 'value' or 'key', got {column!r}")
     source = _Source(table, column, framing, schema_id)
@@ -122,8 +163,8 @@ def decode(
         guid_ids = np.array([-1 if s is None else _id_of(s) for s in by_guid], dtype=np.int32)
         ids[named] = guid_ids[f.guid_index[named]]
     met = {**writers, **{-2 - k: s for k, s in enumerate(by_guid) if s is not None}}
-    reader = _reader(registry, reader_schema, met)
-    program = _program(reader, mapping)
+    reader = resolve_reader(registry, reader_schema, met)
+    program = reader_program(reader, mapping)
     entry = np.full(n, -1, dtype=np.int32)
     with _LOCK:
         pcs = {i: program.add_writer_schema(w) for i, w in writers.items()}
@@ -142,7 +183,7 @@ def decode(
     lengths = np.where(entry >= 0, f.length, 0).astype(np.int64)
     data = _as_uint8(f.data)
     columns, kerrors, done = run(prog, aux, consts, coldesc, data, starts, lengths, entry, program.null_entry,
-                                 errors == "raise", max_items)
+                                 stop_at_first, max_items)
 
     # every error, by record: framing, unknown ids, then the kernel's
     messages: dict[int, ValueDecodeError] = {}
@@ -166,7 +207,7 @@ def decode(
         i = int(row["record"])
         messages[i] = _kernel_error(program, row, column, source, i, int(ids[i]),
                                     int(f.start[i] - source.raw_start[i]))
-    if errors == "raise" and messages:
+    if stop_at_first and messages:
         raise messages[min(messages)]
     if done != n:  # pragma: no cover - the kernel stops early only on an error, raised above
         raise RuntimeError("the value kernel stopped early")
@@ -180,12 +221,9 @@ def decode(
         at_col = out.num_columns
         out = out.append_column(column, value)
     out = out.add_column(at_col + 1, f"{column}_schema_id", schema_ids)
-    if errors == "null":
-        text: list[str | None] = [None] * n
-        for i, problem in messages.items():
-            text[i] = str(problem)
-        out = out.add_column(at_col + 2, f"{column}_error", pa.array(text, type=pa.string()))
-    return out
+    return Decoded(out, messages)
+
+
 
 
 def _id_of(schema: Schema) -> int:
@@ -197,7 +235,11 @@ def _as_uint8(data: Any) -> npt.NDArray[np.uint8]:
     return np.frombuffer(view, dtype=np.uint8) if len(view) else np.zeros(1, np.uint8)
 
 
-def _reader(registry: Any, reader_schema: Schema | int | str | None, writers: dict[int, Schema]) -> Schema:
+def resolve_reader(registry: Any, reader_schema: Schema | int | str | None,
+                   writers: dict[int, Schema] | None = None) -> Schema:
+    """The reader schema a decode lays its output out by: ``reader_schema`` (a :class:`Schema`, an
+    id looked up in ``registry``, Avro text), else the latest version of the one subject of
+    ``writers`` (the writer schemas met, by id), else the newest writer."""
     if isinstance(reader_schema, Schema):
         return reader_schema
     if isinstance(reader_schema, bool):
@@ -220,7 +262,8 @@ def _reader(registry: Any, reader_schema: Schema | int | str | None, writers: di
     return writers[max(writers)]
 
 
-def _program(reader: Schema, mapping: str) -> AvroProgram:
+def reader_program(reader: Schema, mapping: str) -> AvroProgram:
+    """The compiled program of ``reader`` (writers are added to it as met), cached per process."""
     key = (reader.text, tuple((name, s.text) for name, s in reader.dependencies), mapping)
     with _LOCK:
         program = _PROGRAMS.get(key)
@@ -298,11 +341,12 @@ class _Source:
         self.frames = parse_frames(buf, starts, lengths, framing=framing, schema_id=schema_id, header=header,
                                    column=column)
         self.raw_start = starts
-        self._offsets = np.asarray(table.column("offset")) if "offset" in table.column_names else \
+        self._offsets = np.asarray(table.column("offset").fill_null(-1)) if "offset" in table.column_names else \
             np.full(n, -1, np.int64)
         self._partition = -1
         self._topic = ""
-        self._partitions = np.asarray(table.column("partition")) if "partition" in table.column_names else None
+        self._partitions = np.asarray(table.column("partition").fill_null(-1)) \
+            if "partition" in table.column_names else None  # null: unknown (a table of no partition)
         self._topics = table.column("topic").to_pylist() if "topic" in table.column_names else None
         self.base = table
 

@@ -5,7 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["kbatch.values", "kbatch.values._schema", "kbatch.values._store", "kbatch.values._files", "kbatch.values._reader"]
+MODULES = ["kbatch.values", "kbatch.values._schema", "kbatch.values._store", "kbatch.values._files",
+           "kbatch.values._dead_letter", "kbatch.values._reader"]
 
 
 @pytest.mark.parametrize("name", MODULES)
