@@ -1,4 +1,4 @@
-"""Kafka log directories in Spark: the ``kafka-log`` data source and ``decode_batches``.
+"""Kafka log directories in Spark: the ``kafka-log`` data source, ``decode_batches`` and ``decode_values``.
 
 >>> import kbatch.spark                                              # doctest: +SKIP
 >>> kbatch.spark.register(spark)                                     # doctest: +SKIP
@@ -76,6 +76,18 @@ Options (Spark's Kafka source names and meanings; values are strings)
     ``consumer_offsets``, ``consumer_groups``, ``transactions``, ``producer_snapshots``,
     ``cluster_metadata.<table>``; with ``history`` (every record) and ``offset`` (of the
     metadata image).
+``valueFormat`` / ``keyFormat``
+    ``binary`` (default) or ``avro``: the column becomes the typed struct of the reader schema,
+    followed by ``value_schema_id`` (``key_schema_id``) and, with ``valueErrors=null``
+    (``keyErrors``), ``value_error``; decoded in the executors, batch by batch
+    (:mod:`kbatch.spark._values`, docs/values.md). The registry: ``schemaRegistry.url`` (with
+    ``schemaRegistry.basic.auth.user.info``, ``schemaRegistry.bearer.auth.token``,
+    ``schemaRegistry.ssl.ca.location``), ``schemaRegistry.path`` (a directory of schema files
+    or a ``log.dirs`` root holding ``_schemas``), by default the root's own ``_schemas``. The
+    reader schema: ``readerSchema`` / ``keyReaderSchema`` (an id or Avro schema text), by
+    default the latest version of the one topic read's subject (``<topic>-value``); reading
+    several topics then needs it named. ``valueErrors`` / ``keyErrors``: ``raise`` (default:
+    the task fails naming the record) or ``null``.
 kbatch's own: ``verifyCrc`` (default true), ``includeHeaders`` (Spark's, default false),
 ``extraColumns`` (``leaderEpoch, producerId, producerEpoch, sequence, isTransactional``),
 ``maxRecordsPerBatch`` / ``maxBytesPerBatch`` (cap of each Arrow batch handed to Spark:
