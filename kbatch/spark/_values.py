@@ -24,7 +24,7 @@ from kbatch._storage import is_remote
 from kbatch.values import Registry, Schema
 
 __all__ = ["Decoding", "SourceValues", "decode_batch", "decode_values", "decoded_struct", "open_registry",
-           "source_values", "spark_type"]
+           "ship", "source_values", "spark_type"]
 
 ERRORS = ("raise", "null")
 FORMATS = ("binary", "avro")
@@ -154,7 +154,7 @@ def decode_values(
     reader = values.reader_schema(registry, reader_schema, subject=subject)
     decoding = Decoding(column, reader, errors, mapping)
     out = decoded_struct(df.schema, [decoding])
-    shipped = _ship(df, registry)
+    shipped = ship(df, registry)
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         reg = shipped()
@@ -164,7 +164,7 @@ def decode_values(
     return df.mapInArrow(decode, out)
 
 
-def _ship(df: Any, registry: Registry) -> Callable[[], Registry]:
+def ship(df: Any, registry: Registry) -> Callable[[], Registry]:
     """The registry for the executors: a broadcast (unpickled once per Python worker), or with
     Spark Connect (no SparkContext) the registry itself, in the closure."""
     try:

@@ -161,3 +161,33 @@ def test_the_registry_goes_to_the_executors_once(spark, typed):
         assert len(src.select("value").collect()) == 80
         for i in (V1_ID, V2_ID):
             assert server.state.requests[f"/schemas/ids/{i}"] <= tasks
+
+
+def test_split_frame_writes_the_dead_letters_values_split_gives(spark, typed, tmp_path):
+    """The Spark engine's split: the executors decode, keep the good rows and write the rest as
+    Parquet under ``topic=<t>/``; both equal :func:`kbatch.values.split` of the same records."""
+    import pyarrow.dataset as pads
+
+    from kbatch.log import open_log
+    from kbatch.spark._dead_letters import split_frame
+    from kbatch.values import reader_schema, split
+
+    root, _ = typed
+    reg = Registry.from_log_dirs(root)
+    reader = reader_schema(reg, subject="mixed-value")
+    df = spark.read.format("kafka-log").option("subscribe", "mixed").load(str(root))
+    dead_dir = tmp_path / "_dead_letter"
+    good = split_frame(df, reg, str(dead_dir), values=reader, name="t")
+    got = _collect(good, ["offset", "value", "value_schema_id"])
+    raw = open_log(root / "mixed-0").to_arrow()
+    want_good, want_dead = split(raw, reg, values=reader)
+    assert [(r["offset"], r["value"], r["value_schema_id"]) for r in got] == \
+        [(r["offset"], _plain(r["value"]), r["value_schema_id"]) for r in want_good.to_pylist()]
+    assert sorted(p.name for p in dead_dir.iterdir()) == ["topic=mixed"]
+    dead = pads.dataset(dead_dir, format="parquet", partitioning="hive").to_table()
+    assert dead.num_rows == 3
+    keep = ["offset", "value", "schema_id", "error", "reason", "path", "byte", "column"]
+    assert sorted(dead.select(keep).to_pylist(), key=lambda r: r["offset"]) == want_dead.select(keep).to_pylist()
+    with pytest.raises(Exception, match="truncated value"):
+        split_frame(df, reg, str(tmp_path / "never"), values=reader, fail=True).collect()
+    assert not (tmp_path / "never").exists()
