@@ -44,6 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from kbatch import _storage
+from kbatch._convert_errors import ConvertError, UsageError
+from kbatch._convert_values import ValuePlan, check_arguments, plan_values, requested
+from kbatch._convert_values import add_arguments as add_value_arguments
 from kbatch._discover import describe_topics, logs_deeper, topics_in
 from kbatch._plan import (
     CLUSTER_ID_COLUMN,
@@ -91,14 +94,6 @@ FORMATS = ("parquet", "orc", "json", "iceberg", "delta")
 SHOWN = 20
 COMPRESSIONS = ("snappy", "zstd", "gzip", "lz4", "none")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
-
-
-class UsageError(ValueError):
-    """A mistake in the command line or its inputs: one line, status 2."""
-
-
-class ConvertError(RuntimeError):
-    """The conversion failed while running (corrupt data, Spark): one line, status 1."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -189,6 +184,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-q", "--quiet", action="store_true", help="print nothing but errors (and --json-summary), Spark's logs too"
     )
     parser.add_argument("--json-summary", action="store_true", help="print the summary as one JSON line")
+    add_value_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -215,6 +211,7 @@ class PartitionReport:
     lost: str = ""  # why the rest of the range was not read (an object gone or cut; --no-fail-on-data-loss)
     root: str = ""  # the log.dirs root read (with the root columns: --recursive, --replicas all)
     cluster_id: str | None = None  # that root's cluster.id (idem)
+    dead_letters: int = 0  # records whose value (or key) did not decode (--values), written as dead letters
 
     @property
     def span(self) -> int:
@@ -252,7 +249,8 @@ class PartitionReport:
         if self.root:
             where = f" in {self.root}" + (f" (cluster {self.cluster_id})" if self.cluster_id else "")
         head = f"  {self.topic}-{self.partition}{where}: {plural(self.records, 'record')}, {rng}"
-        return head + (f" ({why})" if why else "")
+        dead = f", {plural(self.dead_letters, 'dead letter')}" if self.dead_letters else ""
+        return head + dead + (f" ({why})" if why else "")
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -287,6 +285,10 @@ class Summary:
     since: list[str] = field(default_factory=list)
     #: offsets retention deleted before any run converted them (--no-fail-on-data-loss)
     gaps: list[Gap] = field(default_factory=list)
+    #: --values: records that did not decode, where they went, the commonest errors
+    dead_letters: int = 0
+    dead_letter_path: str = ""
+    value_errors: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def records_per_second(self) -> float:
@@ -338,6 +340,10 @@ class Summary:
         out += [p.line() for p in shown]
         out += [t.line() for t in self.tables]
         out += [f"gap: {g.line()}" for g in self.gaps]
+        if self.dead_letters:
+            common = "; ".join(f"{e['reason']} ({e['count']}, first {e['example']})" for e in self.value_errors)
+            out.append(f"dead letters: {plural(self.dead_letters, 'record')} whose value did not decode, in "
+                       f"{self.dead_letter_path}; commonest: {common}")
         if len(self.per_partition) > len(shown):
             out.append(f"  ... {plural(len(self.per_partition) - len(shown), 'more partition')} (--json-summary)")
         out += [f"note: {n}" for n in self.notes[:SHOWN]]
@@ -444,13 +450,14 @@ class Plan:
 
 def _default_engine(args: argparse.Namespace) -> None:
     """``--engine``'s default: arrow for the formats only it writes (iceberg, delta), spark otherwise."""
-    if getattr(args, "engine", None) is None:
-        args.engine = "arrow" if args.format in ("iceberg", "delta") else "spark"  # no JVM where none is needed
+    if getattr(args, "engine", None) is None:  # no JVM where none is needed (nor able, for typed values yet)
+        args.engine = "arrow" if args.format in ("iceberg", "delta") or requested(args) else "spark"
 
 
 def plan(args: argparse.Namespace) -> Plan:
     """Check everything that can be checked without reading records; raise :class:`UsageError`."""
     _default_engine(args)
+    check_arguments(args)
     root = Path(args.root)
     remote_root = _is_remote(args.root)
     if not remote_root and not root.exists():
@@ -1076,8 +1083,10 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
     p = plan(args)
     try:
         schema = _schema(p)
+        values = plan_values(args, p.topics, schema)
         if not _is_remote(args.out):
-            return _convert_to_table(args, p, schema, _open_sink(args, p.topics, schema.names), wall)
+            side = (values.side_folder,) if values is not None and values.side_folder else ()
+            return _convert_to_table(args, p, schema, _open_sink(args, p.topics, schema.names, side), wall, values)
         reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts)
                    for d in p.logs}
         _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
@@ -1154,12 +1163,14 @@ def _schema(p: Plan) -> Any:
     return schema
 
 
-def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str]) -> Sink:
-    """The table sink of ``--format`` (:mod:`kbatch.tables`) for OUT and ``--mode``."""
+def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str],
+               side_folders: Sequence[str] = ()) -> Sink:
+    """The table sink of ``--format`` (:mod:`kbatch.tables`) for OUT and ``--mode``; ``side_folders``:
+    hidden folders of a Parquet OUT committed with the data (dead letters)."""
     if args.format in ("parquet", "orc", "json"):  # a folder: Parquet written by the sink, or files put there
         return FolderSink(args.out, args.mode, compression=args.compression, max_rows_per_file=args.max_rows_per_file,
                           row_group_rows=args.row_group_rows, partition_by_topic=not args.no_partition_by_topic,
-                          format=args.format)
+                          format=args.format, side_folders=side_folders)
     options = {}
     for item in args.catalog_option:
         key, sep, value = item.partition("=")
@@ -1240,10 +1251,12 @@ def _resume(args: argparse.Namespace, p: Plan, sink: Sink, wall: float) -> _Resu
     return _Resumed(held, gaps, converted, notes, done)
 
 
-def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink, wall: float) -> Summary:
+def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink, wall: float,
+                      values: ValuePlan | None = None) -> Summary:
     """The arrow engine into a table sink: with ``--mode append``, each partition from where the
     table's ledger ends (nothing read nor committed when nothing is new); the data and the new
-    ledger committed together (:mod:`kbatch.tables`)."""
+    ledger committed together (:mod:`kbatch.tables`). With ``values`` (``--values``), each topic's
+    values decoded into its own schema, the dead letters committed just before (or with) the data."""
     r = _resume(args, p, sink, wall)
     if r.done is not None:
         return r.done
@@ -1254,26 +1267,40 @@ def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink
     commits: list[TableCommit] = []
     try:
         with sink:
-            sink.open(schema)
+            sink.open(values.schemas if values is not None else schema)
             batches = _arrow_batches(p, args, reports, progress)
+            if values is not None:
+                values.start(sink)
+                batches = values.decode(batches)
             if isinstance(sink, FolderSink) and args.format == "orc":  # pyarrow's dataset writer has no ORC
                 _write_orc(pa_reader(schema, batches), sink.folder, args, sink.run.partition("@")[0])
                 sink.adopt(sum(rep.records for rep in reports.values()))
             else:
                 sink.write(batches)
             if len(r.converted):
+                if values is not None:
+                    values.commit(r.converted)
                 commits = sink.commit(r.held.advanced(r.converted), r.converted)
             else:
                 sink.abort()
     finally:
         progress.close()
+        if values is not None:
+            values.close()
     for rep in reports.values():
         _finish_report(rep, rep.records, filtered=False)
+    dead: dict[str, Any] = {}
+    if values is not None:
+        for (topic, partition, root), n in values.dead.items():
+            reports[(topic, partition, root) if p.opts.root_columns else (topic, partition)].dead_letters = n
+        commits = values.commits + commits
+        r.notes += values.notes
+        dead = {"dead_letters": values.total(), "dead_letter_path": values.where, "value_errors": values.commonest()}
     return Summary(
         len(p.topics), len(p.logs), sum(rep.records for rep in reports.values()), p.input_bytes,
         sum(c.bytes for c in commits), time.perf_counter() - wall, "arrow", args.format, args.out,
         written=bool(commits), mode=args.mode, left_out=p.left_out, per_partition=list(reports.values()),
-        notes=r.notes + p.notes + _notes(p.logs), tables=commits, gaps=r.gaps,
+        notes=r.notes + p.notes + _notes(p.logs), tables=commits, gaps=r.gaps, **dead,
     )
 
 

@@ -21,7 +21,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import LEDGER_KEY, Ledger, OffsetRange
 from kbatch.tables._partition import DEFAULT, Transform, parse
-from kbatch.tables._sink import Sink, TableCommit, count_rows, staged_files
+from kbatch.tables._sink import Sink, TableCommit, by_topic, count_rows, staged_files
 
 __all__ = ["DeltaSink", "app_id", "read_ledger"]
 
@@ -91,17 +91,6 @@ def _same_but_size(a: Any, b: Any) -> bool:
     return bool(norm(a).equals(norm(b)))
 
 
-def _by_topic(batches: Iterable[Any]) -> Iterator[tuple[str, Any]]:
-    import pyarrow.compute as pc
-
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        topics = pc.unique(batch.column(batch.schema.get_field_index("topic"))).to_pylist()
-        for topic in topics:
-            yield topic, batch if len(topics) == 1 else batch.filter(pc.equal(batch.column("topic"), topic))
-
-
 class DeltaSink(Sink):
     """Delta tables, one per topic at ``OUT/<topic>`` (see the module's notes).
 
@@ -123,16 +112,21 @@ class DeltaSink(Sink):
     upsert : bool, default False
         One row per key, through a Delta merge: the run's latest record per key replaces the
         table's row, a tombstone deletes it (the run's records are held in memory).
+    table_suffix : str, default ""
+        Each topic's table is at ``OUT/<topic><table_suffix>`` (``"__dead_letter"``: the
+        tables of the records whose values did not decode).
     """
 
     format = "delta"
 
     def __init__(self, out: str | os.PathLike[str], mode: str, *, topics: Sequence[str] = (),
                  partition_by: Sequence[str] | None = None, properties: dict[str, str] | None = None,
-                 columns: Sequence[str] | None = None, compression: str | None = None, upsert: bool = False) -> None:
+                 columns: Sequence[str] | None = None, compression: str | None = None, upsert: bool = False,
+                 table_suffix: str = "") -> None:
         from deltalake import DeltaTable
 
         self.out = Path(out)
+        self.table_suffix = table_suffix
         self.mode = mode
         self.partition = parse(partition_by or DEFAULT, columns)
         for t in self.partition:
@@ -147,7 +141,7 @@ class DeltaSink(Sink):
         self._tables: dict[str, Any] = {}
         self._held: dict[str, tuple[Ledger, int | None]] = {}
         for topic in topics:
-            uri = str(self.out / topic)
+            uri = self._uri(topic)
             if DeltaTable.is_deltatable(uri):
                 table = DeltaTable(uri)
                 self._tables[topic] = table
@@ -162,13 +156,19 @@ class DeltaSink(Sink):
         return Ledger.union(ledger for ledger, _ in self._held.values())
 
     def last_commits(self) -> list[str]:
-        return [f"version {v} of {self.out / t}" for t, (_, v) in sorted(self._held.items()) if v is not None]
+        return [f"version {v} of {self._uri(t)}" for t, (_, v) in sorted(self._held.items()) if v is not None]
 
     def open(self, schema: Any) -> None:
         import pyarrow as pa
 
-        self.schema = _derive(pa.RecordBatch.from_pylist([], schema=schema), self.partition).schema
+        def derived(s: Any) -> Any:
+            return _derive(pa.RecordBatch.from_pylist([], schema=s), self.partition).schema
+
+        self.schema = {t: derived(s) for t, s in schema.items()} if isinstance(schema, Mapping) else derived(schema)
         self.partition_columns = [t.field_name for t in self.partition]
+
+    def _uri(self, topic: str) -> str:
+        return str(self.out / f"{topic}{self.table_suffix}")
 
     def write(self, batches: Iterable[Any]) -> None:
         import itertools
@@ -177,11 +177,11 @@ class DeltaSink(Sink):
         import pyarrow.dataset as pads
 
         if self.upsert:  # merged at the commit
-            for topic, batch in _by_topic(count_rows(batches, self._counts)):
+            for topic, batch in by_topic(count_rows(batches, self._counts)):
                 self._pending.setdefault(topic, []).append(_derive(batch, self.partition))
             return
-        for topic, group in itertools.groupby(_by_topic(count_rows(batches, self._counts)), key=lambda tb: tb[0]):
-            folder = self.out / topic
+        for topic, group in itertools.groupby(by_topic(count_rows(batches, self._counts)), key=lambda tb: tb[0]):
+            folder = Path(self._uri(topic))
             actions = self._actions.setdefault(topic, [])
 
             def visit(written: Any, folder: Path = folder, actions: list[Any] = actions) -> None:
@@ -198,8 +198,9 @@ class DeltaSink(Sink):
             partitioning = None
             if self.partition_columns:
                 partitioning = pads.partitioning(
-                    pa.schema([self.schema.field(c) for c in self.partition_columns]), flavor="hive")
-            reader = pa.RecordBatchReader.from_batches(self.schema, (_derive(b, self.partition) for _, b in group))
+                    pa.schema([self.schema_of(topic).field(c) for c in self.partition_columns]), flavor="hive")
+            reader = pa.RecordBatchReader.from_batches(self.schema_of(topic),
+                                                       (_derive(b, self.partition) for _, b in group))
             pads.write_dataset(reader, str(folder), format="parquet", partitioning=partitioning,
                                basename_template=f"part-{self.run}-{self._writes}-{{i}}.parquet",
                                existing_data_behavior="overwrite_or_ignore", file_visitor=visit,
@@ -228,7 +229,7 @@ class DeltaSink(Sink):
             return
         for topic, dirs, path in staged_files(self._staging):
             rel = f"{dirs}/{path.name}" if dirs else path.name
-            dest = self.out / topic / rel
+            dest = Path(self._uri(topic)) / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, dest)
             self._written.append(dest)
@@ -257,7 +258,7 @@ class DeltaSink(Sink):
                 max_commit_retries=0,
             )
             actions = self._actions.pop(topic, [])
-            uri = str(self.out / topic)
+            uri = self._uri(topic)
             try:
                 if self.upsert:
                     records = self._merge(topic, props)
@@ -270,10 +271,10 @@ class DeltaSink(Sink):
                 if topic in self._tables:
                     self._evolve(topic)
                     self._tables[topic].create_write_transaction(
-                        actions, "overwrite" if self.mode == "overwrite" else "append", self.schema,
+                        actions, "overwrite" if self.mode == "overwrite" else "append", self.schema_of(topic),
                         self.partition_columns or None, commit_properties=props)
                 else:
-                    create_table_with_add_actions(uri, Schema.from_arrow(self.schema), actions, mode="error",
+                    create_table_with_add_actions(uri, Schema.from_arrow(self.schema_of(topic)), actions, mode="error",
                                                   partition_by=self.partition_columns or None,
                                                   description=self._description(),
                                                   commit_properties=props)
@@ -290,7 +291,7 @@ class DeltaSink(Sink):
             self._held[topic] = (mine, table.version())
             out.append(TableCommit(uri, str(table.version()), sum(json.loads(a.stats)["numRecords"] for a in actions),
                                    sum(a.size for a in actions), list(converted.for_topic(topic)), kind="version"))
-            self._written = [p for p in self._written if not p.is_relative_to(self.out / topic)]
+            self._written = [p for p in self._written if not p.is_relative_to(Path(uri))]
         return out
 
     def _evolve(self, topic: str) -> None:
@@ -303,13 +304,14 @@ class DeltaSink(Sink):
 
         table = self._tables[topic]
         theirs = pa.schema(table.schema().to_arrow())  # arro3's, through the Arrow C interface
-        uri = str(self.out / topic)
-        for f in self.schema:
+        uri = self._uri(topic)
+        schema = self.schema_of(topic)
+        for f in schema:
             i = theirs.get_field_index(f.name)
             if i >= 0 and not theirs.field(i).type.equals(f.type) and not _same_but_size(theirs.field(i).type, f.type):
                 raise TableError(f"table {uri}: column {f.name} is {theirs.field(i).type} in the table, "
                                  f"{f.type} in this run", table=uri)
-        new = [f for f in self.schema if theirs.get_field_index(f.name) < 0]
+        new = [f for f in schema if theirs.get_field_index(f.name) < 0]
         if not new:
             return
         table.alter.add_columns([Field.from_arrow(f) for f in new])
@@ -328,12 +330,13 @@ class DeltaSink(Sink):
 
         from kbatch.tables._upsert import latest_per_key
 
-        live, dead = latest_per_key(pa.Table.from_batches(self._pending.pop(topic, []), schema=self.schema))
+        schema = self.schema_of(topic)
+        live, dead = latest_per_key(pa.Table.from_batches(self._pending.pop(topic, []), schema=schema))
         source = pa.concat_tables([live, live.schema.empty_table() if not dead else
-                                   pa.Table.from_pylist([{"key": k} for k in dead], schema=self.schema)])
-        uri = str(self.out / topic)
+                                   pa.Table.from_pylist([{"key": k} for k in dead], schema=schema)])
+        uri = self._uri(topic)
         if topic not in self._tables:
-            DeltaTable.create(uri, self.schema, mode="error", partition_by=self.partition_columns or None,
+            DeltaTable.create(uri, schema, mode="error", partition_by=self.partition_columns or None,
                               description=self._description())
         (DeltaTable(uri).merge(source, predicate="t.key = s.key", source_alias="s", target_alias="t",
                                commit_properties=props)

@@ -5,6 +5,7 @@ Layout (the same as before ledgers, partitioned by topic unless told not to)::
     OUT/topic=orders/part-<run>-<i>.parquet
     OUT/_kbatch_ledger/00000000000000000001.json     one file per commit, numbered
     OUT/_kbatch_staging/<pid>-<token>@<host>/...    files of a run not yet committed
+    OUT/_dead_letter/topic=orders/part-*.parquet     side folders (``side_folders``), same commits
 
 Names starting with ``_`` are hidden from Parquet readers (pyarrow's datasets, Spark, Polars'
 hive scans, DuckDB with hive partitioning). A ledger file holds the whole :class:`Ledger`
@@ -24,12 +25,13 @@ after its commit, the files the commit added and where they were staged.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
 import socket
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +39,7 @@ from kbatch._staging import StagedOutput
 from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import Ledger
-from kbatch.tables._sink import Sink, TableCommit, count_rows
+from kbatch.tables._sink import Sink, TableCommit, by_topic, count_rows
 
 __all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "read_ledger"]
 
@@ -98,12 +100,20 @@ class FolderSink(Sink):
         What the files are: :meth:`write` writes Parquet; files of any format written into
         :attr:`folder` by another writer (Spark's executors, an ORC writer) are committed
         alike, counted with :meth:`adopt`.
+    side_folders : sequence of str
+        Hidden folders (``_dead_letter``) of :attr:`folder` whose files another writer puts
+        there, committed with the data in the same ledger commit (readers of OUT skip them).
     """
 
     def __init__(self, out: str | os.PathLike[str], mode: str, *, compression: str | None = None,
                  max_rows_per_file: int | None = None, row_group_rows: int | None = None,
-                 partition_by_topic: bool = True, format: str = "parquet") -> None:
+                 partition_by_topic: bool = True, format: str = "parquet",
+                 side_folders: Sequence[str] = ()) -> None:
         self.format = format
+        self.side_folders = tuple(side_folders)
+        for name in self.side_folders:
+            if not name.startswith("_") or "/" in name:
+                raise ValueError(f"a side folder is one hidden folder name (starting with _), got {name!r}")
         self.out = Path(out)
         self.mode = mode
         self.compression = compression or "snappy"
@@ -186,26 +196,33 @@ class FolderSink(Sink):
         if self.partition_by_topic:
             partitioning = pads.partitioning(pa.schema([("topic", pa.string())]), flavor="hive")
 
-        reader = pa.RecordBatchReader.from_batches(self.schema, count_rows(batches, self._counts))
-        pads.write_dataset(
-            reader,
-            str(folder),
-            format="parquet",
-            partitioning=partitioning,
-            basename_template=f"part-{self.run.partition('@')[0]}-{self._writes}-{{i}}.parquet",
-            existing_data_behavior="overwrite_or_ignore",
-            file_options=pads.ParquetFileFormat().make_write_options(compression=codec),
-            max_rows_per_file=self.max_rows_per_file,
-            max_rows_per_group=self.row_group_rows,
-            min_rows_per_group=min(self.row_group_rows, 1 << 16),
-            max_open_files=4096,
-            preserve_order=True,
-        )
-        self._writes += 1
+        counted = count_rows(batches, self._counts)
+        if isinstance(self.schema, Mapping):  # a schema per topic: each topic's files written apart
+            groups: Iterable[tuple[Any, Iterable[Any]]] = itertools.groupby(by_topic(counted), key=lambda tb: tb[0])
+            parts: Iterable[tuple[Any, Iterable[Any]]] = ((self.schema_of(t), (b for _, b in g)) for t, g in groups)
+        else:
+            parts = [(self.schema, counted)]
+        for schema, group in parts:
+            pads.write_dataset(
+                pa.RecordBatchReader.from_batches(schema, group),
+                str(folder),
+                format="parquet",
+                partitioning=partitioning,
+                basename_template=f"part-{self.run.partition('@')[0]}-{self._writes}-{{i}}.parquet",
+                existing_data_behavior="overwrite_or_ignore",
+                file_options=pads.ParquetFileFormat().make_write_options(compression=codec),
+                max_rows_per_file=self.max_rows_per_file,
+                max_rows_per_group=self.row_group_rows,
+                min_rows_per_group=min(self.row_group_rows, 1 << 16),
+                max_open_files=4096,
+                preserve_order=True,
+            )
+            self._writes += 1
 
     def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
         folder = self.folder
-        files = self._data_files()
+        data = self._data_files()
+        files = sorted(data + self._data_files(self.side_folders))
         n = self._number + 1 if self.incremental else 1
         entry = {"commit": n, "ledger": json.loads(ledger.to_json()), "converted": json.loads(converted.to_json()),
                  "files": [f for f, _ in files], "records": sum(self._counts.values()) + self._adopted}
@@ -229,13 +246,20 @@ class FolderSink(Sink):
             self._staged.commit()  # the commit point: one rename
         self._folder = None
         self._ledger, self._number = ledger, n
-        return [TableCommit(str(self.out), str(n), entry["records"], sum(b for _, b in files), list(converted),
+        return [TableCommit(str(self.out), str(n), entry["records"], sum(b for _, b in data), list(converted),
                             kind="commit")]
 
-    def _data_files(self) -> list[tuple[str, int]]:
-        """``(path relative to the staging folder, bytes)`` of every file readers will see."""
+    def _data_files(self, under: Sequence[str] = ("",)) -> list[tuple[str, int]]:
+        """``(path relative to the staging folder, bytes)`` of every file readers will see (in the
+        folders ``under`` it: the data by default, or :attr:`side_folders`)."""
         out = []
-        for dirpath, dirnames, filenames in os.walk(self.folder):
+        for top in under:
+            out += self._files_in(top)
+        return sorted(out)
+
+    def _files_in(self, top: str) -> list[tuple[str, int]]:
+        out = []
+        for dirpath, dirnames, filenames in os.walk(self.folder / top):
             dirnames[:] = [d for d in dirnames if not d.startswith((".", "_"))]
             for name in filenames:
                 if not name.startswith((".", "_")):

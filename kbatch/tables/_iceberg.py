@@ -112,6 +112,9 @@ class IcebergSink(Sink):
     upsert : bool, default False
         One row per key: the run's latest record per key replaces the table's row, a tombstone
         deletes it (:mod:`kbatch.tables._upsert`; the run's records are held in memory).
+    table_suffix : str, default ""
+        Each topic's table is ``<namespace>.<topic><table_suffix>`` (``"__dead_letter"``: the
+        tables of the records whose values did not decode).
     """
 
     format = "iceberg"
@@ -120,12 +123,13 @@ class IcebergSink(Sink):
                  catalog: str | None = None, catalog_options: dict[str, str] | None = None,
                  namespace: str | None = None, partition_by: Sequence[str] | None = None,
                  properties: dict[str, str] | None = None, columns: Sequence[str] | None = None,
-                 compression: str | None = None, upsert: bool = False) -> None:
+                 compression: str | None = None, upsert: bool = False, table_suffix: str = "") -> None:
         from pyiceberg.catalog import load_catalog
         from pyiceberg.exceptions import NoSuchTableError
 
         self.out = str(out)
         self.mode = mode
+        self.table_suffix = table_suffix
         self.namespace = namespace or DEFAULT_NAMESPACE
         self.upsert = upsert
         self._applied: dict[str, int] = {}
@@ -164,7 +168,7 @@ class IcebergSink(Sink):
         self._staging: Path | None = None
 
     def identifier(self, topic: str) -> str:
-        return f"{self.namespace}.{topic}"
+        return f"{self.namespace}.{topic}{self.table_suffix}"
 
     def committed(self) -> Ledger:
         return Ledger.union(ledger for ledger, _ in self._held.values())
@@ -182,7 +186,7 @@ class IcebergSink(Sink):
         if topic not in self._tables:
             self.catalog.create_namespace_if_not_exists(self.namespace)
             try:
-                txn = self.catalog.create_table_transaction(self.identifier(topic), schema=self.schema,
+                txn = self.catalog.create_table_transaction(self.identifier(topic), schema=self.schema_of(topic),
                                                             properties=self.properties)
                 if self.partition:
                     with txn.update_spec() as spec:
@@ -217,7 +221,7 @@ class IcebergSink(Sink):
 
         try:
             with txn.update_schema() as update:  # nothing to commit when the columns are the same
-                update.union_by_name(self.schema)
+                update.union_by_name(self.schema_of(topic))
         except (ValueError, ValidationError) as exc:
             raise TableError(f"table {self.identifier(topic)}: this run's columns do not fit the table's schema "
                              f"{table.schema().schema_id}: {exc}", table=self.identifier(topic)) from None
@@ -227,7 +231,8 @@ class IcebergSink(Sink):
 
         batches = self._buffers.pop(topic, [])
         txn = self._txn(topic)
-        table = pa.Table.from_batches(batches, schema=self.schema) if batches else self.schema.empty_table()
+        schema = self.schema_of(topic)
+        table = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
         if batches or properties:
             txn.append(table, snapshot_properties=properties or {})
 
@@ -239,7 +244,7 @@ class IcebergSink(Sink):
         from kbatch.tables._upsert import latest_per_key
 
         batches = self._buffers.pop(topic, [])
-        live, dead = latest_per_key(pa.Table.from_batches(batches, schema=self.schema))
+        live, dead = latest_per_key(pa.Table.from_batches(batches, schema=self.schema_of(topic)))
         txn = self._txn(topic)
         if live.num_rows:
             txn.upsert(live, join_cols=["key"])

@@ -148,8 +148,9 @@ def _write_orders(r: AvroRoot) -> None:
 
 
 def grow(r: AvroRoot, more: int = 6) -> None:
-    """``more`` good version-2 orders appended to orders-0 (a later run's new records; the log is
-    written again with its old records first, as ``write_log`` grows a log)."""
+    """``more`` good version-2 orders and one bad value (id 98, unknown) appended to orders-0 (a
+    later run's new records; the log is written again with its old records first, as
+    ``write_log`` grows a log)."""
     start = len(r.raw)
     for k in range(more):
         i = 1000 + k
@@ -159,4 +160,9 @@ def grow(r: AvroRoot, more: int = 6) -> None:
         r.good[start + k] = read_avro(body, V2, V2)
         r.ids[start + k] = 2
         r.keys[start + k] = f"k{i}"
+    bad = start + more
+    r.raw.append(framed(98, avro(V2, order(bad, 2))))
+    r.raw_keys.append(framed(3, avro(KEY, f"bad{bad}")))
+    r.bad[bad] = ("unknown schema id 98", "value", 1)
+    r.keys[bad] = f"bad{bad}"
     _write_orders(r)
