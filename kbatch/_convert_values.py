@@ -78,7 +78,7 @@ COMMONEST = 3
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the typed-values options to ``kbatch convert``'s parser."""
     g = parser.add_argument_group(
-        "typed values (--engine arrow; formats parquet, iceberg, delta)",
+        "typed values (--engine arrow: formats parquet, iceberg, delta; --engine spark: parquet)",
         "Confluent-framed Avro values (and keys) decoded into a struct column laid out by the reader schema "
         "(Spark's from_avro types), with value_schema_id (the writer's id). Records that do not decode are "
         "dead letters, kept raw with the error: OUT/_dead_letter/ for parquet (hidden from readers of OUT, "
@@ -394,8 +394,9 @@ def check_arguments(args: argparse.Namespace) -> None:
         if given:
             raise _usage(f"{', '.join(given)} need --values avro (or --keys avro)")
         return
-    if args.engine != "arrow":
-        raise _usage("--values and --keys need --engine arrow (the Spark engine does not decode values yet)")
+    if args.engine == "spark" and args.format != "parquet":
+        raise _usage(f"--values with --engine spark writes --format parquet; --format {args.format} with typed "
+                     "values is written by --engine arrow")
     if args.format not in ("parquet", "iceberg", "delta"):
         raise _usage(f"--values writes --format parquet, iceberg or delta, not {args.format}")
     if is_remote(args.out):
@@ -406,7 +407,9 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise _usage("--reader-schema is the values' reader schema: it needs --values avro")
     if args.flatten_values and not args.values:
         raise _usage("--flatten-values needs --values avro")
-    _dead_letter_place(args)
+    if _dead_letter_place(args)[1] is not None and args.engine == "spark":
+        raise _usage("--dead-letter outside OUT is written by --engine arrow; with --engine spark the dead letters "
+                     "go to a hidden folder of OUT (default OUT/_dead_letter)")
 
 
 def plan_values(args: argparse.Namespace, topics: list[str], source: Any) -> ValuePlan | None:

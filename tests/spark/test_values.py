@@ -191,3 +191,72 @@ def test_split_frame_writes_the_dead_letters_values_split_gives(spark, typed, tm
     with pytest.raises(Exception, match="truncated value"):
         split_frame(df, reg, str(tmp_path / "never"), values=reader, fail=True).collect()
     assert not (tmp_path / "never").exists()
+
+
+# ---------------------------------------------------------------- kbatch convert --engine spark --values avro
+
+
+def _convert_run(capsys, *argv: str) -> tuple[int, dict | str]:
+    """``kbatch convert`` in this process (the module's session is Spark's): status and summary
+    (or the error line)."""
+    import argparse
+
+    from kbatch import _convert
+
+    parser = argparse.ArgumentParser()
+    _convert.add_arguments(parser)
+    status = _convert.run(parser.parse_args([*argv, "--json-summary"]))
+    captured = capsys.readouterr()
+    if status:
+        return status, captured.err.strip()
+    return status, json.loads(captured.out.strip().splitlines()[-1])
+
+
+def _folder(path: Path, columns: list[str] | None = None) -> list[dict]:
+    import pyarrow.dataset as pads
+
+    topic = pads.partitioning(pa.schema([("topic", pa.string())]), flavor="hive")
+    table = pads.dataset(str(path), format="parquet", partitioning=topic).to_table(columns=columns)
+    return sorted(table.to_pylist(), key=lambda r: (r["topic"], r["partition"], r["offset"]))
+
+
+def test_convert_with_spark_values_equals_the_arrow_engine(spark, tmp_path, capsys):
+    from support.avro_root import write_avro_root
+
+    r = write_avro_root(tmp_path / "root")
+    runs = {}
+    for engine in ("arrow", "spark"):
+        out = tmp_path / engine
+        status, summary = _convert_run(capsys, str(r.root), str(out), "--engine", engine, "--values", "avro",
+                                       "--keys", "avro", *(["--master", "local[2]"] if engine == "spark" else []))
+        assert status == 0, summary
+        runs[engine] = (out, summary)
+    (a, sa), (s, ss) = runs["arrow"], runs["spark"]
+    assert ss["engine"] == "spark" and ss["dead_letters"] == sa["dead_letters"] == 3
+    assert ss["dead_letter_path"] == str(s / "_dead_letter")
+    assert ss["value_errors"] == sa["value_errors"]
+    assert ss["records"] == sa["records"] and ss["notes"][:3] == sa["notes"][:3]
+    per = {e: sorted((p["topic"], p["partition"], p["records"], p["dead_letters"], p["why"])
+                     for p in runs[e][1]["per_partition"]) for e in runs}
+    assert per["spark"] == per["arrow"]
+    # the typed rows: the same values (fastavro's reading), ids, keys and Kafka columns
+    import pyarrow.parquet as pq
+
+    columns = ["key", "key_schema_id", "value", "value_schema_id", "partition", "offset", "timestamp"]
+    orders = sorted(pq.read_table(s / "topic=orders", columns=columns).to_pylist(), key=lambda row: row["offset"])
+    assert orders == sorted(pq.read_table(a / "topic=orders", columns=columns).to_pylist(),
+                            key=lambda row: row["offset"])
+    assert {row["offset"]: row["value"] for row in orders} == r.good
+    plain = pq.read_table(s / "topic=plain")  # a topic without a subject stays binary
+    assert plain.schema.field("value").type == pa.binary() and "value_schema_id" not in plain.schema.names
+    # Spark reads both outputs with the same schema: from_avro's types
+    assert spark.read.parquet(str(s / "topic=orders")).schema == spark.read.parquet(str(a / "topic=orders")).schema
+    # the dead letters: the same raw records and errors, in the same layout
+    assert sorted(p.name for p in (s / "_dead_letter").iterdir()) == ["topic=orders"]
+    assert _folder(s / "_dead_letter") == _folder(a / "_dead_letter")
+    assert sorted(row["offset"] for row in _folder(s / "_dead_letter")) == sorted(r.bad)
+    # --on-value-error fail: the first bad record's one line, status 1, nothing written
+    status, error = _convert_run(capsys, str(r.root), str(tmp_path / "failed"), "--engine", "spark", "--master",
+                                 "local[2]", "--values", "avro", "--on-value-error", "fail", "--subscribe", "orders")
+    assert status == 1 and "unknown schema id 99" in error and "offset 7" in error, error
+    assert not (tmp_path / "failed").exists()
