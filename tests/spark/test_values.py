@@ -255,6 +255,17 @@ def test_convert_with_spark_values_equals_the_arrow_engine(spark, tmp_path, caps
     assert sorted(p.name for p in (s / "_dead_letter").iterdir()) == ["topic=orders"]
     assert _folder(s / "_dead_letter") == _folder(a / "_dead_letter")
     assert sorted(row["offset"] for row in _folder(s / "_dead_letter")) == sorted(r.bad)
+    # --flatten-values: the struct's fields as value_<field> columns, as the arrow engine writes them
+    for engine in ("arrow", "spark"):
+        status, summary = _convert_run(capsys, str(r.root), str(tmp_path / f"flat-{engine}"), "--engine", engine,
+                                       "--values", "avro", "--flatten-values", "--subscribe", "orders",
+                                       *(["--master", "local[2]"] if engine == "spark" else []))
+        assert status == 0, summary
+    flat = {e: pq.read_table(tmp_path / f"flat-{e}" / "topic=orders") for e in ("arrow", "spark")}
+    assert flat["spark"].schema.names == flat["arrow"].schema.names
+    assert "value_status" in flat["spark"].schema.names and "value" not in flat["spark"].schema.names
+    assert sorted(flat["spark"].to_pylist(), key=lambda row: row["offset"]) == \
+        sorted(flat["arrow"].to_pylist(), key=lambda row: row["offset"])
     # --on-value-error fail: the first bad record's one line, status 1, nothing written
     status, error = _convert_run(capsys, str(r.root), str(tmp_path / "failed"), "--engine", "spark", "--master",
                                  "local[2]", "--values", "avro", "--on-value-error", "fail", "--subscribe", "orders")
