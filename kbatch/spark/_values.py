@@ -134,7 +134,7 @@ def decode_values(
         value that does not decode. ``"null"``: its value is null and ``<column>_error`` says
         why.
     mapping : {"spark"}
-        Spark's types (those of ``from_avro``).
+        Spark's types (those of ``from_avro``): the only mapping Spark takes.
     topic : str, optional
         The topic whose subject's latest schema lays the values out when ``reader_schema`` is
         None.
@@ -150,6 +150,8 @@ def decode_values(
     kbatch.values.AvroSchemaError
         No reader schema named (and no topic), or one that is not Avro.
     """
+    if mapping != "spark":
+        raise ValueError(f"Spark takes mapping='spark' (from_avro's types), got {mapping!r}")
     subject = values.topic_subject(topic, column) if topic is not None else None
     reader = values.reader_schema(registry, reader_schema, subject=subject)
     decoding = Decoding(column, reader, errors, mapping)

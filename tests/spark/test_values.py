@@ -100,7 +100,15 @@ def test_bad_values_raise_or_are_null_with_their_error(spark, typed):
     nulled = kbatch.spark.decode_values(df, reg, errors="null", topic="mixed")
     src = (spark.read.format("kafka-log").option("subscribe", "mixed").option("valueFormat", "avro")
            .option("valueErrors", "null").load(str(root)))
-    for frame in (nulled, src):
+    # the streaming reader decodes alike
+    query = (spark.readStream.format("kafka-log").option("subscribe", "mixed").option("valueFormat", "avro")
+             .option("valueErrors", "null").option("startingOffsets", "earliest").load(str(root))
+             .writeStream.format("memory").queryName("typed_stream").trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    assert query.exception() is None
+    streamed = spark.table("typed_stream")
+    assert streamed.schema == src.schema
+    for frame in (nulled, src, streamed):
         rows = _collect(frame, ["offset", "value", "value_schema_id", "value_error"])
         values = [r["value"] for r in rows]
         raw = [v for _, _, v in made["records"][("mixed", 0)]]
@@ -126,6 +134,8 @@ def test_the_reader_schema_is_named_or_the_topic_is_one(spark, typed):
     df = spark.read.format("kafka-log").option("subscribe", "orders").load(str(root))
     with pytest.raises(AvroSchemaError, match="name a reader schema"):
         kbatch.spark.decode_values(df, reg)
+    with pytest.raises(ValueError, match="mapping='spark'"):
+        kbatch.spark.decode_values(df, reg, topic="orders", mapping="arrow")
     with pytest.raises(Exception, match="read one topic"):  # two topics, no readerSchema
         spark.read.format("kafka-log").option("subscribe", "orders,mixed").option("valueFormat", "avro").load(
             str(root))
