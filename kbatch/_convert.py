@@ -342,9 +342,9 @@ class Summary:
         out += [t.line() for t in self.tables]
         out += [f"gap: {g.line()}" for g in self.gaps]
         if self.dead_letters:
-            common = "; ".join(f"{e['reason']} ({e['count']}, first {e['example']})" for e in self.value_errors)
-            out.append(f"dead letters: {plural(self.dead_letters, 'record')} whose value did not decode, in "
-                       f"{self.dead_letter_path}; commonest: {common}")
+            out.append(f"dead letters: {plural(self.dead_letters, 'record')} whose value (or key) did not decode, "
+                       f"in {self.dead_letter_path}; the commonest errors:")
+            out += [f"  {e['count']} x {e['reason']} (first: {e['example']})" for e in self.value_errors]
         if len(self.per_partition) > len(shown):
             out.append(f"  ... {plural(len(self.per_partition) - len(shown), 'more partition')} (--json-summary)")
         out += [f"note: {n}" for n in self.notes[:SHOWN]]

@@ -196,3 +196,24 @@ def test_tables_with_dead_letters_beside_and_a_kill_between_the_commits(avro_roo
     check_dead(r, dead)  # the new dead letter once: the rerun finds it committed already
     assert again["dead_letters"] == 0
     assert summary_of(values_cli(r, out, *extra, "--mode", "append"))["since"]  # nothing new: nothing committed
+
+
+@pytest.mark.parametrize("kind", ["iceberg", "delta"])
+def test_a_later_reader_version_evolves_the_table_by_name(avro_root, tmp_path, kind) -> None:
+    pytest.importorskip("pyiceberg" if kind == "iceberg" else "deltalake")
+    r, out = avro_root, tmp_path / "out"
+    (tmp_path / "v1.avsc").write_text(json.dumps(V1))
+    first = ["--format", kind, "--subscribe", "orders"]
+    summary_of(values_cli(r, out, *first, "--reader-schema", str(tmp_path / "v1.avsc")))
+    before = set(r.good)
+    grow(r)
+    summary_of(values_cli(r, out, *first, "--mode", "append"))  # the reader now: orders-value's latest, V2
+    good, _dead = read_tables(kind, out)
+    rows = by_offset(good)
+    assert sorted(rows) == sorted(r.good)
+    v1_fields = [f["name"] for f in V1["fields"]]
+    for offset, row in rows.items():
+        if offset in before:  # written by the first run: V2's added fields are null
+            assert row["value"] == {**{f: r.good[offset][f] for f in v1_fields}, "status": None, "note": None}
+        else:
+            assert row["value"] == r.good[offset]
