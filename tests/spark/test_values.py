@@ -231,7 +231,7 @@ def _folder(path: Path, columns: list[str] | None = None) -> list[dict]:
 
 
 def test_convert_with_spark_values_equals_the_arrow_engine(spark, tmp_path, capsys):
-    from support.avro_root import write_avro_root
+    from support.avro_root import grow, write_avro_root
 
     r = write_avro_root(tmp_path / "root")
     runs = {}
@@ -281,3 +281,15 @@ def test_convert_with_spark_values_equals_the_arrow_engine(spark, tmp_path, caps
                                  "local[2]", "--values", "avro", "--on-value-error", "fail", "--subscribe", "orders")
     assert status == 1 and "unknown schema id 99" in error and "offset 7" in error, error
     assert not (tmp_path / "failed").exists()
+    # --mode append: nothing new commits nothing; then only the new records, the new dead letter once
+    append = [str(r.root), str(s), "--engine", "spark", "--master", "local[2]", "--values", "avro", "--keys", "avro",
+              "--mode", "append"]
+    status, again = _convert_run(capsys, *append)
+    assert status == 0 and again["since"], again
+    grow(r)
+    status, more = _convert_run(capsys, *append)
+    assert status == 0 and more["dead_letters"] == 1 and more["records"] == 7, more
+    rows = pq.read_table(s / "topic=orders", columns=["offset", "value"]).to_pylist()
+    assert sorted(row["offset"] for row in rows) == sorted(r.good)
+    assert {row["offset"]: row["value"] for row in rows} == r.good
+    assert sorted(row["offset"] for row in _folder(s / "_dead_letter")) == sorted(r.bad)
