@@ -1318,7 +1318,7 @@ def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink
         for (topic, partition, root), n in values.dead.items():
             reports[(topic, partition, root) if p.opts.root_columns else (topic, partition)].dead_letters = n
         commits = values.commits + commits
-        r.notes += values.notes
+        r.notes += values.summary_notes()
         dead = {"dead_letters": values.total(), "dead_letter_path": values.where, "value_errors": values.commonest()}
     return Summary(
         len(p.topics), len(p.logs), sum(rep.records for rep in reports.values()), p.input_bytes,

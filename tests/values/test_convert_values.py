@@ -195,6 +195,7 @@ def test_tables_with_dead_letters_beside_and_a_kill_between_the_commits(avro_roo
     check_good(r, good)
     check_dead(r, dead)  # the new dead letter once: the rerun finds it committed already
     assert again["dead_letters"] == 0
+    assert any(n.startswith("1 dead letter of this run's records committed already") for n in again["notes"])
     assert summary_of(values_cli(r, out, *extra, "--mode", "append"))["since"]  # nothing new: nothing committed
 
 
