@@ -4,7 +4,9 @@ Most Kafka values are Avro, Protobuf or JSON Schema behind a schema registry (Co
 Karapace, Redpanda's, Apicurio in Confluent mode): each value starts with a frame naming its
 writer schema. This package finds the schemas and the frames; decoding bodies into typed Arrow
 columns builds on it: :func:`decode` turns Avro values into a typed struct column
-(``docs/values.md``: the reader schema, schema evolution, Spark's type mapping, errors).
+(``docs/values.md``: the reader schema, schema evolution, Spark's type mapping, errors); an
+engine that declares its output before reading (Spark: ``kbatch.spark.decode_values``) fixes the
+reader schema with :func:`reader_schema` and its Arrow type with :func:`arrow_type`.
 
 **Registries** (:class:`Registry`), all with one API (``schema(id)``, ``schema_by_guid``,
 ``version(subject, v)``, ``latest(subject)``, ``subjects()``, ``versions(subject)``):
