@@ -218,3 +218,25 @@ def test_a_later_reader_version_evolves_the_table_by_name(avro_root, tmp_path, k
             assert row["value"] == {**{f: r.good[offset][f] for f in v1_fields}, "status": None, "note": None}
         else:
             assert row["value"] == r.good[offset]
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (["--format", "orc"], "--values writes --format parquet, iceberg or delta"),
+    (["--engine", "spark"], "--values and --keys need --engine arrow"),
+    (["--format", "iceberg", "--upsert", "--mode", "append"], "--upsert with --values"),
+    (["--no-partition-by-topic"], "--no-partition-by-topic with --values"),
+    (["--dead-letter", "{out}/dead"], "--dead-letter inside OUT is a hidden folder of a parquet OUT"),
+    (["--dead-letter", "{root}/dead"], "and the log root"),
+    (["--reader-schema", "77"], "--reader-schema 77: no schema with id 77"),
+    (["--reader-schema", '{"type": "nope"}'], "--reader-schema"),
+])
+def test_usage_errors_are_one_line_before_any_work(avro_root, tmp_path, capsys, extra, says) -> None:
+    from kbatch._convert import main
+
+    out = tmp_path / "out"
+    argv = [str(avro_root.root), str(out), "--values", "avro", "--engine", "arrow", "-q",
+            *[e.replace("{out}", str(out)).replace("{root}", str(avro_root.root)) for e in extra]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err, err
+    assert not out.exists()
