@@ -408,11 +408,11 @@ def check_arguments(args: argparse.Namespace) -> None:
         if given:
             raise _usage(f"{', '.join(given)} need --values avro (or --keys avro)")
         return
+    if args.format not in ("parquet", "iceberg", "delta"):
+        raise _usage(f"--values writes --format parquet, iceberg or delta, not {args.format}")
     if args.engine == "spark" and args.format != "parquet":
         raise _usage(f"--values with --engine spark writes --format parquet; --format {args.format} with typed "
                      "values is written by --engine arrow")
-    if args.format not in ("parquet", "iceberg", "delta"):
-        raise _usage(f"--values writes --format parquet, iceberg or delta, not {args.format}")
     if is_remote(args.out):
         raise _usage("--values writes to a local OUT (for now)")
     if getattr(args, "upsert", False):
