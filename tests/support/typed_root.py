@@ -9,7 +9,6 @@ unknown id, no magic byte) and a tombstone.
 
 from __future__ import annotations
 
-import io
 import json
 import struct
 from pathlib import Path
@@ -17,6 +16,8 @@ from typing import Any
 
 import kbatch
 from support import schemas_topic
+from support.avro_root import avro, framed
+from support.avro_root import read_avro as read_body
 
 V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
     {"name": "id", "type": "long"},
@@ -37,27 +38,12 @@ KEY = "string"
 V1_ID, V2_ID, KEY_ID = 1, 2, 3
 
 
-def framed(schema_id: int, body: bytes) -> bytes:
-    return b"\x00" + struct.pack(">i", schema_id) + body
-
-
-def avro(schema: Any, value: Any) -> bytes:
-    import fastavro
-
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
-    return out.getvalue()
-
-
 def read_avro(framed_value: bytes | None, writers: dict[int, Any], reader: Any) -> Any:
     """What fastavro reads from a Confluent-framed value, with ``reader`` as the reader schema."""
-    import fastavro
-
     if framed_value is None:
         return None
     schema_id = struct.unpack(">i", framed_value[1:5])[0]
-    return fastavro.schemaless_reader(io.BytesIO(framed_value[5:]), fastavro.parse_schema(writers[schema_id]),
-                                      fastavro.parse_schema(reader))
+    return read_body(framed_value[5:], writers[schema_id], reader)
 
 
 def order(i: int, version: int) -> dict[str, Any]:
