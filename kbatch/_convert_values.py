@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from kbatch._convert_errors import UsageError
 from kbatch._plan import INTERNAL_TOPICS, ROOT_COLUMN
-from kbatch._storage import is_remote
+from kbatch._storage import is_remote, parse_options
 from kbatch._version import __version__
 from kbatch.tables import FolderSink, Ledger, Sink, TableCommit, open_sink
 from kbatch.tables._hooks import reached
@@ -121,10 +121,7 @@ def open_registry(args: argparse.Namespace) -> Registry:
     """The registry of ``--registry`` (or ROOT's ``_schemas``); a usage error when there is none."""
     from kbatch.values import Registry, RegistryError
 
-    storage = {}
-    for item in getattr(args, "storage_option", None) or ():
-        key, _, value = str(item).partition("=")
-        storage[key.strip()] = value.strip()
+    storage = parse_options(getattr(args, "storage_option", None))
     where = args.registry
     if where is not None and where.startswith(("http://", "https://")):
         return Registry(where)

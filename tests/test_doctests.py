@@ -25,6 +25,7 @@ import kbatch.errors
 import kbatch.log
 import kbatch.tables._ledger
 import kbatch.tables._partition
+import kbatch.tables._remote
 import kbatch.tables._upsert
 
 MODULES = [
@@ -49,6 +50,7 @@ MODULES = [
     kbatch._sparkstart,
     kbatch.tables._ledger,
     kbatch.tables._partition,
+    kbatch.tables._remote,
     kbatch.tables._upsert,
 ]
 
