@@ -9,6 +9,10 @@ Input layout::
     [seed]  4 bytes with a random schema
     data    bytes   split into up to 8 values at the bytes 0xF1 (each framed with schema id 1)
 
+Bit 0x40 of ``which`` chooses Arrow's type mapping (``mapping="arrow"``: dictionaries, dense
+unions, fixed-width uuids, checked times) over Spark's; recursive pairs decode with
+``max_depth=2``.
+
 Oracle: ``errors="null"`` never raises, gives one row per value, and an Arrow array that
 validates; each error row's message names ``value`` and a byte; ``errors="raise"`` raises
 only ``ValueDecodeError``, and exactly the first error row's message.
@@ -54,8 +58,13 @@ ORDER_NEXT = {"type": "record", "name": "Order", "fields": [
     {"name": "extra", "type": {"type": "array", "items": "string"}, "default": ["x"]},
     {"name": "note", "type": ["null", "bytes"]},
     {"name": "items", "type": {"type": "array", "items": ITEM}}]}  # fmt: skip
+NODE = {"type": "record", "name": "Node", "fields": [
+    {"name": "v", "type": ["int", {"type": "string", "logicalType": "uuid"},
+                           {"type": "fixed", "name": "F", "size": 4}]},
+    {"name": "kids", "type": {"type": "array", "items": "Node"}}, {"name": "next", "type": ["null", "Node"]},
+    {"name": "t", "type": {"type": "long", "logicalType": "time-micros"}}]}  # fmt: skip
 PAIRS = [(ORDER, ORDER), (ORDER, ORDER_NEXT), ("string", "string"), (["null", "long", "string"], ["string", "null"]),
-         ({"type": "map", "values": {"type": "array", "items": "float"}},) * 2]
+         ({"type": "map", "values": {"type": "array", "items": "float"}},) * 2, (NODE, NODE)]
 
 
 def TestOneInput(raw: bytes) -> None:
@@ -72,14 +81,15 @@ def TestOneInput(raw: bytes) -> None:
     bodies = [b"\x00\x00\x00\x00\x01" + part for part in data.split(b"\xf1")[:8]]
     table = kbatch.decode(kbatch.encode(bodies))
     registry = values.Registry({1: json.dumps(writer)})
-    out = values.decode(table, registry, reader_schema=json.dumps(reader), errors="null", max_items=1 << 12)
+    options = {"mapping": "arrow" if raw[0] & 0x40 else "spark", "max_depth": 2, "max_items": 1 << 12}
+    out = values.decode(table, registry, reader_schema=json.dumps(reader), errors="null", **options)
     oracle.check(out.num_rows == len(bodies), "one row per value")
-    out.column("value").validate(full=False)
+    out.column("value").validate(full=options["mapping"] == "arrow")
     errors = out.column("value_error").to_pylist()
     for e in errors:
         oracle.check(e is None or (" - at value" in e and "byte " in e), f"an error without its place: {e!r}")
     try:
-        values.decode(table, registry, reader_schema=json.dumps(reader), max_items=1 << 12)
+        values.decode(table, registry, reader_schema=json.dumps(reader), **options)
     except values.ValueDecodeError as exc:
         first = next(e for e in errors if e is not None)
         oracle.check(str(exc) == first, f"raise and null disagree: {exc} / {first}")

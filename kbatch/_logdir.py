@@ -47,7 +47,7 @@ from kbatch._discover import (
 )
 from kbatch._metaproperties import cluster_id
 from kbatch._segment import MAX_WINDOW, OnCorruption, Segment, Skipped
-from kbatch._table import RecordTable, concat, select
+from kbatch._table import RecordTable, ValueDecoder, concat, select
 from kbatch._txn import aborted_batch_mask, check_aborted_index, txn_state
 from kbatch._wire import LOG_OVERHEAD
 from kbatch.arrow import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, iter_log_arrow, log_to_arrow
@@ -627,13 +627,45 @@ class LogDir:
     def _known_partition(self) -> int | None:
         return None if self.partition < 0 else self.partition
 
-    def to_arrow(self, **options: Any) -> Any:
+    def to_arrow(
+        self,
+        *,
+        values: ValueDecoder | None = None,
+        keys: ValueDecoder | None = None,
+        reader_schema: Any = None,
+        key_reader_schema: Any = None,
+        errors: Literal["raise", "null"] = "raise",
+        mapping: Literal["spark", "arrow"] = "spark",
+        max_depth: int | None = None,
+        threads: int = 1,
+        **options: Any,
+    ) -> Any:
         """The records :meth:`read` returns as a :class:`pyarrow.Table`, topic and partition filled in.
 
         ``options``: :meth:`iter_tables`'s arguments plus ``include_headers``,
-        ``extra_columns`` and ``binary`` of :func:`kbatch.arrow.to_arrow`.
+        ``extra_columns`` and ``binary`` of :func:`kbatch.arrow.to_arrow`. ``values`` /
+        ``keys`` (a :class:`kbatch.values.Registry`) and the arguments after them decode the
+        values / keys in the same step, as :meth:`RecordTable.to_arrow` does.
+
+        Examples
+        --------
+        >>> import kbatch, tempfile
+        >>> from kbatch.log import LogWriter, open_log
+        >>> from kbatch.values import Registry
+        >>> root = tempfile.mkdtemp()
+        >>> with LogWriter(root, "orders", 0) as w:
+        ...     _ = w.append(kbatch.encode([b"\\x00\\x00\\x00\\x00\\x01\\x06abc"]))
+        >>> out = open_log(f"{root}/orders-0").to_arrow(values=Registry({1: '"string"'}))
+        >>> out.select(["topic", "partition", "value", "value_schema_id"]).to_pylist()
+        [{'topic': 'orders', 'partition': 0, 'value': 'abc', 'value_schema_id': 1}]
         """
-        return log_to_arrow(self, **options)
+        if values is None and keys is None:
+            return log_to_arrow(self, **options)
+        arrow = {k: options.pop(k) for k in ("include_headers", "extra_columns", "binary") if k in options}
+        options.pop("chunk_bytes", None)  # read() joins the chunks
+        return self.read(**options).to_arrow(
+            values=values, keys=keys, reader_schema=reader_schema, key_reader_schema=key_reader_schema,
+            errors=errors, mapping=mapping, max_depth=max_depth, threads=threads, **arrow)
 
     def iter_arrow(
         self, *, batch_rows: int = DEFAULT_BATCH_ROWS, batch_bytes: int = DEFAULT_BATCH_BYTES, **options: Any

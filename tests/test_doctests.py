@@ -10,6 +10,7 @@ import kbatch._columns
 import kbatch._core
 import kbatch._dump
 import kbatch._dumpinternal
+import kbatch._dumpvalues
 import kbatch._kafkajson
 import kbatch._logdir
 import kbatch._logwriter
@@ -41,6 +42,7 @@ MODULES = [
     kbatch._txn,
     kbatch._dump,
     kbatch._dumpinternal,
+    kbatch._dumpvalues,
     kbatch._kafkajson,
     kbatch._sample,
     kbatch._columns,

@@ -4,7 +4,9 @@ Most Kafka values are Avro, Protobuf or JSON Schema behind a schema registry (Co
 Karapace, Redpanda's, Apicurio in Confluent mode): each value starts with a frame naming its
 writer schema. This package finds the schemas and the frames; decoding bodies into typed Arrow
 columns builds on it: :func:`decode` turns Avro values into a typed struct column
-(``docs/values.md``: the reader schema, schema evolution, Spark's type mapping, errors); an
+(``docs/values.md``: the reader schema, schema evolution, Spark's type mapping or Arrow's own,
+recursive schemas cut at ``max_depth``, ``threads``, errors), and :func:`records_to_arrow`
+(``RecordTable.to_arrow(values=registry)``) does it in one step with the other columns. An
 engine that declares its output before reading (Spark: ``kbatch.spark.decode_values``) fixes the
 reader schema with :func:`reader_schema` and its Arrow type with :func:`arrow_type`.
 
@@ -75,6 +77,7 @@ from ._framing import (
     schema_id_header,
 )
 from ._reader import arrow_type, reader_schema, topic_subject
+from ._records_arrow import records_to_arrow
 from ._registry import Registry
 from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
 
@@ -104,6 +107,7 @@ __all__ = [
     "guid_of",
     "parse_frames",
     "reader_schema",
+    "records_to_arrow",
     "schema_id_header",
     "split",
     "split_subject",

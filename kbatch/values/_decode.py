@@ -11,8 +11,11 @@ message in ``<column>_error``.
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -22,13 +25,15 @@ import pyarrow.compute as pc
 
 from ._arrow_build import build_array
 from ._avro_compile import AvroProgram
+from ._avro_layout import MAX_RECURSION_DEPTH
 from ._avro_schema import parse_avro_schema
 from ._avrokernel import ERRORS, OPS, run
 from ._errors import AvroSchemaError, SchemaNotFoundError, ValueDecodeError
 from ._framing import Framing, frames, parse_frames, schema_id_header
 from ._schema import Schema
 
-__all__ = ["MAX_ITEMS", "Decoded", "decode", "decode_records", "reader_program", "resolve_reader"]
+__all__ = ["MAX_ITEMS", "MIN_RECORDS_PER_THREAD", "Decoded", "base_table", "decode", "decode_records",
+           "reader_program", "resolve_reader"]
 
 Errors = Literal["raise", "null"]
 #: Items (of a type written in no bytes, such as null) one array or map may hold.
@@ -36,6 +41,8 @@ MAX_ITEMS = 1 << 24
 _PROGRAMS: OrderedDict[tuple[Any, ...], AvroProgram] = OrderedDict()
 _PROGRAMS_SIZE = 32
 _LOCK = threading.Lock()
+#: ``threads`` splits a table only into parts of at least this many records.
+MIN_RECORDS_PER_THREAD = 4096
 
 
 def decode(
@@ -49,6 +56,9 @@ def decode(
     framing: Framing = "confluent",
     schema_id: int = -1,
     max_items: int = MAX_ITEMS,
+    max_depth: int | None = None,
+    threads: int = 1,
+    base: pa.Table | None = None,
 ) -> pa.Table:
     """Decode a table's Avro values (or keys) into a typed struct column.
 
@@ -70,8 +80,11 @@ def decode(
         ``"raise"``: :class:`ValueDecodeError` for the first record that does not decode,
         naming its offset, partition, schema id, field path and byte. ``"null"``: such a
         record's value is null and a ``<column>_error`` string column says why.
-    mapping : {"spark"}
-        The Arrow types (Spark's ``from_avro``; see :mod:`kbatch.values._avro_layout`).
+    mapping : {"spark", "arrow"}
+        The Arrow types: Spark's (what ``from_avro`` gives; enums and uuids as strings,
+        timestamps in microseconds) or Arrow's own (enums as dictionaries, uuids as 16 bytes,
+        timestamps and times in their own unit, durations as intervals, other unions as dense
+        unions): the table in ``docs/values.md``.
     framing : {"confluent", "raw"}
         ``"raw"``: the values have no frame and are written with ``schema_id`` (whose schema
         then also lays out the output unless ``reader_schema`` is given).
@@ -79,6 +92,19 @@ def decode(
         With ``framing="raw"``: the writer schema's id.
     max_items : int
         The most items an array or map of zero-byte items (nulls, empty records) may hold.
+    max_depth : int, optional
+        Keep a recursive record this many levels deep (1-15; Spark's
+        ``recursiveFieldMaxDepth``: 1 drops the recursive field, 2 keeps one level of it, ...);
+        deeper levels are left out of the type and their bytes skipped. Without it a recursive
+        reader schema raises :class:`AvroSchemaError`.
+    threads : int
+        Decode in this many parts at once (the kernel runs without the GIL), each of at least
+        :data:`MIN_RECORDS_PER_THREAD` records; the output is the same, its decoded column in
+        one chunk per part (no copy). 1 (the default: callers such as ``kbatch convert`` and
+        Spark already run one decode per core); 0: one per CPU.
+    base : pyarrow.Table, optional
+        With a ``RecordTable``: the table to put the decoded column in, one row per record
+        (default ``table.to_arrow()``); e.g. one whose keys are already decoded.
 
     Returns
     -------
@@ -91,7 +117,8 @@ def decode(
     if errors not in ("raise", "null"):
         raise ValueError(f"errors must be 'raise' or 'null', got {errors!r}")
     done = decode_records(table, registry, column, reader_schema, mapping, stop_at_first=errors == "raise",
-                          framing=framing, schema_id=schema_id, max_items=max_items)
+                          framing=framing, schema_id=schema_id, max_items=max_items, max_depth=max_depth,
+                          threads=threads, base=base)
     out = done.table
     if errors == "null":
         text: list[str | None] = [None] * out.num_rows
@@ -123,6 +150,9 @@ def decode_records(
     framing: Framing = "confluent",
     schema_id: int = -1,
     max_items: int = MAX_ITEMS,
+    max_depth: int | None = None,
+    threads: int = 1,
+    base: pa.Table | None = None,
 ) -> Decoded:
     """:func:`decode`'s work, with every record's :class:`ValueDecodeError` returned, not raised.
 
@@ -133,7 +163,12 @@ def decode_records(
     """
     if column not in ("value", "key"):
         raise ValueError(f"column must be 'value' or 'key', got {column!r}")
-    source = _Source(table, column, framing, schema_id)
+    if max_depth is not None and (type(max_depth) is not int or not 1 <= max_depth <= MAX_RECURSION_DEPTH):
+        raise ValueError(f"max_depth must be 1 to {MAX_RECURSION_DEPTH} (Spark's recursiveFieldMaxDepth), "
+                         f"got {max_depth!r}")
+    if type(threads) is not int or threads < 0:
+        raise ValueError(f"threads must be an int >= 0, got {threads!r}")
+    source = _Source(table, column, framing, schema_id, base)
     f = source.frames
     n = len(f)
     ids = f.schema_id.copy()
@@ -164,7 +199,7 @@ def decode_records(
         ids[named] = guid_ids[f.guid_index[named]]
     met = {**writers, **{-2 - k: s for k, s in enumerate(by_guid) if s is not None}}
     reader = resolve_reader(registry, reader_schema, met)
-    program = reader_program(reader, mapping)
+    program = reader_program(reader, mapping, max_depth)
     entry = np.full(n, -1, dtype=np.int32)
     with _LOCK:
         pcs = {i: program.add_writer_schema(w) for i, w in writers.items()}
@@ -182,8 +217,17 @@ def decode_records(
     starts = np.where(entry >= 0, f.start, 0).astype(np.int64)
     lengths = np.where(entry >= 0, f.length, 0).astype(np.int64)
     data = _as_uint8(f.data)
-    columns, kerrors, done = run(prog, aux, consts, coldesc, data, starts, lengths, entry, program.null_entry,
-                                 stop_at_first, max_items)
+    parts = _parts(n, threads)
+
+    def part(lo: int, hi: int) -> tuple[list[Any], Any, int]:
+        return run(prog, aux, consts, coldesc, data, starts[lo:hi], lengths[lo:hi], entry[lo:hi],
+                   program.null_entry, stop_at_first, max_items)
+
+    if len(parts) == 1:
+        results = [part(0, n)]
+    else:  # the kernel releases the GIL: the parts run at once
+        with ThreadPoolExecutor(len(parts)) as pool:
+            results = list(pool.map(lambda bounds: part(*bounds), parts))
 
     # every error, by record: framing, unknown ids, then the kernel's
     messages: dict[int, ValueDecodeError] = {}
@@ -203,15 +247,17 @@ def decode_records(
         messages.setdefault(i, ValueDecodeError("no schema for this value", offset=source.offset(i),
                                                 partition=source.partition(i), topic=source.topic(i),
                                                 path=column))
-    for row in kerrors:
-        i = int(row["record"])
-        messages[i] = _kernel_error(program, row, column, source, i, int(ids[i]),
-                                    int(f.start[i] - source.raw_start[i]))
+    for (lo, _), (_, kerrors, _) in zip(parts, results, strict=True):
+        for row in kerrors:
+            i = lo + int(row["record"])
+            messages[i] = _kernel_error(program, row, column, source, i, int(ids[i]),
+                                        int(f.start[i] - source.raw_start[i]))
     if stop_at_first and messages:
         raise messages[min(messages)]
-    if done != n:  # pragma: no cover - the kernel stops early only on an error, raised above
+    if sum(done for _, _, done in results) != n:  # pragma: no cover - only on an error, raised above
         raise RuntimeError("the value kernel stopped early")
-    value = build_array(program.layout, columns)
+    arrays = [build_array(program.layout, columns) for columns, _, _ in results]
+    value = arrays[0] if len(arrays) == 1 else pa.chunked_array(arrays, type=arrays[0].type)
     schema_ids = pa.array(ids, type=pa.int32(), mask=ids < 0 if framing == "confluent" else np.ones(n, bool))
     out = source.base
     at_col = out.schema.get_field_index(column)
@@ -224,6 +270,15 @@ def decode_records(
     return Decoded(out, messages)
 
 
+
+
+def _parts(n: int, threads: int) -> list[tuple[int, int]]:
+    """``[0, n)`` cut into ``threads`` (0: one per CPU) ranges of at least
+    :data:`MIN_RECORDS_PER_THREAD` records."""
+    want = (os.cpu_count() or 1) if threads == 0 else threads
+    k = max(1, min(want, n // MIN_RECORDS_PER_THREAD))
+    cuts = [n * i // k for i in range(k + 1)]
+    return list(itertools.pairwise(cuts))
 
 
 def _id_of(schema: Schema) -> int:
@@ -262,15 +317,15 @@ def resolve_reader(registry: Any, reader_schema: Schema | int | str | None,
     return writers[max(writers)]
 
 
-def reader_program(reader: Schema, mapping: str) -> AvroProgram:
+def reader_program(reader: Schema, mapping: str, max_depth: int | None = None) -> AvroProgram:
     """The compiled program of ``reader`` (writers are added to it as met), cached per process."""
-    key = (reader.text, tuple((name, s.text) for name, s in reader.dependencies), mapping)
+    key = (reader.text, tuple((name, s.text) for name, s in reader.dependencies), mapping, max_depth)
     with _LOCK:
         program = _PROGRAMS.get(key)
         if program is not None:
             _PROGRAMS.move_to_end(key)
             return program
-    program = AvroProgram(parse_avro_schema(reader), mapping)
+    program = AvroProgram(parse_avro_schema(reader), mapping, max_depth)
     with _LOCK:
         _PROGRAMS[key] = program
         while len(_PROGRAMS) > _PROGRAMS_SIZE:
@@ -308,7 +363,7 @@ def _kernel_error(program: AvroProgram, row: Any, column: str, source: _Source, 
 class _Source:
     """The table's bytes, frames and record identity, from a RecordTable or an Arrow table."""
 
-    def __init__(self, table: Any, column: str, framing: Framing, schema_id: int) -> None:
+    def __init__(self, table: Any, column: str, framing: Framing, schema_id: int, base: pa.Table | None) -> None:
         if isinstance(table, pa.Table):
             self._from_arrow(table, column, framing, schema_id)
         else:
@@ -320,7 +375,9 @@ class _Source:
             self._topic = table.topic or ""
             self._partitions: npt.NDArray[Any] | None = None
             self._topics: list[Any] | None = None
-            self.base = _base_table(table, column)
+            self.base = base_table(table, (column,)) if base is None else base
+            if self.base.num_rows != len(self.frames):
+                raise ValueError(f"base has {self.base.num_rows} rows, the table {len(self.frames)} records")
 
     def _from_arrow(self, table: pa.Table, column: str, framing: Framing, schema_id: int) -> None:
         arr = table.column(column).combine_chunks() if table.num_rows else pa.array([], pa.binary())
@@ -373,12 +430,15 @@ def _unview(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def _base_table(table: Any, column: str) -> pa.Table:
-    """``table.to_arrow()`` without copying the bytes of ``column`` (replaced by the decoded
-    values): views, then the other byte columns cast to ``to_arrow``'s types."""
-    views = table.to_arrow(binary="binary_view")
+def base_table(table: Any, columns: tuple[str, ...], binary: str = "binary", **options: Any) -> pa.Table:
+    """``table.to_arrow(binary=binary, **options)`` without copying the bytes of ``columns``
+    (replaced by the decoded values): views, then the other byte columns cast to ``binary``'s
+    types."""
+    views = table.to_arrow(binary="binary_view", **options)
+    if binary == "binary_view":
+        return views
     for i, f in enumerate(views.schema):
-        if f.name != column and _unview(f.type) != f.type:
+        if f.name not in columns and _unview(f.type) != f.type:
             views = views.set_column(i, f.with_type(_unview(f.type)), views.column(i).cast(_unview(f.type)))
     return views
 

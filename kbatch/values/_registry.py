@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from ._errors import SchemaNotFoundError
 from ._files import load_directory
+from ._records_arrow import records_to_arrow
 from ._rest import RestClient, RestSource
 from ._schema import Schema, join_subject, qualify_reference
 from ._store import SchemaStore, VersionState
@@ -185,6 +186,15 @@ class Registry:
 
     def __repr__(self) -> str:
         return f"<Registry {self._where}>"
+
+    def records_to_arrow(self, table: Any, values: Registry | None = None, keys: Registry | None = None,
+                       **options: Any) -> Any:
+        """``table`` (a ``RecordTable``) as a ``pyarrow.Table`` with its values decoded by
+        ``values`` and its keys by ``keys`` (registries; None: left as bytes):
+        :func:`kbatch.values.records_to_arrow`. This is how ``RecordTable.to_arrow(values=...,
+        keys=...)`` reaches the decoder: kbatch's record layers never import ``kbatch.values``,
+        they call the registry they are given."""
+        return records_to_arrow(table, values, keys, **options)
 
     # ------------------------------------------------------------------ lookups
 
