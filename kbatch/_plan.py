@@ -109,6 +109,7 @@ OPTIONS = (
     "schemaRegistry.basic.auth.user.info",
     "schemaRegistry.bearer.auth.token",
     "schemaRegistry.ssl.ca.location",
+    "recursiveFieldMaxDepth",
 )
 #: Options named ``storage.<key>`` are the path's filesystem options (``storage_options``).
 STORAGE_PREFIX = "storage."

@@ -87,7 +87,8 @@ Options (Spark's Kafka source names and meanings; values are strings)
     reader schema: ``readerSchema`` / ``keyReaderSchema`` (an id or Avro schema text), by
     default the latest version of the one topic read's subject (``<topic>-value``); reading
     several topics then needs it named. ``valueErrors`` / ``keyErrors``: ``raise`` (default:
-    the task fails naming the record) or ``null``.
+    the task fails naming the record) or ``null``. ``recursiveFieldMaxDepth`` (``from_avro``'s):
+    how deep a recursive record is kept; without it a recursive reader schema is refused.
 kbatch's own: ``verifyCrc`` (default true), ``includeHeaders`` (Spark's, default false),
 ``extraColumns`` (``leaderEpoch, producerId, producerEpoch, sequence, isTransactional``),
 ``maxRecordsPerBatch`` / ``maxBytesPerBatch`` (cap of each Arrow batch handed to Spark:

@@ -45,6 +45,7 @@ class Decoding:
     reader: Schema
     errors: str = "raise"
     mapping: str = "spark"
+    max_depth: int | None = None
 
     def __post_init__(self) -> None:
         if self.column not in ("value", "key"):
@@ -55,7 +56,7 @@ class Decoding:
     def arrow_fields(self) -> list[pa.Field]:
         """The columns that replace :attr:`column`: the struct, ``<column>_schema_id`` and, with
         ``errors="null"``, ``<column>_error``, as :func:`kbatch.values.decode` gives them."""
-        out = [pa.field(self.column, values.arrow_type(self.reader, self.mapping)),
+        out = [pa.field(self.column, values.arrow_type(self.reader, self.mapping, self.max_depth)),
                pa.field(f"{self.column}_schema_id", pa.int32())]
         if self.errors == "null":
             out.append(pa.field(f"{self.column}_error", pa.string()))
@@ -97,7 +98,8 @@ def decode_batch(batch: pa.RecordBatch, registry: Registry, decodings: Sequence[
     (:func:`kbatch.values.decode`)."""
     table = pa.Table.from_batches([batch])
     for d in decodings:
-        table = values.decode(table, registry, d.column, d.reader, d.errors, d.mapping)  # type: ignore[arg-type]
+        table = values.decode(table, registry, d.column, d.reader, d.errors, d.mapping,  # type: ignore[arg-type]
+                              max_depth=d.max_depth)
     return pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns], schema=table.schema)
 
 
@@ -110,6 +112,7 @@ def decode_values(
     mapping: str = "spark",
     *,
     topic: str | None = None,
+    max_depth: int | None = None,
 ) -> Any:
     """Decode a DataFrame's Avro values (or keys) into a typed struct column, with ``mapInArrow``.
 
@@ -138,6 +141,9 @@ def decode_values(
     topic : str, optional
         The topic whose subject's latest schema lays the values out when ``reader_schema`` is
         None.
+    max_depth : int, optional
+        How deep a recursive record is kept (``from_avro``'s ``recursiveFieldMaxDepth``);
+        None refuses a recursive reader schema.
 
     Returns
     -------
@@ -154,7 +160,7 @@ def decode_values(
         raise ValueError(f"Spark takes mapping='spark' (from_avro's types), got {mapping!r}")
     subject = values.topic_subject(topic, column) if topic is not None else None
     reader = values.reader_schema(registry, reader_schema, subject=subject)
-    decoding = Decoding(column, reader, errors, mapping)
+    decoding = Decoding(column, reader, errors, mapping, max_depth)
     out = decoded_struct(df.schema, [decoding])
     shipped = ship(df, registry)
 
@@ -248,18 +254,24 @@ def source_values(raw: Mapping[str, str], root: str, topics: Callable[[], Sequen
     The reader schema: ``readerSchema`` (``keyReaderSchema`` for keys), a schema id or Avro
     schema text; by default the latest version of the subject of the one topic read
     (``topics()``, called only then). ``valueErrors`` / ``keyErrors``: ``raise`` (default)
-    or ``null``.
+    or ``null``. ``recursiveFieldMaxDepth``: how deep recursive records are kept (as
+    ``from_avro``'s option).
     """
     wanted = [(column, _choice(raw, f"{column}Format", FORMATS, "binary")) for column in ("key", "value")]
     columns = [c for c, f in wanted if f == "avro"]
     if not columns:
         for name in ("readerschema", "keyreaderschema", "valueerrors", "keyerrors", "schemaregistry.url",
-                     "schemaregistry.path"):
+                     "schemaregistry.path", "recursivefieldmaxdepth"):
             if name in raw:
                 raise ValueError(f"option {name} is for valueFormat=avro or keyFormat=avro")
         return None
     registry = open_registry(raw, root, recursive=recursive, storage_options=storage_options)
     value_errors = _choice(raw, "valueErrors", ERRORS, "raise")
+    depth = raw.get("recursivefieldmaxdepth")
+    try:
+        max_depth = None if depth is None else int(depth)
+    except ValueError:
+        raise ValueError(f"option recursiveFieldMaxDepth must be an integer, got {depth!r}") from None
     decodings = []
     for column in columns:
         given = raw.get("readerschema" if column == "value" else "keyreaderschema")
@@ -273,5 +285,6 @@ def source_values(raw: Mapping[str, str], root: str, topics: Callable[[], Sequen
                                  f"topics read: {', '.join(names) or 'none'}")
             subject = values.topic_subject(names[0], column)
         errors = value_errors if column == "value" else _choice(raw, "keyErrors", ERRORS, value_errors)
-        decodings.append(Decoding(column, values.reader_schema(registry, given, subject=subject), errors))
+        decodings.append(Decoding(column, values.reader_schema(registry, given, subject=subject), errors,
+                                  max_depth=max_depth))
     return SourceValues(registry, tuple(decodings))

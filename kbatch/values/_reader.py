@@ -80,9 +80,10 @@ def reader_schema(registry: Any, given: Schema | int | str | None = None, *, sub
     return schema
 
 
-def arrow_type(reader: Schema | str, mapping: str = "spark") -> pa.DataType:
+def arrow_type(reader: Schema | str, mapping: str = "spark", max_depth: int | None = None) -> pa.DataType:
     """The Arrow type :func:`~kbatch.values.decode` gives values laid out by ``reader``
-    (a :class:`Schema` or Avro schema text) under ``mapping``; the column itself is nullable."""
+    (a :class:`Schema` or Avro schema text) under ``mapping`` and ``max_depth`` (recursive
+    records kept that deep; None refuses them); the column itself is nullable."""
     schema = Schema(reader) if isinstance(reader, str) else reader
-    layout = Layout(parse_avro_schema(schema), mapping)
+    layout = Layout(parse_avro_schema(schema), mapping, max_depth)
     return layout.arrow_type(layout.root.col)

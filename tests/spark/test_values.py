@@ -136,6 +136,16 @@ def test_the_reader_schema_is_named_or_the_topic_is_one(spark, typed):
         kbatch.spark.decode_values(df, reg)
     with pytest.raises(ValueError, match="mapping='spark'"):
         kbatch.spark.decode_values(df, reg, topic="orders", mapping="arrow")
+    # a recursive reader schema: refused, or cut at from_avro's recursiveFieldMaxDepth (plan time only)
+    node = json.dumps({"type": "record", "name": "Node", "fields": [
+        {"name": "v", "type": "long"}, {"name": "next", "type": ["null", "Node"], "default": None}]})
+    with pytest.raises(AvroSchemaError, match="recursive"):
+        kbatch.spark.decode_values(df, reg, reader_schema=node)
+    cut = kbatch.spark.decode_values(df, reg, reader_schema=node, max_depth=2)
+    assert cut.schema["value"].dataType.simpleString() == "struct<v:bigint,next:struct<v:bigint>>"
+    src = (spark.read.format("kafka-log").option("subscribe", "orders").option("valueFormat", "avro")
+           .option("readerSchema", node).option("recursiveFieldMaxDepth", "2").load(str(root)))
+    assert src.schema["value"] == cut.schema["value"]
     with pytest.raises(Exception, match="read one topic"):  # two topics, no readerSchema
         spark.read.format("kafka-log").option("subscribe", "orders,mixed").option("valueFormat", "avro").load(
             str(root))
