@@ -131,14 +131,7 @@ def open_registry(args: argparse.Namespace) -> Registry:
         except (RegistryError, FileNotFoundError) as exc:
             raise _usage(f"--values needs schemas: {exc}; pass --registry URL|PATH") from None
     try:
-        return Registry.from_log_dirs(where, recursive=args.recursive, storage_options=storage or None)
-    except (RegistryError, FileNotFoundError):
-        pass
-    if not os.path.isdir(where):
-        raise _usage(f"--registry {where}: not a URL, a log.dirs root with a _schemas topic, nor a directory "
-                     "of schema files")
-    try:
-        return Registry.from_directory(where)
+        return Registry.from_path(where, recursive=args.recursive, storage_options=storage or None)
     except RegistryError as exc:
         raise _usage(f"--registry {where}: {exc}") from None
 

@@ -82,8 +82,8 @@ Options (Spark's Kafka source names and meanings; values are strings)
     (``keyErrors``), ``value_error``; decoded in the executors, batch by batch
     (:mod:`kbatch.spark._values`, docs/values.md). The registry: ``schemaRegistry.url`` (with
     ``schemaRegistry.basic.auth.user.info``, ``schemaRegistry.bearer.auth.token``,
-    ``schemaRegistry.ssl.ca.location``), ``schemaRegistry.path`` (a directory of schema files
-    or a ``log.dirs`` root holding ``_schemas``), by default the root's own ``_schemas``. The
+    ``schemaRegistry.ssl.ca.location``), ``schemaRegistry.path`` (a ``log.dirs`` root holding
+    ``_schemas``, else a directory of schema files), by default the root's own ``_schemas``. The
     reader schema: ``readerSchema`` / ``keyReaderSchema`` (an id or Avro schema text), by
     default the latest version of the one topic read's subject (``<topic>-value``); reading
     several topics then needs it named. ``valueErrors`` / ``keyErrors``: ``raise`` (default:

@@ -11,16 +11,13 @@ process (:class:`kbatch.values.Registry`'s cache), never per batch.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from kbatch import values
-from kbatch._storage import is_remote
 from kbatch.values import Registry, Schema
 
 __all__ = ["Decoding", "SourceValues", "decode_batch", "decode_values", "decoded_struct", "open_registry",
@@ -214,8 +211,9 @@ def open_registry(raw: Mapping[str, str], root: str, *, recursive: bool = False,
                   storage_options: dict[str, Any] | None = None) -> Registry:
     """The registry the options name (keys lower-cased): ``schemaRegistry.url`` (REST, with
     ``schemaRegistry.basic.auth.user.info`` ``user:password``, ``schemaRegistry.bearer.auth.token``,
-    ``schemaRegistry.ssl.ca.location``), ``schemaRegistry.path`` (a directory of schema files,
-    else a ``log.dirs`` root holding ``_schemas``), or by default ``root``'s own ``_schemas``."""
+    ``schemaRegistry.ssl.ca.location``), ``schemaRegistry.path`` (a ``log.dirs`` root holding
+    ``_schemas``, else a directory of schema files: :meth:`Registry.from_path`), or by default
+    ``root``'s own ``_schemas``."""
     url, path = raw.get("schemaregistry.url"), raw.get("schemaregistry.path")
     if url and path:
         raise ValueError("give schemaRegistry.url or schemaRegistry.path, not both")
@@ -227,23 +225,8 @@ def open_registry(raw: Mapping[str, str], root: str, *, recursive: bool = False,
         return Registry(url, auth=auth, token=raw.get("schemaregistry.bearer.auth.token"),
                         cafile=raw.get("schemaregistry.ssl.ca.location"))
     if path:
-        if not is_remote(path) and _has_schema_files(Path(path)):
-            return Registry.from_directory(path)
-        return Registry.from_log_dirs(path, recursive=recursive, storage_options=storage_options)
+        return Registry.from_path(path, recursive=recursive, storage_options=storage_options)
     return Registry.from_log_dirs(root, recursive=recursive, storage_options=storage_options)
-
-
-def _has_schema_files(path: Path) -> bool:
-    """Whether a local directory holds schema files (``Registry.from_directory``'s layout)."""
-    if not path.is_dir():
-        return False
-    kinds = (".avsc", ".proto", ".json", ".jsonl")
-    for entry in os.scandir(path):
-        if entry.is_file() and entry.name.endswith(kinds):
-            return True
-        if entry.is_dir() and any(n.endswith(".avsc") for n in os.listdir(entry.path)):
-            return True
-    return False
 
 
 def source_values(raw: Mapping[str, str], root: str, topics: Callable[[], Sequence[str]], *,

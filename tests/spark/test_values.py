@@ -303,3 +303,23 @@ def test_convert_with_spark_values_equals_the_arrow_engine(spark, tmp_path, caps
     assert sorted(row["offset"] for row in rows) == sorted(r.good)
     assert {row["offset"]: row["value"] for row in rows} == r.good
     assert sorted(row["offset"] for row in _folder(s / "_dead_letter")) == sorted(r.bad)
+
+
+def test_the_sources_registry_options(typed, tmp_path):
+    """``schemaRegistry.path`` (a root holding ``_schemas``, else schema files), the root's own
+    ``_schemas`` by default, ``schemaRegistry.url`` with its credentials (no Spark needed)."""
+    from kbatch.spark._values import open_registry
+
+    root, _ = typed
+    assert open_registry({}, str(root)).latest("orders-value").id == V2_ID
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "7.avsc").write_text(json.dumps(V1))
+    assert open_registry({"schemaregistry.path": str(tmp_path / "files")}, str(root)).schema(7).text == json.dumps(V1)
+    assert open_registry({"schemaregistry.path": str(root)}, "/nowhere").schema(V1_ID).text == json.dumps(V1)
+    with RegistryServer() as server:
+        server.state.register("orders-value", json.dumps(V1), schema_id=V1_ID)
+        server.state.basic = ("u", "p:w")
+        reg = open_registry({"schemaregistry.url": server.url, "schemaregistry.basic.auth.user.info": "u:p:w"}, "/x")
+        assert reg.schema(V1_ID).text == json.dumps(V1)
+    with pytest.raises(ValueError, match="not both"):
+        open_registry({"schemaregistry.url": "http://127.0.0.1:1", "schemaregistry.path": "/x"}, "/x")

@@ -58,3 +58,15 @@ def test_arrow_type_is_what_decode_gives(reader, max_depth):
 def test_a_recursive_reader_needs_a_depth():
     with pytest.raises(AvroSchemaError, match="recursive"):
         values.arrow_type(json.dumps(NODE))
+
+
+def test_from_path_is_a_schemas_topic_else_schema_files(tmp_path):
+    from support import schemas_topic
+
+    schemas_topic.write_topic(tmp_path / "root", [schemas_topic.schema("orders-value", 1, 4, json.dumps(ORDER))])
+    assert Registry.from_path(tmp_path / "root").latest("orders-value").id == 4
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "5.avsc").write_text(json.dumps(NODE))
+    assert Registry.from_path(tmp_path / "files").schema(5).text == json.dumps(NODE)
+    with pytest.raises(values.RegistryError, match="nor a directory of schema files"):
+        Registry.from_path(tmp_path / "nowhere")
