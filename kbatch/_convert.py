@@ -45,6 +45,7 @@ from typing import Any
 
 from kbatch import _storage
 from kbatch._convert_errors import ConvertError, UsageError
+from kbatch._convert_spark_values import count_dead_letters, write_values
 from kbatch._convert_values import ValuePlan, check_arguments, plan_values, requested
 from kbatch._convert_values import add_arguments as add_value_arguments
 from kbatch._discover import describe_topics, logs_deeper, topics_in
@@ -861,8 +862,14 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     sink: Sink | None = None
     resumed = _Resumed(Ledger(), [], Ledger(), [])
     schema = _schema(p)
+    try:
+        values = plan_values(args, p.topics, schema)  # --values: each topic's reader schemas (a local OUT)
+    except BaseException:
+        p.close()
+        raise
     if _has_ledger(args.out):  # the files and the offsets ledger committed together
-        sink = _open_sink(args, p.topics, schema.names, _keys(p))
+        side = (values.side_folder,) if values is not None and values.side_folder else ()
+        sink = _open_sink(args, p.topics, schema.names, _keys(p), side)
         for _name, transform in sink.file_partitions():
             try:  # what the executors cannot compute: said before the JVM starts
                 check_transform(transform)
@@ -912,8 +919,15 @@ def convert_spark(args: argparse.Namespace) -> Summary:
         else:
             assert sink is not None
             with sink:  # Spark's executors write into the sink's folder; this process commits it
-                sink.open(schema)
-                if isinstance(sink, (FolderSink, RemoteFolderSink)):
+                sink.open(schema if values is None else values.schemas)
+                if values is not None:  # each topic decoded by the executors, its dead letters beside
+                    assert isinstance(sink, FolderSink)  # --values: a local parquet OUT (check_arguments)
+                    folder = str(sink.folder)
+                    write_values(spark, *spark_tasks(p, spark.sparkContext.defaultParallelism), p.topics, values,
+                                 folder, lambda frame: _write_spark(spark, args, frame, folder))
+                    counts = _written_counts(spark, args, folder)
+                    count_dead_letters(values, folder)
+                elif isinstance(sink, (FolderSink, RemoteFolderSink)):
                     _write_spark(spark, args, df, str(sink.folder))
                     counts = _written_counts(spark, args, str(sink.folder))
                 else:
@@ -922,7 +936,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
                     counts = _written_counts(spark, argparse.Namespace(**{**vars(args), "format": "parquet",
                                                                            "no_partition_by_topic": False}),
                                              str(sink.staging()))
-                if counts or (len(resumed.held) and len(resumed.converted)):
+                if counts or (values is not None and values.total()) or (len(resumed.held) and len(resumed.converted)):
                     sink.adopt(sum(c[0] for c in counts.values()))
                     commits = sink.commit(resumed.held.advanced(resumed.converted), resumed.converted)
                 else:
@@ -935,6 +949,15 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     finally:
         poller.done.set()
         progress.close()
+    dead: dict[str, Any] = {}
+    if values is not None:  # a dead letter is a record read: counted in its partition, as the arrow engine does
+        for (topic, partition, root), n in values.dead.items():
+            key = (topic, partition, root) if p.opts.root_columns else (topic, partition)
+            old = counts.get(key, (0, 0, 0))
+            counts[key] = (old[0] + n, *old[1:])
+            reports[key].dead_letters = n
+        notes = values.notes + notes
+        dead = {"dead_letters": values.total(), "dead_letter_path": values.where, "value_errors": values.commonest()}
     for key, rep in reports.items():
         _finish_report(rep, counts.get(key, (0, 0, 0))[0], filtered=bool(args.where))
     return Summary(
@@ -955,6 +978,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
         notes=resumed.notes + notes,
         tables=commits,
         gaps=resumed.gaps,
+        **dead,
     )
 
 

@@ -87,7 +87,7 @@ COMMONEST = 3
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the typed-values options to ``kbatch convert``'s parser."""
     g = parser.add_argument_group(
-        "typed values (--engine arrow; formats parquet, iceberg, delta)",
+        "typed values (--engine arrow: formats parquet, iceberg, delta; --engine spark: parquet)",
         "Confluent-framed Avro values (and keys) decoded into a struct column laid out by the reader schema "
         "(Spark's from_avro types), with value_schema_id (the writer's id). Records that do not decode are "
         "dead letters, kept raw with the error: OUT/_dead_letter/ for parquet (hidden from readers of OUT, "
@@ -150,14 +150,7 @@ def open_registry(args: argparse.Namespace) -> Registry:
         except (RegistryError, FileNotFoundError) as exc:
             raise _usage(f"--values needs schemas: {exc}; pass --registry URL|PATH") from None
     try:
-        return Registry.from_log_dirs(where, recursive=args.recursive, storage_options=storage or None)
-    except (RegistryError, FileNotFoundError):
-        pass
-    if not os.path.isdir(where):
-        raise _usage(f"--registry {where}: not a URL, a log.dirs root with a _schemas topic, nor a directory "
-                     "of schema files")
-    try:
-        return Registry.from_directory(where)
+        return Registry.from_path(where, recursive=args.recursive, storage_options=storage or None)
     except RegistryError as exc:
         raise _usage(f"--registry {where}: {exc}") from None
 
@@ -432,10 +425,11 @@ def check_arguments(args: argparse.Namespace) -> None:
         if given:
             raise _usage(f"{', '.join(given)} need --values avro (or --keys avro)")
         return
-    if args.engine != "arrow":
-        raise _usage("--values and --keys need --engine arrow (the Spark engine does not decode values yet)")
     if args.format not in ("parquet", "iceberg", "delta"):
         raise _usage(f"--values writes --format parquet, iceberg or delta, not {args.format}")
+    if args.engine == "spark" and args.format != "parquet":
+        raise _usage(f"--values with --engine spark writes --format parquet; --format {args.format} with typed "
+                     "values is written by --engine arrow")
     if is_remote(args.out):
         raise _usage("--values writes to a local OUT (for now)")
     if getattr(args, "upsert", False):
@@ -453,7 +447,9 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise _usage("--values json (plain JSON) takes --keys json only")
     if args.keys == "json" and args.values not in (None, "json"):
         raise _usage("--keys json (plain JSON) goes with --values json")
-    _dead_letter_place(args)
+    if _dead_letter_place(args)[1] is not None and args.engine == "spark":
+        raise _usage("--dead-letter outside OUT is written by --engine arrow; with --engine spark the dead letters "
+                     "go to a hidden folder of OUT (default OUT/_dead_letter)")
 
 
 def plan_values(args: argparse.Namespace, topics: list[str], source: Any, logs: Iterable[Any] = ()) -> ValuePlan | None:

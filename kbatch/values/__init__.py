@@ -7,7 +7,9 @@ columns builds on it: :func:`decode` turns Avro and JSON Schema values (and plai
 typed struct column, the decoder picked by each schema's ``schemaType`` (``docs/values.md``: the
 reader schema, schema evolution, Spark's type mapping or Arrow's own, recursive schemas cut at
 ``max_depth``, ``threads``, errors), and :func:`records_to_arrow`
-(``RecordTable.to_arrow(values=registry)``) does it in one step with the other columns.
+(``RecordTable.to_arrow(values=registry)``) does it in one step with the other columns. An
+engine that declares its output before reading (Spark: ``kbatch.spark.decode_values``) fixes the
+reader schema with :func:`reader_schema` and its Arrow type with :func:`arrow_type`.
 
 **Registries** (:class:`Registry`), all with one API (``schema(id)``, ``schema_by_guid``,
 ``version(subject, v)``, ``latest(subject)``, ``subjects()``, ``versions(subject)``):
@@ -77,6 +79,7 @@ from ._framing import (
 )
 from ._json_infer import SAMPLE_RECORDS, infer_json_schema
 from ._json_schema import arrow_to_json_schema, json_schema_type
+from ._reader import arrow_type, reader_schema, topic_subject
 from ._records_arrow import records_to_arrow
 from ._registry import Registry
 from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
@@ -100,6 +103,7 @@ __all__ = [
     "SchemaReference",
     "ValueDecodeError",
     "arrow_to_json_schema",
+    "arrow_type",
     "dead_letter_schema",
     "dead_letters",
     "decode",
@@ -110,8 +114,10 @@ __all__ = [
     "infer_json_schema",
     "json_schema_type",
     "parse_frames",
+    "reader_schema",
     "records_to_arrow",
     "schema_id_header",
     "split",
     "split_subject",
+    "topic_subject",
 ]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from ._errors import SchemaNotFoundError
+from ._errors import RegistryError, SchemaNotFoundError
 from ._files import load_directory
 from ._records_arrow import records_to_arrow
 from ._rest import RestClient, RestSource
@@ -166,6 +166,30 @@ class Registry:
     def from_directory(cls, path: str | os.PathLike[str]) -> Registry:
         """Schemas kept in files (see :mod:`kbatch.values` for the layout)."""
         return cls._of_store(load_directory(path), f"directory {os.fspath(path)}")
+
+    @classmethod
+    def from_path(
+        cls, path: str | os.PathLike[str], *, recursive: bool = False,
+        storage_options: dict[str, Any] | None = None,
+    ) -> Registry:
+        """A ``log.dirs`` root (or backup, or URL) holding ``_schemas`` (:meth:`from_log_dirs`), else
+        a local directory of schema files (:meth:`from_directory`): what ``kbatch convert
+        --registry PATH`` and the Spark source's ``schemaRegistry.path`` name.
+
+        Raises
+        ------
+        RegistryError
+            Neither.
+        """
+        from kbatch.errors import LayoutError
+
+        try:
+            return cls.from_log_dirs(path, recursive=recursive, storage_options=storage_options)
+        except (RegistryError, LayoutError, FileNotFoundError):
+            if not os.path.isdir(path):
+                raise RegistryError("not a log.dirs root with a _schemas topic, nor a directory of schema files",
+                                    url=os.fspath(path)) from None
+        return cls.from_directory(path)
 
     # ------------------------------------------------------------------ pickling
 
