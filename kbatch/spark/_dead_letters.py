@@ -46,7 +46,7 @@ def write_dead_letters(dead: pa.Table, folder: str, basename: str) -> None:
 
 def split_frame(
     df: Any,
-    registry: Registry,
+    registry: Registry | None,
     dead_letters: str,
     *,
     values: Schema | None = None,
@@ -61,8 +61,8 @@ def split_frame(
     ----------
     df : pyspark.sql.DataFrame
         The Kafka source's rows (``kafka-log``'s columns).
-    registry : kbatch.values.Registry
-        Broadcast to the executors once.
+    registry : kbatch.values.Registry or None
+        Broadcast to the executors once (None: plain JSON values, their schema given).
     dead_letters : str
         The dead-letter folder (local, or shared by the driver and executors).
     values, keys : Schema or None

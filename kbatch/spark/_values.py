@@ -90,7 +90,7 @@ def decoded_struct(schema: Any, decodings: Sequence[Decoding]) -> Any:
     return StructType(fields)
 
 
-def decode_batch(batch: pa.RecordBatch, registry: Registry, decodings: Sequence[Decoding]) -> pa.RecordBatch:
+def decode_batch(batch: pa.RecordBatch, registry: Registry | None, decodings: Sequence[Decoding]) -> pa.RecordBatch:
     """One Arrow batch with kbatch's Kafka columns, its ``decodings`` applied
     (:func:`kbatch.values.decode`)."""
     table = pa.Table.from_batches([batch])
@@ -169,7 +169,7 @@ def decode_values(
     return df.mapInArrow(decode, out)
 
 
-def ship(df: Any, registry: Registry) -> Callable[[], Registry]:
+def ship(df: Any, registry: Registry | None) -> Callable[[], Registry | None]:
     """The registry for the executors: a broadcast (unpickled once per Python worker), or with
     Spark Connect (no SparkContext) the registry itself, in the closure."""
     try:

@@ -21,8 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ._avro_layout import Layout
-from ._avro_schema import parse_avro_schema
+from ._decode import value_type
 from ._errors import AvroSchemaError
 from ._schema import Schema
 
@@ -82,8 +81,7 @@ def reader_schema(registry: Any, given: Schema | int | str | None = None, *, sub
 
 def arrow_type(reader: Schema | str, mapping: str = "spark", max_depth: int | None = None) -> pa.DataType:
     """The Arrow type :func:`~kbatch.values.decode` gives values laid out by ``reader``
-    (a :class:`Schema` or Avro schema text) under ``mapping`` and ``max_depth`` (recursive
+    (a :class:`Schema` of any language it decodes, or Avro schema text) under ``mapping`` and ``max_depth`` (recursive
     records kept that deep; None refuses them); the column itself is nullable."""
     schema = Schema(reader) if isinstance(reader, str) else reader
-    layout = Layout(parse_avro_schema(schema), mapping, max_depth)
-    return layout.arrow_type(layout.root.col)
+    return value_type(schema, mapping, max_depth)
