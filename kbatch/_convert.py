@@ -846,7 +846,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
         sink = _open_sink(args, p.topics, schema.names)
         for _name, transform in sink.file_partitions():
             try:  # what the executors cannot compute: said before the JVM starts
-                check_transform(transform)
+                check_transform(transform, sink.format)
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
         resumed = _resume(args, p, sink, wall)

@@ -23,6 +23,7 @@ import kbatch._txn
 import kbatch._wire
 import kbatch.errors
 import kbatch.log
+import kbatch.tables._bucket
 import kbatch.tables._ledger
 import kbatch.tables._partition
 import kbatch.tables._upsert
@@ -47,6 +48,7 @@ MODULES = [
     kbatch._options,
     kbatch._metaproperties,
     kbatch._sparkstart,
+    kbatch.tables._bucket,
     kbatch.tables._ledger,
     kbatch.tables._partition,
     kbatch.tables._upsert,
