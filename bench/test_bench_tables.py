@@ -24,7 +24,7 @@ grown by 1% more records in a new segment of each partition.
 Run: ``PYTHONPATH=. python bench/test_bench_tables.py`` prints the table; under pytest
 (``pytest bench/test_bench_tables.py``) each target is reported beside its figure (a miss is a
 ``TargetMissed`` warning, not a failure). ``KBATCH_BENCH_TABLES_ENGINES=arrow,spark`` adds the
-Spark engine (``local[*]``, a new JVM per run, as a user runs it).
+Spark engine (``local[*]``, a new JVM per run, as a user runs it; one round of full runs).
 
 Caveat: a shared 2-core machine (the load average is printed with it); one process; the full
 rows are the best of 3 rounds, the rerun rows the best of 3, the incremental rows one run each.
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -109,21 +110,21 @@ def _cpu(who: int) -> float:
 
 
 def convert(root: Path, out: Path, fmt: str, engine: str, *more: str) -> tuple[float, float, dict[str, Any]]:
-    """Wall seconds, CPU seconds (every thread; a Spark run's processes once they exited) and
-    summary of one ``kbatch convert`` (the arrow engine in this process, Spark in a new one)."""
+    """Wall seconds, CPU seconds (every thread of this process; NaN for Spark, whose JVM and Python
+    workers are not this process's children to count) and summary of one ``kbatch convert`` (the
+    arrow engine in this process, Spark in a new one)."""
     import resource
 
     from kbatch import _convert
 
     if engine == "spark":
-        c0 = _cpu(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "kbatch", "convert", str(root), str(out), "--format", fmt,
                                "--engine", "spark", "--json-summary", *more], env=_env(), capture_output=True,
                               text=True, timeout=3600)
         took = time.perf_counter() - t0
         assert done.returncode == 0, done.stderr[-2000:]
-        return took, _cpu(resource.RUSAGE_CHILDREN) - c0, json.loads(done.stdout.strip().splitlines()[-1])
+        return took, float("nan"), json.loads(done.stdout.strip().splitlines()[-1])
     args = _args(root, out, fmt, engine, *more)
     c0 = _cpu(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
@@ -192,11 +193,13 @@ def lines(engine: str, r: dict[str, dict[str, float]]) -> list[str]:
     rows = []
     for fmt in FORMATS:
         f = r[fmt]
-        pc = r["parquet"]["full_cpu"]
-        rows.append(f"| {engine} | {fmt} | {f['full']:.1f} s ({f['full'] / p:.2f}x) | {f['full_cpu']:.1f} s "
-                    f"({f['full_cpu'] / pc:.2f}x) | {f['rerun']:.2f} s (planning {f['planning']:.2f} s; CLI "
-                    f"{f['rerun_cli']:.2f} s) | {f['incremental']:.2f} s ({f['incremental'] / f['full']:.1%}; CPU "
-                    f"{f['incremental_cpu'] / f['full_cpu']:.1%}) |")
+        counted = math.isfinite(f["full_cpu"])  # not for Spark
+        cpu = f"{f['full_cpu']:.1f} s ({f['full_cpu'] / r['parquet']['full_cpu']:.2f}x)" if counted else "-"
+        share = f"{f['incremental'] / f['full']:.1%}" + (
+            f"; CPU {f['incremental_cpu'] / f['full_cpu']:.1%}" if counted else "")
+        rows.append(f"| {engine} | {fmt} | {f['full']:.1f} s ({f['full'] / p:.2f}x) | {cpu} | {f['rerun']:.2f} s "
+                    f"(planning {f['planning']:.2f} s; CLI {f['rerun_cli']:.2f} s) | {f['incremental']:.2f} s "
+                    f"({share}) |")
     return rows
 
 
@@ -245,7 +248,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kbatch-bench-tables-") as d:
         for engine in ENGINES:
             t0 = time.perf_counter()
-            results[engine] = measure(Path(d), engine)
+            results[engine] = measure(Path(d), engine, rounds=3 if engine == "arrow" else 1)
             print(f"({engine}: {time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     print("| engine | format | full run, wall (vs. parquet) | full run, CPU (vs. parquet) | rerun, nothing new | "
           "incremental, 1% (of full) |")

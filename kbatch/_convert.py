@@ -1070,7 +1070,6 @@ class RemoteStaging:
 def convert_arrow(args: argparse.Namespace) -> Summary:
     """The same conversion in this process with pyarrow's dataset writer, same layout as Spark's."""
     import pyarrow as pa
-    import pyarrow.dataset as pads
 
     wall = time.perf_counter()
     p = plan(args)
@@ -1078,6 +1077,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         schema = _schema(p)
         if not _is_remote(args.out):
             return _convert_to_table(args, p, schema, _open_sink(args, p.topics, schema.names), wall)
+        import pyarrow.dataset as pads  # not before: it imports pandas (0.5 s), which a rerun never needs
         reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts)
                    for d in p.logs}
         _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
