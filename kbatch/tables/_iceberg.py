@@ -165,8 +165,6 @@ class IcebergSink(Sink):
         self._counts: dict[str, int] = {}
         self._base: dict[str, int | None] = {}
         self._staging: Path | None = None
-        self._writer: Any = None  # a ThreadPoolExecutor of one thread, while write() appends
-        self._appending: Any = None  # the Future of its append
 
     def identifier(self, topic: str) -> str:
         return f"{self.namespace}.{topic}"
@@ -227,40 +225,14 @@ class IcebergSink(Sink):
             raise TableError(f"table {self.identifier(topic)}: this run's columns do not fit the table's schema "
                              f"{table.schema().schema_id}: {exc}", table=self.identifier(topic)) from None
 
-    def _flush(self, topic: str, properties: dict[str, str] | None = None, *, background: bool = False) -> None:
-        """Append ``topic``'s buffer to its transaction; with ``background``, in the writer thread
-        while this one reads on (one append at a time: it waits for the one before)."""
+    def _flush(self, topic: str, properties: dict[str, str] | None = None) -> None:
         import pyarrow as pa
 
         batches = self._buffers.pop(topic, [])
-        self._appended()
         txn = self._txn(topic)
-        if not (batches or properties):
-            return
         table = pa.Table.from_batches(batches, schema=self.schema) if batches else self.schema.empty_table()
-        if not background:
+        if batches or properties:
             txn.append(table, snapshot_properties=properties or {})
-            return
-        if self._writer is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._writer = ThreadPoolExecutor(1, thread_name_prefix="kbatch-iceberg")
-        self._appending = self._writer.submit(txn.append, table, snapshot_properties=properties or {})
-
-    def _appended(self) -> None:
-        """Wait for the append in the writer thread, if any (its error raised here)."""
-        if self._appending is not None:
-            appending, self._appending = self._appending, None
-            appending.result()
-
-    def _stop_writer(self) -> None:
-        """The writer thread's append finished (its error dropped: the run is aborting) and the thread gone."""
-        with contextlib.suppress(Exception):
-            self._appended()
-        self._appending = None
-        if self._writer is not None:
-            self._writer.shutdown()
-            self._writer = None
 
     def _upsert(self, topic: str) -> None:
         """Replace or insert the latest row of each key of the run, delete the keys it ends with a tombstone."""
@@ -280,10 +252,8 @@ class IcebergSink(Sink):
 
     def write(self, batches: Iterable[Any]) -> None:
         """Buffer each topic's batches; a topic's buffer is appended (a snapshot of the commit) when
-        it reaches :data:`CHUNK_BYTES`, and the largest others when all together do, in a writer
-        thread while the next chunk is read (pyiceberg writes a whole chunk's files before it
-        returns: without the thread, reading stops meanwhile); what is left is appended at
-        :meth:`commit` with the ledger (one snapshot per table, for most runs)."""
+        it reaches :data:`CHUNK_BYTES`, and the largest others when all together do; what is
+        left is appended at :meth:`commit` with the ledger (one snapshot per table, for most runs)."""
         import pyarrow.compute as pc
 
         held: dict[str, int] = {}
@@ -298,11 +268,11 @@ class IcebergSink(Sink):
                 if self.upsert:
                     continue  # the whole run is reduced per key at the commit
                 if held[topic] >= CHUNK_BYTES:
-                    self._flush(topic, background=True)
+                    self._flush(topic)
                     held[topic] = 0
                 while sum(held.values()) >= CHUNK_BYTES:
                     largest = max((t for t in held if t != topic), key=held.__getitem__)
-                    self._flush(largest, background=True)
+                    self._flush(largest)
                     held[largest] = 0
 
     def staging(self) -> Path:
@@ -351,8 +321,6 @@ class IcebergSink(Sink):
     def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
         from pyiceberg.exceptions import CommitFailedException
 
-        self._appended()  # the writer thread's last append done, its error raised before anything commits
-        self._stop_writer()
         staged = self._take_staged()
         topics = sorted(set(converted.topics()) | set(self._buffers) | set(self._txns) | set(staged))
         for topic in topics:
@@ -391,7 +359,6 @@ class IcebergSink(Sink):
         return out
 
     def abort(self) -> None:
-        self._stop_writer()
         self._drop_staging()
         self._txns.clear()
         self._buffers.clear()
