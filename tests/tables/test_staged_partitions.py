@@ -106,3 +106,16 @@ def test_a_file_split_wrongly_is_refused(tmp_path):
             sink.commit(converted, converted)
         sink.abort()
     assert not out.exists() or default_catalog(out).load_table("kafka.t").current_snapshot() is None
+
+
+def test_what_spark_executors_split_by_per_format():
+    from kbatch.spark._staged import check_transform
+    from kbatch.tables import Transform
+
+    for fmt, name in [("iceberg", "day"), ("iceberg", "hour"), ("iceberg", "identity"), ("delta", "hour")]:
+        check_transform(Transform(name, "timestamp"), fmt)
+    check_transform(Transform("bucket", "key", 16), "iceberg")
+    with pytest.raises(ValueError, match=r"truncate\(\.\.\.\) is written by --engine arrow only.*bucket"):
+        check_transform(Transform("truncate", "key", 4), "iceberg")
+    with pytest.raises(ValueError, match="--format delta use a column, day"):
+        check_transform(Transform("month", "timestamp"), "delta")
