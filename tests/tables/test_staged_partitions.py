@@ -18,7 +18,20 @@ pq = pytest.importorskip("pyarrow.parquet")
 HOUR_US = 3_600_000_000
 
 
-def test_bucket_is_pyicebergs_murmur3_for_each_type():
+@pytest.fixture(params=["pyiceberg-core", "mmh3"])
+def kernel(request, monkeypatch):
+    """pyiceberg's Rust kernel, or (as without pyiceberg-core installed) its Python hash per value."""
+    if request.param == "mmh3":
+        from pyiceberg.transforms import BucketTransform
+
+        def missing(self, source):
+            raise ModuleNotFoundError("pyiceberg_core (test)")
+
+        monkeypatch.setattr(BucketTransform, "pyarrow_transform", missing)
+    return request.param
+
+
+def test_bucket_is_pyicebergs_murmur3_for_each_type(kernel):
     from pyiceberg.transforms import BucketTransform
     from pyiceberg.types import BinaryType, LongType, StringType
 
