@@ -44,6 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from kbatch import _storage
+from kbatch._convert_errors import ConvertError, UsageError
+from kbatch._convert_spark_values import count_dead_letters, write_values
+from kbatch._convert_values import ValuePlan, check_arguments, plan_values, requested
+from kbatch._convert_values import add_arguments as add_value_arguments
 from kbatch._discover import describe_topics, logs_deeper, topics_in
 from kbatch._plan import (
     CLUSTER_ID_COLUMN,
@@ -70,7 +74,18 @@ from kbatch._version import __version__
 from kbatch.arrow import kafka_schema
 from kbatch.errors import KBatchError, LayoutError, OffsetGapError, ReplicasDisagreeError, StorageError
 from kbatch.spark._staged import check_transform, write_staged
-from kbatch.tables import FolderSink, Gap, Ledger, OffsetRange, Sink, TableCommit, open_sink, resume
+from kbatch.tables import (
+    FolderSink,
+    Gap,
+    Ledger,
+    OffsetRange,
+    RemoteFolderSink,
+    Sink,
+    TableCommit,
+    is_s3,
+    open_sink,
+    resume,
+)
 
 __all__ = [
     "ConvertError",
@@ -93,19 +108,11 @@ COMPRESSIONS = ("snappy", "zstd", "gzip", "lz4", "none")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
 
-class UsageError(ValueError):
-    """A mistake in the command line or its inputs: one line, status 2."""
-
-
-class ConvertError(RuntimeError):
-    """The conversion failed while running (corrupt data, Spark): one line, status 1."""
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``convert``'s arguments to ``parser`` (a subcommand parser)."""
     parser.add_argument("root", help="a Kafka log.dirs root (or one <topic>-<partition> directory), a path or a URL "
                                      "(s3://, gs://, abfs://, hdfs://)")
-    parser.add_argument("out", help="output directory (partitioned by topic)")
+    parser.add_argument("out", help="output directory (partitioned by topic), a path or an s3:// URL")
     parser.add_argument("--format", choices=FORMATS, default="parquet",
                         help="output format (default parquet); iceberg, delta: a table per topic "
                              "(pyiceberg, deltalake)")
@@ -118,7 +125,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--catalog", default=None, metavar="NAME",
                         help="iceberg: a catalog pyiceberg's load_catalog knows (default: SQLite at OUT/catalog.db, "
-                             "warehouse OUT)")
+                             "warehouse OUT; for an s3:// OUT, SQLite where --catalog-option uri=sqlite:////PATH says)")
     parser.add_argument("--catalog-option", action="append", default=[], metavar="KEY=VALUE",
                         help="iceberg: a catalog property, e.g. uri=http://127.0.0.1:8181 (repeatable)")
     parser.add_argument("--namespace", default=None, help="iceberg: the tables' namespace (default kafka)")
@@ -189,6 +196,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-q", "--quiet", action="store_true", help="print nothing but errors (and --json-summary), Spark's logs too"
     )
     parser.add_argument("--json-summary", action="store_true", help="print the summary as one JSON line")
+    add_value_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -215,6 +223,7 @@ class PartitionReport:
     lost: str = ""  # why the rest of the range was not read (an object gone or cut; --no-fail-on-data-loss)
     root: str = ""  # the log.dirs root read (with the root columns: --recursive, --replicas all)
     cluster_id: str | None = None  # that root's cluster.id (idem)
+    dead_letters: int = 0  # records whose value (or key) did not decode (--values), written as dead letters
 
     @property
     def span(self) -> int:
@@ -252,7 +261,8 @@ class PartitionReport:
         if self.root:
             where = f" in {self.root}" + (f" (cluster {self.cluster_id})" if self.cluster_id else "")
         head = f"  {self.topic}-{self.partition}{where}: {plural(self.records, 'record')}, {rng}"
-        return head + (f" ({why})" if why else "")
+        dead = f", {plural(self.dead_letters, 'dead letter')}" if self.dead_letters else ""
+        return head + dead + (f" ({why})" if why else "")
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -287,6 +297,10 @@ class Summary:
     since: list[str] = field(default_factory=list)
     #: offsets retention deleted before any run converted them (--no-fail-on-data-loss)
     gaps: list[Gap] = field(default_factory=list)
+    #: --values: records that did not decode, where they went, the commonest errors
+    dead_letters: int = 0
+    dead_letter_path: str = ""
+    value_errors: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def records_per_second(self) -> float:
@@ -338,6 +352,10 @@ class Summary:
         out += [p.line() for p in shown]
         out += [t.line() for t in self.tables]
         out += [f"gap: {g.line()}" for g in self.gaps]
+        if self.dead_letters:
+            out.append(f"dead letters: {plural(self.dead_letters, 'record')} whose value (or key) did not decode, "
+                       f"in {self.dead_letter_path}; the commonest errors:")
+            out += [f"  {e['count']} x {e['reason']} (first: {e['example']})" for e in self.value_errors]
         if len(self.per_partition) > len(shown):
             out.append(f"  ... {plural(len(self.per_partition) - len(shown), 'more partition')} (--json-summary)")
         out += [f"note: {n}" for n in self.notes[:SHOWN]]
@@ -444,13 +462,14 @@ class Plan:
 
 def _default_engine(args: argparse.Namespace) -> None:
     """``--engine``'s default: arrow for the formats only it writes (iceberg, delta), spark otherwise."""
-    if getattr(args, "engine", None) is None:
-        args.engine = "arrow" if args.format in ("iceberg", "delta") else "spark"  # no JVM where none is needed
+    if getattr(args, "engine", None) is None:  # no JVM where none is needed (nor able, for typed values yet)
+        args.engine = "arrow" if args.format in ("iceberg", "delta") or requested(args) else "spark"
 
 
 def plan(args: argparse.Namespace) -> Plan:
     """Check everything that can be checked without reading records; raise :class:`UsageError`."""
     _default_engine(args)
+    check_arguments(args)
     root = Path(args.root)
     remote_root = _is_remote(args.root)
     if not remote_root and not root.exists():
@@ -473,8 +492,9 @@ def plan(args: argparse.Namespace) -> Plan:
                          "rows to replace")
     if getattr(args, "upsert", False) and args.mode == "overwrite":
         raise UsageError("--upsert merges into the table: use --mode append (or a new OUT), not overwrite")
-    if args.format in ("iceberg", "delta") and _is_remote(args.out):
-        raise UsageError(f"--format {args.format} is written to a local OUT (for now)")
+    if args.format in ("iceberg", "delta") and _is_remote(args.out) and args.engine == "spark":
+        raise UsageError(f"--engine spark --format {args.format} writes to a local OUT (the executors stage files "
+                         f"in it): use --engine arrow for {args.out}")
     if args.engine == "arrow":
         if args.format == "json":
             raise UsageError("--engine arrow writes parquet or orc; use --engine spark for json")
@@ -842,8 +862,14 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     sink: Sink | None = None
     resumed = _Resumed(Ledger(), [], Ledger(), [])
     schema = _schema(p)
-    if not _is_remote(args.out):  # a local folder: the files and the offsets ledger committed together
-        sink = _open_sink(args, p.topics, schema.names)
+    try:
+        values = plan_values(args, p.topics, schema)  # --values: each topic's reader schemas (a local OUT)
+    except BaseException:
+        p.close()
+        raise
+    if _has_ledger(args.out):  # the files and the offsets ledger committed together
+        side = (values.side_folder,) if values is not None and values.side_folder else ()
+        sink = _open_sink(args, p.topics, schema.names, _keys(p), side)
         for _name, transform in sink.file_partitions():
             try:  # what the executors cannot compute: said before the JVM starts
                 check_transform(transform, sink.format)
@@ -887,14 +913,21 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     commits: list[TableCommit] = []
     written = True
     try:
-        if _is_remote(args.out):  # no local folder to stage in: Spark's own mode handling
+        if sink is None:  # a remote OUT without a ledger (not s3): Spark's own mode handling
             _write_spark(spark, args, df, args.out)
             counts = _written_counts(spark, args, args.out)
         else:
             assert sink is not None
             with sink:  # Spark's executors write into the sink's folder; this process commits it
-                sink.open(schema)
-                if isinstance(sink, FolderSink):
+                sink.open(schema if values is None else values.schemas)
+                if values is not None:  # each topic decoded by the executors, its dead letters beside
+                    assert isinstance(sink, FolderSink)  # --values: a local parquet OUT (check_arguments)
+                    folder = str(sink.folder)
+                    write_values(spark, *spark_tasks(p, spark.sparkContext.defaultParallelism), p.topics, values,
+                                 folder, lambda frame: _write_spark(spark, args, frame, folder))
+                    counts = _written_counts(spark, args, folder)
+                    count_dead_letters(values, folder)
+                elif isinstance(sink, (FolderSink, RemoteFolderSink)):
                     _write_spark(spark, args, df, str(sink.folder))
                     counts = _written_counts(spark, args, str(sink.folder))
                 else:
@@ -903,7 +936,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
                     counts = _written_counts(spark, argparse.Namespace(**{**vars(args), "format": "parquet",
                                                                            "no_partition_by_topic": False}),
                                              str(sink.staging()))
-                if counts or (len(resumed.held) and len(resumed.converted)):
+                if counts or (values is not None and values.total()) or (len(resumed.held) and len(resumed.converted)):
                     sink.adopt(sum(c[0] for c in counts.values()))
                     commits = sink.commit(resumed.held.advanced(resumed.converted), resumed.converted)
                 else:
@@ -916,6 +949,15 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     finally:
         poller.done.set()
         progress.close()
+    dead: dict[str, Any] = {}
+    if values is not None:  # a dead letter is a record read: counted in its partition, as the arrow engine does
+        for (topic, partition, root), n in values.dead.items():
+            key = (topic, partition, root) if p.opts.root_columns else (topic, partition)
+            old = counts.get(key, (0, 0, 0))
+            counts[key] = (old[0] + n, *old[1:])
+            reports[key].dead_letters = n
+        notes = values.notes + notes
+        dead = {"dead_letters": values.total(), "dead_letter_path": values.where, "value_errors": values.commonest()}
     for key, rep in reports.items():
         _finish_report(rep, counts.get(key, (0, 0, 0))[0], filtered=bool(args.where))
     return Summary(
@@ -936,6 +978,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
         notes=resumed.notes + notes,
         tables=commits,
         gaps=resumed.gaps,
+        **dead,
     )
 
 
@@ -1075,17 +1118,20 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
     p = plan(args)
     try:
         schema = _schema(p)
-        if not _is_remote(args.out):
-            return _convert_to_table(args, p, schema, _open_sink(args, p.topics, schema.names), wall)
+        if args.format == "orc" and _is_remote(args.out):
+            raise UsageError("--engine arrow writes ORC to a local OUT only; use parquet, or --engine spark")
+        values = plan_values(args, p.topics, schema, p.logs)
+        if _has_ledger(args.out):
+            side = (values.side_folder,) if values is not None and values.side_folder else ()
+            sink = _open_sink(args, p.topics, schema.names, _keys(p), side)
+            return _convert_to_table(args, p, schema, sink, wall, values)
         import pyarrow.dataset as pads  # not before: it imports pandas (0.5 s), which a rerun never needs
         reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts)
                    for d in p.logs}
         _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
                    f"{size(p.input_bytes)} of log")
-        # a remote OUT (no offsets ledger there yet): the files staged under OUT, copied in at the end
+        # a remote OUT other than S3 (no offsets ledger there): the files staged under OUT, copied in at the end
         progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
-        if args.format == "orc":
-            raise UsageError("--engine arrow writes ORC to a local OUT only; use parquet, or --engine spark")
         staged = RemoteStaging(args.out, args.mode, args.storage_option)
         file_options = None
         codec = args.compression or "snappy"
@@ -1154,12 +1200,37 @@ def _schema(p: Plan) -> Any:
     return schema
 
 
-def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str]) -> Sink:
-    """The table sink of ``--format`` (:mod:`kbatch.tables`) for OUT and ``--mode``."""
+def _has_ledger(out: str) -> bool:
+    """Whether a run to ``out`` goes through a table sink with its ledger: a local OUT, or S3
+    (its conditional writes; other object stores: files copied in, without a ledger)."""
+    return not _is_remote(out) or is_s3(out)
+
+
+def _keys(p: Plan) -> list[tuple[str, int, str | None]]:
+    """``(topic, partition, root)`` of the planned partitions (a ledger's keys)."""
+    return [(d.topic, d.partition, d.root if p.opts.root_columns else None) for d in p.logs]
+
+
+def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str],
+               keys: Sequence[tuple[str, int, str | None]] = (), side_folders: Sequence[str] = ()) -> Sink:
+    """The table sink of ``--format`` (:mod:`kbatch.tables`) for OUT and ``--mode``; ``keys``: the
+    partitions the run converts; ``side_folders``: hidden folders of a local Parquet OUT committed
+    with the data (dead letters)."""
+    storage = _storage.parse_options(args.storage_option)
+    folder = {"compression": args.compression, "max_rows_per_file": args.max_rows_per_file,
+              "row_group_rows": args.row_group_rows, "partition_by_topic": not args.no_partition_by_topic,
+              "format": args.format}
+    if args.format in ("parquet", "orc", "json") and _is_remote(args.out):
+        try:
+            import boto3  # noqa: F401 - the ledger's conditional write
+        except ImportError:
+            raise UsageError(f"{args.out} with its offsets ledger needs boto3: pip install 'kbatch[s3]'") from None
+        try:
+            return RemoteFolderSink(args.out, args.mode, storage_options=storage, **folder)
+        except (FileExistsError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
     if args.format in ("parquet", "orc", "json"):  # a folder: Parquet written by the sink, or files put there
-        return FolderSink(args.out, args.mode, compression=args.compression, max_rows_per_file=args.max_rows_per_file,
-                          row_group_rows=args.row_group_rows, partition_by_topic=not args.no_partition_by_topic,
-                          format=args.format)
+        return FolderSink(args.out, args.mode, side_folders=side_folders, **folder)
     options = {}
     for item in args.catalog_option:
         key, sep, value = item.partition("=")
@@ -1167,11 +1238,13 @@ def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str]) 
             raise UsageError(f"--catalog-option needs KEY=VALUE, got {item!r}")
         options[key.strip()] = value.strip()
     catalog = {"catalog": args.catalog, "catalog_options": options, "namespace": args.namespace}
+    own: dict[str, Any] = catalog if args.format == "iceberg" else {"partitions": list(keys)}
+    if _is_remote(args.out):
+        own["storage_options"] = storage
     try:
         return open_sink(args.format, args.out, args.mode, topics=topics, partition_by=args.partition_by,
                          columns=columns, compression=args.compression, upsert=args.upsert,
-                         properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)},
-                         **(catalog if args.format == "iceberg" else {}))
+                         properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)}, **own)
     except ImportError as exc:
         raise UsageError(f"--format {args.format} needs {exc.name or exc}: "
                          f"pip install 'kbatch[{args.format}]'") from None
@@ -1233,17 +1306,20 @@ def _resume(args: argparse.Namespace, p: Plan, sink: Sink, wall: float) -> _Resu
                        args.out, written=False, mode=args.mode, left_out=p.left_out, since=sink.last_commits(),
                        gaps=gaps)
     notes = []
-    if args.format in ("parquet", "orc", "json") and args.mode == "append" and not len(held) \
-            and Path(args.out).is_dir() and has_data_files(Path(args.out)):
+    if args.format in ("parquet", "orc", "json") and args.mode == "append" and not len(held) and (
+            sink.holds_files() if isinstance(sink, RemoteFolderSink)
+            else Path(args.out).is_dir() and has_data_files(Path(args.out))):
         notes.append(f"{args.out} holds files but no offsets ledger (written by an earlier kbatch): every selected "
                      "record was appended; later appends go on from this run's offsets")
     return _Resumed(held, gaps, converted, notes, done)
 
 
-def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink, wall: float) -> Summary:
+def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink, wall: float,
+                      values: ValuePlan | None = None) -> Summary:
     """The arrow engine into a table sink: with ``--mode append``, each partition from where the
     table's ledger ends (nothing read nor committed when nothing is new); the data and the new
-    ledger committed together (:mod:`kbatch.tables`)."""
+    ledger committed together (:mod:`kbatch.tables`). With ``values`` (``--values``), each topic's
+    values decoded into its own schema, the dead letters committed just before (or with) the data."""
     r = _resume(args, p, sink, wall)
     if r.done is not None:
         return r.done
@@ -1254,26 +1330,40 @@ def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink
     commits: list[TableCommit] = []
     try:
         with sink:
-            sink.open(schema)
+            sink.open(values.schemas if values is not None else schema)
             batches = _arrow_batches(p, args, reports, progress)
+            if values is not None:
+                values.start(sink)
+                batches = values.decode(batches)
             if isinstance(sink, FolderSink) and args.format == "orc":  # pyarrow's dataset writer has no ORC
                 _write_orc(pa_reader(schema, batches), sink.folder, args, sink.run.partition("@")[0])
                 sink.adopt(sum(rep.records for rep in reports.values()))
             else:
                 sink.write(batches)
             if len(r.converted):
+                if values is not None:
+                    values.commit(r.converted)
                 commits = sink.commit(r.held.advanced(r.converted), r.converted)
             else:
                 sink.abort()
     finally:
         progress.close()
+        if values is not None:
+            values.close()
     for rep in reports.values():
         _finish_report(rep, rep.records, filtered=False)
+    dead: dict[str, Any] = {}
+    if values is not None:
+        for (topic, partition, root), n in values.dead.items():
+            reports[(topic, partition, root) if p.opts.root_columns else (topic, partition)].dead_letters = n
+        commits = values.commits + commits
+        r.notes += values.summary_notes()
+        dead = {"dead_letters": values.total(), "dead_letter_path": values.where, "value_errors": values.commonest()}
     return Summary(
         len(p.topics), len(p.logs), sum(rep.records for rep in reports.values()), p.input_bytes,
         sum(c.bytes for c in commits), time.perf_counter() - wall, "arrow", args.format, args.out,
         written=bool(commits), mode=args.mode, left_out=p.left_out, per_partition=list(reports.values()),
-        notes=r.notes + p.notes + _notes(p.logs), tables=commits, gaps=r.gaps,
+        notes=r.notes + p.notes + _notes(p.logs), tables=commits, gaps=r.gaps, **dead,
     )
 
 

@@ -5,6 +5,7 @@ Layout (the same as before ledgers, partitioned by topic unless told not to)::
     OUT/topic=orders/part-<run>-<i>.parquet
     OUT/_kbatch_ledger/00000000000000000001.json     one file per commit, numbered
     OUT/_kbatch_staging/<pid>-<token>@<host>/...    files of a run not yet committed
+    OUT/_dead_letter/topic=orders/part-*.parquet     side folders (``side_folders``), same commits
 
 Names starting with ``_`` are hidden from Parquet readers (pyarrow's datasets, Spark, Polars'
 hive scans, DuckDB with hive partitioning). A ledger file holds the whole :class:`Ledger`
@@ -24,12 +25,13 @@ after its commit, the files the commit added and where they were staged.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
 import socket
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +39,10 @@ from kbatch._staging import StagedOutput
 from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import Ledger
-from kbatch.tables._sink import Sink, TableCommit, count_rows
+from kbatch.tables._sink import Sink, TableCommit, by_topic, count_rows
 
-__all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "read_ledger"]
+__all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "dead_here", "ledger_name", "read_ledger", "run_name",
+           "write_parquet"]
 
 LEDGER_DIR = "_kbatch_ledger"
 STAGING_DIR = "_kbatch_staging"
@@ -54,7 +57,7 @@ def _commits(out: Path) -> list[int]:
 
 
 def _entry(out: Path, n: int) -> dict[str, Any]:
-    path = out / LEDGER_DIR / f"{n:0{_DIGITS}d}.json"
+    path = out / LEDGER_DIR / ledger_name(n)
     try:
         d = json.loads(path.read_text())
         Ledger.from_json(json.dumps(d["ledger"]))
@@ -72,6 +75,25 @@ def read_ledger(out: str | os.PathLike[str]) -> tuple[Ledger, int]:
     return Ledger.from_json(json.dumps(_entry(out, numbers[-1])["ledger"])), numbers[-1]
 
 
+def ledger_name(n: int) -> str:
+    """The name of commit ``n``'s ledger file."""
+    return f"{n:0{_DIGITS}d}.json"
+
+
+def run_name() -> str:
+    """A new run's staging folder name, ``<pid>-<token>@<host>``: a later run deletes it only
+    from the same host, once the pid is gone (:func:`dead_here`)."""
+    return f"{os.getpid()}-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
+
+
+def dead_here(run: str) -> bool:
+    """Whether the run named ``run`` (``<pid>-<token>@<host>``, a staging folder's name) ran on
+    this host and its process is gone (its files are no one's)."""
+    rest, _, host = run.rpartition("@")
+    pid = rest.split("-", 1)[0]
+    return host == socket.gethostname() and pid.isdigit() and not _alive(int(pid))
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -80,6 +102,44 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def write_parquet(sink: Any, folder: str, batches: Iterable[Any], name: str, filesystem: Any = None) -> int:
+    """``batches`` as Parquet files ``<name>-<k>-<i>.parquet`` in ``folder`` (of ``filesystem``;
+    local without), by ``sink``'s settings: its schema (or a schema per topic, each topic's files
+    written apart), codec, file and row group sizes, ``topic=`` folders. Returns how many
+    ``write_dataset`` calls it made (``k`` runs from 0)."""
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+
+    codec = None if sink.compression == "none" else sink.compression
+    partitioning = None
+    if sink.partition_by_topic:
+        partitioning = pads.partitioning(pa.schema([("topic", pa.string())]), flavor="hive")
+    if isinstance(sink.schema, Mapping):  # a schema per topic: each topic's files written apart
+        groups: Iterable[tuple[Any, Iterable[Any]]] = itertools.groupby(by_topic(batches), key=lambda tb: tb[0])
+        parts: Iterable[tuple[Any, Iterable[Any]]] = ((sink.schema_of(t), (b for _, b in g)) for t, g in groups)
+    else:
+        parts = [(sink.schema, batches)]
+    calls = 0
+    for schema, group in parts:
+        pads.write_dataset(
+            pa.RecordBatchReader.from_batches(schema, group),
+            folder,
+            filesystem=filesystem,
+            format="parquet",
+            partitioning=partitioning,
+            basename_template=f"{name}-{calls}-{{i}}.parquet",
+            existing_data_behavior="overwrite_or_ignore",
+            file_options=pads.ParquetFileFormat().make_write_options(compression=codec),
+            max_rows_per_file=sink.max_rows_per_file,
+            max_rows_per_group=sink.row_group_rows,
+            min_rows_per_group=min(sink.row_group_rows, 1 << 16),
+            max_open_files=4096,
+            preserve_order=True,
+        )
+        calls += 1
+    return calls
 
 
 class FolderSink(Sink):
@@ -98,20 +158,27 @@ class FolderSink(Sink):
         What the files are: :meth:`write` writes Parquet; files of any format written into
         :attr:`folder` by another writer (Spark's executors, an ORC writer) are committed
         alike, counted with :meth:`adopt`.
+    side_folders : sequence of str
+        Hidden folders (``_dead_letter``) of :attr:`folder` whose files another writer puts
+        there, committed with the data in the same ledger commit (readers of OUT skip them).
     """
 
     def __init__(self, out: str | os.PathLike[str], mode: str, *, compression: str | None = None,
                  max_rows_per_file: int | None = None, row_group_rows: int | None = None,
-                 partition_by_topic: bool = True, format: str = "parquet") -> None:
+                 partition_by_topic: bool = True, format: str = "parquet",
+                 side_folders: Sequence[str] = ()) -> None:
         self.format = format
+        self.side_folders = tuple(side_folders)
+        for name in self.side_folders:
+            if not name.startswith("_") or "/" in name:
+                raise ValueError(f"a side folder is one hidden folder name (starting with _), got {name!r}")
         self.out = Path(out)
         self.mode = mode
         self.compression = compression or "snappy"
         self.max_rows_per_file = max_rows_per_file or 0
         self.row_group_rows = row_group_rows or min(1 << 20, self.max_rows_per_file or 1 << 20)
         self.partition_by_topic = partition_by_topic
-        # the staging folder's name: a later run deletes it only from the same host, once the pid is gone
-        self.run = f"{os.getpid()}-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
+        self.run = run_name()
         self.incremental = mode == "append" and self.out.is_dir() and any(self.out.iterdir())
         if self.incremental:
             self._recover()
@@ -146,11 +213,8 @@ class FolderSink(Sink):
                 self._drop_staging_dir()
         staging = self.out / STAGING_DIR
         if staging.is_dir():
-            here = socket.gethostname()
             for d in staging.iterdir():
-                run, _, host = d.name.rpartition("@")
-                pid = run.split("-", 1)[0]
-                if host == here and pid.isdigit() and not _alive(int(pid)):
+                if dead_here(d.name):
                     shutil.rmtree(d, ignore_errors=True)
 
     def open(self, schema: Any) -> None:
@@ -176,36 +240,15 @@ class FolderSink(Sink):
         self._adopted += records
 
     def write(self, batches: Iterable[Any]) -> None:
-        import pyarrow as pa
-        import pyarrow.dataset as pads
-
         assert self.format == "parquet", f"FolderSink writes parquet itself, not {self.format}"
-        folder = self.folder
-        codec = None if self.compression == "none" else self.compression
-        partitioning = None
-        if self.partition_by_topic:
-            partitioning = pads.partitioning(pa.schema([("topic", pa.string())]), flavor="hive")
-
-        reader = pa.RecordBatchReader.from_batches(self.schema, count_rows(batches, self._counts))
-        pads.write_dataset(
-            reader,
-            str(folder),
-            format="parquet",
-            partitioning=partitioning,
-            basename_template=f"part-{self.run.partition('@')[0]}-{self._writes}-{{i}}.parquet",
-            existing_data_behavior="overwrite_or_ignore",
-            file_options=pads.ParquetFileFormat().make_write_options(compression=codec),
-            max_rows_per_file=self.max_rows_per_file,
-            max_rows_per_group=self.row_group_rows,
-            min_rows_per_group=min(self.row_group_rows, 1 << 16),
-            max_open_files=4096,
-            preserve_order=True,
-        )
+        write_parquet(self, str(self.folder), count_rows(batches, self._counts),
+                      f"part-{self.run.partition('@')[0]}-{self._writes}")
         self._writes += 1
 
     def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
         folder = self.folder
-        files = self._data_files()
+        data = self._data_files()
+        files = sorted(data + self._data_files(self.side_folders))
         n = self._number + 1 if self.incremental else 1
         entry = {"commit": n, "ledger": json.loads(ledger.to_json()), "converted": json.loads(converted.to_json()),
                  "files": [f for f, _ in files], "records": sum(self._counts.values()) + self._adopted}
@@ -229,13 +272,20 @@ class FolderSink(Sink):
             self._staged.commit()  # the commit point: one rename
         self._folder = None
         self._ledger, self._number = ledger, n
-        return [TableCommit(str(self.out), str(n), entry["records"], sum(b for _, b in files), list(converted),
+        return [TableCommit(str(self.out), str(n), entry["records"], sum(b for _, b in data), list(converted),
                             kind="commit")]
 
-    def _data_files(self) -> list[tuple[str, int]]:
-        """``(path relative to the staging folder, bytes)`` of every file readers will see."""
+    def _data_files(self, under: Sequence[str] = ("",)) -> list[tuple[str, int]]:
+        """``(path relative to the staging folder, bytes)`` of every file readers will see (in the
+        folders ``under`` it: the data by default, or :attr:`side_folders`)."""
         out = []
-        for dirpath, dirnames, filenames in os.walk(self.folder):
+        for top in under:
+            out += self._files_in(top)
+        return sorted(out)
+
+    def _files_in(self, top: str) -> list[tuple[str, int]]:
+        out = []
+        for dirpath, dirnames, filenames in os.walk(self.folder / top):
             dirnames[:] = [d for d in dirnames if not d.startswith((".", "_"))]
             for name in filenames:
                 if not name.startswith((".", "_")):
@@ -245,7 +295,7 @@ class FolderSink(Sink):
 
     def _link_entry(self, folder: Path, n: int, entry: dict[str, Any]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        final = folder / f"{n:0{_DIGITS}d}.json"
+        final = folder / ledger_name(n)
         tmp = folder / f".{final.name}.{self.run}.tmp"
         with open(tmp, "w") as f:
             json.dump(entry, f)

@@ -7,6 +7,7 @@ clean-up, as a crash or ``kill -9`` would) when a sink reaches that stage:
     before-commit   every data file written, nothing committed
     mid-commit      committed, the data files not all moved into place (a Parquet folder;
                     the next run moves them)
+    between-commits the dead letters (``--values``) committed to their tables, the data not yet
 
 Unset (always, outside the tests) it does nothing.
 """
@@ -20,7 +21,7 @@ from typing import Final
 __all__ = ["KILL_ENV", "STAGES", "reached"]
 
 KILL_ENV: Final = "KBATCH_TEST_KILL_AT"
-STAGES: Final = ("mid-write", "before-commit", "mid-commit")
+STAGES: Final = ("mid-write", "before-commit", "mid-commit", "between-commits")
 
 
 def reached(stage: str) -> None:

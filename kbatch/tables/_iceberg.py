@@ -15,6 +15,12 @@
   (``commit.retry.num-retries``), which would append the same offsets twice: retries are off
   for kbatch's transactions, so a concurrent run's commit fails with
   :class:`~kbatch.errors.CommitConflictError` instead.
+- ``OUT`` may be ``s3://bucket/prefix`` (the warehouse): pyiceberg's FileIO gets
+  ``--storage-option``'s endpoint and credentials (:func:`kbatch.tables._remote.iceberg_properties`;
+  ``--catalog-option s3.*=...`` win). The default SQLite catalog cannot live in a bucket (SQLite
+  needs a local file with locks), and a catalog lost is the table's commits lost: with an
+  ``s3://`` OUT, the catalog's place is given, ``--catalog-option uri=sqlite:////path/catalog.db``
+  (or a database URL), or a catalog with ``--catalog``.
 - A run killed before its commit leaves data files no snapshot references (Iceberg's orphan
   files; the table is unchanged); ``remove_orphan_files`` maintenance deletes them.
 """
@@ -33,7 +39,8 @@ from kbatch.tables._hooks import reached
 from kbatch.tables._iceberg_files import append_files
 from kbatch.tables._ledger import LEDGER_KEY, Ledger
 from kbatch.tables._partition import DEFAULT, Transform, parse
-from kbatch.tables._sink import Sink, TableCommit, count_rows, staged_files
+from kbatch.tables._remote import iceberg_properties
+from kbatch.tables._sink import Sink, TableCommit, count_rows, nullable, staged_files
 
 __all__ = ["CATALOG_NAME", "DEFAULT_NAMESPACE", "IcebergSink", "default_catalog", "read_ledger"]
 
@@ -95,8 +102,9 @@ class IcebergSink(Sink):
 
     Parameters
     ----------
-    out : path
-        The warehouse (and, with the default catalog, where ``catalog.db`` is).
+    out : path or str
+        The warehouse (and, with the default catalog, where ``catalog.db`` is), or
+        ``s3://bucket/prefix`` (the default catalog's ``uri`` then in ``catalog_options``).
     mode : {"errorifexists", "overwrite", "append"}
     topics : sequence of str
         The topics the run converts (their tables' ledgers are read at once).
@@ -115,6 +123,11 @@ class IcebergSink(Sink):
     upsert : bool, default False
         One row per key: the run's latest record per key replaces the table's row, a tombstone
         deletes it (:mod:`kbatch.tables._upsert`; the run's records are held in memory).
+    table_suffix : str, default ""
+        Each topic's table is ``<namespace>.<topic><table_suffix>`` (``"__dead_letter"``: the
+        tables of the records whose values did not decode).
+    storage_options : dict, optional
+        pyarrow's filesystem options for a remote OUT, passed to pyiceberg's FileIO.
     """
 
     format = "iceberg"
@@ -123,12 +136,14 @@ class IcebergSink(Sink):
                  catalog: str | None = None, catalog_options: dict[str, str] | None = None,
                  namespace: str | None = None, partition_by: Sequence[str] | None = None,
                  properties: dict[str, str] | None = None, columns: Sequence[str] | None = None,
-                 compression: str | None = None, upsert: bool = False) -> None:
+                 compression: str | None = None, upsert: bool = False, table_suffix: str = "",
+                 storage_options: dict[str, Any] | None = None) -> None:
         from pyiceberg.catalog import load_catalog
         from pyiceberg.exceptions import NoSuchTableError
 
         self.out = str(out)
         self.mode = mode
+        self.table_suffix = table_suffix
         self.namespace = namespace or DEFAULT_NAMESPACE
         self.upsert = upsert
         self._applied: dict[str, int] = {}
@@ -140,7 +155,17 @@ class IcebergSink(Sink):
         options = dict(catalog_options or {})
         local = "://" not in self.out
         self._made_out = False
-        if catalog is None:
+        if not local:
+            options = {**iceberg_properties(self.out, storage_options or {}), **options}
+        if catalog is None and not local:
+            if "uri" not in options:
+                raise ValueError(f"--format iceberg to {self.out}: the default SQLite catalog cannot be kept in an "
+                                 "object store; give its place: --catalog-option uri=sqlite:////path/to/catalog.db "
+                                 "(or a database URL), or --catalog NAME")
+            options = {"type": "sql", "warehouse": self.out, **options}
+            if str(options["uri"]).startswith("sqlite:///"):  # its folder made, as OUT is for a local one
+                Path(str(options["uri"])[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        elif catalog is None:
             path = Path(self.out).resolve()
             self._made_out = not path.exists()
             path.mkdir(parents=True, exist_ok=True)
@@ -167,7 +192,7 @@ class IcebergSink(Sink):
         self._staging: Path | None = None
 
     def identifier(self, topic: str) -> str:
-        return f"{self.namespace}.{topic}"
+        return f"{self.namespace}.{topic}{self.table_suffix}"
 
     def committed(self) -> Ledger:
         return Ledger.union(ledger for ledger, _ in self._held.values())
@@ -185,7 +210,7 @@ class IcebergSink(Sink):
         if topic not in self._tables:
             self.catalog.create_namespace_if_not_exists(self.namespace)
             try:
-                txn = self.catalog.create_table_transaction(self.identifier(topic), schema=self.schema,
+                txn = self.catalog.create_table_transaction(self.identifier(topic), schema=self._optional(topic),
                                                             properties=self.properties)
                 if self.partition:
                     with txn.update_spec() as spec:
@@ -198,6 +223,14 @@ class IcebergSink(Sink):
                                           "run committed; run again", table=name) from None
             self._tables[topic] = _no_retries(self.catalog.load_table(self.identifier(topic)))
         return self._tables[topic]
+
+    def _optional(self, topic: str) -> Any:
+        """``topic``'s schema with every field optional, nested ones too: Iceberg cannot add a
+        required field to a table that holds rows, so a typed value's struct (whose fields are
+        required where Avro's are not nullable) must be optional throughout to gain the fields a
+        later reader schema adds. Rows keep their Arrow types; a required field written to an
+        optional column is allowed."""
+        return nullable(self.schema_of(topic))
 
     def _txn(self, topic: str) -> Any:
         if topic not in self._txns:
@@ -220,7 +253,7 @@ class IcebergSink(Sink):
 
         try:
             with txn.update_schema() as update:  # nothing to commit when the columns are the same
-                update.union_by_name(self.schema)
+                update.union_by_name(self._optional(topic))
         except (ValueError, ValidationError) as exc:
             raise TableError(f"table {self.identifier(topic)}: this run's columns do not fit the table's schema "
                              f"{table.schema().schema_id}: {exc}", table=self.identifier(topic)) from None
@@ -230,7 +263,8 @@ class IcebergSink(Sink):
 
         batches = self._buffers.pop(topic, [])
         txn = self._txn(topic)
-        table = pa.Table.from_batches(batches, schema=self.schema) if batches else self.schema.empty_table()
+        schema = self.schema_of(topic)
+        table = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
         if batches or properties:
             txn.append(table, snapshot_properties=properties or {})
 
@@ -242,7 +276,7 @@ class IcebergSink(Sink):
         from kbatch.tables._upsert import latest_per_key
 
         batches = self._buffers.pop(topic, [])
-        live, dead = latest_per_key(pa.Table.from_batches(batches, schema=self.schema))
+        live, dead = latest_per_key(pa.Table.from_batches(batches, schema=self.schema_of(topic)))
         txn = self._txn(topic)
         if live.num_rows:
             txn.upsert(live, join_cols=["key"])

@@ -6,7 +6,7 @@ format's library itself::
     sink = FolderSink(out, "append")          # or IcebergSink, DeltaSink
     held = sink.committed()                   # the Ledger the table(s) hold
     with sink:                                # abort() on an exception
-        sink.open(schema)
+        sink.open(schema)                     # or {topic: schema} when topics' columns differ
         sink.write(batches)                   # Arrow record batches, any topics, any number of calls
         commits = sink.commit(ledger, converted)
 
@@ -22,7 +22,7 @@ last commit.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -35,7 +35,7 @@ from kbatch.tables._partition import Transform
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
     from typing_extensions import Self
 
-__all__ = ["Sink", "TableCommit", "count_rows", "staged_files"]
+__all__ = ["Sink", "TableCommit", "by_topic", "count_rows", "nullable", "staged_files"]
 
 
 @dataclass
@@ -80,6 +80,40 @@ def count_rows(batches: Iterable[Any], counts: dict[str, int]) -> Iterator[Any]:
             reached("mid-write")
 
 
+def by_topic(batches: Iterable[Any]) -> Iterator[tuple[str, Any]]:
+    """``(topic, batch)`` for each non-empty batch, a batch of several topics split by topic."""
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        topics = pc.unique(batch.column(batch.schema.get_field_index("topic"))).to_pylist()
+        for topic in topics:
+            yield topic, batch if len(topics) == 1 else batch.filter(pc.equal(batch.column("topic"), topic))
+
+
+def nullable(schema: Any) -> Any:
+    """``schema`` (a ``pyarrow.Schema``) with every field, at any depth, nullable (a map's keys
+    excepted): the schema of a table that later runs may widen. Iceberg and Delta cannot add a
+    required field to a table holding rows, and a typed value's struct has required fields
+    wherever Avro's are not nullable."""
+    import pyarrow as pa
+
+    def field(f: Any) -> Any:
+        return f.with_type(kind(f.type)).with_nullable(True)
+
+    def kind(t: Any) -> Any:
+        if pa.types.is_struct(t):
+            return pa.struct([field(c) for c in t])
+        if pa.types.is_map(t):
+            return pa.map_(t.key_field, field(t.item_field))  # a map's key stays required
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return pa.list_(field(t.value_field)) if pa.types.is_list(t) else pa.large_list(field(t.value_field))
+        return t
+
+    return pa.schema([field(f) for f in schema], metadata=schema.metadata)
+
+
 def staged_files(folder: Path) -> list[tuple[str, str, Path]]:
     """``(topic, the folders under kbatch_topic=<topic>/, the file)`` of every data file another
     writer put in ``folder`` (hidden names, ``_*`` and ``.*``, left out)."""
@@ -98,6 +132,8 @@ class Sink(ABC):
 
     #: the format's name (``--format``)
     format: str = ""
+    #: what :meth:`open` was given: one ``pyarrow.Schema`` or topic -> ``pyarrow.Schema``
+    schema: Any = None
 
     @abstractmethod
     def committed(self) -> Ledger:
@@ -109,7 +145,19 @@ class Sink(ABC):
 
     @abstractmethod
     def open(self, schema: Any) -> None:
-        """Get ready to take batches of ``schema`` (a ``pyarrow.Schema``, the Kafka source's columns)."""
+        """Get ready to take batches of ``schema``: a ``pyarrow.Schema`` (the Kafka source's
+        columns) for every topic, or a mapping topic -> ``pyarrow.Schema`` when topics differ
+        (typed values: each topic's value struct is its reader schema's)."""
+
+    def schema_of(self, topic: str) -> Any:
+        """The ``pyarrow.Schema`` of ``topic``'s rows (after :meth:`open`)."""
+        schema = self.schema
+        if isinstance(schema, Mapping):
+            try:
+                return schema[topic]
+            except KeyError:
+                raise ValueError(f"no schema was given for topic {topic!r}") from None
+        return schema
 
     @abstractmethod
     def write(self, batches: Iterable[Any]) -> None:
