@@ -872,7 +872,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
         sink = _open_sink(args, p.topics, schema.names, _keys(p), side)
         for _name, transform in sink.file_partitions():
             try:  # what the executors cannot compute: said before the JVM starts
-                check_transform(transform)
+                check_transform(transform, sink.format)
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
         resumed = _resume(args, p, sink, wall)
@@ -1113,7 +1113,6 @@ class RemoteStaging:
 def convert_arrow(args: argparse.Namespace) -> Summary:
     """The same conversion in this process with pyarrow's dataset writer, same layout as Spark's."""
     import pyarrow as pa
-    import pyarrow.dataset as pads
 
     wall = time.perf_counter()
     p = plan(args)
@@ -1126,6 +1125,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
             side = (values.side_folder,) if values is not None and values.side_folder else ()
             sink = _open_sink(args, p.topics, schema.names, _keys(p), side)
             return _convert_to_table(args, p, schema, sink, wall, values)
+        import pyarrow.dataset as pads  # not before: it imports pandas (0.5 s), which a rerun never needs
         reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts)
                    for d in p.logs}
         _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "

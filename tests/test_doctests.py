@@ -25,6 +25,7 @@ import kbatch._txn
 import kbatch._wire
 import kbatch.errors
 import kbatch.log
+import kbatch.tables._bucket
 import kbatch.tables._ledger
 import kbatch.tables._partition
 import kbatch.tables._remote
@@ -52,6 +53,7 @@ MODULES = [
     kbatch._predicate,
     kbatch._metaproperties,
     kbatch._sparkstart,
+    kbatch.tables._bucket,
     kbatch.tables._ledger,
     kbatch.tables._partition,
     kbatch.tables._remote,

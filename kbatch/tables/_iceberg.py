@@ -36,6 +36,7 @@ from typing import Any, Final, cast
 
 from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
+from kbatch.tables._iceberg_files import append_files
 from kbatch.tables._ledger import LEDGER_KEY, Ledger
 from kbatch.tables._partition import DEFAULT, Transform, parse
 from kbatch.tables._remote import iceberg_properties
@@ -49,6 +50,8 @@ CATALOG_NAME: Final = "kbatch"
 #: Rows of a topic buffered before they are appended (pyiceberg writes a partitioned table from
 #: whole Arrow tables).
 CHUNK_BYTES: Final = 128 << 20
+#: The folder names another writer splits staged files by: ``kbatch_<partition field>=<value>``.
+STAGED_PREFIX: Final = "kbatch_"
 
 
 def read_ledger(table: Any) -> tuple[Ledger, int | None]:
@@ -315,15 +318,17 @@ class IcebergSink(Sink):
         return self._staging
 
     def file_partitions(self) -> list[tuple[str, Transform]]:
-        # Iceberg finds a file's partition from its column statistics (add_files): the files keep
-        # every column, and are split by a copy of each transform's value
-        return [(f"kbatch_{t.field_name}", t) for t in self.partition]
+        # the files keep every column and are split by a copy of each transform's value (Iceberg's
+        # own: hours since the epoch for hour, the murmur3 bucket for bucket); the commit takes a
+        # bucket from the folder, the others from the files' statistics (kbatch.tables._iceberg_files)
+        return [(f"{STAGED_PREFIX}{t.field_name}", t) for t in self.partition]
 
-    def _take_staged(self) -> dict[str, list[str]]:
-        """Move the files another writer staged into their tables' ``data`` folders; their URIs by topic."""
+    def _take_staged(self) -> dict[str, list[tuple[str, dict[str, str]]]]:
+        """Move the files another writer staged into their tables' ``data`` folders; by topic, their
+        URIs and folder values (by partition field name)."""
         from urllib.parse import unquote, urlparse
 
-        out: dict[str, list[str]] = {}
+        out: dict[str, list[tuple[str, dict[str, str]]]] = {}
         if self._staging is None:
             return out
         for topic, dirs, path in staged_files(self._staging):
@@ -334,7 +339,9 @@ class IcebergSink(Sink):
                 raise FileExistsError(f"{dest} exists: not replaced")
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, dest)
-            out.setdefault(topic, []).append(f"file://{dest}")  # unquoted, as pyiceberg writes its own
+            folders = {k.removeprefix(STAGED_PREFIX): unquote(v) for k, v in
+                       (part.split("=", 1) for part in dirs.split("/") if "=" in part)}
+            out.setdefault(topic, []).append((f"file://{dest}", folders))  # unquoted, as pyiceberg writes its own
         self._drop_staging()
         return out
 
@@ -355,7 +362,7 @@ class IcebergSink(Sink):
                      **{k: v for k, v in self.properties.items() if k == "kbatch.version"}}
             if topic in staged:
                 self._flush(topic)
-                self._txn(topic).add_files(staged[topic], snapshot_properties=props, check_duplicate_files=False)
+                append_files(self._txn(topic), self._tables[topic].io, staged[topic], props)
             elif self.upsert:
                 self._upsert(topic)
                 self._flush(topic, props)

@@ -115,6 +115,50 @@ def test_kbatch_convert_on_the_cluster(cluster, backup, expected_rows, read_rows
     assert read_rows(pads.dataset(out, format="parquet", partitioning="hive")) == expected_rows
 
 
+def test_kbatch_convert_into_iceberg_on_the_cluster(cluster, tmp_path):
+    """``kbatch convert ROOT OUT --format iceberg --master spark://...`` (before the session below
+    takes the cores): the workers' executors write the files, this process commits them; read back
+    with pyiceberg equal to ``LogDir.read``; a rerun commits nothing."""
+    pytest.importorskip("pyiceberg")
+    from support.tables import rows_of_root, rows_of_table, write_log
+
+    from kbatch._sample import write_sample
+    from kbatch.tables import default_catalog
+
+    root, out = tmp_path / "root", tmp_path / "out"
+    write_sample(root)
+    write_log(root, "events", 0, 50)
+    paths = os.pathsep.join([REPO, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    cmd = [
+        sys.executable, "-m", "kbatch", "convert", str(root), str(out), "--format", "iceberg", "--subscribe",
+        "orders,events", "--engine", "spark", "--master", cluster, "--json-summary",
+        "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
+        "--conf", "spark.driver.memory=512m", "--conf", "spark.executor.memory=512m",
+        "--conf", "spark.executor.cores=1", "--conf", "spark.cores.max=2",
+        "--conf", f"spark.executorEnv.PYTHONPATH={paths}",
+        "--conf", f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}",
+    ]
+    env = {**os.environ, "PYTHONPATH": paths, "PYSPARK_PYTHON": sys.executable}
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    summary = json.loads(first.stdout.strip().splitlines()[-1])
+    assert summary["engine"] == "spark" and summary["records"] == 950
+    assert [(t["table"], t["records"]) for t in summary["tables"]] == [("kafka.events", 50), ("kafka.orders", 900)]
+    catalog = default_catalog(out)
+    snapshots = {}
+    for topic in ("orders", "events"):
+        table = catalog.load_table(f"kafka.{topic}")
+        assert rows_of_table(table.scan().to_arrow()) == rows_of_root(root, [topic])
+        snapshots[topic] = table.current_snapshot().snapshot_id
+    again = subprocess.run([*cmd, "--mode", "append"], env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    rerun = json.loads(again.stdout.strip().splitlines()[-1])
+    assert rerun["records"] == 0 and not rerun["tables"] and len(rerun["since"]) == 2
+    catalog = default_catalog(out)
+    assert {t: catalog.load_table(f"kafka.{t}").current_snapshot().snapshot_id for t in snapshots} == snapshots
+    assert not (out / "_kbatch_staging").exists()
+
+
 @pytest.fixture(scope="module")
 def spark(cluster):
     os.environ["PYSPARK_PYTHON"] = sys.executable

@@ -78,3 +78,90 @@ def test_one_task_writing_several_partitions_loses_no_file(spark, tmp_path, caps
     s = _run(capsys, str(root), str(out), "--format", "iceberg", "--min-partitions", "1")
     assert s["records"] == 20 and s["tables"][0]["records"] == 20
     assert _rows(out, "iceberg", "days") == rows_of_root(root)
+
+
+def _spread_root(root: Path) -> Path:
+    """Topic ``spread``: 60 records 20 minutes apart (20 hours), keys ``user-<i>`` and two null keys."""
+    import kbatch
+    from kbatch.log import LogWriter
+
+    with LogWriter(root, "spread", 0, segment_bytes=800) as w:
+        for i in range(0, 60, 6):
+            w.append(kbatch.encode([b"v%d" % j for j in range(i, i + 6)],
+                                   keys=[None if j in (7, 44) else b"user-%d" % j for j in range(i, i + 6)],
+                                   timestamps=[1_700_000_000_000 + 1_200_000 * j for j in range(i, i + 6)]),
+                     assign_offsets=True)
+    return root
+
+
+def _files(table) -> list[tuple[tuple, list[dict]]]:
+    """``(partition values, the rows of the file)`` of every data file of ``table``."""
+    import pyarrow.parquet as pq
+
+    return [(tuple(task.file.partition), pq.read_table(task.file.file_path.removeprefix("file://")).to_pylist())
+            for task in table.scan().plan_files()]
+
+
+def test_spark_hour_partitions_are_icebergs(spark, tmp_path, capsys):
+    pytest.importorskip("pyiceberg")
+    from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
+
+    from kbatch.tables import default_catalog
+
+    root, out = _spread_root(tmp_path / "root"), tmp_path / "out"
+    s = _run(capsys, str(root), str(out), "--format", "iceberg", "--partition-by", "hour(timestamp)")
+    assert s["records"] == 60
+    table = default_catalog(out).load_table("kafka.spread")
+    assert [(f.name, str(f.transform)) for f in table.spec().fields] == [("timestamp_hour", "hour")]
+    assert _rows(out, "iceberg", "spread") == rows_of_root(root)
+    files = _files(table)
+    hours = {(1_700_000_000_000 + 1_200_000 * j) // 3_600_000 for j in range(60)}
+    assert {p for p, _ in files} == {(h,) for h in hours}  # one partition per hour, no other
+    for (hour,), rows in files:
+        assert {int(r["timestamp"].timestamp()) // 3600 for r in rows} == {hour}
+    # a reader's time filter prunes to the files of the hours it covers
+    h = min(hours) + 5
+    where = And(GreaterThanOrEqual("timestamp", h * 3_600_000_000), LessThan("timestamp", (h + 1) * 3_600_000_000))
+    assert {tuple(t.file.partition) for t in table.scan(row_filter=where).plan_files()} == {(h,)}
+    got = sorted(table.scan(row_filter=where).to_arrow().column("offset").to_pylist())
+    assert got == [j for j in range(60) if (1_700_000_000_000 + 1_200_000 * j) // 3_600_000 == h] and got
+
+
+def test_spark_bucket_partitions_are_icebergs_murmur3(spark, tmp_path, capsys):
+    pytest.importorskip("pyiceberg")
+    from pyiceberg.expressions import EqualTo, IsNull
+    from pyiceberg.transforms import BucketTransform
+    from pyiceberg.types import BinaryType
+
+    from kbatch.tables import default_catalog
+
+    bucket = BucketTransform(16).transform(BinaryType())  # pyiceberg's own (mmh3), per value
+    root, out = _spread_root(tmp_path / "root"), tmp_path / "out"
+    s = _run(capsys, str(root), str(out), "--format", "iceberg", "--partition-by", "bucket(16, key)")
+    assert s["records"] == 60
+    table = default_catalog(out).load_table("kafka.spread")
+    assert [(f.name, str(f.transform)) for f in table.spec().fields] == [("key_bucket", "bucket[16]")]
+    assert _rows(out, "iceberg", "spread") == rows_of_root(root)
+    files = _files(table)
+    for (b,), rows in files:  # every row's file sits in the bucket pyiceberg computes for its key
+        assert {bucket(r["key"]) for r in rows} == {b}
+    assert {p for p, _ in files} == {(bucket(b"user-%d" % j if j not in (7, 44) else None),) for j in range(60)}
+    for key in (b"user-3", b"user-59"):
+        scan = table.scan(row_filter=EqualTo("key", key))
+        assert {tuple(t.file.partition) for t in scan.plan_files()} == {(bucket(key),)}
+        assert [bytes(k) for k in scan.to_arrow().column("key").to_pylist()] == [key]
+    assert sorted(table.scan(row_filter=IsNull("key")).to_arrow().column("offset").to_pylist()) == [7, 44]
+
+
+def test_spark_delta_hour_partitions(spark, tmp_path, capsys):
+    pytest.importorskip("deltalake")
+    import deltalake
+
+    root, out = _spread_root(tmp_path / "root"), tmp_path / "out"
+    _run(capsys, str(root), str(out), "--format", "delta", "--partition-by", "hour(timestamp)")
+    assert _rows(out, "delta", "spread") == rows_of_root(root)
+    from datetime import timezone
+
+    rows = deltalake.DeltaTable(str(out / "spread")).to_pyarrow_table().to_pylist()
+    assert len({r["timestamp_hour"] for r in rows}) == 20  # the arrow engine's values: UTC YYYY-MM-DD-HH
+    assert all(r["timestamp_hour"] == r["timestamp"].astimezone(timezone.utc).strftime("%Y-%m-%d-%H") for r in rows)
