@@ -283,43 +283,54 @@ cdef inline int _put_bytes(Col* c, const uint8_t* src, int64_t size, const uint8
     cdef int64_t need = c.data_len + size
     cdef int64_t cap
     cdef void* q
-    if need > INT32_MAX:
-        return E_TOO_BIG
-    if need + 16 > c.data_cap:
+    if need + 16 > c.data_cap:  # data_cap <= INT32_MAX + 16: a need that fits is in range
+        if need > INT32_MAX:
+            return E_TOO_BIG
         cap = c.data_cap * 2 if c.data_cap else 256
         if cap < need + 16:
             cap = need + 16
+        if cap > <int64_t>INT32_MAX + 16:
+            cap = <int64_t>INT32_MAX + 16
         q = realloc(c.data, cap)
         if q == NULL:
             return E_MEMORY
         c.data = <uint8_t*>q
         c.data_cap = cap
+    cdef uint8_t* dst = c.data + c.data_len
     cdef int64_t k
-    if size <= 64 and limit != NULL and limit - src >= ((size + 15) & ~15):
+    if size <= 16 and limit - src >= 16:  # one fixed-size copy (the buffer has 16 bytes of slack)
+        memcpy(dst, src, 16)
+    elif size <= 64 and limit - src >= ((size + 15) & ~15):
         k = 0
-        while k < size:  # 16-byte copies the compiler inlines (the buffer has 16 bytes of slack)
-            memcpy(c.data + c.data_len + k, src + k, 16)
+        while k < size:  # 16-byte copies the compiler inlines
+            memcpy(dst + k, src + k, 16)
             k += 16
     elif size:
-        memcpy(c.data + c.data_len, src, size)
+        memcpy(dst, src, size)
     c.data_len = need
     c.offs[c.n + 1] = <int32_t>need
     c.n += 1
     return E_OK
 
 
-cdef int _null_slot(Col* c, Col* cols) noexcept nogil:
-    if _slot(c, 0):
-        return E_MEMORY
+cdef inline int _null_slot(Col* c) noexcept nogil:
+    """A null in slot ``n`` (zeroed value, empty string or list), ``n`` advanced."""
     cdef int64_t n = c.n
-    if c.kind == K_BOOL:
+    if n >= c.cap and _grow(c):
+        return E_MEMORY
+    if c.has_valid:
+        c.valid[n >> 3] &= <uint8_t>~(1 << (n & 7))
+    if c.kind == K_FIXEDW:
+        if c.width == 8:
+            (<int64_t*>c.vals)[n] = 0
+        elif c.width == 4:
+            (<int32_t*>c.vals)[n] = 0
+        else:
+            memset(c.vals + n * c.width, 0, c.width)
+    elif c.kind == K_BIN or c.kind == K_LIST:
+        c.offs[n + 1] = c.offs[n]
+    elif c.kind == K_BOOL:
         c.vals[n >> 3] &= <uint8_t>~(1 << (n & 7))
-    elif c.kind == K_FIXEDW:
-        memset(c.vals + n * c.width, 0, c.width)
-    elif c.kind == K_BIN:
-        c.offs[n + 1] = c.offs[n]
-    elif c.kind == K_LIST:
-        c.offs[n + 1] = c.offs[n]
     c.n = n + 1
     return E_OK
 
@@ -611,7 +622,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
         elif op == OP_NULLABLE:
             # a writer union of null and one type whose value is the next instruction
             if v == ins[1]:
-                e = _null_slot(cols + ins[2], cols)
+                e = _null_slot(cols + ins[2])
                 if e:
                     break
                 pc += 2
@@ -624,7 +635,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
         elif op == OP_JUMP:
             pc = ins[1]
         elif op == OP_NULLSLOT:
-            e = _null_slot(cols + ins[1], cols)
+            e = _null_slot(cols + ins[1])
             if e:
                 break
             pc += 1
@@ -794,7 +805,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                     text[v] = _HEX[p[k] >> 4]
                     text[v + 1] = _HEX[p[k] & 15]
                     v += 2
-                e = _put_bytes(c, text, 36, NULL)
+                e = _put_bytes(c, text, 36, text + 36)
                 if e:
                     break
             else:
@@ -956,7 +967,7 @@ def run(
         if one_per_record and nrec > 64 and not oom:
             if _reserve(&m.cols[c], nrec):
                 oom = 1
-            data_cap = min(16 * nrec, body_bytes) + 16
+            data_cap = min(16 * nrec, body_bytes, <int64_t>INT32_MAX) + 16
             if m.cols[c].kind == K_BIN and not oom:
                 m.cols[c].data = <uint8_t*>malloc(data_cap)
                 if m.cols[c].data == NULL:
