@@ -248,17 +248,22 @@ def decode_records(
         pcs = {i: program.add_writer_schema(w) for i, w in writers.items()}
         guid_pcs = [-1 if s is None else program.add_writer_schema(s) for s in by_guid]
         prog, aux, consts, coldesc = program.arrays()
+    entry = np.full(n, -1, dtype=np.int32)
     if f.guids:
         entry[named] = np.array(guid_pcs, dtype=np.int32)[f.guid_index[named]]
-    ids_by_id = np.where(by_id, ids, -1)
-    if pcs:
+    if len(pcs) == 1 and not f.guids:  # one writer: the common case, one pass
+        (only, pc_only), = pcs.items()
+        entry = np.where(ids == only, np.int32(pc_only), np.int32(-1))
+    elif pcs:
+        ids_by_id = np.where(by_id, ids, -1)
         keys = np.array(sorted(pcs), dtype=np.int64)
         values = np.array([pcs[k] for k in sorted(pcs)], dtype=np.int32)
         at = np.searchsorted(keys, ids_by_id)
         hit = by_id & (at < len(keys)) & (keys[np.minimum(at, len(keys) - 1)] == ids_by_id)
         entry[hit] = values[at[hit]]
-    starts = np.where(entry >= 0, f.start, 0).astype(np.int64)
-    lengths = np.where(entry >= 0, f.length, 0).astype(np.int64)
+    # the kernel reads a record's (start, length) only where its entry is >= 0
+    starts = np.ascontiguousarray(f.start, dtype=np.int64)
+    lengths = np.ascontiguousarray(f.length, dtype=np.int64)
     data = _as_uint8(f.data)
     parts = _parts(n, threads)
 
