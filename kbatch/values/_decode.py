@@ -253,7 +253,7 @@ def decode_records(
         entry[named] = np.array(guid_pcs, dtype=np.int32)[f.guid_index[named]]
     if len(pcs) == 1 and not f.guids:  # one writer: the common case, one pass
         (only, pc_only), = pcs.items()
-        entry = np.where(ids == only, np.int32(pc_only), np.int32(-1))
+        entry = np.where(by_id & (ids == only), np.int32(pc_only), np.int32(-1))
     elif pcs:
         ids_by_id = np.where(by_id, ids, -1)
         keys = np.array(sorted(pcs), dtype=np.int64)
