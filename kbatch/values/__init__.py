@@ -59,7 +59,7 @@ from __future__ import annotations
 
 from ._dead_letter import DEAD_LETTER_COLUMNS, dead_letter_schema, dead_letters, decoded_schema, split
 from ._decode import decode
-from ._errors import AvroSchemaError, RegistryError, SchemaNotFoundError, ValueDecodeError
+from ._errors import AvroSchemaError, ProtobufSchemaError, RegistryError, SchemaNotFoundError, ValueDecodeError
 from ._framing import (
     FRAME_BAD_HEADER,
     FRAME_BAD_MAGIC,
@@ -72,10 +72,17 @@ from ._framing import (
     parse_frames,
     schema_id_header,
 )
+from ._proto_decode import ProtoOptions
+from ._proto_schema import ProtoSchema, compile_proto, load_proto
 from ._registry import Registry
 from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
 
 __all__ = [
+    "ProtoOptions",
+    "ProtoSchema",
+    "ProtobufSchemaError",
+    "compile_proto",
+    "load_proto",
     "AvroSchemaError",
     "DEAD_LETTER_COLUMNS",
     "FRAME_BAD_HEADER",

@@ -22,10 +22,13 @@ import pyarrow.compute as pc
 
 from ._arrow_build import build_array
 from ._avro_compile import AvroProgram
+from ._avro_layout import Layout
 from ._avro_schema import parse_avro_schema
 from ._avrokernel import ERRORS, OPS, run
-from ._errors import AvroSchemaError, SchemaNotFoundError, ValueDecodeError
+from ._errors import AvroSchemaError, SchemaNotFoundError, ValueDecodeError, field_path
 from ._framing import Framing, frames, parse_frames, schema_id_header
+from ._proto_decode import ProtoOptions, is_protobuf, run_protobuf
+from ._proto_schema import ProtoSchema
 from ._schema import Schema
 
 __all__ = ["MAX_ITEMS", "Decoded", "decode", "decode_records", "reader_program", "resolve_reader"]
@@ -42,13 +45,14 @@ def decode(
     table: Any,
     registry: Any,
     column: str = "value",
-    reader_schema: Schema | int | str | None = None,
+    reader_schema: Schema | ProtoSchema | int | str | None = None,
     errors: Errors = "raise",
     mapping: str = "spark",
     *,
     framing: Framing = "confluent",
     schema_id: int = -1,
     max_items: int = MAX_ITEMS,
+    protobuf: ProtoOptions | None = None,
 ) -> pa.Table:
     """Decode a table's Avro values (or keys) into a typed struct column.
 
@@ -79,6 +83,10 @@ def decode(
         With ``framing="raw"``: the writer schema's id.
     max_items : int
         The most items an array or map of zero-byte items (nulls, empty records) may hold.
+    protobuf : ProtoOptions, optional
+        For Protobuf values (the reader schema's ``schemaType`` is ``PROTOBUF``, or a
+        :class:`ProtoSchema`): Spark's ``from_protobuf`` options (``emit_default_values``,
+        ``enums_as_ints``, ``recursive_depth``) and the message to decode.
 
     Returns
     -------
@@ -91,7 +99,7 @@ def decode(
     if errors not in ("raise", "null"):
         raise ValueError(f"errors must be 'raise' or 'null', got {errors!r}")
     done = decode_records(table, registry, column, reader_schema, mapping, stop_at_first=errors == "raise",
-                          framing=framing, schema_id=schema_id, max_items=max_items)
+                          framing=framing, schema_id=schema_id, max_items=max_items, protobuf=protobuf)
     out = done.table
     if errors == "null":
         text: list[str | None] = [None] * out.num_rows
@@ -116,13 +124,14 @@ def decode_records(
     table: Any,
     registry: Any,
     column: str = "value",
-    reader_schema: Schema | int | str | None = None,
+    reader_schema: Schema | ProtoSchema | int | str | None = None,
     mapping: str = "spark",
     *,
     stop_at_first: bool = False,
     framing: Framing = "confluent",
     schema_id: int = -1,
     max_items: int = MAX_ITEMS,
+    protobuf: ProtoOptions | None = None,
 ) -> Decoded:
     """:func:`decode`'s work, with every record's :class:`ValueDecodeError` returned, not raised.
 
@@ -164,27 +173,50 @@ def decode_records(
         ids[named] = guid_ids[f.guid_index[named]]
     met = {**writers, **{-2 - k: s for k, s in enumerate(by_guid) if s is not None}}
     reader = resolve_reader(registry, reader_schema, met)
-    program = reader_program(reader, mapping)
-    entry = np.full(n, -1, dtype=np.int32)
-    with _LOCK:
-        pcs = {i: program.add_writer_schema(w) for i, w in writers.items()}
-        guid_pcs = [-1 if s is None else program.add_writer_schema(s) for s in by_guid]
-        prog, aux, consts, coldesc = program.arrays()
-    if f.guids:
-        entry[named] = np.array(guid_pcs, dtype=np.int32)[f.guid_index[named]]
-    ids_by_id = np.where(by_id, ids, -1)
-    if pcs:
-        keys = np.array(sorted(pcs), dtype=np.int64)
-        values = np.array([pcs[k] for k in sorted(pcs)], dtype=np.int32)
-        at = np.searchsorted(keys, ids_by_id)
-        hit = by_id & (at < len(keys)) & (keys[np.minimum(at, len(keys) - 1)] == ids_by_id)
-        entry[hit] = values[at[hit]]
-    starts = np.where(entry >= 0, f.start, 0).astype(np.int64)
-    lengths = np.where(entry >= 0, f.length, 0).astype(np.int64)
     data = _as_uint8(f.data)
-    columns, kerrors, done = run(prog, aux, consts, coldesc, data, starts, lengths, entry, program.null_entry,
-                                 stop_at_first, max_items)
+    kernel_errors: dict[int, ValueDecodeError] = {}
+    layout: Layout
+    if is_protobuf(reader):
+        writer_key = np.where(by_id & ~np.isin(ids, list(unknown)), ids, -1).astype(np.int64)
+        if f.guids:
+            known = np.array([s is not None for s in by_guid], dtype=bool)
+            guided = named & known[np.maximum(f.guid_index, 0)]
+            writer_key[guided] = -2 - f.guid_index[guided].astype(np.int64)
+        done_pb = run_protobuf(reader, protobuf or ProtoOptions(), data, f.start, f.length, writer_key, met,
+                               column, stop_at_first, indexed=framing == "confluent")
+        layout, columns = done_pb.program.layout, done_pb.columns
+        for i, (reason, path, position) in done_pb.errors.items():
+            frame = int(f.start[i] - source.raw_start[i])
+            kernel_errors[i] = ValueDecodeError(reason, offset=source.offset(i), partition=source.partition(i),
+                                                topic=source.topic(i), schema_id=int(ids[i]), path=path,
+                                                position=position + frame if position >= 0 else -1)
+        entry = np.where(writer_key != -1, 0, -1).astype(np.int32)
+    else:
+        program = reader_program(reader, mapping)
+        entry = np.full(n, -1, dtype=np.int32)
+        with _LOCK:
+            pcs = {i: program.add_writer_schema(w) for i, w in writers.items()}
+            guid_pcs = [-1 if s is None else program.add_writer_schema(s) for s in by_guid]
+            prog, aux, consts, coldesc = program.arrays()
+        if f.guids:
+            entry[named] = np.array(guid_pcs, dtype=np.int32)[f.guid_index[named]]
+        ids_by_id = np.where(by_id, ids, -1)
+        if pcs:
+            keys = np.array(sorted(pcs), dtype=np.int64)
+            values = np.array([pcs[k] for k in sorted(pcs)], dtype=np.int32)
+            at = np.searchsorted(keys, ids_by_id)
+            hit = by_id & (at < len(keys)) & (keys[np.minimum(at, len(keys) - 1)] == ids_by_id)
+            entry[hit] = values[at[hit]]
+        starts = np.where(entry >= 0, f.start, 0).astype(np.int64)
+        lengths = np.where(entry >= 0, f.length, 0).astype(np.int64)
+        columns, kerrors, _ = run(prog, aux, consts, coldesc, data, starts, lengths, entry, program.null_entry,
+                                     stop_at_first, max_items)
 
+        layout = program.layout
+        for row in kerrors:
+            i = int(row["record"])
+            kernel_errors[i] = _kernel_error(program, row, column, source, i, int(ids[i]),
+                                             int(f.start[i] - source.raw_start[i]))
     # every error, by record: framing, unknown ids, then the kernel's
     messages: dict[int, ValueDecodeError] = {}
     for i in np.flatnonzero(f.error).tolist():
@@ -203,15 +235,10 @@ def decode_records(
         messages.setdefault(i, ValueDecodeError("no schema for this value", offset=source.offset(i),
                                                 partition=source.partition(i), topic=source.topic(i),
                                                 path=column))
-    for row in kerrors:
-        i = int(row["record"])
-        messages[i] = _kernel_error(program, row, column, source, i, int(ids[i]),
-                                    int(f.start[i] - source.raw_start[i]))
+    messages.update(kernel_errors)
     if stop_at_first and messages:
         raise messages[min(messages)]
-    if done != n:  # pragma: no cover - the kernel stops early only on an error, raised above
-        raise RuntimeError("the value kernel stopped early")
-    value = build_array(program.layout, columns)
+    value = build_array(layout, columns)
     schema_ids = pa.array(ids, type=pa.int32(), mask=ids < 0 if framing == "confluent" else np.ones(n, bool))
     out = source.base
     at_col = out.schema.get_field_index(column)
@@ -235,17 +262,17 @@ def _as_uint8(data: Any) -> npt.NDArray[np.uint8]:
     return np.frombuffer(view, dtype=np.uint8) if len(view) else np.zeros(1, np.uint8)
 
 
-def resolve_reader(registry: Any, reader_schema: Schema | int | str | None,
-                   writers: dict[int, Schema] | None = None) -> Schema:
+def resolve_reader(registry: Any, reader_schema: Schema | ProtoSchema | int | str | None,
+                   writers: dict[int, Schema] | None = None) -> Any:
     """The reader schema a decode lays its output out by: ``reader_schema`` (a :class:`Schema`, an
     id looked up in ``registry``, Avro text), else the latest version of the one subject of
     ``writers`` (the writer schemas met, by id), else the newest writer."""
-    if isinstance(reader_schema, Schema):
+    if isinstance(reader_schema, (Schema, ProtoSchema)):
         return reader_schema
     if isinstance(reader_schema, bool):
         raise TypeError("reader_schema must be a Schema, a schema id or schema text")
     if isinstance(reader_schema, int):
-        return registry.schema(reader_schema)  # type: ignore[no-any-return]
+        return registry.schema(reader_schema)
     if isinstance(reader_schema, str):
         return Schema(reader_schema)
     if reader_schema is not None:
@@ -256,7 +283,7 @@ def resolve_reader(registry: Any, reader_schema: Schema | int | str | None,
     subjects = {w.subject for w in writers.values() if w.subject}
     if len(subjects) == 1:
         try:
-            return registry.latest(subjects.pop())  # type: ignore[no-any-return]
+            return registry.latest(subjects.pop())
         except SchemaNotFoundError:
             pass
     return writers[max(writers)]
@@ -295,11 +322,7 @@ def _kernel_error(program: AvroProgram, row: Any, column: str, source: _Source, 
     elif detail:
         reason = f"{reason} ({detail})"
     path = program.paths[pc_] if 0 <= pc_ < len(program.paths) else "value"
-    parts = path.split("[]")
-    indices = [int(x) for x in row["index"] if x >= 0]
-    path = "".join(p + (f"[{indices[k]}]" if k < len(indices) else "[]") for k, p in enumerate(parts[:-1])) + parts[-1]
-    if column != "value":
-        path = column + path[len("value"):]
+    path = field_path(path, [int(x) for x in row["index"] if x >= 0], column)
     position = int(row["position"])
     return ValueDecodeError(reason, offset=source.offset(i), partition=source.partition(i), topic=source.topic(i),
                             schema_id=schema_id, path=path, position=position + frame if position >= 0 else -1)

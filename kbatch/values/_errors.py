@@ -7,7 +7,9 @@ from typing import Any
 
 from kbatch.errors import KBatchError, ValueDecodeError
 
-__all__ = ["AvroSchemaError", "RegistryError", "SchemaNotFoundError", "ValueDecodeError"]
+__all__ = [
+    "AvroSchemaError", "ProtobufSchemaError", "RegistryError", "SchemaNotFoundError", "ValueDecodeError", "field_path",
+]
 
 
 class RegistryError(KBatchError, ValueError):
@@ -68,5 +70,20 @@ class AvroSchemaError(KBatchError, ValueError):
     """
 
 
-for _cls in (AvroSchemaError, RegistryError, SchemaNotFoundError):
+class ProtobufSchemaError(KBatchError, ValueError):
+    """A Protobuf schema that cannot be compiled or laid out: ``.proto`` text protoc refuses
+    (its message quoted), a missing import, an unknown message name, message indexes out of
+    range, a recursive message without ``recursive_depth``, or the protobuf / grpcio-tools
+    packages missing."""
+
+
+for _cls in (AvroSchemaError, ProtobufSchemaError, RegistryError, SchemaNotFoundError):
     _cls.__module__ = "kbatch.values"  # where users import them from (tracebacks name them so)
+
+
+def field_path(path: str, indices: list[int], column: str = "value") -> str:
+    """A compiled field path (``value.items[].price``) with the item indexes of the failing
+    record filled in (``value.items[2].price``), under ``column``'s name."""
+    parts = path.split("[]")
+    path = "".join(p + (f"[{indices[k]}]" if k < len(indices) else "[]") for k, p in enumerate(parts[:-1])) + parts[-1]
+    return column + path[len("value"):] if column != "value" and path.startswith("value") else path
