@@ -103,6 +103,67 @@ def _read_indexes(body: bytes) -> list[int]:
     return out or [0]
 
 
+def _entries(proto_reader: ProtoSchema, options: ProtoOptions, data: npt.NDArray[np.uint8],
+             start: npt.NDArray[np.int64], length: npt.NDArray[np.int64], writer_key: npt.NDArray[np.int64],
+             writers: dict[int, Schema], column: str, ok: npt.NDArray[np.bool_], key: npt.NDArray[np.uint64],
+             errors: dict[int, tuple[str, str, int]]) -> tuple[ProtoProgram, npt.NDArray[np.int32]]:
+    """The program of the message most values name (or ``options.message``), and each record's
+    entry: 0 where its writer and message indexes name that message; else an error."""
+    n = len(start)
+    # the message each (writer, indexes) names
+    pairs = np.stack([writer_key[ok], key[ok].astype(np.int64)], axis=1) if ok.any() else np.zeros((0, 2), np.int64)
+    distinct: list[list[int]] = []
+    counts: list[int] = []
+    if len(pairs):
+        uniq, many = np.unique(pairs, axis=0, return_counts=True)
+        distinct, counts = uniq.tolist(), many.tolist()
+    named: dict[tuple[int, int], str | Exception] = {}
+    long_rows = np.flatnonzero(ok & (key == _LONG_KEY)).tolist()
+    long_names: dict[int, str | Exception] = {}
+
+    def message_of(wk: int, indexes: list[int]) -> str | Exception:
+        try:
+            return compiled(writers[wk]).message_by_indexes(indexes)
+        except ProtobufSchemaError as exc:
+            return exc
+
+    votes: dict[str, int] = {}
+    for (wk, k), count in zip(distinct, counts, strict=True):
+        if np.uint64(k & 0xFFFFFFFFFFFFFFFF) != _LONG_KEY:
+            named[(wk, k)] = name = message_of(wk, _unpack(k & 0xFFFFFFFFFFFFFFFF))
+            if isinstance(name, str):
+                votes[name] = votes.get(name, 0) + int(count)
+    for i in long_rows:
+        body = bytes(data[start[i]:start[i] + length[i]])
+        long_names[i] = message_of(int(writer_key[i]), _read_indexes(body))
+    # the message that lays out the output
+    target = options.message
+    if target is None:  # the message most values name
+        for name in long_names.values():
+            if isinstance(name, str):
+                votes[name] = votes.get(name, 0) + 1
+        target = max(votes, key=lambda v: votes[v]) if votes else proto_reader.message
+    proto_reader = proto_reader.with_message(target)
+    program = program_of(proto_reader, options)
+    entry = np.full(n, -1, np.int32)
+    for (wk, k), name in named.items():
+        rows = ok & (writer_key == wk) & (key.astype(np.int64) == k)
+        if isinstance(name, str) and name == program.message:
+            entry[rows] = 0
+        else:
+            reason = str(name) if isinstance(name, Exception) else \
+                f"the value is a {name}, the output is laid out as {program.message}"
+            for i in np.flatnonzero(rows).tolist():
+                errors[i] = (reason, column, 0)
+    for i, name in long_names.items():
+        if isinstance(name, str) and name == program.message:
+            entry[i] = 0
+        else:
+            errors[i] = (str(name) if isinstance(name, Exception) else
+                         f"the value is a {name}, the output is laid out as {program.message}", column, 0)
+    return program, entry
+
+
 @dataclass
 class ProtoRun:
     """What :func:`run_protobuf` gives back: the columns to build, and the errors by record."""
@@ -134,56 +195,20 @@ def run_protobuf(reader: Schema | ProtoSchema, options: ProtoOptions, data: npt.
     for i in np.flatnonzero(has & (bad != 0)).tolist():
         errors[i] = ("bad message indexes after the schema id", column, 0)
     ok = has & (bad == 0)
-    # the message each (writer, indexes) names
-    pairs = np.stack([writer_key[ok], key[ok].astype(np.int64)], axis=1) if ok.any() else np.zeros((0, 2), np.int64)
-    distinct = np.unique(pairs, axis=0).tolist() if len(pairs) else []
-    named: dict[tuple[int, int], str | Exception] = {}
-    long_rows = np.flatnonzero(ok & (key == _LONG_KEY)).tolist()
-    long_names: dict[int, str | Exception] = {}
-
-    def message_of(wk: int, indexes: list[int]) -> str | Exception:
-        try:
-            return compiled(writers[wk]).message_by_indexes(indexes)
-        except ProtobufSchemaError as exc:
-            return exc
-
-    for wk, k in distinct:
-        if np.uint64(k & 0xFFFFFFFFFFFFFFFF) != _LONG_KEY:
-            named[(wk, k)] = message_of(wk, _unpack(k & 0xFFFFFFFFFFFFFFFF))
-    for i in long_rows:
-        body = bytes(data[start[i]:start[i] + length[i]])
-        long_names[i] = message_of(int(writer_key[i]), _read_indexes(body))
-    # the message that lays out the output
     proto_reader = compiled(reader) if isinstance(reader, Schema) else reader
-    target = options.message
-    if target is None:
-        first = next((v for v in [*named.values(), *long_names.values()] if isinstance(v, str)), None)
-        target = first or proto_reader.message
-    proto_reader = proto_reader.with_message(target)
-    program = program_of(proto_reader, options)
-    entry = np.full(n, -1, np.int32)
-    for (wk, k), name in named.items():
-        rows = ok & (writer_key == wk) & (key.astype(np.int64) == k)
-        if isinstance(name, str) and name == program.message:
-            entry[rows] = 0
-        else:
-            reason = str(name) if isinstance(name, Exception) else \
-                f"the value is a {name}, the output is laid out as {program.message}"
-            for i in np.flatnonzero(rows).tolist():
-                errors[i] = (reason, column, 0)
-    for i, name in long_names.items():
-        if isinstance(name, str) and name == program.message:
-            entry[i] = 0
-        else:
-            errors[i] = (str(name) if isinstance(name, Exception) else
-                         f"the value is a {name}, the output is laid out as {program.message}", column, 0)
+    if not indexed:  # raw framing: bare messages of the reader's message (or options.message)
+        program = program_of(proto_reader.with_message(options.message or proto_reader.message), options)
+        entry = np.where(has, 0, -1).astype(np.int32)
+    else:
+        program, entry = _entries(proto_reader, options, data, start, length, writer_key, writers, column, ok,
+                                  key, errors)
     starts = np.where(entry >= 0, start + used, 0).astype(np.int64)
     lens = np.where(entry >= 0, length - used, 0).astype(np.int64)
     msgs, fields, aux, consts, coldesc = program.arrays()
     columns, kerrors, _ = run(msgs, fields, aux, consts, coldesc, data, starts, lens, entry, stop_at_first)
     merge = [int(r["record"]) for r in kerrors if int(r["code"]) == MERGE]
     if merge:  # the slow path: upb merges, the kernel decodes the canonical bytes
-        cls = proto_reader.message_class()
+        cls = program.schema.message_class()
         extra = bytearray()
         base = len(data)
         for i in merge:
