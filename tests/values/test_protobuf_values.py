@@ -173,7 +173,8 @@ def test_message_indexes_nested(order_pb2, reg: Registry) -> None:
 def test_other_message_and_bad_bytes_are_per_record_errors(order_pb2, reg: Registry) -> None:
     good = order_pb2.Order(id=3, customer="c").SerializeToString()
     vals = [framed(7, b"\x02\x02", good), framed(7, b"\x00", b"\x0a\x05ab"),
-            framed(7, b"\x02\x02", b"\x12\x02\xff\xfe"), framed(7, b"\x02\x08", good), framed(7, b"\x02\x02", b"\x0f"), framed(7, b"\x02\x02", good)]
+            framed(7, b"\x02\x02", b"\x12\x02\xff\xfe"), framed(7, b"\x02\x08", good),
+            framed(7, b"\x02\x02", b"\x0f"), framed(7, b"\x02\x02", good)]
     out = values.decode(table(vals), reg, errors="null")
     assert [r is not None for r in out.column("value").to_pylist()] == [True, False, False, False, False, True]
     errors = out.column("value_error").to_pylist()
