@@ -1,4 +1,4 @@
-"""``kbatch convert --values avro``: typed values (and keys) in the written tables, dead letters beside them.
+"""``kbatch convert --values avro|protobuf``: typed values (and keys) in the written tables, dead letters beside them.
 
 The arrow engine's part of :mod:`kbatch._convert` for registry-framed Avro values (issue 27):
 
@@ -83,14 +83,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(Spark's from_avro types), with value_schema_id (the writer's id). Records that do not decode are "
         "dead letters, kept raw with the error: OUT/_dead_letter/ for parquet (hidden from readers of OUT, "
         "committed with the data), a table <topic>__dead_letter for iceberg and delta. See docs/values.md.")
-    g.add_argument("--values", choices=("avro",), default=None,
-                   help="decode the values: avro (Confluent framing: 0x00 + schema id, or the GUID forms)")
-    g.add_argument("--keys", choices=("avro",), default=None, help="decode the keys too (subject <topic>-key)")
+    g.add_argument("--values", choices=("avro", "protobuf"), default=None,
+                   help="decode the values: avro or protobuf (Confluent framing: 0x00 + schema id, or the GUID "
+                        "forms; Protobuf's message indexes after it); the reader schema's schemaType picks the decoder")
+    g.add_argument("--keys", choices=("avro", "protobuf"), default=None,
+                   help="decode the keys too (subject <topic>-key)")
     g.add_argument("--registry", default=None, metavar="URL|PATH",
                    help="the schemas: a registry's REST URL (http[s]://...), another log.dirs root with a _schemas "
                         "topic, or a directory of schema files; default: ROOT's own _schemas topic")
     g.add_argument("--reader-schema", default=None, metavar="ID|FILE|TEXT",
-                   help="the reader schema of every topic's values: a schema id, an .avsc file or Avro schema text; "
+                   help="the reader schema of every topic's values: a schema id, an .avsc or .proto file or Avro "
+                        "schema text; "
                         "default: per topic, the latest version of subject <topic>-value (a topic without it stays "
                         "binary, said in a note)")
     g.add_argument("--dead-letter", default=None, metavar="PATH",
@@ -155,7 +158,7 @@ def _reader_schema(text: str, registry: Registry) -> Schema:
         except SchemaNotFoundError as exc:
             raise _usage(f"--reader-schema {text}: {exc}") from None
     if os.path.isfile(text):
-        return Schema(Path(text).read_text())
+        return Schema(Path(text).read_text(), "PROTOBUF" if text.endswith(".proto") else "AVRO")
     return Schema(text)
 
 
@@ -415,7 +418,13 @@ def plan_values(args: argparse.Namespace, topics: list[str], source: Any) -> Val
     check_arguments(args)
     if not requested(args):
         return None
-    from kbatch.values import AvroSchemaError, SchemaNotFoundError, dead_letter_schema, decoded_schema
+    from kbatch.values import (
+        AvroSchemaError,
+        ProtobufSchemaError,
+        SchemaNotFoundError,
+        dead_letter_schema,
+        decoded_schema,
+    )
 
     registry = open_registry(args)
     fixed = _reader_schema(args.reader_schema, registry) if args.reader_schema is not None else None
@@ -446,7 +455,7 @@ def plan_values(args: argparse.Namespace, topics: list[str], source: Any) -> Val
         v, k = readers[topic]
         try:
             schema = decoded_schema(source, values=v, keys=k, registry=registry)
-        except AvroSchemaError as exc:
+        except (AvroSchemaError, ProtobufSchemaError) as exc:
             what = "--reader-schema" if fixed is not None else f"the latest schema of {topic}"
             raise _usage(f"{what}: {exc}") from None
         schemas[topic] = flatten_schema(schema) if args.flatten_values else schema

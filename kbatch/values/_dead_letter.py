@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from ._decode import decode_records, reader_program, resolve_reader
 from ._errors import ValueDecodeError
+from ._proto_decode import is_protobuf, reader_layout
 from ._schema import Schema
 
 __all__ = ["DEAD_LETTER_COLUMNS", "dead_letter_schema", "dead_letters", "decoded_schema", "split"]
@@ -118,8 +119,9 @@ def decoded_schema(
     for column, reader in (("value", values), ("key", keys)):
         if reader is None:
             continue
-        layout = reader_program(resolve_reader(registry, reader), mapping).layout
-        field = pa.field(column, layout.arrow_type(layout.root.col))
+        resolved = resolve_reader(registry, reader)
+        layout = reader_layout(resolved) if is_protobuf(resolved) else reader_program(resolved, mapping).layout
+        field = pa.field(column, layout.arrow_type(0))  # the root: the first column
         at = out.get_field_index(column)
         if at < 0:
             raise ValueError(f"the source has no {column} column to decode")

@@ -22,7 +22,7 @@ from ._proto_schema import ProtoSchema, compile_proto
 from ._protokernel import ERRORS, MERGE, message_indexes, run
 from ._schema import Schema
 
-__all__ = ["ProtoOptions", "ProtoRun", "is_protobuf", "run_protobuf"]
+__all__ = ["ProtoOptions", "ProtoRun", "is_protobuf", "reader_layout", "run_protobuf"]
 
 _CACHE: OrderedDict[Any, Any] = OrderedDict()
 _CACHE_SIZE = 64
@@ -69,6 +69,13 @@ def compiled(schema: Schema | ProtoSchema) -> ProtoSchema:
     return _cached(key, lambda: compile_proto(schema))  # type: ignore[no-any-return]
 
 
+def reader_layout(reader: Schema | ProtoSchema, options: ProtoOptions | None = None) -> Any:
+    """The output columns of a Protobuf reader schema (its root message, or ``options.message``)."""
+    options = options or ProtoOptions()
+    schema = compiled(reader)
+    return program_of(schema.with_message(options.message or schema.message), options).layout
+
+
 def program_of(reader: ProtoSchema, options: ProtoOptions) -> ProtoProgram:
     key = ("program", id(reader.pool), reader.descriptor_set, reader.message, options)
     return _cached(key, lambda: ProtoProgram(  # type: ignore[no-any-return]
@@ -107,16 +114,12 @@ def _entries(proto_reader: ProtoSchema, options: ProtoOptions, data: npt.NDArray
              start: npt.NDArray[np.int64], length: npt.NDArray[np.int64], writer_key: npt.NDArray[np.int64],
              writers: dict[int, Schema], column: str, ok: npt.NDArray[np.bool_], key: npt.NDArray[np.uint64],
              errors: dict[int, tuple[str, str, int]]) -> tuple[ProtoProgram, npt.NDArray[np.int32]]:
-    """The program of the message most values name (or ``options.message``), and each record's
+    """The program of the reader's root message (or ``options.message``), and each record's
     entry: 0 where its writer and message indexes name that message; else an error."""
     n = len(start)
     # the message each (writer, indexes) names
     pairs = np.stack([writer_key[ok], key[ok].astype(np.int64)], axis=1) if ok.any() else np.zeros((0, 2), np.int64)
-    distinct: list[list[int]] = []
-    counts: list[int] = []
-    if len(pairs):
-        uniq, many = np.unique(pairs, axis=0, return_counts=True)
-        distinct, counts = uniq.tolist(), many.tolist()
+    distinct: list[list[int]] = np.unique(pairs, axis=0).tolist() if len(pairs) else []
     named: dict[tuple[int, int], str | Exception] = {}
     long_rows = np.flatnonzero(ok & (key == _LONG_KEY)).tolist()
     long_names: dict[int, str | Exception] = {}
@@ -127,22 +130,16 @@ def _entries(proto_reader: ProtoSchema, options: ProtoOptions, data: npt.NDArray
         except ProtobufSchemaError as exc:
             return exc
 
-    votes: dict[str, int] = {}
-    for (wk, k), count in zip(distinct, counts, strict=True):
+    for wk, k in distinct:
         if np.uint64(k & 0xFFFFFFFFFFFFFFFF) != _LONG_KEY:
-            named[(wk, k)] = name = message_of(wk, _unpack(k & 0xFFFFFFFFFFFFFFFF))
-            if isinstance(name, str):
-                votes[name] = votes.get(name, 0) + int(count)
+            named[(wk, k)] = message_of(wk, _unpack(k & 0xFFFFFFFFFFFFFFFF))
     for i in long_rows:
         body = bytes(data[start[i]:start[i] + length[i]])
         long_names[i] = message_of(int(writer_key[i]), _read_indexes(body))
     # the message that lays out the output
     target = options.message
-    if target is None:  # the message most values name
-        for name in long_names.values():
-            if isinstance(name, str):
-                votes[name] = votes.get(name, 0) + 1
-        target = max(votes, key=lambda v: votes[v]) if votes else proto_reader.message
+    if target is None:  # the reader's root message (the same for every batch)
+        target = proto_reader.message
     proto_reader = proto_reader.with_message(target)
     program = program_of(proto_reader, options)
     entry = np.full(n, -1, np.int32)

@@ -28,7 +28,7 @@ from typing import Any
 from ._errors import ProtobufSchemaError
 from ._schema import Schema
 
-__all__ = ["ProtoSchema", "compile_proto", "load_proto"]
+__all__ = ["ProtoSchema", "compile_proto", "load_proto", "root_message"]
 
 _BUNDLED = Path(__file__).resolve().parent / "proto"
 _LOCK = threading.Lock()  # protoc writes its errors to fd 2, redirected while it runs
@@ -176,10 +176,32 @@ def compile_proto(schema: Schema | str, message: str | None = None) -> ProtoSche
     fds = descriptor_pb2.FileDescriptorSet.FromString(data)
     first = next(f for f in fds.file if f.name == main)
     if message is None:
-        if not first.message_type:
-            raise ProtobufSchemaError("the schema defines no message")
-        message = (first.package + "." if first.package else "") + first.message_type[0].name
+        message = root_message(first)
     return ProtoSchema.from_descriptor_set(data, message, file=main)
+
+
+def root_message(fdp: Any) -> str:
+    """The message a schema file is about, by default: its first top-level message that no
+    other message of the file refers to (``Order`` in a file of ``Item`` and ``Order``), else
+    its first; the same for every batch, whatever the values name."""
+    if not fdp.message_type:
+        raise ProtobufSchemaError("the schema defines no message")
+    prefix = "." + fdp.package + "." if fdp.package else "."
+    used: set[str] = set()
+
+    def walk(msg: Any, scope: str) -> None:
+        for f in msg.field:
+            if f.type_name and not f.type_name.startswith(scope + msg.name + "."):
+                used.add(f.type_name)
+        for nested in msg.nested_type:
+            walk(nested, scope + msg.name + ".")
+
+    for msg in fdp.message_type:
+        walk(msg, prefix)
+    for msg in fdp.message_type:
+        if prefix + msg.name not in used:
+            return str(prefix[1:] + msg.name)
+    return str(prefix[1:] + fdp.message_type[0].name)
 
 
 def _run_protoc(protoc: Any, args: list[str], log: Path) -> int:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from kbatch import values
 from kbatch.values import ProtobufSchemaError, ProtoOptions, Registry, Schema, ValueDecodeError
-from tests.support.proto_gen import generate
+from support.proto_gen import generate
 
 ORDER = """
 syntax = "proto3";
@@ -162,12 +162,17 @@ def test_message_indexes_nested(order_pb2, reg: Registry) -> None:
     inner = order_pb2.Order.Inner(u=4, names=["z"]).SerializeToString()
     # [1, 1]: the second message nested in the second top-level one (the map's TagsEntry is
     # the first: map entries count, as in Confluent's MessageIndexes) -> shop.Order.Inner
-    out = values.decode(table([framed(7, b"\x04\x02\x02", inner)]), reg)
+    out = values.decode(table([framed(7, b"\x04\x02\x02", inner)]), reg,
+                        protobuf=ProtoOptions(message="shop.Order.Inner"))
     assert out.column("value").to_pylist() == [{"u": 4, "names": ["z"]}]
     # [0] as one 0x00 byte: shop.Item
     item = order_pb2.Item(sku="s").SerializeToString()
-    out = values.decode(table([framed(7, b"\x00", item)]), reg)
+    out = values.decode(table([framed(7, b"\x00", item)]), reg, protobuf=ProtoOptions(message="shop.Item"))
     assert out.column("value").to_pylist() == [{"sku": "s", "qty": None, "price": None}]
+    # by default the output is the root message (Order: no other message refers to it)
+    out = values.decode(table([framed(7, b"\x00", item)]), reg, errors="null")
+    assert out.column("value_error").to_pylist() == [
+        "the value is a shop.Item, the output is laid out as shop.Order - at value (offset 0, schema id 7, byte 5)"]
 
 
 def test_other_message_and_bad_bytes_are_per_record_errors(order_pb2, reg: Registry) -> None:
@@ -255,7 +260,6 @@ def test_confluent_framed_values_decode(order_pb2) -> None:
     mine = Registry({schema_id: Schema(registered.schema_str, "PROTOBUF", id=schema_id)})
     out = values.decode(table(data), mine, errors="null")
     assert got(out.column("value")[0].as_py(), m.DESCRIPTOR) == expected(m)
-    assert out.column("value").to_pylist()[3] == out.column("value").to_pylist()[0]  # the message most name
     assert out.column("value_error").to_pylist()[1:3] == [
         (f"the value is a shop.Order.Inner, the output is laid out as shop.Order - at value (offset 1, schema id "
          f"{schema_id}, byte 5)"),
@@ -289,3 +293,39 @@ def test_schema_errors_and_other_sources(tmp_path, order_pb2) -> None:
                         reader_schema=reader,
                         framing="raw", schema_id=1)
     assert out.column("value").to_pylist() == [{"sku": "r", "qty": None, "price": None}]
+
+
+def test_convert_values_protobuf_with_a_dead_letter(order_pb2, tmp_path) -> None:
+    """``kbatch convert --values protobuf`` against a registry over HTTP: typed rows equal to
+    upb's reading, a bad body kept raw as a dead letter with its field path and byte."""
+    import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
+    from confluent_kafka.schema_registry import Schema as CSchema
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.common.serde import SchemaId
+    from support.registry_server import RegistryServer
+    from support.tables import convert_cli, summary_of
+
+    import kbatch
+
+    msgs = [order_pb2.Order(id=i, customer=f"c{i}", nums=list(range(i % 4)), tags={"k": i}) for i in range(12)]
+    with RegistryServer() as server:
+        client = SchemaRegistryClient({"url": server.url})
+        schema_id = client.register_schema("orders-value", CSchema(ORDER, "PROTOBUF"))
+        head = SchemaId("PROTOBUF", schema_id, message_indexes=[1]).id_to_bytes()
+        vals = [head + m.SerializeToString() for m in msgs]
+        vals[5] = head + b"\x12\x03\xff\xfe\xfd"  # customer: invalid UTF-8
+        with kbatch.LogWriter(tmp_path / "root", "orders", 0) as w:
+            w.append(kbatch.encode(vals, timestamps=[0] * len(vals)))
+        out = tmp_path / "out"
+        s = summary_of(convert_cli(str(tmp_path / "root"), str(out), "--values", "protobuf", "--registry",
+                                   server.url))
+    assert s["dead_letters"] == 1
+    table = pq.read_table(out / "topic=orders")
+    rows = {r["offset"]: r["value"] for r in table.to_pylist()}
+    assert sorted(rows) == [i for i in range(12) if i != 5]
+    for i, row in rows.items():
+        assert got(row, msgs[i].DESCRIPTOR) == expected(msgs[i])
+    dead = pads.dataset(str(out / "_dead_letter"), format="parquet", partitioning="hive").to_table().to_pylist()
+    assert [(d["offset"], d["path"], d["byte"], d["value"]) for d in dead] == [(5, "value.customer", 7, vals[5])]
+    assert dead[0]["reason"] == "invalid UTF-8 in a string"
