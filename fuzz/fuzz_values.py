@@ -1,9 +1,12 @@
 """Fuzz ``kbatch.values.decode``: random bytes against fixed Avro schemas (and evolution pairs),
-and random schemas against random bytes.
+random schemas against random bytes, and random bytes against a Protobuf schema (its kernel,
+the message indexes, the merge slow path).
 
 Input layout::
 
-    which   uint8   which < 0x80: fixed (writer, reader) pair number ``which % len(PAIRS)``;
+    which   uint8   which < 0x70: fixed (writer, reader) pair number ``which % len(PAIRS)``;
+                    0x70 <= which < 0x80: Protobuf (``PROTO``), the data's parts are message
+                    indexes and bodies (framed with schema id 2), options from ``which``'s bits;
                     else a random schema from the 4 bytes that follow (a seed for
                     ``tests/support/avro_random.random_schema``), read as itself
     [seed]  4 bytes with a random schema
@@ -54,6 +57,17 @@ ORDER_NEXT = {"type": "record", "name": "Order", "fields": [
     {"name": "extra", "type": {"type": "array", "items": "string"}, "default": ["x"]},
     {"name": "note", "type": ["null", "bytes"]},
     {"name": "items", "type": {"type": "array", "items": ITEM}}]}  # fmt: skip
+PROTO = """syntax = "proto3"; package f;
+import "google/protobuf/timestamp.proto"; import "google/protobuf/wrappers.proto";
+enum E { Z = 0; A = 1; B = -2; }
+message Item { string sku = 1; sint64 qty = 2; repeated fixed32 f = 3; }
+message Tree { int32 v = 1; repeated Tree kids = 2; Tree left = 3; }
+message Order {
+  int64 id = 1; string name = 2; E e = 3; repeated Item items = 4; map<string, Item> byname = 5;
+  google.protobuf.Timestamp at = 6; google.protobuf.StringValue w = 7; optional double d = 8;
+  repeated int32 packed = 9; oneof o { bytes b = 10; Item it = 11; } Tree tree = 12; bool ok = 13;
+  float fl = 14; uint64 u = 15; message N { repeated E es = 1; } N n = 16;
+}"""
 PAIRS = [(ORDER, ORDER), (ORDER, ORDER_NEXT), ("string", "string"), (["null", "long", "string"], ["string", "null"]),
          ({"type": "map", "values": {"type": "array", "items": "float"}},) * 2]
 
@@ -62,6 +76,9 @@ def TestOneInput(raw: bytes) -> None:
     if not raw:
         return
     which, data = raw[0], raw[1:]
+    if 0x70 <= which < 0x80:
+        _proto(which, data)
+        return
     if which < 0x80:
         writer, reader = PAIRS[which % len(PAIRS)]
     else:
@@ -80,6 +97,27 @@ def TestOneInput(raw: bytes) -> None:
         oracle.check(e is None or (" - at value" in e and "byte " in e), f"an error without its place: {e!r}")
     try:
         values.decode(table, registry, reader_schema=json.dumps(reader), max_items=1 << 12)
+    except values.ValueDecodeError as exc:
+        first = next(e for e in errors if e is not None)
+        oracle.check(str(exc) == first, f"raise and null disagree: {exc} / {first}")
+    else:
+        oracle.check(all(e is None for e in errors), "errors='raise' raised nothing for an error row")
+
+
+def _proto(which: int, data: bytes) -> None:
+    bodies = [b"\x00\x00\x00\x00\x02" + part for part in data.split(b"\xf1")[:8]]
+    table = kbatch.decode(kbatch.encode(bodies))
+    registry = values.Registry({2: values.Schema(PROTO, "PROTOBUF", id=2)})
+    options = values.ProtoOptions(emit_default_values=bool(which & 1), enums_as_ints=bool(which & 2),
+                                  recursive_depth=1 + (which >> 2) % 3)
+    out = values.decode(table, registry, errors="null", protobuf=options)
+    oracle.check(out.num_rows == len(bodies), "one row per value")
+    out.column("value").validate(full=True)
+    errors = out.column("value_error").to_pylist()
+    for e in errors:
+        oracle.check(e is None or (" - at value" in e and "byte " in e), f"an error without its place: {e!r}")
+    try:
+        values.decode(table, registry, protobuf=options)
     except values.ValueDecodeError as exc:
         first = next(e for e in errors if e is not None)
         oracle.check(str(exc) == first, f"raise and null disagree: {exc} / {first}")

@@ -203,16 +203,20 @@ def run_protobuf(reader: Schema | ProtoSchema, options: ProtoOptions, data: npt.
     lens = np.where(entry >= 0, length - used, 0).astype(np.int64)
     msgs, fields, aux, consts, coldesc = program.arrays()
     columns, kerrors, _ = run(msgs, fields, aux, consts, coldesc, data, starts, lens, entry, stop_at_first)
-    merge = [int(r["record"]) for r in kerrors if int(r["code"]) == MERGE]
-    if merge:  # the slow path: upb merges, the kernel decodes the canonical bytes
+    merged: set[int] = set()
+    while True:  # the slow path: upb merges, the kernel decodes the canonical bytes
+        merge = [int(r["record"]) for r in kerrors if int(r["code"]) == MERGE and int(r["record"]) not in merged]
+        if not merge:
+            break
         cls = program.schema.message_class()
         extra = bytearray()
         base = len(data)
         for i in merge:
+            merged.add(i)
             try:
                 canon = cls.FromString(bytes(data[starts[i]:starts[i] + lens[i]])).SerializeToString()
             except Exception as exc:  # noqa: BLE001 - upb's DecodeError
-                errors[i] = (f"does not parse: {exc}", column, -1)
+                errors[i] = (f"does not parse (upb): {exc}", column, 0)
                 entry[i] = -1
                 continue
             starts[i] = base + len(extra)
