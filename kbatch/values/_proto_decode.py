@@ -118,8 +118,12 @@ def _entries(proto_reader: ProtoSchema, options: ProtoOptions, data: npt.NDArray
     entry: 0 where its writer and message indexes name that message; else an error."""
     n = len(start)
     # the message each (writer, indexes) names
-    pairs = np.stack([writer_key[ok], key[ok].astype(np.int64)], axis=1) if ok.any() else np.zeros((0, 2), np.int64)
-    distinct: list[list[int]] = np.unique(pairs, axis=0).tolist() if len(pairs) else []
+    distinct: list[tuple[int, int]] = []
+    wks, keys = writer_key[ok], key[ok].astype(np.int64)
+    for wk in ([int(wks[0])] if len(wks) and wks.min() == wks.max() else np.unique(wks).tolist()):
+        mine = keys if len(distinct) == 0 and len(wks) and wks.min() == wks.max() else keys[wks == wk]
+        one = len(mine) and mine.min() == mine.max()  # one message: the common case, no sort
+        distinct += [(wk, int(k)) for k in ([int(mine[0])] if one else np.unique(mine).tolist())]
     named: dict[tuple[int, int], str | Exception] = {}
     long_rows = np.flatnonzero(ok & (key == _LONG_KEY)).tolist()
     long_names: dict[int, str | Exception] = {}

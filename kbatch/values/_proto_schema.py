@@ -150,18 +150,28 @@ def compile_proto(schema: Schema | str, message: str | None = None) -> ProtoSche
         raise ProtobufSchemaError("compiling .proto text needs grpcio-tools: pip install 'kbatch[protobuf]'") \
             from exc
     wkt = Path(protoc.__file__).resolve().parent / "_proto"
+    # a schema may be a base64 FileDescriptorProto (what confluent-kafka-python's serializer
+    # registers): protoc compiles a stub importing its text dependencies, the rest is added as is
+    given = _serialized(schema.text, descriptor_pb2)
+    ready = {name: fdp for name, dep in schema.dependencies
+             if (fdp := _serialized(dep.text, descriptor_pb2)) is not None}
+    text = schema.text
+    if given is not None:
+        text = 'syntax = "proto3";\n' + "".join(f'import "{d}";\n' for d in given.dependency if d not in ready)
     with tempfile.TemporaryDirectory(prefix="kbatch-proto-") as tmp:
         root = Path(tmp) / "src"
         root.mkdir()
         names = {name for name, _ in schema.dependencies}
         main = _MAIN if _MAIN not in names else f"kbatch_{os.getpid()}_{_MAIN}"
         for name, dep in schema.dependencies:
+            if name in ready:
+                continue
             target = (root / name).resolve()
             if root.resolve() not in target.parents:
                 raise ProtobufSchemaError(f"reference name {name!r} is not a relative file name")
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(dep.text, encoding="utf-8")
-        (root / main).write_text(schema.text, encoding="utf-8")
+        (root / main).write_text(text, encoding="utf-8")
         out = Path(tmp) / "set.pb"
         log = Path(tmp) / "protoc.log"
         args = ["protoc", f"-I{root}", f"-I{_BUNDLED}", f"-I{wkt}", "--include_imports",
@@ -169,15 +179,41 @@ def compile_proto(schema: Schema | str, message: str | None = None) -> ProtoSche
         with _LOCK:
             code = _run_protoc(protoc, args, log)
         if code != 0 or not out.exists():
-            text = log.read_text(errors="replace").replace(str(root) + os.sep, "").strip()
-            text = text.replace(main, f"schema {schema.id}" if schema.id is not None else "schema")
-            raise ProtobufSchemaError(f"the .proto does not compile: {text or f'protoc exited with {code}'}")
+            lines = log.read_text(errors="replace").replace(str(root) + os.sep, "").splitlines()
+            said = "\n".join(x for x in lines if not x.startswith("WARNING: All log messages before")).strip()
+            said = said.replace(main, f"schema {schema.id}" if schema.id is not None else "schema")
+            raise ProtobufSchemaError(f"the .proto does not compile: {said or f'protoc exited with {code}'}")
         data = out.read_bytes()
     fds = descriptor_pb2.FileDescriptorSet.FromString(data)
+    if given is not None:
+        kept = [f for f in fds.file if f.name != main]
+        del fds.file[:]
+        fds.file.extend(kept)
+        for name, fdp in ready.items():
+            fdp.name = name
+            fds.file.append(fdp)
+        given.name = main
+        fds.file.append(given)
+        data = fds.SerializeToString()
     first = next(f for f in fds.file if f.name == main)
     if message is None:
         message = root_message(first)
     return ProtoSchema.from_descriptor_set(data, message, file=main)
+
+
+def _serialized(text: str, descriptor_pb2: Any) -> Any:
+    """``text`` as a base64 ``FileDescriptorProto`` (the registry's ``format=serialized``), or
+    None when it is ``.proto`` source."""
+    import base64
+
+    if "{" in text or ";" in text:
+        return None
+    try:
+        raw = base64.b64decode("".join(text.split()), validate=True)
+        fdp = descriptor_pb2.FileDescriptorProto.FromString(raw)
+    except Exception:  # noqa: BLE001 - binascii.Error, upb's DecodeError
+        return None
+    return fdp if fdp.message_type or fdp.enum_type or fdp.name else None
 
 
 def root_message(fdp: Any) -> str:

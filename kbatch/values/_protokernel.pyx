@@ -131,6 +131,8 @@ cdef struct Machine:
     const int32_t* fields
     const int32_t* aux
     const uint8_t* consts
+    const uint8_t* data_end
+    const uint8_t* consts_end
     Col* cols
     int32_t err_field
     const uint8_t* err_p
@@ -310,14 +312,14 @@ cdef int _put(Machine* m, Col* c, int t, const int32_t* f, uint64_t v, const uin
     elif t == T_STRING or t == T_BYTES:
         if t == T_STRING and n and not _utf8_ok(s, n):
             return E_UTF8
-        return _put_bytes(c, s, n, NULL)
+        return _put_bytes(c, s, n, m.data_end if s != NULL else NULL)  # short values: 16-byte copies
     elif t == T_ENUM:
         table = m.aux + f[5]
         count = table[0]
         i32 = <int32_t><uint32_t>v
         for k in range(count):
             if table[3 + 3 * k] == i32:
-                return _put_bytes(c, m.consts + table[4 + 3 * k], table[5 + 3 * k], NULL)
+                return _put_bytes(c, m.consts + table[4 + 3 * k], table[5 + 3 * k], m.consts_end)
         return _put_digits(c, m.consts + table[1], table[2], i32)
     c.n += 1
     return E_OK
@@ -583,6 +585,7 @@ def run(
     m.fields = &fields[0] if len(fields) else NULL
     m.aux = &aux[0] if len(aux) else NULL
     m.consts = &consts[0] if len(consts) else NULL
+    m.consts_end = m.consts + len(consts) if m.consts != NULL else NULL
     m.cols = <Col*>calloc(ncols, sizeof(Col))
     cdef int64_t* target = <int64_t*>calloc(ncols, sizeof(int64_t))
     cdef ErrRow* errs = NULL
@@ -592,6 +595,7 @@ def run(
     cdef int e, k, oom = 0
     cdef Py_ssize_t done = 0
     cdef const uint8_t* base = &data[0] if len(data) else NULL
+    m.data_end = base + len(data) if base != NULL else NULL
     cdef int32_t root_sub = msgs[5]
     if m.cols == NULL or target == NULL:
         free(m.cols)
