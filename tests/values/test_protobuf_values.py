@@ -12,10 +12,10 @@ pytest.importorskip("grpc_tools")
 from google.protobuf.json_format import MessageToDict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.proto_gen import generate
 
 from kbatch import values
 from kbatch.values import ProtobufSchemaError, ProtoOptions, Registry, Schema, ValueDecodeError
-from support.proto_gen import generate
 
 ORDER = """
 syntax = "proto3";
