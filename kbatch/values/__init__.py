@@ -3,7 +3,7 @@
 Most Kafka values are Avro, Protobuf or JSON Schema behind a schema registry (Confluent's,
 Karapace, Redpanda's, Apicurio in Confluent mode): each value starts with a frame naming its
 writer schema. This package finds the schemas and the frames; decoding bodies into typed Arrow
-columns builds on it: :func:`decode` turns Avro values into a typed struct column
+columns builds on it: :func:`decode` turns Avro and Protobuf values into a typed struct column
 (``docs/values.md``: the reader schema, schema evolution, Spark's type mapping, errors).
 
 **Registries** (:class:`Registry`), all with one API (``schema(id)``, ``schema_by_guid``,
