@@ -329,3 +329,117 @@ def test_convert_values_protobuf_with_a_dead_letter(order_pb2, tmp_path) -> None
     dead = pads.dataset(str(out / "_dead_letter"), format="parquet", partitioning="hive").to_table().to_pylist()
     assert [(d["offset"], d["path"], d["byte"], d["value"]) for d in dead] == [(5, "value.customer", 7, vals[5])]
     assert dead[0]["reason"] == "invalid UTF-8 in a string"
+
+
+LEGACY = """
+syntax = "proto2";
+package legacy;
+enum Kind { A = 1; B = 2; }
+message Part { required string name = 1; optional sint32 n = 2 [default = 7]; }
+message Doc {
+  optional int32 i = 1;
+  optional string s = 2 [default = "x"];
+  optional Kind k = 3;
+  repeated int64 packed = 4 [packed = true];
+  repeated fixed32 plain = 5;
+  repeated Part parts = 6;
+  optional Part main = 7;
+  optional bytes b = 8;
+  optional double d = 9;
+  optional bool flag = 10;
+}
+"""
+EXTRAS = """
+syntax = "proto3";
+package extras;
+import "google/protobuf/duration.proto";
+import "google/protobuf/wrappers.proto";
+message V { string s = 1; repeated uint32 xs = 2; }
+message E {
+  map<int32, V> byid = 1;
+  google.protobuf.Duration took = 2;
+  google.protobuf.StringValue label = 3;
+  google.protobuf.BoolValue ok = 4;
+  repeated google.protobuf.Int64Value counts = 5;
+  uint64 big = 6;
+  fixed64 f64 = 7;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def legacy_pb2(tmp_path_factory: pytest.TempPathFactory):
+    return generate(tmp_path_factory.mktemp("legacy"), "legacy", LEGACY)
+
+
+@pytest.fixture(scope="module")
+def extras_pb2(tmp_path_factory: pytest.TempPathFactory):
+    return generate(tmp_path_factory.mktemp("extras"), "extras", EXTRAS)
+
+
+def row_of(text: str, message, **options) -> dict | None:
+    reg = Registry({3: Schema(text, "PROTOBUF", id=3)})
+    index = list(message.DESCRIPTOR.file.message_types_by_name).index(message.DESCRIPTOR.name)
+    indexes = bytes([2, 2 * index]) if index else b"\x00"  # zigzag count 1, then the index
+    out = values.decode(table([framed(3, indexes, message.SerializeToString())]), reg,
+                        protobuf=ProtoOptions(**options))
+    return out.column("value")[0].as_py()
+
+
+parts = st.lists(st.tuples(st.text(max_size=3), st.none() | st.integers(-2**31, 2**31 - 1)), max_size=3)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(i=st.none() | st.integers(-2**31, 2**31 - 1), s=st.none() | st.text(max_size=4),
+       k=st.none() | st.sampled_from([1, 2]), packed=st.lists(st.integers(-2**63, 2**63 - 1), max_size=4),
+       plain=st.lists(st.integers(0, 2**32 - 1), max_size=4),
+       ps=parts, main=st.none() | st.tuples(st.text(max_size=3), st.none() | st.integers(-5, 5)),
+       b=st.none() | st.binary(max_size=4), d=st.none() | st.floats(allow_nan=False), flag=st.none() | st.booleans())
+def test_proto2_differential_against_upb(legacy_pb2, i, s, k, packed, plain, ps, main, b, d, flag) -> None:
+    m = legacy_pb2.Doc(packed=packed, plain=plain)
+    for name, v in (("i", i), ("s", s), ("k", k), ("b", b), ("d", d), ("flag", flag)):
+        if v is not None:
+            setattr(m, name, v)
+    for name, n in ps:
+        p = m.parts.add(name=name)
+        if n is not None:
+            p.n = n
+    if main is not None:
+        m.main.name = main[0]
+        if main[1] is not None:
+            m.main.n = main[1]
+    row = row_of(LEGACY, m)
+    want = expected(m)
+    want["plain"] = [x - (1 << 32) if x >= 1 << 31 else x for x in want["plain"]]  # fixed32: int32 bits
+    want["k"] = legacy_pb2.Kind.Name(k) if k is not None else None
+    assert got(row, m.DESCRIPTOR) == want
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(byid=st.dictionaries(st.integers(-2**31, 2**31 - 1), st.tuples(st.text(max_size=3),
+                                                                       st.lists(st.integers(0, 2**32 - 1), max_size=3)),
+                            max_size=3),
+       took=st.none() | st.integers(-10**12, 10**12), label=st.none() | st.text(max_size=3),
+       ok=st.none() | st.booleans(), counts=st.lists(st.integers(-2**63, 2**63 - 1), max_size=3),
+       big=st.integers(0, 2**64 - 1), f64=st.integers(0, 2**64 - 1))
+def test_maps_wrappers_duration_against_upb(extras_pb2, byid, took, label, ok, counts, big, f64) -> None:
+    m = extras_pb2.E(big=big, f64=f64)
+    for key, (s, xs) in byid.items():
+        m.byid[key].s = s
+        m.byid[key].xs.extend(xs)
+    if took is not None:
+        m.took.FromMicroseconds(took)
+    if label is not None:
+        m.label.value = label
+    if ok is not None:
+        m.ok.value = ok
+    for c in counts:
+        m.counts.add(value=c)
+    row = row_of(EXTRAS, m)
+    signed = lambda x, bits: x - (1 << bits) if x >= 1 << (bits - 1) else x  # noqa: E731 - Spark's same bits
+    assert row["big"] == (signed(big, 64) or None) and row["f64"] == (signed(f64, 64) or None)
+    assert row["took"] == (None if took is None else pa.scalar(took, pa.duration("us")).as_py())
+    assert (row["label"], row["ok"]) == (label, ok)
+    assert row["counts"] == counts
+    assert sorted(row["byid"]) == sorted((k, {"s": s or None, "xs": [signed(x, 32) for x in xs]})
+                                         for k, (s, xs) in byid.items())
