@@ -66,7 +66,8 @@ message Order {
   int64 id = 1; string name = 2; E e = 3; repeated Item items = 4; map<string, Item> byname = 5;
   google.protobuf.Timestamp at = 6; google.protobuf.StringValue w = 7; optional double d = 8;
   repeated int32 packed = 9; oneof o { bytes b = 10; Item it = 11; } Tree tree = 12; bool ok = 13;
-  float fl = 14; uint64 u = 15; message N { repeated E es = 1; } N n = 16;
+  float fl = 14; uint64 u = 15; message N { repeated E es = 1; } N n = 16; map<sint32, E> codes = 17;
+  map<bool, google.protobuf.Timestamp> when = 18;
 }"""
 PAIRS = [(ORDER, ORDER), (ORDER, ORDER_NEXT), ("string", "string"), (["null", "long", "string"], ["string", "null"]),
          ({"type": "map", "values": {"type": "array", "items": "float"}},) * 2]

@@ -195,6 +195,7 @@ def test_other_message_and_bad_bytes_are_per_record_errors(order_pb2, reg: Regis
 @given(st.binary(max_size=64))
 def test_any_bytes_are_a_value_or_an_error(order_pb2, reg: Registry, body: bytes) -> None:
     out = values.decode(table([framed(7, b"\x02\x02", body)]), reg, errors="null")
+    out.column("value").validate(full=True)
     row, error = out.column("value")[0].as_py(), out.column("value_error")[0].as_py()
     assert (row is None) != (error is None)
     try:
