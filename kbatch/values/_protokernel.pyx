@@ -601,6 +601,14 @@ def run(
         free(m.cols)
         free(target)
         raise MemoryError()
+    cdef int* per_record = <int*>calloc(ncols, sizeof(int))
+    cdef int par
+    cdef int64_t data_cap, body_bytes = 0
+    for i in range(nrec):
+        if entry[i] >= 0:
+            body_bytes += lengths[i]
+    if per_record == NULL:
+        oom = 1
     for c in range(ncols):
         m.cols[c].kind = coldesc[4 * c]
         m.cols[c].width = coldesc[4 * c + 1]
@@ -610,6 +618,24 @@ def run(
             m.cols[c].offs = <int32_t*>calloc(1, sizeof(int32_t))
             if m.cols[c].offs == NULL:
                 oom = 1
+        # a column with only structs above it has one value per record: room for them at once
+        # (a string column: 16 bytes a value, never more than all the bodies); the others grow
+        # by doubling, so nothing is sized by a count read from a value
+        if oom:
+            continue
+        par = m.cols[c].parent
+        per_record[c] = c == 0 or (par >= 0 and m.cols[par].kind == K_STRUCT and per_record[par])
+        if per_record[c] and nrec > 64:
+            if _reserve(&m.cols[c], nrec):
+                oom = 1
+            data_cap = min(16 * nrec, body_bytes) + 16
+            if m.cols[c].kind == K_BIN and not oom:
+                m.cols[c].data = <uint8_t*>malloc(data_cap)
+                if m.cols[c].data == NULL:
+                    oom = 1
+                else:
+                    m.cols[c].data_cap = data_cap
+    free(per_record)
     try:
         with nogil:
             if not oom:

@@ -444,3 +444,31 @@ def test_maps_wrappers_duration_against_upb(extras_pb2, byid, took, label, ok, c
     assert row["counts"] == counts
     assert sorted(row["byid"]) == sorted((k, {"s": s or None, "xs": [signed(x, 32) for x in xs]})
                                          for k, (s, xs) in byid.items())
+
+
+def test_many_records_one_table_like_upb(order_pb2, reg: Registry) -> None:
+    """Hundreds of values in one table (the kernel sizes its per-record columns up front), with
+    bad ones and nulls between them: each good row as upb reads it."""
+    import random
+
+    rng = random.Random(5)
+    msgs, vals = [], []
+    for i in range(500):
+        m = order_pb2.Order(id=i, customer="c" * rng.randrange(40), status=rng.randrange(3),
+                            items=[order_pb2.Item(sku=f"s{k}", qty=k) for k in range(rng.randrange(3))],
+                            tags={f"t{k}": k for k in range(rng.randrange(3))}, nums=[rng.randrange(-9, 9)] * (i % 3))
+        if i % 7 == 0:
+            m.inner.names.append("n" * 30)
+        msgs.append(m)
+        vals.append(None if i % 50 == 3 else framed(7, b"\x02\x02", m.SerializeToString() + (b"\x0f" if i % 61 == 5
+                                                                                              else b"")))
+    out = values.decode(table(vals), reg, errors="null")
+    out.column("value").validate(full=True)
+    errors = out.column("value_error").to_pylist()
+    for i, (row, m) in enumerate(zip(out.column("value").to_pylist(), msgs, strict=True)):
+        if i % 50 == 3:
+            assert row is None and errors[i] is None
+        elif i % 61 == 5:
+            assert row is None and errors[i].startswith("invalid wire type")
+        else:
+            assert got(row, m.DESCRIPTOR) == expected(m), i
