@@ -472,3 +472,15 @@ def test_many_records_one_table_like_upb(order_pb2, reg: Registry) -> None:
             assert row is None and errors[i].startswith("invalid wire type")
         else:
             assert got(row, m.DESCRIPTOR) == expected(m), i
+
+
+def test_guid_framing_and_the_header(order_pb2, reg: Registry) -> None:
+    """The GUID forms of the Avro issue carry Protobuf too: 0x01 + GUID, then message indexes."""
+    from confluent_kafka.schema_registry.common.serde import SchemaId
+
+    guid = reg.schema(7).guid
+    head = SchemaId("PROTOBUF", guid=str(guid), message_indexes=[1]).guid_to_bytes()
+    m = order_pb2.Order(id=11, customer="g")
+    out = values.decode(table([head + m.SerializeToString()]), reg)
+    assert got(out.column("value")[0].as_py(), m.DESCRIPTOR) == expected(m)
+    assert out.column("value_schema_id").to_pylist() == [7]
