@@ -1,4 +1,4 @@
-"""``decode``: a table's framed Avro values (or keys) as a typed Arrow struct column.
+"""``decode``: a table's framed Avro or Protobuf values (or keys) as a typed Arrow struct column.
 
 The steps: the frames (:func:`~kbatch.values.frames`: each record's writer schema id and body);
 the reader schema (named, or the subject's latest, or the newest writer met); one program per
@@ -54,7 +54,7 @@ def decode(
     max_items: int = MAX_ITEMS,
     protobuf: ProtoOptions | None = None,
 ) -> pa.Table:
-    """Decode a table's Avro values (or keys) into a typed struct column.
+    """Decode a table's Avro or Protobuf values (or keys) into a typed struct column.
 
     Parameters
     ----------
@@ -66,8 +66,9 @@ def decode(
         Where writer schemas are found by id (or GUID).
     column : {"value", "key"}
         What to decode.
-    reader_schema : Schema, int, str or None
-        The output's layout: a :class:`Schema`, a schema id, or Avro schema text. By default
+    reader_schema : Schema, ProtoSchema, int, str or None
+        The output's layout: a :class:`Schema` (Avro or Protobuf: its ``schema_type`` picks the
+        decoder), a compiled :class:`ProtoSchema`, a schema id, or Avro schema text. By default
         the latest version of the writers' subject (when the registry knows it), else the
         writer schema with the highest id in the table.
     errors : {"raise", "null"}

@@ -171,7 +171,7 @@ class ProtoRun:
 
     program: ProtoProgram
     columns: list[tuple[Any, ...]]
-    #: record -> (reason, path, byte position from the body's start or -1, schema-level?)
+    #: record -> (reason, field path, byte position from the start of the message indexes, or -1)
     errors: dict[int, tuple[str, str, int]]
     #: bytes of message indexes before each body
     used: npt.NDArray[np.int64]
