@@ -53,6 +53,12 @@ its offset and byte), never guessed at.
 Traceback (most recent call last):
   ...
 kbatch.errors.ValueDecodeError: no schema registry frame: magic byte 0x7b, expected 0x00 (schema id) or ...
+
+**Protobuf** (``docs/values.md``): a ``PROTOBUF`` schema (registry text with references, or a
+base64 descriptor) is compiled by grpcio-tools' bundled protoc (:func:`compile_proto`;
+:func:`load_proto` for a ``.proto`` file or a descriptor set; :class:`ProtoSchema`), and
+:func:`decode` takes :class:`ProtoOptions` (Spark's ``emit.default.values``,
+``enums.as.ints``, ``recursive.fields.max.depth``, the message).
 """
 
 from __future__ import annotations

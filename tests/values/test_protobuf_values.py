@@ -484,3 +484,12 @@ def test_guid_framing_and_the_header(order_pb2, reg: Registry) -> None:
     out = values.decode(table([head + m.SerializeToString()]), reg)
     assert got(out.column("value")[0].as_py(), m.DESCRIPTOR) == expected(m)
     assert out.column("value_schema_id").to_pylist() == [7]
+
+
+def test_a_directory_of_proto_files(order_pb2, tmp_path) -> None:
+    """``Registry.from_directory``: ``<id>.proto`` is a Protobuf schema, decoded as such."""
+    (tmp_path / "4.proto").write_text(ORDER)
+    reg = Registry.from_directory(tmp_path)
+    m = order_pb2.Order(id=4, tags={"a": 1})
+    out = values.decode(table([framed(4, b"\x02\x02", m.SerializeToString())]), reg)
+    assert got(out.column("value")[0].as_py(), m.DESCRIPTOR) == expected(m)
