@@ -20,9 +20,11 @@ google.protobuf.*Value (wrappers)                      the wrapped scalar, null 
 google.protobuf.Any                                    struct<type_url: string, value: binary>
 =====================================================  ==========================================
 
-A singular field without presence (proto3 implicit) that is absent or holds its zero is null,
-or its zero with ``emit_default_values`` (Spark's ``emit.default.values``). Fields with
-presence (proto2, proto3 ``optional``, oneof members, messages) are null when absent. A
+Absent fields as Spark's ``getFieldValue``: one without presence (proto3 implicit) that is
+absent or holds its zero is null, or its zero with ``emit_default_values`` (Spark's
+``emit.default.values``); a proto2 field with a declared default is that default; other fields
+with presence (proto2, proto3 ``optional``, oneof members, messages) are null. A wrapper
+holding its zero is null unless ``emit_default_values``. A
 recursive message is refused unless ``recursive_depth`` (Spark's ``recursive.fields.max.depth``)
 is given: a message type then occurs at most that many times on a path, deeper fields are
 dropped (1 drops every recursive field). Groups (proto2) are skipped.
@@ -30,6 +32,7 @@ dropped (1 drops every recursive field). Groups (proto2) are skipped.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import numpy as np
@@ -44,7 +47,7 @@ from ._protokernel import FLAGS, KINDS, TYPES, WORDS
 __all__ = ["ProtoLayout", "ProtoProgram"]
 
 NULLT, BOOL, FIXEDW, BIN, LIST, STRUCT = (KINDS[k] for k in ("NULLT", "BOOL", "FIXEDW", "BIN", "LIST", "STRUCT"))
-REPEATED, PRESENCE, EMIT = FLAGS["REPEATED"], FLAGS["PRESENCE"], FLAGS["EMIT"]
+REPEATED, PRESENCE, EMIT, ZERO, DEFAULT = (FLAGS[k] for k in ("REPEATED", "PRESENCE", "EMIT", "ZERO", "DEFAULT"))
 MSG_WORDS, FIELD_WORDS = WORDS["MSG"], WORDS["FIELD"]
 DENSE_MAX = 512
 _WRAPPERS = {
@@ -189,6 +192,10 @@ class ProtoProgram:
         flags = (REPEATED if repeated else 0) | (PRESENCE if presence else 0)
         if not repeated and not presence and mt is None and (self.emit or map_entry):
             flags |= EMIT
+        if mt is not None and mt.full_name in _WRAPPERS and self.emit:
+            flags |= ZERO  # a wrapper holding its zero: the zero (else null, as Spark)
+        if not repeated and mt is None and presence and getattr(fd, "has_default_value", False):
+            flags |= DEFAULT  # proto2 [default = ...]: absent is that value, as Spark
         name = fd.name
         if repeated:
             is_map = mt is not None and mt.GetOptions().map_entry
@@ -196,11 +203,14 @@ class ProtoProgram:
             if is_map:
                 self.layout.columns[lst].map_type = True
             path += "[]"
-            ftype, child, inner, item = self._value(fd, mt, lst, "entries" if is_map else "element", False,
+            wrapped = mt is not None and mt.full_name in _WRAPPERS  # a zero wrapper: a null item
+            ftype, child, inner, item = self._value(fd, mt, lst, "entries" if is_map else "element", wrapped,
                                                     path, stack, is_map)
             row = [fd.number, ftype, lst, item, flags, child, inner, 0, 0, 0]
         else:
             ftype, child, inner, item = self._value(fd, mt, parent, name, not (flags & EMIT), path, stack, False)
+            if flags & DEFAULT:
+                inner = self._default(fd, ftype)
             row = [fd.number, ftype, item, item, flags, child, inner, 0, 0, self._subtree(item)]
         return [*row, oneof_key], path
 
@@ -229,6 +239,29 @@ class ProtoProgram:
                                                                                pa.string())
         kind, width, arrow = _LEAVES[t]
         return t, 0, 0, self.layout.new(kind, width, parent, nullable, name, arrow)
+
+    def _default(self, fd: Any, ftype: int) -> int:
+        """A proto2 field's declared default in ``aux`` (its wire value as two words, or a
+        string's place in ``consts``); returns where."""
+        v = fd.default_value
+        at = len(self.aux)
+        if isinstance(v, (str, bytes)):
+            data = v.encode() if isinstance(v, str) else v
+            self.aux += [len(self.consts), len(data)]
+            self.consts += data
+            return at
+        if ftype == TYPES["DOUBLE"]:
+            bits = struct.unpack("<Q", struct.pack("<d", v))[0]
+        elif ftype == TYPES["FLOAT"]:
+            bits = struct.unpack("<I", struct.pack("<f", v))[0]
+        elif ftype in (TYPES["SINT32"], TYPES["SINT64"]):
+            bits = (int(v) << 1) ^ (int(v) >> 63)
+        else:
+            bits = int(v)
+        bits &= (1 << 64) - 1
+        lo, hi = bits & 0xFFFFFFFF, bits >> 32
+        self.aux += [lo - (1 << 32) if lo >= 1 << 31 else lo, hi - (1 << 32) if hi >= 1 << 31 else hi]
+        return at
 
     def _enum(self, et: Any) -> int:
         at = self._enums.get(et.full_name)

@@ -82,6 +82,8 @@ cdef enum Flag:
     F_REPEATED = 1
     F_PRESENCE = 2
     F_EMIT = 4
+    F_ZERO = 8
+    F_DEFAULT = 16
 
 cdef enum:
     MSG_WORDS = 7
@@ -95,7 +97,7 @@ TYPES = {"DOUBLE": T_DOUBLE, "FLOAT": T_FLOAT, "INT64": T_INT64, "UINT64": T_UIN
          "MESSAGE": T_MESSAGE, "BYTES": T_BYTES, "UINT32": T_UINT32, "ENUM": T_ENUM, "SFIXED32": T_SFIXED32,
          "SFIXED64": T_SFIXED64, "SINT32": T_SINT32, "SINT64": T_SINT64, "TIMESTAMP": T_TIMESTAMP,
          "DURATION": T_DURATION, "WRAPPER": T_WRAPPER, "ENUM_INT": T_ENUM_INT}
-FLAGS = {"REPEATED": F_REPEATED, "PRESENCE": F_PRESENCE, "EMIT": F_EMIT}
+FLAGS = {"REPEATED": F_REPEATED, "PRESENCE": F_PRESENCE, "EMIT": F_EMIT, "ZERO": F_ZERO, "DEFAULT": F_DEFAULT}
 KINDS = {"NULLT": K_NULLT, "BOOL": K_BOOL, "FIXEDW": K_FIXEDW, "BIN": K_BIN, "LIST": K_LIST, "STRUCT": K_STRUCT}
 WORDS = {"MSG": MSG_WORDS, "FIELD": FIELD_WORDS}
 #: Error code -> what it means.
@@ -383,6 +385,10 @@ cdef int _put_wrapper(Machine* m, Col* c, int inner, const int32_t* f, const uin
             e = _skip(<int>(tag & 7), tag >> 3, &p, end, 0)
             if e:
                 return e
+    if not (f[4] & F_ZERO) and _is_zero(inner, best_v, best_n):  # Spark: a zero wrapper is null
+        if f[4] & F_REPEATED:
+            return _null_slot(c, m.cols)
+        return E_OK  # not written: null when the message ends
     return _put(m, c, inner, f, best_v, best_s, best_n)
 
 
@@ -543,9 +549,21 @@ cdef int _message(Machine* m, int32_t mi, const uint8_t* p, const uint8_t* end, 
 
 cdef int _absent(Machine* m, const int32_t* f) noexcept nogil:
     """A singular field the message did not write: null (over its whole subtree for a message),
-    or its zero when it has no presence and defaults are emitted (``F_EMIT``)."""
+    its declared proto2 default (``F_DEFAULT``), or its zero when it has no presence and
+    defaults are emitted (``F_EMIT``), as Spark's ``getFieldValue``."""
+    cdef const int32_t* d
+    cdef Col* c = m.cols + f[3]
+    cdef uint64_t v
+    if f[4] & F_DEFAULT:  # proto2 [default = ...]
+        d = m.aux + f[6]
+        if f[1] == T_STRING or f[1] == T_BYTES:
+            if _slot(c, 1):
+                return E_MEMORY
+            return _put_bytes(c, m.consts + d[0], d[1], m.consts_end)
+        v = (<uint64_t><uint32_t>d[0]) | ((<uint64_t><uint32_t>d[1]) << 32)
+        return _put(m, c, f[1], f, v, NULL, 0)
     if f[4] & F_EMIT:
-        return _put(m, m.cols + f[3], f[1], f, 0, NULL, 0)
+        return _put(m, c, f[1], f, 0, NULL, 0)
     return _null_cols(m, f[9] + 1, m.aux[f[9]])
 
 

@@ -78,9 +78,12 @@ def expected(msg) -> dict:
         elif fd.message_type is not None and fd.message_type.full_name == "google.protobuf.Timestamp":
             out[fd.name] = getattr(msg, fd.name).ToMicroseconds() if msg.HasField(fd.name) else None
         elif fd.message_type is not None and fd.message_type.full_name.startswith("google.protobuf."):
-            out[fd.name] = getattr(msg, fd.name).value if msg.HasField(fd.name) else None
+            # a wrapper: null when absent or holding its zero (Spark, without emit.default.values)
+            out[fd.name] = (getattr(msg, fd.name).value or None) if msg.HasField(fd.name) else None
         elif fd.message_type is not None:
             out[fd.name] = expected(getattr(msg, fd.name)) if msg.HasField(fd.name) else None
+        elif v is None and fd.has_presence and fd.has_default_value:
+            out[fd.name] = getattr(msg, fd.name)  # proto2 [default = ...]: the default (Spark)
         elif v is None:
             out[fd.name] = None
         elif fd.type in (fd.TYPE_BYTES, fd.TYPE_DOUBLE, fd.TYPE_FLOAT):  # JSON: base64, "Infinity"
@@ -124,6 +127,7 @@ def test_order_decodes_like_upb(order_pb2, reg: Registry) -> None:
     rows = out.column("value").to_pylist()
     assert got(rows[0], m.DESCRIPTOR) == expected(m)
     assert rows[0]["status"] == "PAID" and rows[0]["opt"] == 0 and rows[0]["card"] is None
+    assert rows[0]["maybe"] is None  # Int32Value(0): null, as Spark without emit.default.values
     assert rows[1] is None
     assert out.column("value_schema_id").to_pylist() == [7, None]
 
@@ -136,6 +140,11 @@ def test_absent_fields_null_or_defaults(order_pb2, reg: Registry) -> None:
     row = values.decode(t, reg, protobuf=ProtoOptions(emit_default_values=True)).column("value")[0].as_py()
     assert row["id"] == 0 and row["customer"] == "" and row["status"] == "UNKNOWN"
     assert row["opt"] is None and row["maybe"] is None  # presence: still null
+    zero = order_pb2.Order()
+    zero.maybe.value = 0
+    row = values.decode(table([framed(7, b"\x02\x02", zero.SerializeToString())]), reg,
+                        protobuf=ProtoOptions(emit_default_values=True)).column("value")[0].as_py()
+    assert row["maybe"] == 0  # a present wrapper's zero, with emit_default_values
     ints = values.decode(table([framed(7, b"\x02\x02", order_pb2.Order(status=2).SerializeToString())]), reg,
                          protobuf=ProtoOptions(enums_as_ints=True))
     assert ints.column("value")[0].as_py()["status"] == 2
@@ -440,8 +449,8 @@ def test_maps_wrappers_duration_against_upb(extras_pb2, byid, took, label, ok, c
     signed = lambda x, bits: x - (1 << bits) if x >= 1 << (bits - 1) else x  # noqa: E731 - Spark's same bits
     assert row["big"] == (signed(big, 64) or None) and row["f64"] == (signed(f64, 64) or None)
     assert row["took"] == (None if took is None else pa.scalar(took, pa.duration("us")).as_py())
-    assert (row["label"], row["ok"]) == (label, ok)
-    assert row["counts"] == counts
+    assert (row["label"], row["ok"]) == (label or None, ok or None)  # a zero wrapper: null (Spark)
+    assert row["counts"] == [c or None for c in counts]
     assert sorted(row["byid"]) == sorted((k, {"s": s or None, "xs": [signed(x, 32) for x in xs]})
                                          for k, (s, xs) in byid.items())
 
