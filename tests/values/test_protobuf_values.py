@@ -86,6 +86,8 @@ def expected(msg) -> dict:
             out[fd.name] = getattr(msg, fd.name)  # proto2 [default = ...]: the default (Spark)
         elif v is None:
             out[fd.name] = None
+        elif fd.type == fd.TYPE_ENUM and isinstance(v, int):  # a number the enum lacks: Java's name
+            out[fd.name] = f"UNKNOWN_ENUM_VALUE_{fd.enum_type.name}_{v}"
         elif fd.type in (fd.TYPE_BYTES, fd.TYPE_DOUBLE, fd.TYPE_FLOAT):  # JSON: base64, "Infinity"
             out[fd.name] = getattr(msg, fd.name)
         elif fd.type == fd.TYPE_UINT32:
