@@ -341,9 +341,9 @@ class Summary:
         out += [t.line() for t in self.tables]
         out += [f"gap: {g.line()}" for g in self.gaps]
         if self.dead_letters:
-            common = "; ".join(f"{e['reason']} ({e['count']}, first {e['example']})" for e in self.value_errors)
-            out.append(f"dead letters: {plural(self.dead_letters, 'record')} whose value did not decode, in "
-                       f"{self.dead_letter_path}; commonest: {common}")
+            out.append(f"dead letters: {plural(self.dead_letters, 'record')} whose value (or key) did not decode, "
+                       f"in {self.dead_letter_path}; the commonest errors:")
+            out += [f"  {e['count']} x {e['reason']} (first: {e['example']})" for e in self.value_errors]
         if len(self.per_partition) > len(shown):
             out.append(f"  ... {plural(len(self.per_partition) - len(shown), 'more partition')} (--json-summary)")
         out += [f"note: {n}" for n in self.notes[:SHOWN]]
@@ -1294,7 +1294,7 @@ def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink
         for (topic, partition, root), n in values.dead.items():
             reports[(topic, partition, root) if p.opts.root_columns else (topic, partition)].dead_letters = n
         commits = values.commits + commits
-        r.notes += values.notes
+        r.notes += values.summary_notes()
         dead = {"dead_letters": values.total(), "dead_letter_path": values.where, "value_errors": values.commonest()}
     return Summary(
         len(p.topics), len(p.logs), sum(rep.records for rep in reports.values()), p.input_bytes,

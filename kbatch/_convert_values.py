@@ -209,15 +209,19 @@ class ValuePlan:
     dead_schema: Any
     flatten: bool
     fail: bool
-    #: the format, and where the dead letters go ("OUT/_dead_letter", a folder elsewhere, "tables")
+    #: the run's --format, OUT and --mode
     format: str
     out: str
     mode: str
+    #: --dead-letter outside OUT (a Parquet folder of its own), or None
     dead_letter: str | None
     notes: list[str] = field(default_factory=list)
     #: (topic, partition, root) -> dead letters this run
     dead: Counter[tuple[str, int, str | None]] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
+    #: dead letters of this run that a dead-letter table held already (an earlier run killed
+    #: between its two commits): not written again
+    already: int = 0
     examples: dict[str, str] = field(default_factory=dict)
     #: what was committed of the dead letters (the tables apart from the data)
     commits: list[TableCommit] = field(default_factory=list)
@@ -274,6 +278,7 @@ class ValuePlan:
         """``batches`` of raw records as batches of each topic's output schema; the dead letters
         set aside (or, with ``fail``, the first bad record's :class:`ValueDecodeError` raised)."""
         from kbatch import values
+
         for batch in batches:
             for topic, part in by_topic([batch]):
                 readers = self.readers.get(topic)
@@ -281,7 +286,7 @@ class ValuePlan:
                     yield part
                     continue
                 good, dead = values.split(part, self.registry, values=readers[0], keys=readers[1],
-                                   on_error="raise" if self.fail else "dead-letter")
+                                          on_error="raise" if self.fail else "dead-letter")
                 if dead.num_rows:
                     self._dead_letters(dead)
                 if self.flatten:
@@ -298,6 +303,7 @@ class ValuePlan:
             held = self._held.get(row["topic"], row["partition"], root)
             fresh = held is None or row["offset"] >= held.end  # an earlier run's commit holds it already
             keep.append(fresh)
+            self.already += not fresh
             if fresh:
                 self.dead[(row["topic"], row["partition"], root)] += 1
                 self.reasons[row["reason"]] += 1
@@ -330,6 +336,14 @@ class ValuePlan:
             self.commits = sink.commit(self._held.advanced(mine), mine)
         self._apart = None  # committed: nothing to abort
         reached("between-commits")
+
+    def summary_notes(self) -> list[str]:
+        """The plan's notes, and what this run found already committed."""
+        if not self.already:
+            return self.notes
+        plural = "s" if self.already != 1 else ""
+        return [*self.notes, (f"{self.already} dead letter{plural} of this run's records committed already "
+                              "(by a run killed before its data's commit): not written again")]
 
     def close(self) -> None:
         """Drop what is left (spooled files; an uncommitted dead-letter sink)."""

@@ -29,7 +29,7 @@ from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import LEDGER_KEY, Ledger, OffsetRange
 from kbatch.tables._partition import DEFAULT, Transform, parse
-from kbatch.tables._sink import Sink, TableCommit, by_topic, count_rows, staged_files
+from kbatch.tables._sink import Sink, TableCommit, by_topic, count_rows, nullable, staged_files
 
 __all__ = ["DeltaSink", "app_id", "read_ledger"]
 
@@ -67,6 +67,11 @@ def _derive(batch: Any, partition: Sequence[Transform]) -> Any:
             value = pc.strftime(col, format=_TIME_FORMATS[t.name])
         batch = batch.append_column(t.field_name, value)
     return batch
+
+
+def _fit(batch: Any, schema: Any) -> Any:
+    """``batch`` with ``schema``'s fields (the same types, nullable where the batch's are not)."""
+    return batch if batch.schema.equals(schema) else batch.cast(schema)
 
 
 def _same_but_size(a: Any, b: Any) -> bool:
@@ -161,8 +166,8 @@ class DeltaSink(Sink):
     def open(self, schema: Any) -> None:
         import pyarrow as pa
 
-        def derived(s: Any) -> Any:
-            return _derive(pa.RecordBatch.from_pylist([], schema=s), self.partition).schema
+        def derived(s: Any) -> Any:  # every field nullable: a later run's reader may add fields
+            return nullable(_derive(pa.RecordBatch.from_pylist([], schema=s), self.partition).schema)
 
         self.schema = {t: derived(s) for t, s in schema.items()} if isinstance(schema, Mapping) else derived(schema)
         self.partition_columns = [t.field_name for t in self.partition]
@@ -178,7 +183,7 @@ class DeltaSink(Sink):
 
         if self.upsert:  # merged at the commit
             for topic, batch in by_topic(count_rows(batches, self._counts)):
-                self._pending.setdefault(topic, []).append(_derive(batch, self.partition))
+                self._pending.setdefault(topic, []).append(_fit(_derive(batch, self.partition), self.schema_of(topic)))
             return
         for topic, group in itertools.groupby(by_topic(count_rows(batches, self._counts)), key=lambda tb: tb[0]):
             folder = Path(self._uri(topic))
@@ -199,8 +204,9 @@ class DeltaSink(Sink):
             if self.partition_columns:
                 partitioning = pads.partitioning(
                     pa.schema([self.schema_of(topic).field(c) for c in self.partition_columns]), flavor="hive")
-            reader = pa.RecordBatchReader.from_batches(self.schema_of(topic),
-                                                       (_derive(b, self.partition) for _, b in group))
+            schema = self.schema_of(topic)
+            reader = pa.RecordBatchReader.from_batches(schema, (_fit(_derive(b, self.partition), schema)
+                                                                for _, b in group))
             pads.write_dataset(reader, str(folder), format="parquet", partitioning=partitioning,
                                basename_template=f"part-{self.run}-{self._writes}-{{i}}.parquet",
                                existing_data_behavior="overwrite_or_ignore", file_visitor=visit,
@@ -295,26 +301,39 @@ class DeltaSink(Sink):
         return out
 
     def _evolve(self, topic: str) -> None:
-        """Add the columns this run writes that the table lacks (a commit of its own, before the
-        data's); a column whose type changed stops the run. The table is read again after it,
-        so the data's commit is checked against it: a ledger that moved meanwhile (another
-        run) is a CommitConflictError."""
+        """Add the columns this run writes that the table lacks, and the fields a struct column
+        gained (a typed value whose reader schema added a field), in a commit of their own before
+        the data's; a column whose type changed otherwise stops the run. The table is read again
+        after it, so the data's commit is checked against it: a ledger that moved meanwhile
+        (another run) is a CommitConflictError."""
         import pyarrow as pa
-        from deltalake import DeltaTable, Field
+        from deltalake import DeltaTable, Field, write_deltalake
+        from deltalake.exceptions import DeltaError
 
         table = self._tables[topic]
         theirs = pa.schema(table.schema().to_arrow())  # arro3's, through the Arrow C interface
         uri = self._uri(topic)
         schema = self.schema_of(topic)
+        changed = []
         for f in schema:
             i = theirs.get_field_index(f.name)
             if i >= 0 and not theirs.field(i).type.equals(f.type) and not _same_but_size(theirs.field(i).type, f.type):
-                raise TableError(f"table {uri}: column {f.name} is {theirs.field(i).type} in the table, "
-                                 f"{f.type} in this run", table=uri)
+                if not (pa.types.is_struct(f.type) and pa.types.is_struct(theirs.field(i).type)):
+                    raise TableError(f"table {uri}: column {f.name} is {theirs.field(i).type} in the table, "
+                                     f"{f.type} in this run", table=uri)
+                changed.append((f, theirs.field(i)))
         new = [f for f in schema if theirs.get_field_index(f.name) < 0]
-        if not new:
+        if not new and not changed:
             return
-        table.alter.add_columns([Field.from_arrow(f) for f in new])
+        if changed:  # Delta's schema merge: fields added by name, any other change refused
+            try:
+                write_deltalake(uri, schema.empty_table(), mode="append", schema_mode="merge")
+            except DeltaError as exc:
+                f, old = changed[0]
+                raise TableError(f"table {uri}: column {f.name} is {old.type} in the table, {f.type} in this run, "
+                                 f"which Delta cannot merge ({exc})", table=uri) from None
+        else:
+            table.alter.add_columns([Field.from_arrow(f) for f in new])
         again = DeltaTable(uri)
         held, _ = self._held.get(topic, (Ledger(), None))
         if read_ledger(again)[0] != held:

@@ -32,7 +32,7 @@ from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import LEDGER_KEY, Ledger
 from kbatch.tables._partition import DEFAULT, Transform, parse
-from kbatch.tables._sink import Sink, TableCommit, count_rows, staged_files
+from kbatch.tables._sink import Sink, TableCommit, count_rows, nullable, staged_files
 
 __all__ = ["CATALOG_NAME", "DEFAULT_NAMESPACE", "IcebergSink", "default_catalog", "read_ledger"]
 
@@ -186,7 +186,7 @@ class IcebergSink(Sink):
         if topic not in self._tables:
             self.catalog.create_namespace_if_not_exists(self.namespace)
             try:
-                txn = self.catalog.create_table_transaction(self.identifier(topic), schema=self.schema_of(topic),
+                txn = self.catalog.create_table_transaction(self.identifier(topic), schema=self._optional(topic),
                                                             properties=self.properties)
                 if self.partition:
                     with txn.update_spec() as spec:
@@ -199,6 +199,14 @@ class IcebergSink(Sink):
                                           "run committed; run again", table=name) from None
             self._tables[topic] = _no_retries(self.catalog.load_table(self.identifier(topic)))
         return self._tables[topic]
+
+    def _optional(self, topic: str) -> Any:
+        """``topic``'s schema with every field optional, nested ones too: Iceberg cannot add a
+        required field to a table that holds rows, so a typed value's struct (whose fields are
+        required where Avro's are not nullable) must be optional throughout to gain the fields a
+        later reader schema adds. Rows keep their Arrow types; a required field written to an
+        optional column is allowed."""
+        return nullable(self.schema_of(topic))
 
     def _txn(self, topic: str) -> Any:
         if topic not in self._txns:
@@ -221,7 +229,7 @@ class IcebergSink(Sink):
 
         try:
             with txn.update_schema() as update:  # nothing to commit when the columns are the same
-                update.union_by_name(self.schema_of(topic))
+                update.union_by_name(self._optional(topic))
         except (ValueError, ValidationError) as exc:
             raise TableError(f"table {self.identifier(topic)}: this run's columns do not fit the table's schema "
                              f"{table.schema().schema_id}: {exc}", table=self.identifier(topic)) from None

@@ -35,7 +35,7 @@ from kbatch.tables._partition import Transform
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
     from typing_extensions import Self
 
-__all__ = ["Sink", "TableCommit", "by_topic", "count_rows", "staged_files"]
+__all__ = ["Sink", "TableCommit", "by_topic", "count_rows", "nullable", "staged_files"]
 
 
 @dataclass
@@ -90,6 +90,28 @@ def by_topic(batches: Iterable[Any]) -> Iterator[tuple[str, Any]]:
         topics = pc.unique(batch.column(batch.schema.get_field_index("topic"))).to_pylist()
         for topic in topics:
             yield topic, batch if len(topics) == 1 else batch.filter(pc.equal(batch.column("topic"), topic))
+
+
+def nullable(schema: Any) -> Any:
+    """``schema`` (a ``pyarrow.Schema``) with every field, at any depth, nullable (a map's keys
+    excepted): the schema of a table that later runs may widen. Iceberg and Delta cannot add a
+    required field to a table holding rows, and a typed value's struct has required fields
+    wherever Avro's are not nullable."""
+    import pyarrow as pa
+
+    def field(f: Any) -> Any:
+        return f.with_type(kind(f.type)).with_nullable(True)
+
+    def kind(t: Any) -> Any:
+        if pa.types.is_struct(t):
+            return pa.struct([field(c) for c in t])
+        if pa.types.is_map(t):
+            return pa.map_(t.key_field, field(t.item_field))  # a map's key stays required
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return pa.list_(field(t.value_field)) if pa.types.is_list(t) else pa.large_list(field(t.value_field))
+        return t
+
+    return pa.schema([field(f) for f in schema], metadata=schema.metadata)
 
 
 def staged_files(folder: Path) -> list[tuple[str, str, Path]]:

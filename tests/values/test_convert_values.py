@@ -195,4 +195,48 @@ def test_tables_with_dead_letters_beside_and_a_kill_between_the_commits(avro_roo
     check_good(r, good)
     check_dead(r, dead)  # the new dead letter once: the rerun finds it committed already
     assert again["dead_letters"] == 0
+    assert any(n.startswith("1 dead letter of this run's records committed already") for n in again["notes"])
     assert summary_of(values_cli(r, out, *extra, "--mode", "append"))["since"]  # nothing new: nothing committed
+
+
+@pytest.mark.parametrize("kind", ["iceberg", "delta"])
+def test_a_later_reader_version_evolves_the_table_by_name(avro_root, tmp_path, kind) -> None:
+    pytest.importorskip("pyiceberg" if kind == "iceberg" else "deltalake")
+    r, out = avro_root, tmp_path / "out"
+    (tmp_path / "v1.avsc").write_text(json.dumps(V1))
+    first = ["--format", kind, "--subscribe", "orders"]
+    summary_of(values_cli(r, out, *first, "--reader-schema", str(tmp_path / "v1.avsc")))
+    before = set(r.good)
+    grow(r)
+    summary_of(values_cli(r, out, *first, "--mode", "append"))  # the reader now: orders-value's latest, V2
+    good, _dead = read_tables(kind, out)
+    rows = by_offset(good)
+    assert sorted(rows) == sorted(r.good)
+    v1_fields = [f["name"] for f in V1["fields"]]
+    for offset, row in rows.items():
+        if offset in before:  # written by the first run: V2's added fields are null
+            assert row["value"] == {**{f: r.good[offset][f] for f in v1_fields}, "status": None, "note": None}
+        else:
+            assert row["value"] == r.good[offset]
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (["--format", "orc"], "--values writes --format parquet, iceberg or delta"),
+    (["--engine", "spark"], "--values and --keys need --engine arrow"),
+    (["--format", "iceberg", "--upsert", "--mode", "append"], "--upsert with --values"),
+    (["--no-partition-by-topic"], "--no-partition-by-topic with --values"),
+    (["--dead-letter", "{out}/dead"], "--dead-letter inside OUT is a hidden folder of a parquet OUT"),
+    (["--dead-letter", "{root}/dead"], "and the log root"),
+    (["--reader-schema", "77"], "--reader-schema 77: no schema with id 77"),
+    (["--reader-schema", '{"type": "nope"}'], "--reader-schema"),
+])
+def test_usage_errors_are_one_line_before_any_work(avro_root, tmp_path, capsys, extra, says) -> None:
+    from kbatch._convert import main
+
+    out = tmp_path / "out"
+    argv = [str(avro_root.root), str(out), "--values", "avro", "--engine", "arrow", "-q",
+            *[e.replace("{out}", str(out)).replace("{root}", str(avro_root.root)) for e in extra]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err, err
+    assert not out.exists()
