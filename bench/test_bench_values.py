@@ -1,4 +1,4 @@
-"""Typed values (issue 27): Confluent-framed Avro values into typed Arrow columns, one thread.
+"""Typed values (issue 27): Confluent-framed Avro values into typed Arrow columns, one thread and two.
 
 Workloads (``KBATCH_BENCH_RECORDS``, default 200,000 records, Confluent framing, 500 records
 per batch, decoded once with ``kbatch.decode`` into a ``RecordTable``):
@@ -19,9 +19,14 @@ Contenders, same run, same records:
 ``kbatch``
     ``kbatch.values.decode(table, registry)``: the struct column (Spark's mapping), the
     schema id column, the table's other columns.
+``kbatch-2-threads``
+    The same with ``threads=2``: the table's two halves decoded at once (the kernel runs
+    without the GIL), the column in two chunks.
 ``fastavro-dicts``
     ``fastavro.schemaless_reader`` per record (the value sliced past its 5-byte frame) into
     a list of dicts: what one writes without kbatch. The "vs." baseline.
+``fastavro-dicts-2-threads``
+    The same, the two halves in two threads (fastavro holds the GIL: the peer for two threads).
 ``fastavro-arrow``
     The same, then ``pa.Table.from_pylist``: typed Arrow from fastavro.
 ``record-decode+to_arrow``
@@ -46,6 +51,7 @@ import random
 import sys
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -167,13 +173,25 @@ def kbatch_values(kind: str) -> int:
     return int(values.decode(table(kind), registry(kind), reader_schema=1).num_rows)
 
 
-def fastavro_dicts(kind: str) -> list[Any]:
+def kbatch_values_2_threads(kind: str) -> int:
+    return int(values.decode(table(kind), registry(kind), reader_schema=1, threads=2).num_rows)
+
+
+def fastavro_dicts(kind: str, part: slice = slice(None)) -> list[Any]:
     schema = fastavro.parse_schema(SCHEMAS[kind])
     reader = fastavro.schemaless_reader
+    vals = table(kind).values()[part]
     if kind == "order-2-versions":
         old = fastavro.parse_schema(ORDER_V1)
-        return [reader(io.BytesIO(v[5:]), old if v[4] == 2 else schema, schema) for v in table(kind).values()]
-    return [reader(io.BytesIO(v[5:]), schema) for v in table(kind).values()]
+        return [reader(io.BytesIO(v[5:]), old if v[4] == 2 else schema, schema) for v in vals]
+    return [reader(io.BytesIO(v[5:]), schema) for v in vals]
+
+
+def fastavro_dicts_2_threads(kind: str) -> list[Any]:
+    half = N_RECORDS // 2
+    with ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(functools.partial(fastavro_dicts, kind), [slice(0, half), slice(half, None)])
+    return first + second
 
 
 def fastavro_arrow(kind: str) -> int:
@@ -186,7 +204,9 @@ def record_decode(kind: str) -> int:
 
 CONTENDERS: dict[str, Callable[[str], Any]] = {
     "kbatch": kbatch_values,
+    "kbatch-2-threads": kbatch_values_2_threads,
     "fastavro-dicts": fastavro_dicts,
+    "fastavro-dicts-2-threads": fastavro_dicts_2_threads,
     "fastavro-arrow": fastavro_arrow,
     "record-decode+to_arrow": record_decode,
 }
@@ -213,7 +233,7 @@ def test_kbatch_equals_fastavro(kind: str) -> None:
 
 
 def main() -> None:
-    print(f"machine: {machine()}; {N_RECORDS} records, one thread; fastavro {fastavro.__version__}, "
+    print(f"machine: {machine()}; {N_RECORDS} records, one thread and two; fastavro {fastavro.__version__}, "
           f"pyarrow {pa.__version__}, Python {sys.version.split()[0]}\n")
     print("| workload | contender | records/s | vs. fastavro-dicts |")
     print("| --- | --- | ---: | ---: |")
@@ -223,6 +243,8 @@ def main() -> None:
         for name, t in best.items():
             print(f"| {kind} ({len(framed(kind)[0])} B) | {name} | {N_RECORDS / t:,.0f} | {base / t:.1f}x |")
         print(f"| {kind} | kbatch / record-decode+to_arrow | | {best['kbatch'] / best['record-decode+to_arrow']:.2f} |")
+        two = best["kbatch"] / best["kbatch-2-threads"]
+        print(f"| {kind} | kbatch-2-threads speed-up over kbatch | | {two:.2f}x |")
         if kind == "order":
             one_version = best["kbatch"]
         if kind == "order-2-versions":

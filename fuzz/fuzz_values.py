@@ -1,16 +1,22 @@
 """Fuzz ``kbatch.values.decode``: random bytes against fixed Avro schemas (and evolution pairs),
-random schemas against random bytes, and random bytes against a Protobuf schema (its kernel,
-the message indexes, the merge slow path).
+random schemas against random bytes, random bytes against a Protobuf schema (its kernel, the
+message indexes, the merge slow path), and random bytes as JSON values of fixed JSON Schemas.
 
 Input layout::
 
     which   uint8   which < 0x70: fixed (writer, reader) pair number ``which % len(PAIRS)``;
                     0x70 <= which < 0x80: Protobuf (``PROTO``), the data's parts are message
                     indexes and bodies (framed with schema id 2), options from ``which``'s bits;
+                    which >= 0xF0: JSON Schema number ``which % len(JSON_SCHEMAS)`` (the
+                    values are JSON text);
                     else a random schema from the 4 bytes that follow (a seed for
                     ``tests/support/avro_random.random_schema``), read as itself
     [seed]  4 bytes with a random schema
     data    bytes   split into up to 8 values at the bytes 0xF1 (each framed with schema id 1)
+
+Bit 0x40 of ``which`` chooses Arrow's type mapping (``mapping="arrow"``: dictionaries, dense
+unions, fixed-width uuids, checked times) over Spark's; recursive pairs decode with
+``max_depth=2``.
 
 Oracle: ``errors="null"`` never raises, gives one row per value, and an Arrow array that
 validates; each error row's message names ``value`` and a byte; ``errors="raise"`` raises
@@ -57,6 +63,11 @@ ORDER_NEXT = {"type": "record", "name": "Order", "fields": [
     {"name": "extra", "type": {"type": "array", "items": "string"}, "default": ["x"]},
     {"name": "note", "type": ["null", "bytes"]},
     {"name": "items", "type": {"type": "array", "items": ITEM}}]}  # fmt: skip
+NODE = {"type": "record", "name": "Node", "fields": [
+    {"name": "v", "type": ["int", {"type": "string", "logicalType": "uuid"},
+                           {"type": "fixed", "name": "F", "size": 4}]},
+    {"name": "kids", "type": {"type": "array", "items": "Node"}}, {"name": "next", "type": ["null", "Node"]},
+    {"name": "t", "type": {"type": "long", "logicalType": "time-micros"}}]}  # fmt: skip
 PROTO = """syntax = "proto3"; package f;
 import "google/protobuf/timestamp.proto"; import "google/protobuf/wrappers.proto";
 enum E { Z = 0; A = 1; B = -2; }
@@ -70,7 +81,38 @@ message Order {
   map<bool, google.protobuf.Timestamp> when = 18;
 }"""
 PAIRS = [(ORDER, ORDER), (ORDER, ORDER_NEXT), ("string", "string"), (["null", "long", "string"], ["string", "null"]),
-         ({"type": "map", "values": {"type": "array", "items": "float"}},) * 2]
+         ({"type": "map", "values": {"type": "array", "items": "float"}},) * 2, (NODE, NODE)]
+
+
+JSON_SCHEMAS = [
+    {"type": "object", "required": ["id"], "properties": {
+        "id": {"type": "integer"}, "s": {"type": ["string", "null"]}, "f": {"type": "number"},
+        "at": {"type": "string", "format": "date-time"}, "day": {"type": "string", "format": "date"},
+        "xs": {"type": "array", "items": {"$ref": "#/$defs/X"}}},
+     "$defs": {"X": {"type": "object", "properties": {"b": {"type": "boolean"}, "n": {"type": "integer"}}}}},
+    {"type": "object", "properties": {"m": {"type": "object", "additionalProperties": {"type": "integer"}},
+                                      "k": {"type": "string"}}},
+]  # fmt: skip
+
+
+def json_input(which: int, data: bytes) -> None:
+    """Random bytes as JSON values: the same oracle, and every error row names ``value``."""
+    bodies = [b"\x00\x00\x00\x00\x01" + part for part in data.split(b"\xf1")[:8]]
+    table = kbatch.decode(kbatch.encode(bodies))
+    registry = values.Registry({1: values.Schema(json.dumps(JSON_SCHEMAS[which % len(JSON_SCHEMAS)]), "JSON")})
+    out = values.decode(table, registry, errors="null")
+    oracle.check(out.num_rows == len(bodies), "one row per value")
+    out.column("value").validate(full=True)
+    errors = out.column("value_error").to_pylist()
+    for e in errors:
+        oracle.check(e is None or " - at value" in e, f"an error without its place: {e!r}")
+    try:
+        values.decode(table, registry)
+    except values.ValueDecodeError as exc:
+        first = next(e for e in errors if e is not None)
+        oracle.check(str(exc) == first, f"raise and null disagree: {exc} / {first}")
+    else:
+        oracle.check(all(e is None for e in errors), "errors='raise' raised nothing for an error row")
 
 
 def TestOneInput(raw: bytes) -> None:
@@ -79,6 +121,9 @@ def TestOneInput(raw: bytes) -> None:
     which, data = raw[0], raw[1:]
     if 0x70 <= which < 0x80:
         _proto(which, data)
+        return
+    if which >= 0xF0:
+        json_input(which, data)
         return
     if which < 0x80:
         writer, reader = PAIRS[which % len(PAIRS)]
@@ -90,14 +135,15 @@ def TestOneInput(raw: bytes) -> None:
     bodies = [b"\x00\x00\x00\x00\x01" + part for part in data.split(b"\xf1")[:8]]
     table = kbatch.decode(kbatch.encode(bodies))
     registry = values.Registry({1: json.dumps(writer)})
-    out = values.decode(table, registry, reader_schema=json.dumps(reader), errors="null", max_items=1 << 12)
+    options = {"mapping": "arrow" if raw[0] & 0x40 else "spark", "max_depth": 2, "max_items": 1 << 12}
+    out = values.decode(table, registry, reader_schema=json.dumps(reader), errors="null", **options)
     oracle.check(out.num_rows == len(bodies), "one row per value")
-    out.column("value").validate(full=False)
+    out.column("value").validate(full=options["mapping"] == "arrow")
     errors = out.column("value_error").to_pylist()
     for e in errors:
         oracle.check(e is None or (" - at value" in e and "byte " in e), f"an error without its place: {e!r}")
     try:
-        values.decode(table, registry, reader_schema=json.dumps(reader), max_items=1 << 12)
+        values.decode(table, registry, reader_schema=json.dumps(reader), **options)
     except values.ValueDecodeError as exc:
         first = next(e for e in errors if e is not None)
         oracle.check(str(exc) == first, f"raise and null disagree: {exc} / {first}")

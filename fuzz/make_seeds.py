@@ -112,6 +112,12 @@ def write_seeds(root: Path) -> dict[str, int]:
     for seed in range(8):
         _put(root / "values", f"random{seed}", bytes([0x80]) + seed.to_bytes(4, "little") + bytes(range(seed, 40)))
         n += 1
+    json_bodies = {0xF0: b'{"id": 1, "s": "x", "f": 2.5, "at": "2026-01-01T00:00:00Z", "day": "2026-01-01", '
+                         b'"xs": [{"b": true, "n": 3}]}',
+                   0xF1: b'{"m": {"a": 1, "b": null}, "k": "v"}'}
+    for which, body in json_bodies.items():  # JSON values of each fixed JSON Schema
+        _put(root / "values", f"json{which:x}", bytes([which]) + body + b"\xf1" + body.replace(b" ", b"\n"))
+        n += 1
     counts["values"] = n
     return counts
 

@@ -45,6 +45,7 @@ from typing import Any
 
 from kbatch import _storage
 from kbatch._convert_errors import ConvertError, UsageError
+from kbatch._convert_spark_values import count_dead_letters, write_values
 from kbatch._convert_values import ValuePlan, check_arguments, plan_values, requested
 from kbatch._convert_values import add_arguments as add_value_arguments
 from kbatch._discover import describe_topics, logs_deeper, topics_in
@@ -73,7 +74,18 @@ from kbatch._version import __version__
 from kbatch.arrow import kafka_schema
 from kbatch.errors import KBatchError, LayoutError, OffsetGapError, ReplicasDisagreeError, StorageError
 from kbatch.spark._staged import check_transform, write_staged
-from kbatch.tables import FolderSink, Gap, Ledger, OffsetRange, Sink, TableCommit, open_sink, resume
+from kbatch.tables import (
+    FolderSink,
+    Gap,
+    Ledger,
+    OffsetRange,
+    RemoteFolderSink,
+    Sink,
+    TableCommit,
+    is_s3,
+    open_sink,
+    resume,
+)
 
 __all__ = [
     "ConvertError",
@@ -100,7 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``convert``'s arguments to ``parser`` (a subcommand parser)."""
     parser.add_argument("root", help="a Kafka log.dirs root (or one <topic>-<partition> directory), a path or a URL "
                                      "(s3://, gs://, abfs://, hdfs://)")
-    parser.add_argument("out", help="output directory (partitioned by topic)")
+    parser.add_argument("out", help="output directory (partitioned by topic), a path or an s3:// URL")
     parser.add_argument("--format", choices=FORMATS, default="parquet",
                         help="output format (default parquet); iceberg, delta: a table per topic "
                              "(pyiceberg, deltalake)")
@@ -113,7 +125,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--catalog", default=None, metavar="NAME",
                         help="iceberg: a catalog pyiceberg's load_catalog knows (default: SQLite at OUT/catalog.db, "
-                             "warehouse OUT)")
+                             "warehouse OUT; for an s3:// OUT, SQLite where --catalog-option uri=sqlite:////PATH says)")
     parser.add_argument("--catalog-option", action="append", default=[], metavar="KEY=VALUE",
                         help="iceberg: a catalog property, e.g. uri=http://127.0.0.1:8181 (repeatable)")
     parser.add_argument("--namespace", default=None, help="iceberg: the tables' namespace (default kafka)")
@@ -480,8 +492,9 @@ def plan(args: argparse.Namespace) -> Plan:
                          "rows to replace")
     if getattr(args, "upsert", False) and args.mode == "overwrite":
         raise UsageError("--upsert merges into the table: use --mode append (or a new OUT), not overwrite")
-    if args.format in ("iceberg", "delta") and _is_remote(args.out):
-        raise UsageError(f"--format {args.format} is written to a local OUT (for now)")
+    if args.format in ("iceberg", "delta") and _is_remote(args.out) and args.engine == "spark":
+        raise UsageError(f"--engine spark --format {args.format} writes to a local OUT (the executors stage files "
+                         f"in it): use --engine arrow for {args.out}")
     if args.engine == "arrow":
         if args.format == "json":
             raise UsageError("--engine arrow writes parquet or orc; use --engine spark for json")
@@ -849,8 +862,14 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     sink: Sink | None = None
     resumed = _Resumed(Ledger(), [], Ledger(), [])
     schema = _schema(p)
-    if not _is_remote(args.out):  # a local folder: the files and the offsets ledger committed together
-        sink = _open_sink(args, p.topics, schema.names)
+    try:
+        values = plan_values(args, p.topics, schema)  # --values: each topic's reader schemas (a local OUT)
+    except BaseException:
+        p.close()
+        raise
+    if _has_ledger(args.out):  # the files and the offsets ledger committed together
+        side = (values.side_folder,) if values is not None and values.side_folder else ()
+        sink = _open_sink(args, p.topics, schema.names, _keys(p), side)
         for _name, transform in sink.file_partitions():
             try:  # what the executors cannot compute: said before the JVM starts
                 check_transform(transform)
@@ -894,14 +913,21 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     commits: list[TableCommit] = []
     written = True
     try:
-        if _is_remote(args.out):  # no local folder to stage in: Spark's own mode handling
+        if sink is None:  # a remote OUT without a ledger (not s3): Spark's own mode handling
             _write_spark(spark, args, df, args.out)
             counts = _written_counts(spark, args, args.out)
         else:
             assert sink is not None
             with sink:  # Spark's executors write into the sink's folder; this process commits it
-                sink.open(schema)
-                if isinstance(sink, FolderSink):
+                sink.open(schema if values is None else values.schemas)
+                if values is not None:  # each topic decoded by the executors, its dead letters beside
+                    assert isinstance(sink, FolderSink)  # --values: a local parquet OUT (check_arguments)
+                    folder = str(sink.folder)
+                    write_values(spark, *spark_tasks(p, spark.sparkContext.defaultParallelism), p.topics, values,
+                                 folder, lambda frame: _write_spark(spark, args, frame, folder))
+                    counts = _written_counts(spark, args, folder)
+                    count_dead_letters(values, folder)
+                elif isinstance(sink, (FolderSink, RemoteFolderSink)):
                     _write_spark(spark, args, df, str(sink.folder))
                     counts = _written_counts(spark, args, str(sink.folder))
                 else:
@@ -910,7 +936,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
                     counts = _written_counts(spark, argparse.Namespace(**{**vars(args), "format": "parquet",
                                                                            "no_partition_by_topic": False}),
                                              str(sink.staging()))
-                if counts or (len(resumed.held) and len(resumed.converted)):
+                if counts or (values is not None and values.total()) or (len(resumed.held) and len(resumed.converted)):
                     sink.adopt(sum(c[0] for c in counts.values()))
                     commits = sink.commit(resumed.held.advanced(resumed.converted), resumed.converted)
                 else:
@@ -923,6 +949,15 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     finally:
         poller.done.set()
         progress.close()
+    dead: dict[str, Any] = {}
+    if values is not None:  # a dead letter is a record read: counted in its partition, as the arrow engine does
+        for (topic, partition, root), n in values.dead.items():
+            key = (topic, partition, root) if p.opts.root_columns else (topic, partition)
+            old = counts.get(key, (0, 0, 0))
+            counts[key] = (old[0] + n, *old[1:])
+            reports[key].dead_letters = n
+        notes = values.notes + notes
+        dead = {"dead_letters": values.total(), "dead_letter_path": values.where, "value_errors": values.commonest()}
     for key, rep in reports.items():
         _finish_report(rep, counts.get(key, (0, 0, 0))[0], filtered=bool(args.where))
     return Summary(
@@ -943,6 +978,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
         notes=resumed.notes + notes,
         tables=commits,
         gaps=resumed.gaps,
+        **dead,
     )
 
 
@@ -1083,18 +1119,19 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
     p = plan(args)
     try:
         schema = _schema(p)
-        values = plan_values(args, p.topics, schema)
-        if not _is_remote(args.out):
+        if args.format == "orc" and _is_remote(args.out):
+            raise UsageError("--engine arrow writes ORC to a local OUT only; use parquet, or --engine spark")
+        values = plan_values(args, p.topics, schema, p.logs)
+        if _has_ledger(args.out):
             side = (values.side_folder,) if values is not None and values.side_folder else ()
-            return _convert_to_table(args, p, schema, _open_sink(args, p.topics, schema.names, side), wall, values)
+            sink = _open_sink(args, p.topics, schema.names, _keys(p), side)
+            return _convert_to_table(args, p, schema, sink, wall, values)
         reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts)
                    for d in p.logs}
         _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
                    f"{size(p.input_bytes)} of log")
-        # a remote OUT (no offsets ledger there yet): the files staged under OUT, copied in at the end
+        # a remote OUT other than S3 (no offsets ledger there): the files staged under OUT, copied in at the end
         progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
-        if args.format == "orc":
-            raise UsageError("--engine arrow writes ORC to a local OUT only; use parquet, or --engine spark")
         staged = RemoteStaging(args.out, args.mode, args.storage_option)
         file_options = None
         codec = args.compression or "snappy"
@@ -1163,14 +1200,37 @@ def _schema(p: Plan) -> Any:
     return schema
 
 
+def _has_ledger(out: str) -> bool:
+    """Whether a run to ``out`` goes through a table sink with its ledger: a local OUT, or S3
+    (its conditional writes; other object stores: files copied in, without a ledger)."""
+    return not _is_remote(out) or is_s3(out)
+
+
+def _keys(p: Plan) -> list[tuple[str, int, str | None]]:
+    """``(topic, partition, root)`` of the planned partitions (a ledger's keys)."""
+    return [(d.topic, d.partition, d.root if p.opts.root_columns else None) for d in p.logs]
+
+
 def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str],
-               side_folders: Sequence[str] = ()) -> Sink:
-    """The table sink of ``--format`` (:mod:`kbatch.tables`) for OUT and ``--mode``; ``side_folders``:
-    hidden folders of a Parquet OUT committed with the data (dead letters)."""
+               keys: Sequence[tuple[str, int, str | None]] = (), side_folders: Sequence[str] = ()) -> Sink:
+    """The table sink of ``--format`` (:mod:`kbatch.tables`) for OUT and ``--mode``; ``keys``: the
+    partitions the run converts; ``side_folders``: hidden folders of a local Parquet OUT committed
+    with the data (dead letters)."""
+    storage = _storage.parse_options(args.storage_option)
+    folder = {"compression": args.compression, "max_rows_per_file": args.max_rows_per_file,
+              "row_group_rows": args.row_group_rows, "partition_by_topic": not args.no_partition_by_topic,
+              "format": args.format}
+    if args.format in ("parquet", "orc", "json") and _is_remote(args.out):
+        try:
+            import boto3  # noqa: F401 - the ledger's conditional write
+        except ImportError:
+            raise UsageError(f"{args.out} with its offsets ledger needs boto3: pip install 'kbatch[s3]'") from None
+        try:
+            return RemoteFolderSink(args.out, args.mode, storage_options=storage, **folder)
+        except (FileExistsError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
     if args.format in ("parquet", "orc", "json"):  # a folder: Parquet written by the sink, or files put there
-        return FolderSink(args.out, args.mode, compression=args.compression, max_rows_per_file=args.max_rows_per_file,
-                          row_group_rows=args.row_group_rows, partition_by_topic=not args.no_partition_by_topic,
-                          format=args.format, side_folders=side_folders)
+        return FolderSink(args.out, args.mode, side_folders=side_folders, **folder)
     options = {}
     for item in args.catalog_option:
         key, sep, value = item.partition("=")
@@ -1178,11 +1238,13 @@ def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str],
             raise UsageError(f"--catalog-option needs KEY=VALUE, got {item!r}")
         options[key.strip()] = value.strip()
     catalog = {"catalog": args.catalog, "catalog_options": options, "namespace": args.namespace}
+    own: dict[str, Any] = catalog if args.format == "iceberg" else {"partitions": list(keys)}
+    if _is_remote(args.out):
+        own["storage_options"] = storage
     try:
         return open_sink(args.format, args.out, args.mode, topics=topics, partition_by=args.partition_by,
                          columns=columns, compression=args.compression, upsert=args.upsert,
-                         properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)},
-                         **(catalog if args.format == "iceberg" else {}))
+                         properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)}, **own)
     except ImportError as exc:
         raise UsageError(f"--format {args.format} needs {exc.name or exc}: "
                          f"pip install 'kbatch[{args.format}]'") from None
@@ -1244,8 +1306,9 @@ def _resume(args: argparse.Namespace, p: Plan, sink: Sink, wall: float) -> _Resu
                        args.out, written=False, mode=args.mode, left_out=p.left_out, since=sink.last_commits(),
                        gaps=gaps)
     notes = []
-    if args.format in ("parquet", "orc", "json") and args.mode == "append" and not len(held) \
-            and Path(args.out).is_dir() and has_data_files(Path(args.out)):
+    if args.format in ("parquet", "orc", "json") and args.mode == "append" and not len(held) and (
+            sink.holds_files() if isinstance(sink, RemoteFolderSink)
+            else Path(args.out).is_dir() and has_data_files(Path(args.out))):
         notes.append(f"{args.out} holds files but no offsets ledger (written by an earlier kbatch): every selected "
                      "record was appended; later appends go on from this run's offsets")
     return _Resumed(held, gaps, converted, notes, done)

@@ -1,6 +1,16 @@
-"""``kbatch convert --values avro|protobuf``: typed values (and keys) in the written tables, dead letters beside them.
+"""``kbatch convert --values avro|json|protobuf|auto``: typed values (and keys) in the written tables, dead
+letters beside them.
 
-The arrow engine's part of :mod:`kbatch._convert` for registry-framed Avro values (issue 27):
+The arrow engine's part of :mod:`kbatch._convert` for registry-framed Avro, JSON Schema and
+Protobuf values and plain JSON (issues 27, 29):
+
+- **The language**: ``--values avro`` / ``--values protobuf`` (subjects of that language; a
+  topic whose subject is of another language stays binary, said in a note), ``--values auto``
+  (each topic by its subject's ``schemaType``: Avro, JSON Schema or Protobuf), ``--values json``
+  (plain JSON, no frame, no registry: the schema is ``--value-schema FILE``, a JSON Schema,
+  else inferred per topic from its first :data:`~kbatch.values.SAMPLE_RECORDS` values, stated in
+  the summary's notes and saved by ``--save-value-schema FILE``; with ``--registry``,
+  registry-framed JSON Schema values).
 
 - **The registry**: ``--registry URL`` (the REST API), ``--registry PATH`` (another ``log.dirs``
   root holding ``_schemas``, else a directory of schema files), by default the root's own
@@ -34,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -46,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from kbatch._convert_errors import UsageError
 from kbatch._plan import INTERNAL_TOPICS, ROOT_COLUMN
-from kbatch._storage import is_remote
+from kbatch._storage import is_remote, parse_options
 from kbatch._version import __version__
 from kbatch.tables import FolderSink, Ledger, Sink, TableCommit, open_sink
 from kbatch.tables._hooks import reached
@@ -78,16 +89,25 @@ COMMONEST = 3
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the typed-values options to ``kbatch convert``'s parser."""
     g = parser.add_argument_group(
-        "typed values (--engine arrow; formats parquet, iceberg, delta)",
+        "typed values (--engine arrow: formats parquet, iceberg, delta; --engine spark: parquet)",
         "Confluent-framed Avro values (and keys) decoded into a struct column laid out by the reader schema "
         "(Spark's from_avro types), with value_schema_id (the writer's id). Records that do not decode are "
         "dead letters, kept raw with the error: OUT/_dead_letter/ for parquet (hidden from readers of OUT, "
         "committed with the data), a table <topic>__dead_letter for iceberg and delta. See docs/values.md.")
-    g.add_argument("--values", choices=("avro", "protobuf"), default=None,
-                   help="decode the values: avro or protobuf (Confluent framing: 0x00 + schema id, or the GUID "
-                        "forms; Protobuf's message indexes after it); the reader schema's schemaType picks the decoder")
-    g.add_argument("--keys", choices=("avro", "protobuf"), default=None,
-                   help="decode the keys too (subject <topic>-key)")
+    g.add_argument("--values", choices=("avro", "json", "protobuf", "auto"), default=None,
+                   help="decode the values: avro or protobuf (Confluent framing: 0x00 + schema id, or the GUID forms; "
+                        "Protobuf's message indexes after it), auto (each topic by its subject's schemaType: Avro, "
+                        "JSON Schema or Protobuf), json (plain JSON without a registry: --value-schema FILE or a "
+                        "schema inferred from each topic's first values; with --registry: registry-framed JSON "
+                        "Schema values)")
+    g.add_argument("--keys", choices=("avro", "json", "protobuf", "auto"), default=None,
+                   help="decode the keys too (subject <topic>-key; json: plain JSON keys, schema inferred)")
+    g.add_argument("--value-schema", default=None, metavar="FILE",
+                   help="--values json: the values' JSON Schema (a file --save-value-schema wrote, or any JSON "
+                        "Schema); default: inferred from each topic's first values")
+    g.add_argument("--save-value-schema", default=None, metavar="FILE",
+                   help="--values json: write the values' JSON Schema (inferred or given) to FILE, for --value-schema "
+                        "next time (several topics: one schema per topic in one file)")
     g.add_argument("--registry", default=None, metavar="URL|PATH",
                    help="the schemas: a registry's REST URL (http[s]://...), another log.dirs root with a _schemas "
                         "topic, or a directory of schema files; default: ROOT's own _schemas topic")
@@ -124,10 +144,7 @@ def open_registry(args: argparse.Namespace) -> Registry:
     """The registry of ``--registry`` (or ROOT's ``_schemas``); a usage error when there is none."""
     from kbatch.values import Registry, RegistryError
 
-    storage = {}
-    for item in getattr(args, "storage_option", None) or ():
-        key, _, value = str(item).partition("=")
-        storage[key.strip()] = value.strip()
+    storage = parse_options(getattr(args, "storage_option", None))
     where = args.registry
     if where is not None and where.startswith(("http://", "https://")):
         return Registry(where)
@@ -137,14 +154,7 @@ def open_registry(args: argparse.Namespace) -> Registry:
         except (RegistryError, FileNotFoundError) as exc:
             raise _usage(f"--values needs schemas: {exc}; pass --registry URL|PATH") from None
     try:
-        return Registry.from_log_dirs(where, recursive=args.recursive, storage_options=storage or None)
-    except (RegistryError, FileNotFoundError):
-        pass
-    if not os.path.isdir(where):
-        raise _usage(f"--registry {where}: not a URL, a log.dirs root with a _schemas topic, nor a directory "
-                     "of schema files")
-    try:
-        return Registry.from_directory(where)
+        return Registry.from_path(where, recursive=args.recursive, storage_options=storage or None)
     except RegistryError as exc:
         raise _usage(f"--registry {where}: {exc}") from None
 
@@ -195,11 +205,15 @@ def flatten_values(table: Any) -> Any:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+#: A saved schema file of several topics: ``{TOPICS_KEY: {topic: JSON Schema}}``.
+TOPICS_KEY = "x-kbatch-topics"
+
+
 @dataclass
 class ValuePlan:
     """What ``--values`` / ``--keys`` decode, how, and where dead letters go; counts as it runs."""
 
-    registry: Registry
+    registry: Registry | None
     #: topic -> (value reader, key reader): the decoded topics (a None reader: that column stays binary)
     readers: dict[str, tuple[Schema | None, Schema | None]]
     #: topic -> the rows' output schema (every selected topic)
@@ -235,6 +249,8 @@ class ValuePlan:
     _held: Ledger = field(default_factory=Ledger)
     _files: DeadLetterFiles | None = None
     _spool: Path | None = None
+    #: the decode's format= ("json": plain JSON, no registry)
+    value_format: str = "auto"
 
     @property
     def where(self) -> str:
@@ -286,7 +302,7 @@ class ValuePlan:
                     yield part
                     continue
                 good, dead = values.split(part, self.registry, values=readers[0], keys=readers[1],
-                                          on_error="raise" if self.fail else "dead-letter")
+                                          on_error="raise" if self.fail else "dead-letter", format=self.value_format)
                 if dead.num_rows:
                     self._dead_letters(dead)
                 if self.flatten:
@@ -405,16 +421,19 @@ def check_arguments(args: argparse.Namespace) -> None:
     """The typed-values options checked on their own (before any work); raise the convert's ``UsageError``."""
     if not requested(args):
         given = [name for name, on in (("--registry", args.registry), ("--reader-schema", args.reader_schema),
+                                       ("--value-schema", args.value_schema),
+                                       ("--save-value-schema", args.save_value_schema),
                                        ("--dead-letter", args.dead_letter),
                                        ("--on-value-error", args.on_value_error != "dead-letter"),
                                        ("--flatten-values", args.flatten_values)) if on]
         if given:
             raise _usage(f"{', '.join(given)} need --values avro (or --keys avro)")
         return
-    if args.engine != "arrow":
-        raise _usage("--values and --keys need --engine arrow (the Spark engine does not decode values yet)")
     if args.format not in ("parquet", "iceberg", "delta"):
         raise _usage(f"--values writes --format parquet, iceberg or delta, not {args.format}")
+    if args.engine == "spark" and args.format != "parquet":
+        raise _usage(f"--values with --engine spark writes --format parquet; --format {args.format} with typed "
+                     "values is written by --engine arrow")
     if is_remote(args.out):
         raise _usage("--values writes to a local OUT (for now)")
     if getattr(args, "upsert", False):
@@ -423,25 +442,43 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise _usage("--reader-schema is the values' reader schema: it needs --values avro")
     if args.flatten_values and not args.values:
         raise _usage("--flatten-values needs --values avro")
-    _dead_letter_place(args)
+    for option, given in (("--value-schema", args.value_schema), ("--save-value-schema", args.save_value_schema)):
+        if given is not None and args.values != "json":
+            raise _usage(f"{option} is the schema of JSON values: it needs --values json")
+    if args.value_schema is not None and not os.path.isfile(args.value_schema):
+        raise _usage(f"--value-schema {args.value_schema}: no such file")
+    if args.values == "json" and args.keys not in (None, "json"):
+        raise _usage("--values json (plain JSON) takes --keys json only")
+    if args.keys == "json" and args.values not in (None, "json"):
+        raise _usage("--keys json (plain JSON) goes with --values json")
+    if _dead_letter_place(args)[1] is not None and args.engine == "spark":
+        raise _usage("--dead-letter outside OUT is written by --engine arrow; with --engine spark the dead letters "
+                     "go to a hidden folder of OUT (default OUT/_dead_letter)")
 
 
-def plan_values(args: argparse.Namespace, topics: list[str], source: Any) -> ValuePlan | None:
+def plan_values(args: argparse.Namespace, topics: list[str], source: Any, logs: Iterable[Any] = ()) -> ValuePlan | None:
     """The plan of ``--values`` / ``--keys`` for the selected ``topics`` read as ``source`` (the raw
-    records' ``pyarrow.Schema``); None when neither is asked. Raises the convert's ``UsageError``."""
+    records' ``pyarrow.Schema``); None when neither is asked. ``logs``: the partitions to read,
+    where plain JSON schemas are inferred from. Raises the convert's ``UsageError``."""
     check_arguments(args)
     if not requested(args):
         return None
+    if args.values == "json" and args.registry is None:
+        return _plain_json_plan(args, topics, source, list(logs))
     from kbatch.values import (
         AvroSchemaError,
+        JsonSchemaError,
         ProtobufSchemaError,
         SchemaNotFoundError,
-        dead_letter_schema,
         decoded_schema,
     )
 
     registry = open_registry(args)
     fixed = _reader_schema(args.reader_schema, registry) if args.reader_schema is not None else None
+    if args.value_schema is not None:
+        fixed = _json_schema_file(args.value_schema, None)
+    wanted = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
+    other: dict[str, list[str]] = {}
     readers: dict[str, tuple[Schema | None, Schema | None]] = {}
     binary: dict[str, list[str]] = {"value": [], "key": []}
     internal = []
@@ -457,6 +494,12 @@ def plan_values(args: argparse.Namespace, topics: list[str], source: Any) -> Val
                     reader = registry.latest(f"{topic}-{column}")
                 except SchemaNotFoundError:
                     binary[column].append(topic)
+            kind = wanted.get(on or "", "")
+            refused = reader is not None and (reader.schema_type not in ("AVRO", "JSON", "PROTOBUF")
+                                              or (kind and reader.schema_type != kind))
+            if reader is not None and refused:
+                other.setdefault(reader.schema_type, []).append(f"{topic} ({column}s)")
+                reader = None
             pair.append(reader if on else None)
         if pair[0] is not None or pair[1] is not None:
             readers[topic] = (pair[0], pair[1])
@@ -469,7 +512,7 @@ def plan_values(args: argparse.Namespace, topics: list[str], source: Any) -> Val
         v, k = readers[topic]
         try:
             schema = decoded_schema(source, values=v, keys=k, registry=registry)
-        except (AvroSchemaError, ProtobufSchemaError) as exc:
+        except (AvroSchemaError, JsonSchemaError, ProtobufSchemaError) as exc:
             what = "--reader-schema" if fixed is not None else f"the latest schema of {topic}"
             raise _usage(f"{what}: {exc}") from None
         schemas[topic] = flatten_schema(schema) if args.flatten_values else schema
@@ -481,8 +524,19 @@ def plan_values(args: argparse.Namespace, topics: list[str], source: Any) -> Val
         if names:
             notes.append(f"{column}s left binary (no subject <topic>-{column} in the registry"
                          f"{' and no --reader-schema' if column == 'value' else ''}): {', '.join(names)}")
+    for kind, names in other.items():
+        notes.append(f"left binary, their subject's schemas being {kind} (not --values {args.values}): "
+                     f"{', '.join(names)}")
     if internal:
         notes.append(f"internal topics never decoded: {', '.join(internal)}")
+    return _finish(args, registry, readers, schemas, source, notes, "json" if args.values == "json" else "auto")
+
+
+def _finish(args: argparse.Namespace, registry: Registry | None,
+            readers: dict[str, tuple[Schema | None, Schema | None]], schemas: dict[str, Any], source: Any,
+            notes: list[str], value_format: str) -> ValuePlan:
+    from kbatch.values import dead_letter_schema
+
     if args.no_partition_by_topic and len({str(s) for s in schemas.values()}) > 1:
         raise _usage("--no-partition-by-topic with --values: the selected topics' columns differ (each its reader "
                      "schema's), so they cannot share one folder; convert them apart (--subscribe)")
@@ -495,7 +549,95 @@ def plan_values(args: argparse.Namespace, topics: list[str], source: Any) -> Val
     return ValuePlan(registry, readers, schemas, source, dead_letter_schema(source), args.flatten_values,
                      args.on_value_error == "fail", args.format, args.out, args.mode, apart, notes=notes,
                      side_folder=side, catalog=catalog, partition_by=args.partition_by, compression=args.compression,
-                     properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)})
+                     properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)},
+                     value_format=value_format)
+
+
+def _json_schema_file(path: str, topic: str | None) -> Schema:
+    """The JSON Schema of ``--value-schema FILE`` (for ``topic``, in a file of several topics)."""
+    from kbatch.values import Schema
+
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise _usage(f"--value-schema {path}: {exc}") from None
+    if isinstance(doc, dict) and TOPICS_KEY in doc:
+        if topic is None or topic not in doc[TOPICS_KEY]:
+            raise _usage(f"--value-schema {path} holds the schemas of {', '.join(sorted(doc[TOPICS_KEY]))}, "
+                         f"not of {topic}")
+        doc = doc[TOPICS_KEY][topic]
+    return Schema(json.dumps(doc), "JSON")
+
+
+def _sample(logs: list[Any], topic: str, column: str, count: int) -> tuple[bytes, Any, Any]:
+    """The first ``count`` non-null ``column``s of ``topic`` (its partitions in order) as
+    ``(data, starts, lengths)``."""
+    import numpy as np
+
+    bodies: list[bytes] = []
+    for log in sorted((d for d in logs if d.topic == topic), key=lambda d: d.partition):
+        for table in log.iter_tables(chunk_bytes=1 << 20, on_corruption="skip"):
+            bodies += [b for b in (table.values() if column == "value" else table.keys()) if b is not None]
+            if len(bodies) >= count:
+                break
+        if len(bodies) >= count:
+            break
+    bodies = bodies[:count]
+    lengths = np.array([len(b) for b in bodies], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if bodies else lengths
+    return b"".join(bodies), starts, lengths
+
+
+def _plain_json_plan(args: argparse.Namespace, topics: list[str], source: Any, logs: list[Any]) -> ValuePlan:
+    """``--values json`` without a registry: each topic's schema given or inferred, stated in a note."""
+    from kbatch.values import SAMPLE_RECORDS, JsonSchemaError, Schema, decoded_schema, infer_json_schema
+
+    readers: dict[str, tuple[Schema | None, Schema | None]] = {}
+    schemas: dict[str, Any] = {}
+    notes: list[str] = []
+    saved: dict[str, Any] = {}
+    for topic in topics:
+        if _skipped(topic):
+            schemas[topic] = source
+            continue
+        pair: list[Schema | None] = []
+        for column, on in (("value", args.values), ("key", args.keys)):
+            if not on:
+                pair.append(None)
+                continue
+            if column == "value" and args.value_schema is not None:
+                reader = _json_schema_file(args.value_schema, topic)
+                how = f"--value-schema {args.value_schema}"
+            else:
+                data, starts, lengths = _sample(logs, topic, column, SAMPLE_RECORDS)
+                if not len(lengths):  # nothing to infer from (and nothing to decode): left binary
+                    notes.append(f"{topic}: {column}s left binary (no {column} to infer a JSON Schema from)")
+                    pair.append(None)
+                    continue
+                try:
+                    doc = infer_json_schema(data, starts, lengths, column=column)
+                except JsonSchemaError as exc:
+                    raise _usage(f"{topic}: {exc}; give --value-schema") from None
+                reader = Schema(json.dumps(doc), "JSON")
+                how = f"a schema inferred from its first {SAMPLE_RECORDS} {column}s: {json.dumps(doc['properties'])}"
+            if column == "value":
+                saved[topic] = json.loads(reader.text)
+            notes.append(f"{topic}: {column}s plain JSON, {how}")
+            pair.append(reader)
+        if pair[0] is None and pair[1] is None:
+            schemas[topic] = source
+            continue
+        readers[topic] = (pair[0], pair[1])
+        try:
+            schema = decoded_schema(source, values=pair[0], keys=pair[1], format="json")
+        except JsonSchemaError as exc:
+            raise _usage(f"{topic}: {exc}") from None
+        schemas[topic] = flatten_schema(schema) if args.flatten_values else schema
+    if args.save_value_schema is not None:
+        doc = next(iter(saved.values())) if len(saved) == 1 else {TOPICS_KEY: saved}
+        Path(args.save_value_schema).write_text(json.dumps(doc, indent=2) + "\n")
+        notes.append(f"values' JSON Schema saved to {args.save_value_schema}")
+    return _finish(args, None, readers, schemas, source, notes, "json")
 
 
 def _dead_letter_place(args: argparse.Namespace) -> tuple[str | None, str | None]:

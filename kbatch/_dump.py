@@ -31,7 +31,9 @@ dumps every segment, index and snapshot file in it in offset order. ``--json`` l
 ``payload_encoding`` say how ``key``/``payload`` hold them: ``utf8``, ``base64`` or ``hex``
 (keys and values that are not UTF-8 are written as ``--json-binary`` says), ``long``/``int``/
 ``hex``/``base64`` (``--key-decoder``/``--value-decoder``), ``json`` (an internal-topic decoder's
-Kafka JSON, as an object) or ``text`` (its other words, ``<DELETE>`` or ``Error at ...``).
+Kafka JSON, as an object), ``avro`` (``--value-decoder avro``: a registry-framed Avro value as a
+JSON value, :mod:`kbatch._dumpvalues`) or ``text`` (its other words, ``<DELETE>``, ``Error at ...``
+or ``Error: ...``).
 
 >>> import kbatch, pathlib, tempfile, argparse
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "00000000000000000000.log"
@@ -66,6 +68,7 @@ from crc32c import crc32c
 import kbatch
 from kbatch import _storage
 from kbatch._dumpinternal import control_json, topic_parser
+from kbatch._dumpvalues import AvroDecoder, AvroText
 from kbatch._kafkajson import KafkaJson
 from kbatch._producer_snapshot import read_snapshot
 from kbatch._wire import ATTRIBUTES_OFFSET, CODEC_NAMES, LEGACY_MAGIC_OFFSET, LOG_OVERHEAD
@@ -94,6 +97,8 @@ CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADE
                  5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
 _DEFAULT_MAX_MESSAGE = 5 * 1024 * 1024
 _DECODERS = ("string", "long", "int", "hex", "base64")
+#: Decoders through a schema registry (kbatch.values): the value's language.
+_REGISTRY_DECODERS = ("avro", "json")
 #: Kafka's Decoder classes that have a kbatch equivalent (``--key-decoder-class``).
 _KAFKA_DECODERS = {
     "org.apache.kafka.tools.api.StringDecoder": "string",
@@ -137,10 +142,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="largest batch an .index entry may point at (default 5 MiB)")
     parser.add_argument("--skip-record-metadata", action="store_true",
                         help="with --print-data-log, print only keys and payloads")
-    parser.add_argument("--key-decoder", choices=_DECODERS, default=None,
-                        help="how keys are printed (default string: UTF-8)")
-    parser.add_argument("--value-decoder", choices=_DECODERS, default=None,
-                        help="how payloads are printed (default string: UTF-8)")
+    parser.add_argument("--key-decoder", choices=(*_DECODERS, *_REGISTRY_DECODERS), default=None,
+                        help="how keys are printed (default string: UTF-8; avro: registry-framed Avro as JSON; "
+                             "json: registry-framed JSON Schema values, typed by their schema)")
+    parser.add_argument("--value-decoder", choices=(*_DECODERS, *_REGISTRY_DECODERS), default=None,
+                        help="how payloads are printed (default string: UTF-8; avro: registry-framed Avro as JSON; "
+                             "json: registry-framed JSON Schema values, typed by their schema)")
+    parser.add_argument("--registry", default=None, metavar="URL|PATH",
+                        help="with an avro decoder: the schema registry (a URL, a log.dirs root or backup with its "
+                             "_schemas topic, or a directory of schema files); default the _schemas topic of the "
+                             "root the dumped files are in")
+    parser.add_argument("--reader-schema", default=None, metavar="ID|FILE|TEXT",
+                        help="with --value-decoder avro: the schema values are read as (default the subject's "
+                             "latest version)")
     parser.add_argument("--key-decoder-class", type=_kafka_decoder, nargs="?", const="string", default=None,
                         metavar="CLASS", help="Kafka's spelling of --key-decoder (its String/Long/IntegerDecoder)")
     parser.add_argument("--value-decoder-class", type=_kafka_decoder, nargs="?", const="string", default=None,
@@ -207,8 +221,8 @@ class _Rows:
         self.value_length: list[int] = r["value_length"].tolist()
         self.sequence: list[int] = r["sequence"].tolist()
         self.headers_count: list[int] = r["headers_count"].tolist()
-        self.keys = table.keys()
-        self.values = table.values()
+        self.keys: list[Any] = table.keys()  # bytes, or AvroText once an avro decoder ran
+        self.values: list[Any] = table.values()
 
     def header_keys(self, i: int) -> list[str]:
         return [k for k, _ in self.table.headers(i)] if self.headers_count[i] else []
@@ -233,7 +247,9 @@ class _Parser:
             self.topic = topic_parser(chosen[0])
 
     @staticmethod
-    def _text(raw: bytes, how: str, what: str) -> str:
+    def _text(raw: bytes | AvroText, how: str, what: str) -> str:
+        if isinstance(raw, AvroText):
+            return raw.text
         if how == "string":
             return raw.decode("utf-8", "replace")  # as Java's new String(bytes, UTF_8)
         if how == "hex":
@@ -245,7 +261,9 @@ class _Parser:
             raise _DecodeError(f"{what} is {len(raw)} bytes; --{what}-decoder {how} reads exactly {size}")
         return str(int.from_bytes(raw, "big", signed=True))
 
-    def _json(self, raw: bytes, how: str, what: str) -> tuple[Any, str]:
+    def _json(self, raw: bytes | AvroText, how: str, what: str) -> tuple[Any, str]:
+        if isinstance(raw, AvroText):
+            return (raw.text, "text") if raw.error is not None else (raw.value, raw.kind)
         if how == "string":
             try:
                 return raw.decode("utf-8"), "utf8"
@@ -261,7 +279,7 @@ class _Parser:
         if self.topic is not None:
             return self.topic.parse(key, value, offset)
         return (None if key is None else self._text(key, self.key, "key"),
-                None if value is None else self._text(value, self.value, "value"), None)
+                None if value is None else self._text(value, self.value, "value"), _avro_problem(key, value))
 
     def parse_json(self, key: bytes | None, value: bytes | None, offset: int) -> tuple[dict[str, Any], str | None]:
         fields: dict[str, Any] = {}
@@ -279,7 +297,18 @@ class _Parser:
             fields["key"], fields["key_encoding"] = self._json(key, self.key, "key")
         if value is not None:
             fields["payload"], fields["payload_encoding"] = self._json(value, self.value, "value")
-        return fields, None
+        problem = _avro_problem(key, value)
+        if problem is not None:
+            fields["error"] = problem
+        return fields, problem
+
+
+def _avro_problem(key: Any, value: Any) -> str | None:
+    """Why an avro-decoded key or value did not decode (the key's first), or None."""
+    for x in (key, value):
+        if isinstance(x, AvroText) and x.error is not None:
+            return x.error
+    return None
 
 
 def _last_sequence(base: int, delta: int) -> int:
@@ -317,6 +346,10 @@ class _Ctx:
         #: directory -> the entries in it not dumped (text mode: one summary line at the end)
         self.not_dumped: dict[str, list[str]] = {}
         self.rc = 0
+        keys, vals = args.key_decoder in _REGISTRY_DECODERS, args.value_decoder in _REGISTRY_DECODERS
+        self.avro = AvroDecoder(keys, vals, getattr(args, "registry", None), getattr(args, "reader_schema", None),
+                                str(args.json_binary), formats={"key": args.key_decoder, "value": args.value_decoder}) \
+            if (keys or vals) and self.parser.topic is None else None
 
     def fail(self, path: Path, text: str, **fields: Any) -> None:
         self.o.error(f"kbatch dump: {path}: {text}", file=str(path), **fields)
@@ -398,6 +431,12 @@ def _dump_records(path: Path, data: memoryview, size: int, ctx: _Ctx) -> None:
                 ctx.fail(path, f"{exc.reason} at byte {a + max(exc.position, 0)}",
                          position=a + max(exc.position, 0))
         rows = _Rows(table) if table is not None else None
+        if rows is not None and table is not None and ctx.avro is not None and len(table):
+            problem, decoded = ctx.avro.decode(table, path)
+            if problem is not None:
+                ctx.fail(path, problem)
+            rows.keys = decoded.get("key", rows.keys)
+            rows.values = decoded.get("value", rows.values)
         record_batch = table.records["batch"] if table is not None else np.zeros(0, np.int32)
         bounds = np.searchsorted(record_batch, np.arange(len(block) + 1)).tolist() if table is not None else None
         names = block.dtype.names or ()

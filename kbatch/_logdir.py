@@ -46,8 +46,9 @@ from kbatch._discover import (
     topics_in,
 )
 from kbatch._metaproperties import cluster_id
+from kbatch._scan import ScanStats, scan_logs
 from kbatch._segment import MAX_WINDOW, OnCorruption, Segment, Skipped
-from kbatch._table import RecordTable, concat, select
+from kbatch._table import RecordTable, ValueDecoder, concat, select
 from kbatch._txn import aborted_batch_mask, check_aborted_index, txn_state
 from kbatch._wire import LOG_OVERHEAD
 from kbatch.arrow import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, iter_log_arrow, log_to_arrow
@@ -623,17 +624,115 @@ class LogDir:
         table.topic, table.partition = self.topic, self._known_partition
         return table
 
+    def scan_records(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: Sequence[Sequence[Any]] | None = None,
+        limit: int | None = None,
+        *,
+        isolation_level: IsolationLevel = "read_uncommitted",
+        on_corruption: OnCorruption = "raise",
+        verify_crc: bool = True,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+        binary: str = "binary",
+        stats: ScanStats | None = None,
+    ) -> Any:
+        """Stream the records that pass ``filter``, reading only the segments and batches that can.
+
+        The lazy scan with pushdown (:meth:`scan` gives batch headers): what the Polars,
+        Spark and DuckDB entry points use.
+
+        Parameters
+        ----------
+        columns : sequence of str, optional
+            Any of ``key``, ``value``, ``topic``, ``partition``, ``offset``,
+            ``timestamp``, ``timestampType``, ``headers`` (:func:`kbatch.arrow.kafka_schema`'s
+            types), in the order wanted; default all. Columns not asked for are never
+            built: ``["offset", "timestamp"]`` copies no key, value or header, ``["value"]``
+            no key (``headers`` is built with the key and value columns).
+        filter : list of (column, op, value), optional
+            Terms ANDed, on ``topic``, ``partition``, ``offset``, ``timestamp``
+            (milliseconds or datetime), with ``=``, ``<``, ``<=``, ``>``, ``>=``,
+            ``between`` (both ends included) or ``in`` (see :mod:`kbatch._predicate`).
+        limit : int, optional
+            At most this many rows (the first ones, in offset order).
+        isolation_level, on_corruption, verify_crc
+            As :meth:`read`. Batches skipped are not CRC-checked.
+        batch_rows : int
+            At most this many rows per record batch.
+        binary : {"binary", "large_binary", "binary_view"}
+            The layout of ``key``/``value`` (see :func:`kbatch.arrow.to_arrow`).
+        stats : ScanStats, optional
+            Filled in as the scan is read: segments and batches skipped, decoded, bytes.
+
+        Returns
+        -------
+        pyarrow.RecordBatchReader
+            Streaming (bounded memory; nothing is read before the first batch is asked
+            for); ``.read_all()`` gives a table. Always the rows of
+            ``read(isolation_level=...)`` that pass ``filter`` (a lying index costs
+            speed, never rows), in offset order.
+
+        Examples
+        --------
+        >>> import kbatch, tempfile
+        >>> from kbatch.log import LogWriter, open_log, ScanStats
+        >>> root = tempfile.mkdtemp()
+        >>> with LogWriter(root, "t", 0, segment_bytes=300) as w:
+        ...     for i in range(8):
+        ...         _ = w.append(kbatch.encode([b"a", b"b"], base_offset=2 * i, timestamps=[i, i]))
+        >>> stats = ScanStats()
+        >>> got = open_log(f"{root}/t-0").scan_records(["offset"], [("timestamp", ">=", 6)], stats=stats).read_all()
+        >>> got.column("offset").to_pylist(), stats.batches_decoded
+        ([12, 13, 14, 15], 2)
+        """
+        return scan_logs([self], columns, filter, limit, isolation_level=isolation_level,
+                         on_corruption=on_corruption, verify_crc=verify_crc, batch_rows=batch_rows,
+                         binary=binary, stats=stats)
+
     @property
     def _known_partition(self) -> int | None:
         return None if self.partition < 0 else self.partition
 
-    def to_arrow(self, **options: Any) -> Any:
+    def to_arrow(
+        self,
+        *,
+        values: ValueDecoder | None = None,
+        keys: ValueDecoder | None = None,
+        reader_schema: Any = None,
+        key_reader_schema: Any = None,
+        errors: Literal["raise", "null"] = "raise",
+        mapping: Literal["spark", "arrow"] = "spark",
+        max_depth: int | None = None,
+        threads: int = 1,
+        **options: Any,
+    ) -> Any:
         """The records :meth:`read` returns as a :class:`pyarrow.Table`, topic and partition filled in.
 
         ``options``: :meth:`iter_tables`'s arguments plus ``include_headers``,
-        ``extra_columns`` and ``binary`` of :func:`kbatch.arrow.to_arrow`.
+        ``extra_columns`` and ``binary`` of :func:`kbatch.arrow.to_arrow`. ``values`` /
+        ``keys`` (a :class:`kbatch.values.Registry`) and the arguments after them decode the
+        values / keys in the same step, as :meth:`RecordTable.to_arrow` does.
+
+        Examples
+        --------
+        >>> import kbatch, tempfile
+        >>> from kbatch.log import LogWriter, open_log
+        >>> from kbatch.values import Registry
+        >>> root = tempfile.mkdtemp()
+        >>> with LogWriter(root, "orders", 0) as w:
+        ...     _ = w.append(kbatch.encode([b"\\x00\\x00\\x00\\x00\\x01\\x06abc"]))
+        >>> out = open_log(f"{root}/orders-0").to_arrow(values=Registry({1: '"string"'}))
+        >>> out.select(["topic", "partition", "value", "value_schema_id"]).to_pylist()
+        [{'topic': 'orders', 'partition': 0, 'value': 'abc', 'value_schema_id': 1}]
         """
-        return log_to_arrow(self, **options)
+        if values is None and keys is None:
+            return log_to_arrow(self, **options)
+        arrow = {k: options.pop(k) for k in ("include_headers", "extra_columns", "binary") if k in options}
+        options.pop("chunk_bytes", None)  # read() joins the chunks
+        return self.read(**options).to_arrow(
+            values=values, keys=keys, reader_schema=reader_schema, key_reader_schema=key_reader_schema,
+            errors=errors, mapping=mapping, max_depth=max_depth, threads=threads, **arrow)
 
     def iter_arrow(
         self, *, batch_rows: int = DEFAULT_BATCH_ROWS, batch_bytes: int = DEFAULT_BATCH_BYTES, **options: Any

@@ -97,6 +97,20 @@ OPTIONS = (
     "replicas",
     "includeInternalTopics",
     "kafka.exclude.internal.topics",
+    "filterPushdown",
+    # typed values (kbatch.spark._values)
+    "valueFormat",
+    "keyFormat",
+    "readerSchema",
+    "keyReaderSchema",
+    "valueErrors",
+    "keyErrors",
+    "schemaRegistry.url",
+    "schemaRegistry.path",
+    "schemaRegistry.basic.auth.user.info",
+    "schemaRegistry.bearer.auth.token",
+    "schemaRegistry.ssl.ca.location",
+    "recursiveFieldMaxDepth",
 )
 #: Options named ``storage.<key>`` are the path's filesystem options (``storage_options``).
 STORAGE_PREFIX = "storage."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -16,7 +16,14 @@ if TYPE_CHECKING:  # optional dependencies, imported on use
     import polars as pl
     import pyarrow as pa
 
-__all__ = ["HeaderColumns", "Record", "RecordTable", "concat", "select"]
+__all__ = ["HeaderColumns", "Record", "RecordTable", "ValueDecoder", "concat", "select"]
+
+
+class ValueDecoder(Protocol):
+    """What ``to_arrow(values=..., keys=...)`` takes: a :class:`kbatch.values.Registry` (the
+    record layers reach the value decoder through it and never import ``kbatch.values``)."""
+
+    def records_to_arrow(self, table: Any, values: Any = None, keys: Any = None, **options: Any) -> Any: ...
 
 
 def _utf8(raw: bytes) -> str:
@@ -211,12 +218,49 @@ class RecordTable:
         include_headers: bool = True,
         extra_columns: bool = False,
         binary: BinaryKind = "binary",
+        values: ValueDecoder | None = None,
+        keys: ValueDecoder | None = None,
+        reader_schema: Any = None,
+        key_reader_schema: Any = None,
+        errors: Literal["raise", "null"] = "raise",
+        mapping: Literal["spark", "arrow"] = "spark",
+        max_depth: int | None = None,
+        threads: int = 1,
     ) -> pa.Table:
         """The records as a :class:`pyarrow.Table` with Spark's Kafka source schema.
 
         See :func:`kbatch.arrow.to_arrow`; ``binary="binary_view"`` copies no bytes.
         ``topic`` and ``partition`` default to the table's own (:attr:`topic`).
+
+        ``values`` (and ``keys``): a :class:`kbatch.values.Registry` to decode the values (keys)
+        with, in the same step: the column becomes the typed struct of the reader schema,
+        followed by ``value_schema_id`` (and ``value_error`` with ``errors="null"``). The other
+        arguments are :func:`kbatch.values.decode`'s (``reader_schema`` for the values,
+        ``key_reader_schema`` for the keys); the decoded columns' bytes are never copied.
+
+        Examples
+        --------
+        >>> import kbatch
+        >>> from kbatch.values import Registry
+        >>> reg = Registry({7: '{"type": "record", "name": "R", "fields": [{"name": "n", "type": "long"}]}'})
+        >>> table = kbatch.decode(kbatch.encode([b"\\x00\\x00\\x00\\x00\\x07\\x54", b"?"], keys=[b"k", None]))
+        >>> out = table.to_arrow(values=reg, errors="null")
+        >>> out.column("value").to_pylist(), out.column("value_schema_id").to_pylist()
+        ([{'n': 42}, None], [7, None])
+        >>> out.column("value_error").to_pylist()[1][:24]
+        'no schema registry frame'
+        >>> out.column("key").to_pylist()
+        [b'k', None]
         """
+        if values is not None or keys is not None:
+            decoder = values if values is not None else keys
+            assert decoder is not None
+            if not callable(getattr(decoder, "records_to_arrow", None)):
+                raise TypeError(f"values and keys must be kbatch.values.Registry objects, got {type(decoder).__name__}")
+            return decoder.records_to_arrow(
+                self, values, keys, reader_schema=reader_schema, key_reader_schema=key_reader_schema,
+                errors=errors, mapping=mapping, max_depth=max_depth, threads=threads, topic=topic,
+                partition=partition, include_headers=include_headers, extra_columns=extra_columns, binary=binary)
         from kbatch.arrow import to_arrow
 
         return to_arrow(

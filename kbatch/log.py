@@ -58,6 +58,9 @@ from kbatch._logdir import LogDir, open_log, open_logs
 from kbatch._logdir import Replicas as Replicas
 from kbatch._logdir import logger as logger
 from kbatch._logwriter import LogWriter
+from kbatch._predicate import FilterError as FilterError
+from kbatch._scan import SCAN_COLUMNS as SCAN_COLUMNS
+from kbatch._scan import ScanStats, scan_logs
 from kbatch._segment import OFFSET_INDEX_DTYPE, TIME_INDEX_DTYPE, TXN_INDEX_DTYPE, Segment, Skipped
 from kbatch._segment import OnCorruption as OnCorruption
 from kbatch._segment import read_index as read_index
@@ -69,9 +72,11 @@ __all__ = [
     "TXN_INDEX_DTYPE",
     "LogDir",
     "LogWriter",
+    "ScanStats",
     "Segment",
     "Skipped",
     "open_log",
     "open_logs",
     "partition_name",
+    "scan_logs",
 ]

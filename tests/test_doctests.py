@@ -10,11 +10,13 @@ import kbatch._columns
 import kbatch._core
 import kbatch._dump
 import kbatch._dumpinternal
+import kbatch._dumpvalues
 import kbatch._kafkajson
 import kbatch._logdir
 import kbatch._logwriter
 import kbatch._metaproperties
 import kbatch._options
+import kbatch._predicate
 import kbatch._sample
 import kbatch._segment
 import kbatch._sparkstart
@@ -25,6 +27,7 @@ import kbatch.errors
 import kbatch.log
 import kbatch.tables._ledger
 import kbatch.tables._partition
+import kbatch.tables._remote
 import kbatch.tables._upsert
 
 MODULES = [
@@ -40,15 +43,18 @@ MODULES = [
     kbatch._txn,
     kbatch._dump,
     kbatch._dumpinternal,
+    kbatch._dumpvalues,
     kbatch._kafkajson,
     kbatch._sample,
     kbatch._columns,
     kbatch._wire,
     kbatch._options,
+    kbatch._predicate,
     kbatch._metaproperties,
     kbatch._sparkstart,
     kbatch.tables._ledger,
     kbatch.tables._partition,
+    kbatch.tables._remote,
     kbatch.tables._upsert,
 ]
 

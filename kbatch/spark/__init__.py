@@ -1,4 +1,4 @@
-"""Kafka log directories in Spark: the ``kafka-log`` data source and ``decode_batches``.
+"""Kafka log directories in Spark: the ``kafka-log`` data source, ``decode_batches`` and ``decode_values``.
 
 >>> import kbatch.spark                                              # doctest: +SKIP
 >>> kbatch.spark.register(spark)                                     # doctest: +SKIP
@@ -71,11 +71,31 @@ Options (Spark's Kafka source names and meanings; values are strings)
     ``storage.endpoint_override``, ``storage.region``); they travel with the query to every
     task. Credentials otherwise come as pyarrow finds them on each executor. With
     ``failOnDataLoss=false`` an object gone since planning is logged and its slice skipped.
+``filterPushdown``
+    kbatch's, default false: filters on ``topic``, ``partition``, ``offset`` and ``timestamp``
+    (``=``, ``<``, ``<=``, ``>``, ``>=``, ``IN``) narrow each partition's offsets before
+    tasks are planned (a timestamp lower bound finds its first offset from batch headers);
+    Spark still filters the rows. Needs PySpark 4.1+ with
+    ``spark.sql.python.filterPushdown.enabled=true`` (PySpark refuses a reader that pushes
+    filters when it is off). No column pruning: PySpark's Python sources offer none.
 ``view``
     kbatch's: Kafka's own state instead of records (:mod:`kbatch.spark._views`):
     ``consumer_offsets``, ``consumer_groups``, ``transactions``, ``producer_snapshots``,
     ``cluster_metadata.<table>``; with ``history`` (every record) and ``offset`` (of the
     metadata image).
+``valueFormat`` / ``keyFormat``
+    ``binary`` (default) or ``avro``: the column becomes the typed struct of the reader schema,
+    followed by ``value_schema_id`` (``key_schema_id``) and, with ``valueErrors=null``
+    (``keyErrors``), ``value_error``; decoded in the executors, batch by batch
+    (:mod:`kbatch.spark._values`, docs/values.md). The registry: ``schemaRegistry.url`` (with
+    ``schemaRegistry.basic.auth.user.info``, ``schemaRegistry.bearer.auth.token``,
+    ``schemaRegistry.ssl.ca.location``), ``schemaRegistry.path`` (a ``log.dirs`` root holding
+    ``_schemas``, else a directory of schema files), by default the root's own ``_schemas``. The
+    reader schema: ``readerSchema`` / ``keyReaderSchema`` (an id or Avro schema text), by
+    default the latest version of the one topic read's subject (``<topic>-value``); reading
+    several topics then needs it named. ``valueErrors`` / ``keyErrors``: ``raise`` (default:
+    the task fails naming the record) or ``null``. ``recursiveFieldMaxDepth`` (``from_avro``'s):
+    how deep a recursive record is kept; without it a recursive reader schema is refused.
 kbatch's own: ``verifyCrc`` (default true), ``includeHeaders`` (Spark's, default false),
 ``extraColumns`` (``leaderEpoch, producerId, producerEpoch, sequence, isTransactional``),
 ``maxRecordsPerBatch`` / ``maxBytesPerBatch`` (cap of each Arrow batch handed to Spark:
@@ -94,8 +114,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from kbatch.spark._decode import decode_batches
     from kbatch.spark._schema import kafka_struct
     from kbatch.spark._source import KafkaLogDataSource
+    from kbatch.spark._values import decode_values
 
-__all__ = ["KafkaLogDataSource", "decode_batches", "kafka_struct", "register"]
+__all__ = ["KafkaLogDataSource", "decode_batches", "decode_values", "kafka_struct", "register"]
 
 # pyspark is imported on first use, so that kbatch._plan (the planner, used by
 # ``kbatch convert --engine arrow``) works without it.
@@ -103,6 +124,7 @@ _LAZY = {
     "KafkaLogDataSource": "kbatch.spark._source",
     "decode_batches": "kbatch.spark._decode",
     "kafka_struct": "kbatch.spark._schema",
+    "decode_values": "kbatch.spark._values",
 }
 
 

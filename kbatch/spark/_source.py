@@ -26,7 +26,9 @@ from kbatch._plan import (
     root_columns,
     select_logs,
 )
+from kbatch.spark._pushdown import narrow, translate
 from kbatch.spark._schema import kafka_struct, options_struct
+from kbatch.spark._values import SourceValues, source_values
 from kbatch.spark._views import ViewReader, is_view, parse_view_options, spark_schema
 
 try:  # Spark >= 4.2: Trigger.AvailableNow and read limits for Python sources
@@ -76,41 +78,78 @@ class KafkaLogDataSource(DataSource):
             include_headers=opts.get("includeheaders", "false") in ("true", "1", "yes"),
             extra_columns=opts.get("extracolumns", "false") in ("true", "1", "yes"),
         )
-        if not root_columns(opts):
+        if root_columns(opts):
+            schema = schema.add(ROOT_COLUMN, StringType(), True).add(CLUSTER_ID_COLUMN, StringType(), True)
+        if "valueformat" not in opts and "keyformat" not in opts:
             return schema
-        return schema.add(ROOT_COLUMN, StringType(), True).add(CLUSTER_ID_COLUMN, StringType(), True)
+        # which topics, where: the options of a batch or a stream alike (not their offsets)
+        where = {k: v for k, v in self.options.items() if str(k).lower() not in _OFFSET_OPTIONS}
+        typed = _values(Options.parse(where))
+        return schema if typed is None else typed.struct(schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         if is_view(self.options):
             return ViewReader(parse_view_options(self.options), schema)
-        return KafkaLogReader(Options.parse(self.options), schema)
+        opts = Options.parse(self.options)
+        values = _values(opts)
+        if str(self.options.get("filterPushdown", "false")).lower() in ("true", "1", "yes"):
+            return PushdownKafkaLogReader(opts, schema, values)
+        return KafkaLogReader(opts, schema, values)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         if is_view(self.options):
             raise ValueError("kafka-log views (option view) are batch reads only")
-        return KafkaLogStreamReader(Options.parse(self.options, streaming=True), schema)
+        opts = Options.parse(self.options, streaming=True)
+        return KafkaLogStreamReader(opts, schema, _values(opts))
 
 
-def _check_schema(opts: Options, schema: StructType) -> None:
+#: Options of a batch query or a stream only, which say nothing of the topics read.
+_OFFSET_OPTIONS = frozenset({"startingoffsets", "endingoffsets", "replicas"})
+
+
+def _values(opts: Options) -> SourceValues | None:
+    """The typed values ``valueFormat`` / ``keyFormat`` ask for (:mod:`kbatch.spark._values`); the
+    topics read are listed only when a reader schema must come from the topic's subject."""
+
+    def topics() -> list[str]:
+        logs = select_logs(opts)
+        for log in logs:
+            log.close()
+        return [log.topic for log in logs]
+
+    return source_values(opts.raw, opts.path, topics, recursive=opts.recursive,
+                         storage_options=opts.storage_options or None)
+
+
+def _check_schema(opts: Options, schema: StructType, typed: SourceValues | None = None) -> None:
     want = options_struct(opts)
+    if typed is not None:
+        want = typed.struct(want)
     if schema.simpleString() != want.simpleString():
         raise ValueError(
             f"kafka-log has a fixed schema ({want.simpleString()}); got a user schema {schema.simpleString()} "
-            "(use includeHeaders / extraColumns instead)"
+            "(use includeHeaders / extraColumns / valueFormat instead)"
         )
+
+
+def _read(pieces: Sequence[LogSlice], opts: Options, typed: SourceValues | None) -> Iterator[Any]:
+    """One task's records (:func:`~kbatch._plan.read_task`), their values decoded when asked."""
+    batches = read_task(pieces, opts)
+    return batches if typed is None else typed.apply(batches)
 
 
 class KafkaLogReader(DataSourceReader):
     """Batch reader: tasks of about ``maxPartitionBytes`` of log (:func:`~kbatch._plan.plan_tasks`)."""
 
-    def __init__(self, opts: Options, schema: StructType) -> None:
-        _check_schema(opts, schema)
+    def __init__(self, opts: Options, schema: StructType, typed: SourceValues | None = None) -> None:
+        _check_schema(opts, schema, typed)
         self.opts = opts
+        self.typed = typed
 
     def partitions(self) -> Sequence[InputPartition]:
         logs = select_logs(self.opts)
         try:
-            ranges = {range_key(log, self.opts): resolve_range(log, self.opts) for log in logs}
+            ranges = {range_key(log, self.opts): self._narrow(log, *resolve_range(log, self.opts)) for log in logs}
             tasks = plan_tasks(plan_slices(logs, ranges, self.opts), self.opts)
         finally:
             for log in logs:
@@ -118,7 +157,28 @@ class KafkaLogReader(DataSourceReader):
         return [LogPartition(t) for t in tasks] or [LogPartition(())]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return read_task(partition.pieces, self.opts)  # type: ignore[attr-defined]
+        return _read(partition.pieces, self.opts, self.typed)  # type: ignore[attr-defined]
+
+    def _narrow(self, log: Any, start: int, end: int) -> tuple[int, int]:
+        return start, end
+
+
+class PushdownKafkaLogReader(KafkaLogReader):
+    """:class:`KafkaLogReader` with ``pushFilters`` (option ``filterPushdown``; PySpark 4.1+ with
+    ``spark.sql.python.filterPushdown.enabled``, which PySpark requires of a reader that has it):
+    filters on topic, partition, offset and timestamp narrow each partition's range before
+    planning (:mod:`kbatch.spark._pushdown`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # KafkaLogReader's, whatever they are
+        super().__init__(*args, **kwargs)
+        self.terms: list[Any] = []
+
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
+        self.terms = translate(filters)
+        return iter(filters)  # all of them: Spark still filters the rows (ranges are narrowed, not rows)
+
+    def _narrow(self, log: Any, start: int, end: int) -> tuple[int, int]:
+        return narrow(log, start, end, self.terms, self.opts.on_corruption)
 
 
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -130,9 +190,10 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     ``trigger(availableNow=True)`` reads up to the end seen when the query starts.
     """
 
-    def __init__(self, opts: Options, schema: StructType) -> None:
-        _check_schema(opts, schema)
+    def __init__(self, opts: Options, schema: StructType, typed: SourceValues | None = None) -> None:
+        _check_schema(opts, schema, typed)
         self.opts = opts
+        self.typed = typed
         self._target: dict[str, dict[str, int]] | None = None
         self._earliest: dict[str, dict[str, int]] = {}
         self._last_trigger_ms = 0.0  # as Spark's lastTriggerMillis: the first trigger is never delayed
@@ -248,7 +309,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [LogPartition(t) for t in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return read_task(partition.pieces, self.opts)  # type: ignore[attr-defined]
+        return _read(partition.pieces, self.opts, self.typed)  # type: ignore[attr-defined]
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the log is read, never consumed."""

@@ -6,6 +6,9 @@ Iceberg tables (pyiceberg) and Delta tables (deltalake).
 - :class:`Sink`: the one interface the engines call (open, write Arrow batches, commit with
   the ledger, abort); :func:`open_sink` picks the implementation for a ``--format``.
 - :func:`resume`: the ranges an append converts, and the gaps retention left.
+- :class:`RemoteFolderSink`: a Parquet folder on S3 with its ledger (S3's conditional write is
+  the commit point); Iceberg and Delta tables take ``s3://`` too (:mod:`kbatch.tables._remote`
+  passes ``--storage-option`` to pyiceberg and deltalake).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from kbatch.tables._iceberg import IcebergSink, default_catalog
 from kbatch.tables._ledger import LEDGER_KEY, Gap, Ledger, OffsetRange, resume
 from kbatch.tables._open import TABLE_FORMATS, open_sink
 from kbatch.tables._partition import Transform
+from kbatch.tables._remote import is_s3
+from kbatch.tables._remotefolder import RemoteFolderSink
 from kbatch.tables._sink import Sink, TableCommit
 
 __all__ = [
@@ -27,10 +32,12 @@ __all__ = [
     "Gap",
     "Ledger",
     "OffsetRange",
+    "RemoteFolderSink",
     "Sink",
     "TableCommit",
     "Transform",
     "default_catalog",
+    "is_s3",
     "open_sink",
     "read_ledger",
     "resume",

@@ -11,6 +11,13 @@
   (``txn``: app id ``kbatch:<topic>-<partition>``, version = the next offset to convert). Two
   runs committing the same partitions conflict on those app ids: the second fails
   (:class:`~kbatch.errors.CommitConflictError`), never a duplicate.
+- The ledger read back (:func:`read_ledger`) takes each partition's end from its application
+  transaction, which checkpoints keep: after ``create_checkpoint()`` and ``cleanup_metadata()``
+  have deleted the commit infos, an append still goes on exactly where the table ends. An
+  overwrite sets the app transactions of the partitions it drops to -1 (none held).
+- ``OUT`` may be ``s3://bucket/prefix``: the files are written through pyarrow's S3 filesystem,
+  the commits through deltalake's (``--storage-option`` translated by
+  :func:`kbatch.tables._remote.delta_options`); S3's conditional writes make a commit exclusive.
 - A run killed before its commit leaves Parquet files no commit names (the table is unchanged);
   ``VACUUM`` deletes them.
 """
@@ -25,10 +32,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kbatch import _storage
 from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
-from kbatch.tables._ledger import LEDGER_KEY, Ledger, OffsetRange
+from kbatch.tables._ledger import LEDGER_KEY, Key, Ledger, OffsetRange
 from kbatch.tables._partition import DEFAULT, Transform, parse
+from kbatch.tables._remote import delta_options, pyarrow_url
 from kbatch.tables._sink import Sink, TableCommit, by_topic, count_rows, nullable, staged_files
 
 __all__ = ["DeltaSink", "app_id", "read_ledger"]
@@ -41,13 +50,34 @@ def app_id(r: OffsetRange) -> str:
     return f"kbatch:{r.topic}-{r.partition}" + (f"@{r.root}" if r.root else "")
 
 
-def read_ledger(table: Any) -> tuple[Ledger, int | None]:
-    """The newest kbatch ledger in ``table``'s (a ``deltalake.DeltaTable``) history, and its version."""
+def read_ledger(table: Any, keys: Iterable[Key] = ()) -> tuple[Ledger, int | None]:
+    """The ledger ``table`` (a ``deltalake.DeltaTable``) holds, and the version that committed it.
+
+    The newest commit info holding ``kbatch.ledger`` gives the ranges; each partition's app
+    transaction gives its ``end``, for the partitions of that ledger and those of ``keys``
+    (``(topic, partition, root)``: the partitions a run converts). Checkpoints keep app
+    transactions, and log cleanup deletes commit infos: a partition known only from its app
+    transaction starts at its end (where it began is not kept), and the version is the table's.
+    """
+    ledger, version = Ledger(), None
     for info in table.history():
         text = info.get(LEDGER_KEY)
         if text:
-            return Ledger.from_json(text), int(info["version"])
-    return Ledger(), None
+            ledger, version = Ledger.from_json(text), int(info["version"])
+            break
+    ranges = []
+    for key in dict.fromkeys([*(r.key for r in ledger), *keys]):
+        held = ledger.get(*key)
+        end = table.transaction_version(app_id(OffsetRange(key[0], key[1], 0, 0, key[2])))
+        if end is None or end < 0:  # none (a table of an older kbatch: its commit info), or dropped
+            if held is not None and end is None:
+                ranges.append(held)
+            continue
+        ranges.append(OffsetRange(key[0], key[1], held.start if held else end, end, key[2],
+                                  held.cluster_id if held else None))
+    if version is None and ranges:
+        version = table.version()
+    return Ledger(ranges), version
 
 
 def _derive(batch: Any, partition: Sequence[Transform]) -> Any:
@@ -101,10 +131,15 @@ class DeltaSink(Sink):
 
     Parameters
     ----------
-    out : path
+    out : path or str
+        A folder, or ``s3://bucket/prefix``.
     mode : {"errorifexists", "overwrite", "append"}
     topics : sequence of str
         The topics the run converts (their tables' ledgers are read at once).
+    partitions : sequence of (topic, partition, root)
+        The source partitions the run converts, whose app transactions are read with the ledger.
+    storage_options : dict, optional
+        pyarrow's filesystem options for a remote OUT (endpoint, credentials).
     partition_by : sequence of str, optional
         ``--partition-by`` items (default ``day(timestamp)``).
     properties : dict, optional
@@ -127,11 +162,19 @@ class DeltaSink(Sink):
     def __init__(self, out: str | os.PathLike[str], mode: str, *, topics: Sequence[str] = (),
                  partition_by: Sequence[str] | None = None, properties: dict[str, str] | None = None,
                  columns: Sequence[str] | None = None, compression: str | None = None, upsert: bool = False,
-                 table_suffix: str = "") -> None:
+                 table_suffix: str = "", partitions: Sequence[Key] = (),
+                 storage_options: dict[str, Any] | None = None) -> None:
         from deltalake import DeltaTable
 
         self.out = Path(out)
         self.table_suffix = table_suffix
+        self.url = os.fspath(out).rstrip("/")
+        self.remote = _storage.is_remote(self.url)
+        self.storage = delta_options(self.url, storage_options or {}) if self.remote else None
+        loc = _storage.locate(pyarrow_url(self.url), storage_options=storage_options or None) if self.remote else None
+        self.fs: Any = loc.fs if loc is not None else None
+        self.root = loc.path if loc is not None else str(self.out)
+        self._keys = list(partitions)
         self.mode = mode
         self.partition = parse(partition_by or DEFAULT, columns)
         for t in self.partition:
@@ -146,22 +189,37 @@ class DeltaSink(Sink):
         self._tables: dict[str, Any] = {}
         self._held: dict[str, tuple[Ledger, int | None]] = {}
         for topic in topics:
-            uri = self._uri(topic)
-            if DeltaTable.is_deltatable(uri):
-                table = DeltaTable(uri)
+            uri = self.uri(topic)
+            if DeltaTable.is_deltatable(uri, storage_options=self.storage):
+                table = DeltaTable(uri, storage_options=self.storage)
                 self._tables[topic] = table
-                self._held[topic] = read_ledger(table)
+                self._held[topic] = read_ledger(table, self._topic_keys(topic))
         self._actions: dict[str, list[Any]] = {}
         self._counts: dict[str, int] = {}
-        self._written: list[Path] = []
+        self._written: list[str] = []  # files of the filesystem (self.fs; local paths without)
         self._writes = 0
         self._staging: Path | None = None
+
+    def uri(self, topic: str) -> str:
+        """The table of ``topic``: ``OUT/<topic><table_suffix>``."""
+        name = f"{topic}{self.table_suffix}"
+        return f"{self.url}/{name}" if self.remote else str(self.out / name)
+
+    def _topic_keys(self, topic: str) -> list[Key]:
+        return [k for k in self._keys if k[0] == topic]
+
+    def _delete(self, path: str) -> None:
+        if self.fs is None:
+            Path(path).unlink(missing_ok=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.delete_file(path)
 
     def committed(self) -> Ledger:
         return Ledger.union(ledger for ledger, _ in self._held.values())
 
     def last_commits(self) -> list[str]:
-        return [f"version {v} of {self._uri(t)}" for t, (_, v) in sorted(self._held.items()) if v is not None]
+        return [f"version {v} of {self.uri(t)}" for t, (_, v) in sorted(self._held.items()) if v is not None]
 
     def open(self, schema: Any) -> None:
         import pyarrow as pa
@@ -171,9 +229,6 @@ class DeltaSink(Sink):
 
         self.schema = {t: derived(s) for t, s in schema.items()} if isinstance(schema, Mapping) else derived(schema)
         self.partition_columns = [t.field_name for t in self.partition]
-
-    def _uri(self, topic: str) -> str:
-        return str(self.out / f"{topic}{self.table_suffix}")
 
     def write(self, batches: Iterable[Any]) -> None:
         import itertools
@@ -186,19 +241,19 @@ class DeltaSink(Sink):
                 self._pending.setdefault(topic, []).append(_fit(_derive(batch, self.partition), self.schema_of(topic)))
             return
         for topic, group in itertools.groupby(by_topic(count_rows(batches, self._counts)), key=lambda tb: tb[0]):
-            folder = Path(self._uri(topic))
+            folder = f"{self.root}/{topic}{self.table_suffix}"
             actions = self._actions.setdefault(topic, [])
 
-            def visit(written: Any, folder: Path = folder, actions: list[Any] = actions) -> None:
+            def visit(written: Any, folder: str = folder, actions: list[Any] = actions) -> None:
                 from deltalake.transaction import AddAction
 
-                path = Path(written.path)
+                path = Path(written.path).as_posix() if self.fs is None else written.path
                 self._written.append(path)
-                rel = path.relative_to(folder).as_posix()
+                rel = path[len(folder) + 1:]
                 values = dict(part.split("=", 1) for part in rel.split("/")[:-1])
                 stats = json.dumps({"numRecords": written.metadata.num_rows})
-                actions.append(AddAction(rel, written.size or path.stat().st_size, values,
-                                         int(time.time() * 1000), True, stats))
+                size = written.size or (Path(path).stat().st_size if self.fs is None else 0)
+                actions.append(AddAction(rel, size, values, int(time.time() * 1000), True, stats))
 
             partitioning = None
             if self.partition_columns:
@@ -207,7 +262,7 @@ class DeltaSink(Sink):
             schema = self.schema_of(topic)
             reader = pa.RecordBatchReader.from_batches(schema, (_fit(_derive(b, self.partition), schema)
                                                                 for _, b in group))
-            pads.write_dataset(reader, str(folder), format="parquet", partitioning=partitioning,
+            pads.write_dataset(reader, folder, filesystem=self.fs, format="parquet", partitioning=partitioning,
                                basename_template=f"part-{self.run}-{self._writes}-{{i}}.parquet",
                                existing_data_behavior="overwrite_or_ignore", file_visitor=visit,
                                file_options=pads.ParquetFileFormat().make_write_options(compression=self.compression),
@@ -215,6 +270,8 @@ class DeltaSink(Sink):
             self._writes += 1
 
     def staging(self) -> Path:
+        if self.remote:
+            raise NotImplementedError("files staged by another writer need a local OUT")
         if self._staging is None:
             self._staging = self.out / "_kbatch_staging" / self.run
             self._staging.mkdir(parents=True)
@@ -235,10 +292,10 @@ class DeltaSink(Sink):
             return
         for topic, dirs, path in staged_files(self._staging):
             rel = f"{dirs}/{path.name}" if dirs else path.name
-            dest = Path(self._uri(topic)) / rel
+            dest = Path(self.uri(topic)) / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, dest)
-            self._written.append(dest)
+            self._written.append(dest.as_posix())
             values = {k: unquote(v) for k, v in (part.split("=", 1) for part in dirs.split("/") if part)}
             stats = json.dumps({"numRecords": pq.read_metadata(dest).num_rows})
             self._actions.setdefault(topic, []).append(
@@ -258,17 +315,21 @@ class DeltaSink(Sink):
         out = []
         for topic in sorted(set(converted.topics()) | set(self._actions) | set(self._pending)):
             mine = ledger.for_topic(topic)
+            # an overwrite drops the partitions it does not convert: their app transactions say so
+            dropped = [r for r in self._held.get(topic, (Ledger(), None))[0] if mine.get(*r.key) is None] \
+                if self.mode == "overwrite" else []
             props = CommitProperties(
                 custom_metadata={LEDGER_KEY: mine.to_json(), **self.properties},
-                app_transactions=[Transaction(app_id(r), r.end) for r in mine],
+                app_transactions=[Transaction(app_id(r), r.end) for r in mine] +
+                                 [Transaction(app_id(r), -1) for r in dropped],
                 max_commit_retries=0,
             )
             actions = self._actions.pop(topic, [])
-            uri = self._uri(topic)
+            uri = self.uri(topic)
             try:
                 if self.upsert:
                     records = self._merge(topic, props)
-                    table = DeltaTable(uri)
+                    table = DeltaTable(uri, storage_options=self.storage)
                     self._tables[topic] = table
                     self._held[topic] = (mine, table.version())
                     out.append(TableCommit(uri, str(table.version()), records, 0, list(converted.for_topic(topic)),
@@ -282,7 +343,7 @@ class DeltaSink(Sink):
                 else:
                     create_table_with_add_actions(uri, Schema.from_arrow(self.schema_of(topic)), actions, mode="error",
                                                   partition_by=self.partition_columns or None,
-                                                  description=self._description(),
+                                                  description=self._description(), storage_options=self.storage,
                                                   commit_properties=props)
             except (CommitFailedError, DeltaError) as exc:
                 self.abort()
@@ -292,12 +353,14 @@ class DeltaSink(Sink):
                 raise CommitConflictError(f"table {uri}: another run committed after this one read its ledger "
                                           f"({exc}): nothing of this run committed to it; run again to append what "
                                           "is left", table=uri) from None
-            table = DeltaTable(uri)
+            table = DeltaTable(uri, storage_options=self.storage)
             self._tables[topic] = table
             self._held[topic] = (mine, table.version())
             out.append(TableCommit(uri, str(table.version()), sum(json.loads(a.stats)["numRecords"] for a in actions),
                                    sum(a.size for a in actions), list(converted.for_topic(topic)), kind="version"))
-            self._written = [p for p in self._written if not p.is_relative_to(Path(uri))]
+            name = topic + self.table_suffix
+            folder = f"{Path(self.root, name).as_posix() if self.fs is None else f'{self.root}/{name}'}/"
+            self._written = [p for p in self._written if not p.startswith(folder)]
         return out
 
     def _evolve(self, topic: str) -> None:
@@ -312,7 +375,7 @@ class DeltaSink(Sink):
 
         table = self._tables[topic]
         theirs = pa.schema(table.schema().to_arrow())  # arro3's, through the Arrow C interface
-        uri = self._uri(topic)
+        uri = self.uri(topic)
         schema = self.schema_of(topic)
         changed = []
         for f in schema:
@@ -327,16 +390,17 @@ class DeltaSink(Sink):
             return
         if changed:  # Delta's schema merge: fields added by name, any other change refused
             try:
-                write_deltalake(uri, schema.empty_table(), mode="append", schema_mode="merge")
+                write_deltalake(uri, schema.empty_table(), mode="append", schema_mode="merge",
+                                storage_options=self.storage)
             except DeltaError as exc:
                 f, old = changed[0]
                 raise TableError(f"table {uri}: column {f.name} is {old.type} in the table, {f.type} in this run, "
                                  f"which Delta cannot merge ({exc})", table=uri) from None
         else:
             table.alter.add_columns([Field.from_arrow(f) for f in new])
-        again = DeltaTable(uri)
+        again = DeltaTable(uri, storage_options=self.storage)
         held, _ = self._held.get(topic, (Ledger(), None))
-        if read_ledger(again)[0] != held:
+        if read_ledger(again, self._topic_keys(topic))[0] != held:
             raise CommitConflictError(f"table {uri}: another run committed after this one read its ledger: "
                                       "nothing of this run committed to it; run again", table=uri)
         self._tables[topic] = again
@@ -353,12 +417,12 @@ class DeltaSink(Sink):
         live, dead = latest_per_key(pa.Table.from_batches(self._pending.pop(topic, []), schema=schema))
         source = pa.concat_tables([live, live.schema.empty_table() if not dead else
                                    pa.Table.from_pylist([{"key": k} for k in dead], schema=schema)])
-        uri = self._uri(topic)
+        uri = self.uri(topic)
         if topic not in self._tables:
             DeltaTable.create(uri, schema, mode="error", partition_by=self.partition_columns or None,
-                              description=self._description())
-        (DeltaTable(uri).merge(source, predicate="t.key = s.key", source_alias="s", target_alias="t",
-                               commit_properties=props)
+                              description=self._description(), storage_options=self.storage)
+        (DeltaTable(uri, storage_options=self.storage)
+         .merge(source, predicate="t.key = s.key", source_alias="s", target_alias="t", commit_properties=props)
          .when_matched_delete(predicate="s.value IS NULL")
          .when_matched_update_all()
          .when_not_matched_insert_all(predicate="s.value IS NOT NULL")
@@ -378,7 +442,7 @@ class DeltaSink(Sink):
             with contextlib.suppress(OSError):
                 (self.out / "_kbatch_staging").rmdir()
         for path in self._written:  # not committed: no reader sees them, but they take room
-            path.unlink(missing_ok=True)
+            self._delete(path)
         self._written = []
         self._actions.clear()
         self._pending.clear()

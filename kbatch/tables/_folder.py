@@ -41,7 +41,8 @@ from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import Ledger
 from kbatch.tables._sink import Sink, TableCommit, by_topic, count_rows
 
-__all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "read_ledger"]
+__all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "dead_here", "ledger_name", "read_ledger", "run_name",
+           "write_parquet"]
 
 LEDGER_DIR = "_kbatch_ledger"
 STAGING_DIR = "_kbatch_staging"
@@ -56,7 +57,7 @@ def _commits(out: Path) -> list[int]:
 
 
 def _entry(out: Path, n: int) -> dict[str, Any]:
-    path = out / LEDGER_DIR / f"{n:0{_DIGITS}d}.json"
+    path = out / LEDGER_DIR / ledger_name(n)
     try:
         d = json.loads(path.read_text())
         Ledger.from_json(json.dumps(d["ledger"]))
@@ -74,6 +75,25 @@ def read_ledger(out: str | os.PathLike[str]) -> tuple[Ledger, int]:
     return Ledger.from_json(json.dumps(_entry(out, numbers[-1])["ledger"])), numbers[-1]
 
 
+def ledger_name(n: int) -> str:
+    """The name of commit ``n``'s ledger file."""
+    return f"{n:0{_DIGITS}d}.json"
+
+
+def run_name() -> str:
+    """A new run's staging folder name, ``<pid>-<token>@<host>``: a later run deletes it only
+    from the same host, once the pid is gone (:func:`dead_here`)."""
+    return f"{os.getpid()}-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
+
+
+def dead_here(run: str) -> bool:
+    """Whether the run named ``run`` (``<pid>-<token>@<host>``, a staging folder's name) ran on
+    this host and its process is gone (its files are no one's)."""
+    rest, _, host = run.rpartition("@")
+    pid = rest.split("-", 1)[0]
+    return host == socket.gethostname() and pid.isdigit() and not _alive(int(pid))
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -82,6 +102,44 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def write_parquet(sink: Any, folder: str, batches: Iterable[Any], name: str, filesystem: Any = None) -> int:
+    """``batches`` as Parquet files ``<name>-<k>-<i>.parquet`` in ``folder`` (of ``filesystem``;
+    local without), by ``sink``'s settings: its schema (or a schema per topic, each topic's files
+    written apart), codec, file and row group sizes, ``topic=`` folders. Returns how many
+    ``write_dataset`` calls it made (``k`` runs from 0)."""
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+
+    codec = None if sink.compression == "none" else sink.compression
+    partitioning = None
+    if sink.partition_by_topic:
+        partitioning = pads.partitioning(pa.schema([("topic", pa.string())]), flavor="hive")
+    if isinstance(sink.schema, Mapping):  # a schema per topic: each topic's files written apart
+        groups: Iterable[tuple[Any, Iterable[Any]]] = itertools.groupby(by_topic(batches), key=lambda tb: tb[0])
+        parts: Iterable[tuple[Any, Iterable[Any]]] = ((sink.schema_of(t), (b for _, b in g)) for t, g in groups)
+    else:
+        parts = [(sink.schema, batches)]
+    calls = 0
+    for schema, group in parts:
+        pads.write_dataset(
+            pa.RecordBatchReader.from_batches(schema, group),
+            folder,
+            filesystem=filesystem,
+            format="parquet",
+            partitioning=partitioning,
+            basename_template=f"{name}-{calls}-{{i}}.parquet",
+            existing_data_behavior="overwrite_or_ignore",
+            file_options=pads.ParquetFileFormat().make_write_options(compression=codec),
+            max_rows_per_file=sink.max_rows_per_file,
+            max_rows_per_group=sink.row_group_rows,
+            min_rows_per_group=min(sink.row_group_rows, 1 << 16),
+            max_open_files=4096,
+            preserve_order=True,
+        )
+        calls += 1
+    return calls
 
 
 class FolderSink(Sink):
@@ -120,8 +178,7 @@ class FolderSink(Sink):
         self.max_rows_per_file = max_rows_per_file or 0
         self.row_group_rows = row_group_rows or min(1 << 20, self.max_rows_per_file or 1 << 20)
         self.partition_by_topic = partition_by_topic
-        # the staging folder's name: a later run deletes it only from the same host, once the pid is gone
-        self.run = f"{os.getpid()}-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
+        self.run = run_name()
         self.incremental = mode == "append" and self.out.is_dir() and any(self.out.iterdir())
         if self.incremental:
             self._recover()
@@ -156,11 +213,8 @@ class FolderSink(Sink):
                 self._drop_staging_dir()
         staging = self.out / STAGING_DIR
         if staging.is_dir():
-            here = socket.gethostname()
             for d in staging.iterdir():
-                run, _, host = d.name.rpartition("@")
-                pid = run.split("-", 1)[0]
-                if host == here and pid.isdigit() and not _alive(int(pid)):
+                if dead_here(d.name):
                     shutil.rmtree(d, ignore_errors=True)
 
     def open(self, schema: Any) -> None:
@@ -186,38 +240,10 @@ class FolderSink(Sink):
         self._adopted += records
 
     def write(self, batches: Iterable[Any]) -> None:
-        import pyarrow as pa
-        import pyarrow.dataset as pads
-
         assert self.format == "parquet", f"FolderSink writes parquet itself, not {self.format}"
-        folder = self.folder
-        codec = None if self.compression == "none" else self.compression
-        partitioning = None
-        if self.partition_by_topic:
-            partitioning = pads.partitioning(pa.schema([("topic", pa.string())]), flavor="hive")
-
-        counted = count_rows(batches, self._counts)
-        if isinstance(self.schema, Mapping):  # a schema per topic: each topic's files written apart
-            groups: Iterable[tuple[Any, Iterable[Any]]] = itertools.groupby(by_topic(counted), key=lambda tb: tb[0])
-            parts: Iterable[tuple[Any, Iterable[Any]]] = ((self.schema_of(t), (b for _, b in g)) for t, g in groups)
-        else:
-            parts = [(self.schema, counted)]
-        for schema, group in parts:
-            pads.write_dataset(
-                pa.RecordBatchReader.from_batches(schema, group),
-                str(folder),
-                format="parquet",
-                partitioning=partitioning,
-                basename_template=f"part-{self.run.partition('@')[0]}-{self._writes}-{{i}}.parquet",
-                existing_data_behavior="overwrite_or_ignore",
-                file_options=pads.ParquetFileFormat().make_write_options(compression=codec),
-                max_rows_per_file=self.max_rows_per_file,
-                max_rows_per_group=self.row_group_rows,
-                min_rows_per_group=min(self.row_group_rows, 1 << 16),
-                max_open_files=4096,
-                preserve_order=True,
-            )
-            self._writes += 1
+        write_parquet(self, str(self.folder), count_rows(batches, self._counts),
+                      f"part-{self.run.partition('@')[0]}-{self._writes}")
+        self._writes += 1
 
     def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
         folder = self.folder
@@ -269,7 +295,7 @@ class FolderSink(Sink):
 
     def _link_entry(self, folder: Path, n: int, entry: dict[str, Any]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        final = folder / f"{n:0{_DIGITS}d}.json"
+        final = folder / ledger_name(n)
         tmp = folder / f".{final.name}.{self.run}.tmp"
         with open(tmp, "w") as f:
             json.dump(entry, f)

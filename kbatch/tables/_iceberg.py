@@ -15,6 +15,12 @@
   (``commit.retry.num-retries``), which would append the same offsets twice: retries are off
   for kbatch's transactions, so a concurrent run's commit fails with
   :class:`~kbatch.errors.CommitConflictError` instead.
+- ``OUT`` may be ``s3://bucket/prefix`` (the warehouse): pyiceberg's FileIO gets
+  ``--storage-option``'s endpoint and credentials (:func:`kbatch.tables._remote.iceberg_properties`;
+  ``--catalog-option s3.*=...`` win). The default SQLite catalog cannot live in a bucket (SQLite
+  needs a local file with locks), and a catalog lost is the table's commits lost: with an
+  ``s3://`` OUT, the catalog's place is given, ``--catalog-option uri=sqlite:////path/catalog.db``
+  (or a database URL), or a catalog with ``--catalog``.
 - A run killed before its commit leaves data files no snapshot references (Iceberg's orphan
   files; the table is unchanged); ``remove_orphan_files`` maintenance deletes them.
 """
@@ -32,6 +38,7 @@ from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import LEDGER_KEY, Ledger
 from kbatch.tables._partition import DEFAULT, Transform, parse
+from kbatch.tables._remote import iceberg_properties
 from kbatch.tables._sink import Sink, TableCommit, count_rows, nullable, staged_files
 
 __all__ = ["CATALOG_NAME", "DEFAULT_NAMESPACE", "IcebergSink", "default_catalog", "read_ledger"]
@@ -92,8 +99,9 @@ class IcebergSink(Sink):
 
     Parameters
     ----------
-    out : path
-        The warehouse (and, with the default catalog, where ``catalog.db`` is).
+    out : path or str
+        The warehouse (and, with the default catalog, where ``catalog.db`` is), or
+        ``s3://bucket/prefix`` (the default catalog's ``uri`` then in ``catalog_options``).
     mode : {"errorifexists", "overwrite", "append"}
     topics : sequence of str
         The topics the run converts (their tables' ledgers are read at once).
@@ -115,6 +123,8 @@ class IcebergSink(Sink):
     table_suffix : str, default ""
         Each topic's table is ``<namespace>.<topic><table_suffix>`` (``"__dead_letter"``: the
         tables of the records whose values did not decode).
+    storage_options : dict, optional
+        pyarrow's filesystem options for a remote OUT, passed to pyiceberg's FileIO.
     """
 
     format = "iceberg"
@@ -123,7 +133,8 @@ class IcebergSink(Sink):
                  catalog: str | None = None, catalog_options: dict[str, str] | None = None,
                  namespace: str | None = None, partition_by: Sequence[str] | None = None,
                  properties: dict[str, str] | None = None, columns: Sequence[str] | None = None,
-                 compression: str | None = None, upsert: bool = False, table_suffix: str = "") -> None:
+                 compression: str | None = None, upsert: bool = False, table_suffix: str = "",
+                 storage_options: dict[str, Any] | None = None) -> None:
         from pyiceberg.catalog import load_catalog
         from pyiceberg.exceptions import NoSuchTableError
 
@@ -141,7 +152,17 @@ class IcebergSink(Sink):
         options = dict(catalog_options or {})
         local = "://" not in self.out
         self._made_out = False
-        if catalog is None:
+        if not local:
+            options = {**iceberg_properties(self.out, storage_options or {}), **options}
+        if catalog is None and not local:
+            if "uri" not in options:
+                raise ValueError(f"--format iceberg to {self.out}: the default SQLite catalog cannot be kept in an "
+                                 "object store; give its place: --catalog-option uri=sqlite:////path/to/catalog.db "
+                                 "(or a database URL), or --catalog NAME")
+            options = {"type": "sql", "warehouse": self.out, **options}
+            if str(options["uri"]).startswith("sqlite:///"):  # its folder made, as OUT is for a local one
+                Path(str(options["uri"])[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        elif catalog is None:
             path = Path(self.out).resolve()
             self._made_out = not path.exists()
             path.mkdir(parents=True, exist_ok=True)

@@ -3,8 +3,13 @@
 Most Kafka values are Avro, Protobuf or JSON Schema behind a schema registry (Confluent's,
 Karapace, Redpanda's, Apicurio in Confluent mode): each value starts with a frame naming its
 writer schema. This package finds the schemas and the frames; decoding bodies into typed Arrow
-columns builds on it: :func:`decode` turns Avro and Protobuf values into a typed struct column
-(``docs/values.md``: the reader schema, schema evolution, Spark's type mapping, errors).
+columns builds on it: :func:`decode` turns Avro, Protobuf and JSON Schema values (and plain JSON)
+into a typed struct column, the decoder picked by each schema's ``schemaType`` (``docs/values.md``:
+the reader schema, schema evolution, Spark's type mapping or Arrow's own, recursive schemas cut at
+``max_depth``, ``threads``, errors), and :func:`records_to_arrow`
+(``RecordTable.to_arrow(values=registry)``) does it in one step with the other columns. An
+engine that declares its output before reading (Spark: ``kbatch.spark.decode_values``) fixes the
+reader schema with :func:`reader_schema` and its Arrow type with :func:`arrow_type`.
 
 **Registries** (:class:`Registry`), all with one API (``schema(id)``, ``schema_by_guid``,
 ``version(subject, v)``, ``latest(subject)``, ``subjects()``, ``versions(subject)``):
@@ -65,7 +70,14 @@ from __future__ import annotations
 
 from ._dead_letter import DEAD_LETTER_COLUMNS, dead_letter_schema, dead_letters, decoded_schema, split
 from ._decode import decode
-from ._errors import AvroSchemaError, ProtobufSchemaError, RegistryError, SchemaNotFoundError, ValueDecodeError
+from ._errors import (
+    AvroSchemaError,
+    JsonSchemaError,
+    ProtobufSchemaError,
+    RegistryError,
+    SchemaNotFoundError,
+    ValueDecodeError,
+)
 from ._framing import (
     FRAME_BAD_HEADER,
     FRAME_BAD_MAGIC,
@@ -78,8 +90,12 @@ from ._framing import (
     parse_frames,
     schema_id_header,
 )
+from ._json_infer import SAMPLE_RECORDS, infer_json_schema
+from ._json_schema import arrow_to_json_schema, json_schema_type
 from ._proto_decode import ProtoOptions
 from ._proto_schema import ProtoSchema, compile_proto, load_proto
+from ._reader import arrow_type, reader_schema, topic_subject
+from ._records_arrow import records_to_arrow
 from ._registry import Registry
 from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
 
@@ -96,6 +112,8 @@ __all__ = [
     "FRAME_ERRORS",
     "FRAME_OK",
     "FRAME_TOO_SHORT",
+    "JsonSchemaError",
+    "SAMPLE_RECORDS",
     "SCHEMA_TYPES",
     "Frames",
     "Registry",
@@ -104,6 +122,8 @@ __all__ = [
     "SchemaNotFoundError",
     "SchemaReference",
     "ValueDecodeError",
+    "arrow_to_json_schema",
+    "arrow_type",
     "dead_letter_schema",
     "dead_letters",
     "decode",
@@ -111,8 +131,13 @@ __all__ = [
     "find_header",
     "frames",
     "guid_of",
+    "infer_json_schema",
+    "json_schema_type",
     "parse_frames",
+    "reader_schema",
+    "records_to_arrow",
     "schema_id_header",
     "split",
     "split_subject",
+    "topic_subject",
 ]

@@ -40,8 +40,8 @@ from ._errors import AvroSchemaError
 
 __all__ = ["AvroProgram", "encode_default", "min_size"]
 
-END, JUMP, FAIL, UNION, ARRAY, LOOP, CALL, RET, STRUCT, NULLSLOT = (
-    OPS[k] for k in ("END", "JUMP", "FAIL", "UNION", "ARRAY", "LOOP", "CALL", "RET", "STRUCT", "NULLSLOT"))
+END, JUMP, FAIL, UNION, ARRAY, LOOP, CALL, RET, STRUCT, NULLSLOT, GOSUB = (
+    OPS[k] for k in ("END", "JUMP", "FAIL", "UNION", "ARRAY", "LOOP", "CALL", "RET", "STRUCT", "NULLSLOT", "GOSUB"))
 _PROMOTE = {"int": ("long", "float", "double"), "long": ("float", "double"), "float": ("double",),
             "string": ("bytes",), "bytes": ("string",)}
 _MILLIS = ("timestamp-millis", "local-timestamp-millis")
@@ -49,7 +49,7 @@ NULLABLE = OPS["NULLABLE"]
 #: Instructions that read one value into one column (what may follow a NULLABLE).
 _ONE_VALUE = frozenset(OPS[k] for k in (
     "LONG", "INT", "STRING", "BYTES", "ENUM", "LONG_MUL", "VARINT_F", "VARINT_D", "DEC_BYTES", "BOOL", "FLOAT",
-    "FLOAT_D", "DOUBLE", "FIXED", "UUID_FIXED", "DEC_FIXED"))
+    "FLOAT_D", "DOUBLE", "FIXED", "UUID_FIXED", "DEC_FIXED", "FIXED_W", "UUID_STR", "DURATION", "TIME"))
 
 
 class AvroProgram:
@@ -59,13 +59,17 @@ class AvroProgram:
     ----------
     reader : AvroType
         The reader schema (the output's layout).
-    mapping : {"spark"}
+    mapping : {"spark", "arrow"}
         The type mapping (see :mod:`kbatch.values._avro_layout`).
+    max_depth : int, optional
+        How deep a recursive record is kept (Spark's ``recursiveFieldMaxDepth``); the deeper
+        levels are skipped. None: a recursive reader schema is refused.
     """
 
-    def __init__(self, reader: AvroType, mapping: str = "spark") -> None:
+    def __init__(self, reader: AvroType, mapping: str = "spark", max_depth: int | None = None) -> None:
         self.reader = reader
-        self.layout = Layout(reader, mapping)
+        self.layout = Layout(reader, mapping, max_depth)
+        self.arrow = mapping == "arrow"
         self.code: list[list[int]] = []
         self.paths: list[str] = []
         self.aux: list[int] = []
@@ -73,6 +77,7 @@ class AvroProgram:
         self.messages: list[str] = []
         self._path = "value"
         self._subroutines: list[tuple[int, AvroType, Slot, str]] = []
+        self._skip_calls: list[tuple[int, AvroType]] = []
         self._entries: dict[Any, int] = {}
         self.null_entry = len(self.code)
         for col in self.layout.subtree(self.layout.root.col):
@@ -134,6 +139,7 @@ class AvroProgram:
             del self.code[entry:], self.paths[entry:], self.aux[mark[0]:], self.consts[mark[1]:]
             del self.messages[mark[2]:]
             self._subroutines.clear()
+            self._skip_calls.clear()
             self._path = "value"
             self._fail(str(exc))
             self._op(END)
@@ -146,6 +152,15 @@ class AvroProgram:
             self.code[call][1] = len(self.code)
             self._emit(t, slot, [])
             self._op(RET)
+        # the skipping subroutines of recursive records, one per record (they call themselves)
+        entries: dict[int, int] = {}
+        while self._skip_calls:
+            call, w = self._skip_calls.pop()
+            if id(w) not in entries:
+                entries[id(w)] = len(self.code)
+                self._skip(w, [])
+                self._op(RET)
+            self.code[call][1] = entries[id(w)]
 
     # ------------------------------------------------------------ resolution
 
@@ -176,7 +191,10 @@ class AvroProgram:
                 for member, branch in zip(s.members, s.member_branch, strict=True):
                     if branch != k:
                         self._null_slots(member.col)
-                self._emit(w, s.members[s.member_branch.index(k)], stack)
+                if k in s.member_branch:
+                    self._emit(w, s.members[s.member_branch.index(k)], stack)
+                else:  # a branch cut at the recursion depth: its bytes skipped
+                    self._skip(w, stack)
             return
         if r.kind == "record":
             self._record(w, s, stack)
@@ -251,8 +269,8 @@ class AvroProgram:
             self._fail(f"writer type {_describe(w)} is not the reader's record {r.name}")
             return
         assert w.name is not None
-        if w.name in stack:
-            raise AvroSchemaError(f"recursive type {w.name!r} is not supported")
+        # no recursion check: the reader's slots are finite (a recursive reader is cut at
+        # max_depth by the layout), and the writer is followed only as deep as they go
         self._op(STRUCT, s.col)
         path = self._path
         matched: set[str] = set()
@@ -260,13 +278,15 @@ class AvroProgram:
             rf = next((f for f in r.fields if f.name == wf.name), None) or \
                 next((f for f in r.fields if wf.name in f.aliases and f.name not in matched), None)
             self._path = f"{path}.{wf.name}"
-            if rf is None:
+            if rf is None or rf.name not in s.fields:  # not in the reader, or cut at the recursion depth
+                if rf is not None:
+                    matched.add(rf.name)
                 self._skip(wf.type, [*stack, w.name])
             else:
                 matched.add(rf.name)
                 self._emit(wf.type, s.fields[rf.name], [*stack, w.name])
         for rf in r.fields:
-            if rf.name in matched:
+            if rf.name in matched or rf.name not in s.fields:
                 continue
             self._path = f"{path}.{rf.name}"
             if rf.default is NO_DEFAULT:
@@ -291,6 +311,10 @@ class AvroProgram:
                 return
             if logical == "decimal":
                 self._op(OPS["DEC_FIXED"], col, r.size, r.precision)
+            elif self.arrow and logical == "duration":
+                self._op(OPS["DURATION"], col, r.size)
+            elif self.arrow and r.size > 0:  # fixed_size_binary, uuid included
+                self._op(OPS["FIXED_W"], col, r.size)
             elif logical == "uuid":
                 self._op(OPS["UUID_FIXED"], col, r.size)
             else:
@@ -301,9 +325,15 @@ class AvroProgram:
         elif rk == "boolean" and wk == "boolean":
             op = "BOOL"
         elif rk == "int" and wk == "int":
+            if self.arrow and logical == "time-millis":  # time32: checked to be a time of day
+                self._op(OPS["TIME"], col, 0)
+                return
             op = "INT"
         elif rk == "long" and wk in ("int", "long"):
-            if logical in _MILLIS:
+            if self.arrow and logical == "time-micros":  # time64
+                self._op(OPS["TIME"], col, 1)
+                return
+            if logical in _MILLIS and not self.arrow:  # Spark's microseconds
                 self._op(OPS["LONG_MUL"], col, 1000)
                 return
             op = "LONG"
@@ -314,7 +344,7 @@ class AvroProgram:
         elif rk == "double" and wk in ("float", "double"):
             op = "FLOAT_D" if wk == "float" else "DOUBLE"
         elif rk == "string" and wk in ("string", "bytes"):
-            op = "STRING"
+            op = "UUID_STR" if self.arrow and logical == "uuid" else "STRING"
         elif rk == "bytes" and wk in ("string", "bytes"):
             if logical == "decimal":
                 self._op(OPS["DEC_BYTES"], col, 0, r.precision)
@@ -349,8 +379,9 @@ class AvroProgram:
             self._op(OPS["SKIP_N"], {"boolean": 1, "float": 4, "double": 8}.get(kind, w.size))
         elif kind == "record":
             assert w.name is not None
-            if w.name in stack:
-                raise AvroSchemaError(f"recursive type {w.name!r} is not supported")
+            if w.name in stack:  # a recursive record: a subroutine that calls itself
+                self._skip_calls.append((self._op(GOSUB), w))
+                return
             for f in w.fields:
                 self._skip(f.type, [*stack, w.name])
         elif kind in ("array", "map"):

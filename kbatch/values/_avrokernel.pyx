@@ -6,8 +6,9 @@ A *program* is a flat array of instructions of four int32 words ``(op, a, b, c)`
 (see ``OPS``); :mod:`kbatch.values._avro_compile` makes one per (writer, reader) schema pair,
 all of them writing the same reader-laid-out columns, so records of many writer versions
 interleaved in one table decode into one set of columns. The machine has a loop stack (arrays
-and maps, blocks of items) and a small call stack (a reader field's default value is a
-constant Avro encoding run through the field's program).
+and maps, blocks of items) and a call stack (a reader field's default value is a
+constant Avro encoding run through the field's program; GOSUB runs a subroutine on the value's
+own bytes: a recursive type skipped below the depth the reader keeps).
 
 Columns (``coldesc``: ``kind, width, parent, nullable`` per column, in pre-order, a list's
 child right after it):
@@ -70,6 +71,11 @@ cdef enum Op:
     OP_UUID_FIXED = 28
     OP_DEC_FIXED = 29
     OP_SKIP_N = 30
+    OP_GOSUB = 31
+    OP_FIXED_W = 32
+    OP_UUID_STR = 33
+    OP_DURATION = 34
+    OP_TIME = 35
 
 cdef enum Err:
     E_OK = 0
@@ -91,6 +97,8 @@ cdef enum Err:
     E_MEMORY = 16
     E_DEPTH = 17
     E_PRECISION = 18
+    E_UUID = 19
+    E_TIME = 20
 
 include "_columns.pxi"
 
@@ -103,7 +111,9 @@ OPS = {name: value for name, value in (
     ("DOUBLE", OP_DOUBLE), ("BYTES", OP_BYTES), ("STRING", OP_STRING), ("FIXED", OP_FIXED),
     ("UUID_FIXED", OP_UUID_FIXED), ("DEC_BYTES", OP_DEC_BYTES), ("DEC_FIXED", OP_DEC_FIXED), ("ENUM", OP_ENUM),
     ("SKIP_VARINT", OP_SKIP_VARINT), ("SKIP_BYTES", OP_SKIP_BYTES), ("SKIP_N", OP_SKIP_N),
-    ("NULLABLE", OP_NULLABLE))}
+    ("NULLABLE", OP_NULLABLE), ("GOSUB", OP_GOSUB),
+    ("FIXED_W", OP_FIXED_W), ("UUID_STR", OP_UUID_STR), ("DURATION", OP_DURATION),
+    ("TIME", OP_TIME))}
 #: Column kinds.
 KINDS = {"NULLT": K_NULLT, "BOOL": K_BOOL, "FIXEDW": K_FIXEDW, "BIN": K_BIN, "LIST": K_LIST, "STRUCT": K_STRUCT}
 #: Error code -> what it means (the message's first words).
@@ -124,8 +134,10 @@ ERRORS = {
     E_FAIL: "cannot resolve the writer schema against the reader schema",
     E_TOO_BIG: "column larger than 2 GiB (decode fewer records at once)",
     E_MEMORY: "out of memory",
-    E_DEPTH: "arrays and maps nested deeper than 64",
+    E_DEPTH: "values nested deeper than 64 (arrays, maps, recursive records)",
     E_PRECISION: "decimal has more digits than its precision",
+    E_UUID: "uuid string is not 8-4-4-4-12 (or 32) hex digits",
+    E_TIME: "time of day outside [00:00, 24:00)",
 }
 #: Loop indices kept per error (for the field path).
 MAX_PATH = 8
@@ -134,7 +146,7 @@ ERROR_DTYPE = np.dtype([("record", "<i8"), ("code", "<i4"), ("pc", "<i4"), ("pos
 
 cdef enum:
     MAX_DEPTH = 64
-    MAX_CALLS = 8
+    MAX_CALLS = 64
 
 
 cdef struct Frame:
@@ -147,6 +159,7 @@ cdef struct Frame:
 
 cdef struct Call:
     int32_t pc
+    int restore  # 1: a default's constants (p, end, limit come back); 0: a subroutine on the data
     const uint8_t* p
     const uint8_t* end
     const uint8_t* limit
@@ -172,7 +185,7 @@ cdef struct Machine:
     int64_t max_items
     Frame stack[64]
     int depth
-    Call calls[8]
+    Call calls[64]
     int ncalls
     int32_t err_pc
     const uint8_t* err_p
@@ -240,6 +253,56 @@ cdef inline int _fits(const uint8_t* le16, int precision) noexcept nogil:
 
 
 cdef const char* _HEX = b"0123456789abcdef"
+
+
+cdef inline int _hex(uint8_t c) noexcept nogil:
+    if 48 <= c <= 57:
+        return c - 48
+    c |= 0x20
+    if 97 <= c <= 102:
+        return c - 87
+    return -1
+
+
+cdef inline int _uuid_bytes(uint8_t* out, const uint8_t* s, int64_t size) noexcept nogil:
+    """``8-4-4-4-12`` hex digits (36 characters), or 32 hex digits without the dashes (what
+    Python's ``uuid.UUID`` also reads), either case -> 16 bytes; 0 when not that."""
+    cdef int i = 0, k = 0, hi, lo
+    if size != 36 and size != 32:
+        return 0
+    while i < size:
+        if size == 36 and (i == 8 or i == 13 or i == 18 or i == 23):
+            if s[i] != 45:
+                return 0
+            i += 1
+            continue
+        hi = _hex(s[i])
+        lo = _hex(s[i + 1])
+        if hi < 0 or lo < 0:
+            return 0
+        out[k] = <uint8_t>((hi << 4) | lo)
+        k += 1
+        i += 2
+    return 1
+
+
+cdef inline int _duration(Machine* m, uint8_t* out, const uint8_t* p) noexcept nogil:
+    """An Avro duration (months, days, milliseconds: uint32 little-endian each) as Arrow's
+    month_day_nano_interval (int32 months, int32 days, int64 nanoseconds)."""
+    cdef uint32_t months = p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+    cdef uint32_t days = p[4] | (<uint32_t>p[5] << 8) | (<uint32_t>p[6] << 16) | (<uint32_t>p[7] << 24)
+    cdef uint32_t millis = p[8] | (<uint32_t>p[9] << 8) | (<uint32_t>p[10] << 16) | (<uint32_t>p[11] << 24)
+    cdef int32_t m32, d32
+    cdef int64_t nanos = <int64_t>millis * 1000000
+    if months > INT32_MAX or days > INT32_MAX:
+        m.err_detail = months if months > INT32_MAX else days
+        return E_INT_RANGE
+    m32 = <int32_t>months
+    d32 = <int32_t>days
+    memcpy(out, &m32, 4)
+    memcpy(out + 4, &d32, 4)
+    memcpy(out + 8, &nanos, 8)
+    return E_OK
 
 
 cdef inline int _length(Machine* m, int64_t size, const uint8_t* p, const uint8_t* end) noexcept nogil:
@@ -371,6 +434,50 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             e = _put_bytes(c, p, size, limit)
             if e:
                 break
+            p += size
+            pc += 1
+        elif op == OP_TIME:
+            # a time of day (ins[2]: 0 time-millis into int32, 1 time-micros into int64), checked
+            # against a day as Arrow's time32/time64 require
+            q = p
+            e = _varint(&q, end, &vs)
+            if e:
+                break
+            p = q
+            if vs < 0 or (ins[2] and vs >= 86400000000LL) or (not ins[2] and vs >= 86400000):
+                m.err_detail = vs
+                e = E_TIME
+                break
+            c = cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            if ins[2]:
+                (<int64_t*>c.vals)[c.n] = vs
+            else:
+                (<int32_t*>c.vals)[c.n] = <int32_t>vs
+            c.n += 1
+            pc += 1
+        elif op == OP_UUID_STR:
+            # a uuid string as its 16 bytes (its length read here: not one of the varint ops above)
+            q = p
+            e = _varint(&q, end, &vs)
+            if e:
+                break
+            p = q
+            size = vs
+            e = _length(m, size, p, end)
+            if e:
+                break
+            c = cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            if not _uuid_bytes(c.vals + c.n * 16, p, size):
+                m.err_detail = size
+                e = E_UUID
+                break
+            c.n += 1
             p += size
             pc += 1
         elif op == OP_STRUCT:
@@ -589,6 +696,25 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 c.n += 1
             p += size
             pc += 1
+        elif op == OP_FIXED_W or op == OP_DURATION:
+            # a fixed of ins[2] bytes into a fixed-width column (Arrow's fixed_size_binary), or a
+            # duration (months, days, millis: uint32 little-endian) as month_day_nano_interval
+            e = _length(m, ins[2], p, end)
+            if e:
+                break
+            c = cols + ins[1]
+            if _slot(c, 1):
+                e = E_MEMORY
+                break
+            if op == OP_FIXED_W:
+                memcpy(c.vals + c.n * c.width, p, ins[2])
+            else:
+                e = _duration(m, c.vals + c.n * 16, p)
+                if e:
+                    break
+            c.n += 1
+            p += ins[2]
+            pc += 1
         elif op == OP_NULLV:
             c = cols + ins[1]
             c.n += 1
@@ -616,17 +742,28 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             m.calls[m.ncalls].p = p
             m.calls[m.ncalls].end = end
             m.calls[m.ncalls].limit = limit
+            m.calls[m.ncalls].restore = 1
             m.ncalls += 1
             p = m.consts + ins[2]
             end = p + ins[3]
             limit = m.consts_end
             pc = ins[1]
+        elif op == OP_GOSUB:
+            # a subroutine reading on from p (a recursive type skipped past the reader's depth)
+            if m.ncalls >= MAX_CALLS:
+                e = E_DEPTH
+                break
+            m.calls[m.ncalls].pc = pc + 1
+            m.calls[m.ncalls].restore = 0
+            m.ncalls += 1
+            pc = ins[1]
         elif op == OP_RET:
             m.ncalls -= 1
             pc = m.calls[m.ncalls].pc
-            p = m.calls[m.ncalls].p
-            end = m.calls[m.ncalls].end
-            limit = m.calls[m.ncalls].limit
+            if m.calls[m.ncalls].restore:
+                p = m.calls[m.ncalls].p
+                end = m.calls[m.ncalls].end
+                limit = m.calls[m.ncalls].limit
         elif op == OP_END:
             return E_OK
         elif op == OP_FAIL:

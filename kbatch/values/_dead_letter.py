@@ -32,9 +32,9 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-from ._decode import decode_records, reader_program, resolve_reader
+from ._decode import decode_records, resolve_reader, value_type
 from ._errors import ValueDecodeError
-from ._proto_decode import is_protobuf, reader_layout
+from ._proto_schema import ProtoSchema
 from ._schema import Schema
 
 __all__ = ["DEAD_LETTER_COLUMNS", "dead_letter_schema", "dead_letters", "decoded_schema", "split"]
@@ -49,7 +49,7 @@ DEAD_LETTER_COLUMNS = (
     pa.field("byte", pa.int64()),
 )
 
-Reader = Schema | int | str | None
+Reader = Schema | ProtoSchema | int | str | None
 OnError = Literal["dead-letter", "raise"]
 
 
@@ -86,6 +86,7 @@ def decoded_schema(
     keys: Reader = None,
     mapping: str = "spark",
     registry: Any = None,
+    format: str = "auto",
 ) -> pa.Schema:
     """The schema of :func:`split`'s good rows, from the reader schemas alone (no record read).
 
@@ -93,13 +94,15 @@ def decoded_schema(
     ----------
     source : pyarrow.Schema
         The raw records' columns.
-    values, keys : Schema, int, str or None
+    values, keys : Schema, ProtoSchema, int, str or None
         The reader schemas of the values and of the keys (a :class:`Schema`, an id in
         ``registry``, Avro text); ``None``: that column stays binary.
     mapping : {"spark"}
         The Arrow type mapping.
     registry : kbatch.values.Registry, optional
         Needed only for a reader given by id.
+    format : {"auto", "avro", "json", "protobuf"}
+        The language of readers given as text (``auto``: Avro).
 
     Returns
     -------
@@ -119,9 +122,7 @@ def decoded_schema(
     for column, reader in (("value", values), ("key", keys)):
         if reader is None:
             continue
-        resolved = resolve_reader(registry, reader)
-        layout = reader_layout(resolved) if is_protobuf(resolved) else reader_program(resolved, mapping).layout
-        field = pa.field(column, layout.arrow_type(0))  # the root: the first column
+        field = pa.field(column, value_type(resolve_reader(registry, reader, format=format), mapping))
         at = out.get_field_index(column)
         if at < 0:
             raise ValueError(f"the source has no {column} column to decode")
@@ -137,6 +138,7 @@ def split(
     keys: Reader = None,
     mapping: str = "spark",
     on_error: OnError = "dead-letter",
+    format: str = "auto",
 ) -> tuple[pa.Table, pa.Table]:
     """Decode ``raw``'s values (and keys) and part its rows into decoded ones and dead letters.
 
@@ -145,12 +147,15 @@ def split(
     raw : pyarrow.Table or pyarrow.RecordBatch
         Records with kbatch's source columns (``value`` / ``key`` binary, ``headers``,
         ``topic``, ``partition``, ``offset``, ...).
-    registry : kbatch.values.Registry
-        Where the writer schemas are found.
-    values, keys : Schema, int, str or None
+    registry : kbatch.values.Registry or None
+        Where the writer schemas are found (None: plain JSON, ``format="json"``).
+    values, keys : Schema, ProtoSchema, int, str or None
         The reader schemas: ``None`` leaves that column as it is (binary, never a dead letter).
+        For plain JSON, the (given or inferred) JSON Schema.
     mapping : {"spark"}
         The Arrow type mapping.
+    format : {"auto", "avro", "json", "protobuf"}
+        As :func:`~kbatch.values.decode`'s.
     on_error : {"dead-letter", "raise"}
         ``"raise"``: raise the :class:`ValueDecodeError` of the first record that does not
         decode instead (nothing is returned).
@@ -179,12 +184,15 @@ def split(
     for column, reader in (("value", values), ("key", keys)):
         if reader is None:
             continue
-        done = decode_records(out, registry, column, resolve_reader(registry, reader), mapping,
-                              stop_at_first=on_error == "raise")
+        if registry is not None:
+            reader = resolve_reader(registry, reader, format=format)
+        done = decode_records(out, registry, column, reader, mapping, stop_at_first=on_error == "raise",
+                              format=format)
         out = done.table
         for i, problem in done.errors.items():
             bad.setdefault(i, (column, problem))  # the value's error first: one dead letter per record
-    good_schema = decoded_schema(source, values=values, keys=keys, mapping=mapping, registry=registry)
+    good_schema = decoded_schema(source, values=values, keys=keys, mapping=mapping, registry=registry,
+                                 format=format)
     if not bad:
         return out.cast(good_schema) if out.schema != good_schema else out, _empty(dead_letter_schema(source))
     rows = np.fromiter(sorted(bad), dtype=np.int64, count=len(bad))

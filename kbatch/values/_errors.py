@@ -8,7 +8,8 @@ from typing import Any
 from kbatch.errors import KBatchError, ValueDecodeError
 
 __all__ = [
-    "AvroSchemaError", "ProtobufSchemaError", "RegistryError", "SchemaNotFoundError", "ValueDecodeError", "field_path",
+    "AvroSchemaError", "JsonSchemaError", "ProtobufSchemaError", "RegistryError", "SchemaNotFoundError",
+    "ValueDecodeError", "field_path",
 ]
 
 
@@ -77,7 +78,31 @@ class ProtobufSchemaError(KBatchError, ValueError):
     packages missing."""
 
 
-for _cls in (AvroSchemaError, ProtobufSchemaError, RegistryError, SchemaNotFoundError):
+class JsonSchemaError(KBatchError, ValueError):
+    """A JSON Schema that has no Arrow type (several types in one place, ``not``, a recursive
+    ``$ref``, a schema allowing any value, ...), that is not JSON, or from which no schema could
+    be inferred; :attr:`pointer` is the JSON pointer of the construct (``""``: the root).
+
+    Like :class:`AvroSchemaError`, a problem with a schema, never with one record.
+    """
+
+    def __init__(self, reason: str, *, pointer: str = "") -> None:
+        KBatchError.__init__(self, reason)
+        self.pointer = pointer
+        self.args = (f"{reason} - at #{pointer}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_json, (self.reason, self.pointer))
+
+
+def _rebuild_json(reason: str, pointer: str) -> JsonSchemaError:
+    return JsonSchemaError(reason, pointer=pointer)
+
+
+for _cls in (AvroSchemaError, JsonSchemaError, ProtobufSchemaError, RegistryError, SchemaNotFoundError):
     _cls.__module__ = "kbatch.values"  # where users import them from (tracebacks name them so)
 
 

@@ -74,8 +74,10 @@ class ProtoLayout(Layout):
     types, so the one Arrow layer builds both)."""
 
     def __init__(self) -> None:  # no Avro reader schema here: the columns are added by ProtoProgram
+        self.mapping = "spark"  # Spark's from_protobuf types (no Avro mapping, no Avro recursion cut)
+        self.max_depth = None
         self.columns: list[Column] = []
-        self._records: list[str] = []
+        self._records: dict[str, int] = {}
 
     def new(self, kind: int, width: int, parent: int, nullable: bool, name: str,
             arrow: pa.DataType | None = None) -> int:

@@ -23,7 +23,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ._errors import ProtobufSchemaError
 from ._schema import Schema
@@ -60,6 +60,8 @@ class ProtoSchema:
         The serialized ``FileDescriptorSet`` (imports included).
     """
 
+    #: the registry's name of the language (as :attr:`Schema.schema_type`)
+    schema_type: ClassVar[str] = "PROTOBUF"
     file: str
     message: str
     pool: Any = field(repr=False)

@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from ._errors import SchemaNotFoundError
+from ._errors import RegistryError, SchemaNotFoundError
 from ._files import load_directory
+from ._records_arrow import records_to_arrow
 from ._rest import RestClient, RestSource
 from ._schema import Schema, join_subject, qualify_reference
 from ._store import SchemaStore, VersionState
@@ -166,6 +167,30 @@ class Registry:
         """Schemas kept in files (see :mod:`kbatch.values` for the layout)."""
         return cls._of_store(load_directory(path), f"directory {os.fspath(path)}")
 
+    @classmethod
+    def from_path(
+        cls, path: str | os.PathLike[str], *, recursive: bool = False,
+        storage_options: dict[str, Any] | None = None,
+    ) -> Registry:
+        """A ``log.dirs`` root (or backup, or URL) holding ``_schemas`` (:meth:`from_log_dirs`), else
+        a local directory of schema files (:meth:`from_directory`): what ``kbatch convert
+        --registry PATH`` and the Spark source's ``schemaRegistry.path`` name.
+
+        Raises
+        ------
+        RegistryError
+            Neither.
+        """
+        from kbatch.errors import LayoutError
+
+        try:
+            return cls.from_log_dirs(path, recursive=recursive, storage_options=storage_options)
+        except (RegistryError, LayoutError, FileNotFoundError):
+            if not os.path.isdir(path):
+                raise RegistryError("not a log.dirs root with a _schemas topic, nor a directory of schema files",
+                                    url=os.fspath(path)) from None
+        return cls.from_directory(path)
+
     # ------------------------------------------------------------------ pickling
 
     def __getstate__(self) -> dict[str, Any]:
@@ -185,6 +210,15 @@ class Registry:
 
     def __repr__(self) -> str:
         return f"<Registry {self._where}>"
+
+    def records_to_arrow(self, table: Any, values: Registry | None = None, keys: Registry | None = None,
+                       **options: Any) -> Any:
+        """``table`` (a ``RecordTable``) as a ``pyarrow.Table`` with its values decoded by
+        ``values`` and its keys by ``keys`` (registries; None: left as bytes):
+        :func:`kbatch.values.records_to_arrow`. This is how ``RecordTable.to_arrow(values=...,
+        keys=...)`` reaches the decoder: kbatch's record layers never import ``kbatch.values``,
+        they call the registry they are given."""
+        return records_to_arrow(table, values, keys, **options)
 
     # ------------------------------------------------------------------ lookups
 

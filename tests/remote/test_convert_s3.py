@@ -32,7 +32,9 @@ def test_convert_arrow_from_s3_to_s3(backup, expected_rows, read_rows, s3_option
     fs = pa.fs.S3FileSystem(**s3_options)
     listed = s3_client.list_objects_v2(Bucket="kbatch", Prefix="converted/")["Contents"]
     keys = [o["Key"] for o in listed if not o["Key"].endswith("/")]  # (pyarrow's directory markers)
-    assert keys and all(k.startswith("converted/topic=") and k.endswith(".parquet") for k in keys)  # no staging left
+    data = [k for k in keys if not k.startswith("converted/_kbatch_ledger/")]  # the offsets ledger: hidden
+    assert data and all(k.startswith("converted/topic=") and k.endswith(".parquet") for k in data)  # no staging left
+    assert "converted/_kbatch_ledger/00000000000000000001.json" in keys
     written = pads.dataset("kbatch/converted", filesystem=fs, format="parquet", partitioning="hive")
     assert read_rows(written) == expected_rows
     # errorifexists (the default) refuses, one line, status 2

@@ -190,3 +190,41 @@ def test_decode_batches_and_the_stream_on_the_cluster(spark, backup, backup_loca
     assert q.exception() is None
     streamed = spark.read.parquet(str(out)).select("topic", "partition", "offset").collect()
     assert sorted((r.topic, r.partition, r.offset) for r in streamed) == [(t, p, o) for t, p, o, _, _ in expected_rows]
+
+
+def test_typed_values_on_the_cluster(spark, tmp_path):
+    """``decode_values`` and ``valueFormat=avro`` decode in the workers' executors (the registry
+    pickled to them): equal to fastavro's reading of the same Confluent-framed records."""
+    pytest.importorskip("fastavro")
+    from support.typed_root import KEY, KEY_ID, V2, read_avro, write_typed_root
+
+    import kbatch.spark
+    from kbatch.values import Registry
+
+    made = write_typed_root(tmp_path / "typed")
+    root = str(tmp_path / "typed")
+    want = sorted((p, o, read_avro(k, made["writers"], KEY), read_avro(v, made["writers"], V2))
+                  for (t, p), rows in made["records"].items() if t == "orders" for o, k, v in rows)
+    df = spark.read.format("kafka-log").option("subscribe", "orders").option("minPartitions", "2").load(root)
+    decoded = kbatch.spark.decode_values(df, Registry.from_log_dirs(root), topic="orders")
+    decoded = kbatch.spark.decode_values(decoded, Registry.from_log_dirs(root), column="key", reader_schema=KEY_ID)
+    src = (spark.read.format("kafka-log").option("subscribe", "orders").option("minPartitions", "2")
+           .option("valueFormat", "avro").option("keyFormat", "avro").option("keyReaderSchema", str(KEY_ID))
+           .load(root))
+    for frame in (decoded, src):
+        rows = frame.select("partition", "offset", "key", "value").collect()
+        got = sorted((r.partition, r.offset, r.key, _utc(r.value.asDict(recursive=True))) for r in rows)
+        assert got == want
+
+
+def _utc(obj):
+    """Collected timestamps (naive local times) as fastavro's (UTC)."""
+    import datetime
+
+    if isinstance(obj, dict):
+        return {k: _utc(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_utc(v) for v in obj]
+    if isinstance(obj, datetime.datetime) and obj.tzinfo is None:
+        return obj.astimezone(datetime.timezone.utc)
+    return obj

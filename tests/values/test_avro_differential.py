@@ -11,7 +11,17 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.avro_random import all_names, encode, expected, random_schema, random_value, read
+from support.avro_random import (
+    Undecodable,
+    all_names,
+    arrow_plain,
+    encode,
+    expected,
+    expected_arrow,
+    random_schema,
+    random_value,
+    read,
+)
 
 import kbatch
 from kbatch import values
@@ -44,6 +54,27 @@ def test_random_schemas_decode_as_fastavro_reads_them(seed: int, depth: int) -> 
     column.validate(full=True)
     assert column.to_pylist() == want
     assert out.column("value_schema_id").to_pylist() == [None if b is None else 1 for b in bodies]
+
+
+@given(seed=st.integers(0, 2**32 - 1), depth=st.integers(1, 4))
+@SETTINGS
+def test_random_schemas_decode_under_the_arrow_mapping_as_fastavro_reads_them(seed: int, depth: int) -> None:
+    rng = random.Random(seed)
+    schema = random_schema(rng, depth)
+    names = all_names(schema)
+    bodies = [encode(schema, random_value(rng, schema, names)) for _ in range(rng.randint(1, 12))]
+    want = []
+    for b in bodies:
+        try:
+            want.append(expected_arrow(read(b, schema), schema, names))
+        except Undecodable:
+            want.append(None)
+    out = values.decode(table_of(list(bodies)), values.Registry({1: json.dumps(schema)}), mapping="arrow",
+                        errors="null")
+    column = out.column("value").combine_chunks()
+    column.validate(full=True)
+    assert arrow_plain(column) == want
+    assert [e is not None for e in out.column("value_error").to_pylist()] == [w is None for w in want]
 
 
 # ---------------------------------------------------------------- evolution

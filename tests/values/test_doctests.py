@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["kbatch.values", "kbatch.values._schema", "kbatch.values._store", "kbatch.values._files",
-           "kbatch.values._dead_letter"]
+           "kbatch.values._dead_letter", "kbatch.values._json_schema", "kbatch.values._json_decode",
+           "kbatch.values._json_infer", "kbatch.values._reader"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -504,3 +504,76 @@ def test_a_directory_of_proto_files(order_pb2, tmp_path) -> None:
     m = order_pb2.Order(id=4, tags={"a": 1})
     out = values.decode(table([framed(4, b"\x02\x02", m.SerializeToString())]), reg)
     assert got(out.column("value")[0].as_py(), m.DESCRIPTOR) == expected(m)
+
+
+# ------------------------------------------------------------------ beside Avro and JSON values
+
+AVRO_ITEM = '{"type": "record", "name": "Item", "fields": [{"name": "sku", "type": "string"}]}'
+
+
+def test_one_dispatch_by_the_readers_language(order_pb2) -> None:
+    """A Protobuf reader decodes the Protobuf-written records; a record written with an Avro schema
+    is an error of its own (as main's JSON dispatch says it); ``format`` insists on a language
+    and reads reader text as ``.proto`` with ``format="protobuf"``."""
+    reg = Registry({7: Schema(ORDER, "PROTOBUF", id=7), 3: Schema(AVRO_ITEM, id=3)})
+    good = framed(7, b"\x02\x02", order_pb2.Order(id=4, customer="a").SerializeToString())
+    avro = b"\x00" + struct.pack(">I", 3) + b"\x02x"
+    out = values.decode(table([good, avro]), reg, reader_schema=7, errors="null")
+    assert [r["id"] if r else None for r in out.column("value").to_pylist()] == [4, None]
+    assert out.column("value_error").to_pylist()[1].startswith(
+        "written with a AVRO schema, the reader schema is PROTOBUF - at value")
+    assert out.column("value_schema_id").to_pylist() == [7, 3]
+    with pytest.raises(ValueError, match="format='avro' but the reader schema is PROTOBUF"):
+        values.decode(table([good]), reg, reader_schema=7, format="avro")
+    text = values.decode(table([good]), reg, reader_schema=ORDER, format="protobuf")
+    assert text.column("value").to_pylist()[0]["customer"] == "a"
+    with pytest.raises(ProtobufSchemaError, match="no writer schema"):
+        values.decode(table([None]), reg, format="protobuf")
+
+
+def test_arrow_type_before_any_record(order_pb2) -> None:
+    """``arrow_type`` / ``decoded_schema`` (what convert and Spark declare before reading) know
+    Protobuf readers, with the options that change the type, and equal what ``decode`` gives."""
+    reader = Schema(ORDER, "PROTOBUF", id=7)
+    reg = Registry({7: reader})
+    got_type = values.decode(table([framed(7, b"\x02\x02", b"")]), reg).schema.field("value").type
+    assert values.arrow_type(reader) == got_type
+    assert values.arrow_type(values.compile_proto(ORDER)) == got_type
+    assert values.decoded_schema(pa.schema([("value", pa.binary())]), values=reader).field("value").type == got_type
+    as_ints = values.decode(table([framed(7, b"\x02\x02", b"")]), reg, protobuf=ProtoOptions(enums_as_ints=True))
+    assert as_ints.schema.field("value").type.field("status").type == pa.int32()
+    from kbatch.values._decode import value_type
+
+    assert value_type(reader, protobuf=ProtoOptions(enums_as_ints=True)) == as_ints.schema.field("value").type
+
+
+def test_convert_values_auto_picks_protobuf_and_avro(order_pb2, tmp_path) -> None:
+    """``kbatch convert --values auto``: each topic by its subject's schemaType (a Protobuf topic and
+    an Avro one in one run); ``--values avro`` leaves the Protobuf topic binary, with a note."""
+    import json
+
+    import pyarrow.parquet as pq
+    from support.tables import convert_cli, summary_of
+
+    import kbatch
+
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    lines = [{"subject": "orders-value", "version": 1, "id": 7, "schema": ORDER, "schemaType": "PROTOBUF"},
+             {"subject": "items-value", "version": 1, "id": 3, "schema": AVRO_ITEM}]
+    (schemas / "registry.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    root = tmp_path / "root"
+    with kbatch.LogWriter(root, "orders", 0) as w:
+        w.append(kbatch.encode([framed(7, b"\x02\x02", order_pb2.Order(id=i).SerializeToString()) for i in (1, 2, 3)],
+                               timestamps=[0] * 3))
+    with kbatch.LogWriter(root, "items", 0) as w:
+        w.append(kbatch.encode([b"\x00" + struct.pack(">I", 3) + b"\x02x"], timestamps=[0]))
+    out = tmp_path / "auto"
+    s = summary_of(convert_cli(str(root), str(out), "--values", "auto", "--registry", str(schemas)))
+    assert s["dead_letters"] == 0
+    assert [r["id"] for r in pq.read_table(out / "topic=orders").column("value").to_pylist()] == [1, 2, 3]
+    assert pq.read_table(out / "topic=items").column("value").to_pylist() == [{"sku": "x"}]
+    only_avro = summary_of(convert_cli(str(root), str(tmp_path / "avro"), "--values", "avro", "--registry",
+                                       str(schemas)))
+    assert any("their subject's schemas being PROTOBUF" in n and "orders (values)" in n for n in only_avro["notes"])
+    assert pq.read_table(tmp_path / "avro" / "topic=orders").schema.field("value").type == pa.binary()

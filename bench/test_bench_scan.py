@@ -1,0 +1,130 @@
+"""Lazy scans with pushdown (issue 30): a time window of a day of log, and a narrow projection.
+
+Two measurements, each against the issue's target:
+
+``window``
+    1% of a simulated day by time (``timestamp`` in a 14.4-minute window in the middle),
+    ``offset`` and ``value`` selected, through :func:`kbatch.polars.scan_kafka_log`: with
+    Polars' predicate and projection pushdown (segments and batches skipped by kbatch) vs
+    the same query with both turned off (every batch decoded, every column built, Polars
+    filters). Target: at least 20x. Bytes of batches decoded are reported for both.
+``projection``
+    ``LogDir.scan_records(["offset", "timestamp"])`` of the whole log vs
+    ``scan_records()`` (every column). Target: at least 3x.
+
+Workload: :func:`workload.core_workload` records (JSON-like values of ~130 bytes, keys, one
+header) in batches of 500, lz4, segments of 64 MiB; ``KBATCH_BENCH_SCAN_RECORDS`` records
+(default 5,000,000) over one day: timestamps rise evenly with +-50 ms of jitter, so
+records are out of order inside batches. A timestamp upper bound cannot skip such a batch
+(its records may be older than its first), so the window query decodes every batch from
+the window's start to the end of the log: about half of it.
+
+Run: ``PYTHONPATH=. python bench/test_bench_scan.py`` prints the table; under pytest
+(``pytest bench/test_bench_scan.py``) each target is reported beside its figure (a miss is
+a ``TargetMissed`` warning, not a failure).
+
+Caveat: one process, best of three rounds, on a shared machine; the log is in the page cache.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from workload import core_workload, report
+
+import kbatch
+from kbatch.log import LogWriter, ScanStats, open_log
+
+RECORDS = int(os.environ.get("KBATCH_BENCH_SCAN_RECORDS", "5000000"))
+DAY_MS = 86_400_000
+BLOCK = 10_000
+ROUNDS = 3
+
+
+def build(root: Path, n: int = RECORDS) -> Path:
+    """A partition of ``n`` records over one day (see the module docstring)."""
+    values, keys, _, headers = core_workload(BLOCK)
+    rng = np.random.default_rng(7)
+    with LogWriter(root, "events", 0, segment_bytes=64 << 20) as w:
+        for start in range(0, n, BLOCK):
+            k = min(BLOCK, n - start)
+            ts = (np.arange(start, start + k, dtype=np.int64) * DAY_MS) // n + rng.integers(-50, 51, k)
+            stamps = np.maximum(ts, 0).tolist()
+            w.append(kbatch.encode(values[:k], keys=keys[:k], headers=headers[:k], timestamps=stamps,
+                                   base_offset=start, max_batch_records=500, compression="lz4"))
+    return root / "events-0"
+
+
+def best(fn: Callable[[], Any]) -> tuple[float, Any]:
+    times, out = [], None
+    for _ in range(ROUNDS):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return min(times), out
+
+
+def measure(part: Path) -> dict[str, Any]:
+    import polars as pl
+
+    from kbatch.polars import scan_kafka_log
+
+    log = open_log(part)
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    lo = epoch + dt.timedelta(milliseconds=DAY_MS // 2)
+    hi = lo + dt.timedelta(milliseconds=DAY_MS // 100)
+    window = (pl.col("timestamp") >= lo) & (pl.col("timestamp") < hi)
+    out: dict[str, Any] = {"records": RECORDS, "segments": len(log.segments),
+                           "log_bytes": sum(s.size for s in log.segments)}
+
+    def query(push: bool, stats: ScanStats) -> int:
+        flags = pl.QueryOptFlags(predicate_pushdown=push, projection_pushdown=push)
+        df = scan_kafka_log(log, stats=stats).filter(window).select("offset", "value").collect(optimizations=flags)
+        return df.height
+
+    for name, push in (("pushdown", True), ("no_pushdown", False)):
+        stats = ScanStats()
+        out[name], rows = best(lambda push=push, stats=stats: query(push, stats))  # type: ignore[misc]
+        out[name + "_rows"] = rows
+        out[name + "_bytes"] = stats.bytes_decoded // ROUNDS
+    for name, cols in (("two_columns", ["offset", "timestamp"]), ("all_columns", None)):
+        out[name], _ = best(lambda cols=cols: log.scan_records(cols).read_all().num_rows)  # type: ignore[misc]
+    return out
+
+
+def table(r: dict[str, Any]) -> str:
+    mb = 1 << 20
+    return "\n".join([
+        (f"{r['records']:,} records, {r['segments']} segments, {r['log_bytes'] / mb:.0f} MiB of log; "
+         f"{platform.processor() or platform.machine()}"),
+        "| query | seconds | MiB of batches decoded | rows |",
+        "| --- | --- | --- | --- |",
+        f"| 1% window, pushdown | {r['pushdown']:.2f} | {r['pushdown_bytes'] / mb:.0f} | {r['pushdown_rows']:,} |",
+        (f"| 1% window, no pushdown | {r['no_pushdown']:.2f} | {r['no_pushdown_bytes'] / mb:.0f} | "
+         f"{r['no_pushdown_rows']:,} |"),
+        f"| offset+timestamp, whole log | {r['two_columns']:.2f} | | |",
+        f"| every column, whole log | {r['all_columns']:.2f} | | |",
+    ])
+
+
+def test_scan_bench() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        r = measure(build(Path(tmp)))
+    print("\n" + table(r))
+    assert r["pushdown_rows"] == r["no_pushdown_rows"] > 0
+    speed = r["no_pushdown"] / r["pushdown"]
+    report(f"window with pushdown {speed:.1f}x faster", "20x", speed >= 20)
+    narrow = r["all_columns"] / r["two_columns"]
+    report(f"offset+timestamp projection {narrow:.1f}x faster than every column", "3x", narrow >= 3)
+
+
+if __name__ == "__main__":
+    test_scan_bench()

@@ -1,0 +1,84 @@
+"""Spark filters pushed into the ``kafka-log`` source: :func:`translate` and :func:`narrow`.
+
+PySpark 4.1+ hands a Python data source the filters of a query (``DataSourceReader.pushFilters``,
+when ``spark.sql.python.filterPushdown.enabled`` is true). Those on ``topic``, ``partition``,
+``offset`` and ``timestamp`` (``=``, ``<``, ``<=``, ``>``, ``>=``, ``IN``) become
+:mod:`kbatch._predicate` terms, and the planner narrows each partition's offset range with them
+before cutting it into tasks: a partition whose topic or partition fails a term is not read;
+offset bounds cut the range; a timestamp lower bound ``T`` starts it at the first offset whose
+record timestamp is >= ``T`` (found by a one-row :func:`kbatch._scan.scan_logs`, which skips
+segments and batches by their headers' max timestamps), which no row with a timestamp >= ``T``
+precedes. Every task then reads only the segments of
+its narrowed range. Spark still evaluates every filter on the rows (the source returns them
+all: a range is narrowed, rows are not filtered), so the answer is exact.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from kbatch._predicate import COLUMNS, FilterError, Term, bounds, constant_holds, empty, normalize
+from kbatch._scan import scan_logs
+
+__all__ = ["narrow", "translate"]
+
+_OPS = {"EqualTo": "=", "GreaterThan": ">", "GreaterThanOrEqual": ">=", "LessThan": "<", "LessThanOrEqual": "<="}
+
+
+def _value(column: str, value: Any) -> Any:
+    # PySpark gives a TimestampType value as a naive datetime in the process's local time
+    if column == "timestamp" and isinstance(value, dt.datetime) and value.tzinfo is None:
+        return value.astimezone(dt.timezone.utc)
+    return value
+
+
+def translate(filters: Sequence[Any]) -> list[Term]:
+    """The terms of the Spark ``Filter`` s kbatch can use (the others are ignored here)."""
+    terms: list[Term] = []
+    for f in filters:
+        attribute: tuple[str, ...] = tuple(getattr(f, "attribute", ()))
+        if len(attribute) != 1 or attribute[0] not in COLUMNS:
+            continue
+        column = attribute[0]
+        kind = type(f).__name__
+        if kind in _OPS:
+            term: Any = (column, _OPS[kind], _value(column, f.value))
+        elif kind == "In":
+            term = (column, "in", [_value(column, v) for v in f.value])
+        else:
+            continue
+        try:
+            terms.extend(normalize([term]))
+        except FilterError:  # a value of another type (a string compared to offset): Spark's to judge
+            continue
+    return terms
+
+
+def narrow(log: Any, start: int, end: int, terms: Sequence[Term], on_corruption: str = "raise") -> tuple[int, int]:
+    """The part of ``log``'s offsets ``[start, end)`` where rows passing ``terms`` can be (empty: start, start)."""
+    if not terms:
+        return start, end
+    partition = None if log.partition < 0 else log.partition
+    b = bounds(terms)
+    if (not constant_holds(terms, "topic", log.topic) or not constant_holds(terms, "partition", partition)
+            or any(empty(v) for v in b.values())):
+        return start, start
+    lo, hi = b["offset"]
+    if lo is not None:
+        start = max(start, lo)
+    if hi is not None:
+        end = min(end, hi + 1)
+    ts_lo = b["timestamp"][0]
+    if ts_lo is not None and start < end:
+        # the first offset in the range whose record reaches the bound, by the scan's own rules
+        # (segment and batch max timestamps from headers): no row before it can pass
+        first = scan_logs([log], ["offset"], [("timestamp", ">=", _from_micros(ts_lo)), ("offset", ">=", start),
+                                              ("offset", "<", end)], 1, on_corruption=on_corruption).read_all()
+        start = int(first.column(0)[0].as_py()) if first.num_rows else end
+    return start, max(start, end)
+
+
+def _from_micros(micros: int) -> dt.datetime:
+    return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
