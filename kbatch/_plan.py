@@ -111,6 +111,12 @@ OPTIONS = (
     "schemaRegistry.bearer.auth.token",
     "schemaRegistry.ssl.ca.location",
     "recursiveFieldMaxDepth",
+    "valueSchema",
+    "keySchema",
+    "enums.as.ints",
+    "emit.default.values",
+    "recursive.fields.max.depth",
+    "messageName",
 )
 #: Options named ``storage.<key>`` are the path's filesystem options (``storage_options``).
 STORAGE_PREFIX = "storage."

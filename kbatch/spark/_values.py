@@ -1,4 +1,5 @@
-"""Typed values in Spark: :func:`decode_values` and the ``kafka-log`` source's ``valueFormat=avro``.
+"""Typed values in Spark: :func:`decode_values` and the ``kafka-log`` source's ``valueFormat``
+(``avro``, ``json``, ``protobuf``).
 
 Both decode with :func:`kbatch.values.decode`, one Arrow batch at a time, in the executors. What
 Spark must know before it reads (the output's schema) comes from the reader schema, fixed on the
@@ -11,20 +12,25 @@ process (:class:`kbatch.values.Registry`'s cache), never per batch.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from kbatch import values
-from kbatch.values import Registry, Schema
+from kbatch.values import ProtoOptions, ProtoSchema, Registry, Schema
 
 __all__ = ["Decoding", "SourceValues", "decode_batch", "decode_values", "decoded_struct", "open_registry",
            "ship", "source_values", "spark_type"]
 
 ERRORS = ("raise", "null")
-FORMATS = ("binary", "avro")
+FORMATS = ("binary", "avro", "json", "protobuf")
+#: the ``kafka-log`` options that are Spark ``from_protobuf``'s, and the ProtoOptions field each sets
+PROTOBUF_OPTIONS = {"enums.as.ints": "enums_as_ints", "emit.default.values": "emit_default_values",
+                    "recursive.fields.max.depth": "recursive_depth", "messagename": "message"}
 
 
 def spark_type(arrow: pa.DataType) -> Any:
@@ -36,13 +42,18 @@ def spark_type(arrow: pa.DataType) -> Any:
 
 @dataclass(frozen=True)
 class Decoding:
-    """One column to decode (``"value"`` or ``"key"``): its reader schema, error mode and mapping."""
+    """One column to decode (``"value"`` or ``"key"``): its reader schema, error mode and mapping;
+    the values' ``format`` (``auto``: by the reader's ``schemaType``), Protobuf's options, and
+    ``plain``: JSON with no frame and no registry (the reader is its JSON Schema)."""
 
     column: str
-    reader: Schema
+    reader: Schema | ProtoSchema
     errors: str = "raise"
     mapping: str = "spark"
     max_depth: int | None = None
+    format: str = "auto"
+    protobuf: ProtoOptions | None = None
+    plain: bool = False
 
     def __post_init__(self) -> None:
         if self.column not in ("value", "key"):
@@ -53,7 +64,7 @@ class Decoding:
     def arrow_fields(self) -> list[pa.Field]:
         """The columns that replace :attr:`column`: the struct, ``<column>_schema_id`` and, with
         ``errors="null"``, ``<column>_error``, as :func:`kbatch.values.decode` gives them."""
-        out = [pa.field(self.column, values.arrow_type(self.reader, self.mapping, self.max_depth)),
+        out = [pa.field(self.column, values.arrow_type(self.reader, self.mapping, self.max_depth, self.protobuf)),
                pa.field(f"{self.column}_schema_id", pa.int32())]
         if self.errors == "null":
             out.append(pa.field(f"{self.column}_error", pa.string()))
@@ -95,23 +106,26 @@ def decode_batch(batch: pa.RecordBatch, registry: Registry | None, decodings: Se
     (:func:`kbatch.values.decode`)."""
     table = pa.Table.from_batches([batch])
     for d in decodings:
-        table = values.decode(table, registry, d.column, d.reader, d.errors, d.mapping,  # type: ignore[arg-type]
-                              max_depth=d.max_depth)
+        table = values.decode(table, None if d.plain else registry, d.column, d.reader, d.errors,  # type: ignore[arg-type]
+                              d.mapping, max_depth=d.max_depth, format=d.format, protobuf=d.protobuf)
     return pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns], schema=table.schema)
 
 
 def decode_values(
     df: Any,
-    registry: Registry,
+    registry: Registry | None,
     column: str = "value",
-    reader_schema: Schema | int | str | None = None,
+    reader_schema: Schema | ProtoSchema | int | str | None = None,
     errors: str = "raise",
     mapping: str = "spark",
     *,
     topic: str | None = None,
     max_depth: int | None = None,
+    format: str = "auto",
+    protobuf: ProtoOptions | None = None,
 ) -> Any:
-    """Decode a DataFrame's Avro values (or keys) into a typed struct column, with ``mapInArrow``.
+    """Decode a DataFrame's Avro, JSON Schema or Protobuf values (or keys), or plain JSON, into a
+    typed struct column, with ``mapInArrow``.
 
     The DataFrame has kbatch's Kafka columns (the ``kafka-log`` source's, or Spark's Kafka
     source's): ``column`` binary, and ``headers`` (for the header framing), ``offset``,
@@ -121,14 +135,17 @@ def decode_values(
     Parameters
     ----------
     df : pyspark.sql.DataFrame
-    registry : kbatch.values.Registry
+    registry : kbatch.values.Registry or None
         Sent to the executors once (a broadcast; with Spark Connect, in the function's
-        closure), with the schemas the driver fetched.
+        closure), with the schemas the driver fetched. None: plain JSON (``format="json"``
+        and a JSON Schema as ``reader_schema``).
     column : {"value", "key"}
-    reader_schema : Schema, int, str or None
-        The output's layout: a :class:`~kbatch.values.Schema`, a schema id, or Avro schema
-        text. Spark needs it before reading, so when None ``topic`` must be given: the latest
-        version of its subject (``<topic>-value`` / ``<topic>-key``) is taken.
+    reader_schema : Schema, ProtoSchema, int, str or None
+        The output's layout: a :class:`~kbatch.values.Schema`, a compiled
+        :class:`~kbatch.values.ProtoSchema`, a schema id, or schema text (Avro; JSON Schema or
+        ``.proto`` text with ``format="json"`` / ``"protobuf"``). Spark needs it before
+        reading, so when None ``topic`` must be given: the latest version of its subject
+        (``<topic>-value`` / ``<topic>-key``) is taken.
     errors : {"raise", "null"}
         ``"raise"``: the task fails with :class:`~kbatch.errors.ValueDecodeError` for the first
         value that does not decode. ``"null"``: its value is null and ``<column>_error`` says
@@ -141,6 +158,12 @@ def decode_values(
     max_depth : int, optional
         How deep a recursive record is kept (``from_avro``'s ``recursiveFieldMaxDepth``);
         None refuses a recursive reader schema.
+    format : {"auto", "avro", "json", "protobuf"}
+        The values' language (``"auto"``: the reader schema's ``schemaType``); the reader schema
+        must be of it.
+    protobuf : ProtoOptions, optional
+        For Protobuf values: ``from_protobuf``'s options (``enums.as.ints``,
+        ``emit.default.values``, ``recursive.fields.max.depth``) and the message.
 
     Returns
     -------
@@ -150,14 +173,20 @@ def decode_values(
 
     Raises
     ------
-    kbatch.values.AvroSchemaError
-        No reader schema named (and no topic), or one that is not Avro.
+    kbatch.values.AvroSchemaError, JsonSchemaError, ProtobufSchemaError
+        No reader schema named (and no topic), or one not of ``format``'s language.
     """
     if mapping != "spark":
         raise ValueError(f"Spark takes mapping='spark' (from_avro's types), got {mapping!r}")
+    plain = registry is None
+    if plain and format != "json":
+        raise ValueError("a registry is needed, except for plain JSON values (format='json')")
+    if plain and reader_schema is None:
+        raise values.JsonSchemaError("plain JSON in Spark needs its JSON Schema as reader_schema (the output's "
+                                     "type is fixed before reading)")
     subject = values.topic_subject(topic, column) if topic is not None else None
-    reader = values.reader_schema(registry, reader_schema, subject=subject)
-    decoding = Decoding(column, reader, errors, mapping, max_depth)
+    reader = values.reader_schema(registry, reader_schema, subject=subject, format=format)
+    decoding = Decoding(column, reader, errors, mapping, max_depth, format, protobuf, plain)
     out = decoded_struct(df.schema, [decoding])
     shipped = ship(df, registry)
 
@@ -187,7 +216,7 @@ def ship(df: Any, registry: Registry | None) -> Callable[[], Registry | None]:
 class SourceValues:
     """What a ``kafka-log`` read decodes: the registry and a :class:`Decoding` per column."""
 
-    registry: Registry
+    registry: Registry | None
     decodings: tuple[Decoding, ...]
 
     def struct(self, schema: Any) -> Any:
@@ -231,43 +260,93 @@ def open_registry(raw: Mapping[str, str], root: str, *, recursive: bool = False,
 
 def source_values(raw: Mapping[str, str], root: str, topics: Callable[[], Sequence[str]], *,
                   recursive: bool = False, storage_options: dict[str, Any] | None = None) -> SourceValues | None:
-    """The ``kafka-log`` options ``valueFormat`` / ``keyFormat`` (``binary``, the default, or
-    ``avro``) and the rest (keys lower-cased), or None when nothing is decoded.
+    """The ``kafka-log`` options ``valueFormat`` / ``keyFormat`` (``binary``, the default,
+    ``avro``, ``json`` or ``protobuf``) and the rest (keys lower-cased), or None when nothing is
+    decoded.
 
-    The reader schema: ``readerSchema`` (``keyReaderSchema`` for keys), a schema id or Avro
-    schema text; by default the latest version of the subject of the one topic read
-    (``topics()``, called only then). ``valueErrors`` / ``keyErrors``: ``raise`` (default)
-    or ``null``. ``recursiveFieldMaxDepth``: how deep recursive records are kept (as
-    ``from_avro``'s option).
+    The reader schema: ``readerSchema`` (``keyReaderSchema`` for keys), a schema id, or schema
+    text in the format's language (Avro, JSON Schema, ``.proto``) or a local file holding it; by
+    default the latest version of the subject of the one topic read (``topics()``, called only
+    then). ``json`` with ``valueSchema`` (``keySchema``: JSON Schema text or a file): plain JSON,
+    no frame and no registry. ``valueErrors`` / ``keyErrors``: ``raise`` (default) or ``null``.
+    ``recursiveFieldMaxDepth``: how deep recursive records are kept (as ``from_avro``'s option).
+    Protobuf: ``from_protobuf``'s ``enums.as.ints``, ``emit.default.values``,
+    ``recursive.fields.max.depth`` and ``messageName``.
     """
     wanted = [(column, _choice(raw, f"{column}Format", FORMATS, "binary")) for column in ("key", "value")]
-    columns = [c for c, f in wanted if f == "avro"]
-    if not columns:
+    formats = {c: f for c, f in wanted if f != "binary"}
+    if not formats:
         for name in ("readerschema", "keyreaderschema", "valueerrors", "keyerrors", "schemaregistry.url",
-                     "schemaregistry.path", "recursivefieldmaxdepth"):
+                     "schemaregistry.path", "recursivefieldmaxdepth", "valueschema", "keyschema", *PROTOBUF_OPTIONS):
             if name in raw:
-                raise ValueError(f"option {name} is for valueFormat=avro or keyFormat=avro")
+                raise ValueError(f"option {name} is for valueFormat or keyFormat avro, json or protobuf")
         return None
-    registry = open_registry(raw, root, recursive=recursive, storage_options=storage_options)
+    for column in ("value", "key"):
+        if f"{column}schema" in raw and formats.get(column) != "json":
+            raise ValueError(f"option {column}Schema (a plain JSON schema) is for {column}Format=json")
+    if any(name in raw for name in PROTOBUF_OPTIONS) and "protobuf" not in formats.values():
+        raise ValueError("options enums.as.ints, emit.default.values, recursive.fields.max.depth and messageName "
+                         "are for valueFormat=protobuf or keyFormat=protobuf")
+    plain = {c for c in formats if f"{c}schema" in raw}
+    registry = None if set(formats) <= plain else open_registry(raw, root, recursive=recursive,
+                                                                storage_options=storage_options)
     value_errors = _choice(raw, "valueErrors", ERRORS, "raise")
     depth = raw.get("recursivefieldmaxdepth")
     try:
         max_depth = None if depth is None else int(depth)
     except ValueError:
         raise ValueError(f"option recursiveFieldMaxDepth must be an integer, got {depth!r}") from None
+    protobuf = _protobuf_options(raw) if "protobuf" in formats.values() else None
     decodings = []
-    for column in columns:
-        given = raw.get("readerschema" if column == "value" else "keyreaderschema")
+    for column, fmt in formats.items():
+        errors = value_errors if column == "value" else _choice(raw, "keyErrors", ERRORS, value_errors)
+        if column in plain:
+            text = _schema_text(raw[f"{column}schema"])
+            decodings.append(Decoding(column, values.reader_schema(None, text, format="json"), errors,
+                                      format="json", plain=True))
+            continue
+        option = "readerSchema" if column == "value" else "keyReaderSchema"
+        given = raw.get(option.lower())
         subject = None
         if given is None:
             names = sorted(set(topics()))
             if len(names) != 1:
-                option = "readerSchema" if column == "value" else "keyReaderSchema"
-                raise ValueError(f"{column}Format=avro: name the reader schema ({option}: an id or Avro schema "
+                raise ValueError(f"{column}Format={fmt}: name the reader schema ({option}: an id or schema "
                                  f"text) or read one topic (subscribe), whose subject's latest version is taken; "
                                  f"topics read: {', '.join(names) or 'none'}")
             subject = values.topic_subject(names[0], column)
-        errors = value_errors if column == "value" else _choice(raw, "keyErrors", ERRORS, value_errors)
-        decodings.append(Decoding(column, values.reader_schema(registry, given, subject=subject), errors,
-                                  max_depth=max_depth))
+        else:
+            given = _schema_text(given)
+        decodings.append(Decoding(column, values.reader_schema(registry, given, subject=subject, format=fmt), errors,
+                                  max_depth=max_depth, format=fmt,
+                                  protobuf=protobuf if fmt == "protobuf" else None))
     return SourceValues(registry, tuple(decodings))
+
+
+def _protobuf_options(raw: Mapping[str, str]) -> ProtoOptions:
+    """``from_protobuf``'s options among ``raw`` (keys lower-cased) as :class:`ProtoOptions`."""
+    got: dict[str, Any] = {}
+    for name, field in PROTOBUF_OPTIONS.items():
+        if name not in raw:
+            continue
+        text = raw[name].strip()
+        if field == "message":
+            got[field] = text
+        elif field == "recursive_depth":
+            try:
+                got[field] = int(text)
+            except ValueError:
+                raise ValueError(f"option {name} must be an integer, got {text!r}") from None
+        elif text.lower() in ("true", "false"):
+            got[field] = text.lower() == "true"
+        else:
+            raise ValueError(f"option {name} must be true or false, got {text!r}")
+    return ProtoOptions(**got)
+
+
+def _schema_text(given: str) -> str:
+    """A schema option's text: itself (an id or schema text), or the local file it names."""
+    text = given.strip()
+    if not text.isdigit() and not text.startswith(("{", "[", '"')) and "\n" not in text and os.path.isfile(text):
+        return Path(text).read_text(encoding="utf-8")
+    return given

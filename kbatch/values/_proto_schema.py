@@ -108,6 +108,10 @@ class ProtoSchema:
         self.descriptor(full)
         return ProtoSchema(self.file, full, self.pool, self.descriptor_set, self._classes)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its descriptor set (a pool does not pickle): how Spark ships a reader."""
+        return (ProtoSchema.from_descriptor_set, (self.descriptor_set, self.message, self.file))
+
     @classmethod
     def from_descriptor_set(cls, data: bytes, message: str, file: str | None = None) -> ProtoSchema:
         """A ``FileDescriptorSet`` (``protoc --descriptor_set_out --include_imports``, what

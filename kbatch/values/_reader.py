@@ -22,7 +22,8 @@ from typing import Any
 import pyarrow as pa
 
 from ._decode import value_type
-from ._errors import AvroSchemaError
+from ._errors import AvroSchemaError, JsonSchemaError, ProtobufSchemaError
+from ._proto_decode import ProtoOptions
 from ._proto_schema import ProtoSchema
 from ._schema import Schema
 
@@ -37,54 +38,79 @@ def topic_subject(topic: str, column: str = "value") -> str:
     return f"{topic}-{column}"
 
 
-def reader_schema(registry: Any, given: Schema | int | str | None = None, *, subject: str | None = None) -> Schema:
+#: ``format=`` -> the ``schemaType`` it reads (``auto``: any)
+_KINDS = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
+_SCHEMA_ERRORS: dict[str, type[ValueError]] = {"AVRO": AvroSchemaError, "JSON": JsonSchemaError,
+                                               "PROTOBUF": ProtobufSchemaError}
+
+
+def reader_schema(registry: Any, given: Schema | ProtoSchema | int | str | None = None, *,
+                  subject: str | None = None, format: str = "avro") -> Schema | ProtoSchema:
     """The reader schema to lay values out by, fixed before reading them.
 
     Parameters
     ----------
-    registry : kbatch.values.Registry
-        Where ids and subjects are looked up.
-    given : Schema, int, str or None
-        A :class:`Schema`, a schema id, or Avro schema text. When None, ``subject``'s latest
-        version.
+    registry : kbatch.values.Registry or None
+        Where ids and subjects are looked up (None: only schema text or a Schema is taken, as
+        for plain JSON).
+    given : Schema, ProtoSchema, int, str or None
+        A :class:`Schema`, a compiled :class:`ProtoSchema`, a schema id, or schema text in
+        ``format``'s language (Avro for ``"avro"`` and ``"auto"``). When None, ``subject``'s
+        latest version.
     subject : str, optional
         The subject whose latest version to take when ``given`` is None (for a topic's values:
         :func:`topic_subject`).
+    format : {"avro", "json", "protobuf", "auto"}
+        The language the schema must be of (``"auto"``: any of them, by its ``schemaType``).
 
     Raises
     ------
-    AvroSchemaError
-        Neither given; or the schema is not Avro.
+    AvroSchemaError, JsonSchemaError, ProtobufSchemaError
+        Neither given; or the schema is not of ``format``'s language.
     SchemaNotFoundError
         No such id or subject.
     """
+    if format not in ("auto", *_KINDS):
+        raise ValueError(f"format must be auto, avro, json or protobuf, got {format!r}")
+    want = _KINDS.get(format)
+    error = _SCHEMA_ERRORS[want or "AVRO"]
     if isinstance(given, bool):
         raise TypeError("a reader schema is a Schema, a schema id or schema text")
-    if isinstance(given, Schema):
+    schema: Schema | ProtoSchema
+    if isinstance(given, (Schema, ProtoSchema)):
         schema = given
     elif isinstance(given, int):
-        schema = registry.schema(given)
+        schema = _registry(registry, given).schema(given)
     elif isinstance(given, str):
         text = given.strip()
-        schema = registry.schema(int(text)) if text.isdigit() else Schema(given)
+        schema = _registry(registry, text).schema(int(text)) if text.isdigit() else Schema(given, want or "AVRO")
     elif given is not None:
         raise TypeError(f"a reader schema is a Schema, a schema id or schema text, got {type(given).__name__}")
-    elif subject:
+    elif subject and registry is not None:
         schema = registry.latest(subject)
     else:
-        raise AvroSchemaError("name a reader schema (an id, a Schema or Avro schema text) or the subject whose "
-                              "latest version lays the values out")
-    if schema.schema_type != "AVRO":
-        raise AvroSchemaError(f"reader schema {schema.id if schema.id is not None else ''} is "
-                              f"{schema.schema_type}, not AVRO".replace("  ", " "))
+        language = {"AVRO": "Avro schema", "JSON": "JSON Schema", "PROTOBUF": ".proto"}[want or "AVRO"]
+        raise error(f"name a reader schema (an id, a Schema or {language} text) or the subject whose "
+                    f"latest version lays the values out")
+    if want is not None and schema.schema_type != want:
+        at = getattr(schema, "id", None)
+        raise error(f"reader schema {at if at is not None else ''} is "
+                    f"{schema.schema_type}, not {want}".replace("  ", " "))
     return schema
 
 
-def arrow_type(reader: Schema | ProtoSchema | str, mapping: str = "spark", max_depth: int | None = None) -> pa.DataType:
+def _registry(registry: Any, given: object) -> Any:
+    if registry is None:
+        raise TypeError(f"reader schema {given}: an id needs a registry")
+    return registry
+
+
+def arrow_type(reader: Schema | ProtoSchema | str, mapping: str = "spark", max_depth: int | None = None,
+               protobuf: ProtoOptions | None = None) -> pa.DataType:
     """The Arrow type :func:`~kbatch.values.decode` gives values laid out by ``reader`` (a
     :class:`Schema` of any language it decodes, a compiled ``ProtoSchema``, or Avro schema text)
     under ``mapping`` and ``max_depth`` (recursive records kept that deep; None refuses them); the
-    column itself is nullable. A Protobuf reader is laid out by its root message with the default
-    ``ProtoOptions``."""
+    column itself is nullable. A Protobuf reader is laid out by ``protobuf`` (its message, else the
+    reader's root message; ``enums_as_ints``, ...), by default ``ProtoOptions()``."""
     schema = Schema(reader) if isinstance(reader, str) else reader
-    return value_type(schema, mapping, max_depth)
+    return value_type(schema, mapping, max_depth, protobuf)

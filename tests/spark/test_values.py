@@ -149,8 +149,8 @@ def test_the_reader_schema_is_named_or_the_topic_is_one(spark, typed):
     with pytest.raises(Exception, match="read one topic"):  # two topics, no readerSchema
         spark.read.format("kafka-log").option("subscribe", "orders,mixed").option("valueFormat", "avro").load(
             str(root))
-    with pytest.raises(Exception, match="valueFormat must be binary or avro"):
-        spark.read.format("kafka-log").option("valueFormat", "json").load(str(root))
+    with pytest.raises(Exception, match="valueFormat must be binary or avro or json or protobuf"):
+        spark.read.format("kafka-log").option("valueFormat", "xml").load(str(root))
 
 
 def test_the_registry_goes_to_the_executors_once(spark, typed):
@@ -323,3 +323,116 @@ def test_the_sources_registry_options(typed, tmp_path):
         assert reg.schema(V1_ID).text == json.dumps(V1)
     with pytest.raises(ValueError, match="not both"):
         open_registry({"schemaregistry.url": "http://127.0.0.1:1", "schemaregistry.path": "/x"}, "/x")
+
+
+PROTO = """syntax = "proto3";
+package shop;
+enum Status { UNKNOWN = 0; NEW = 1; PAID = 2; }
+message Order { int64 id = 1; string customer = 2; Status status = 3; repeated int32 nums = 4; }
+"""
+JSON_SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}, "name": {"type": "string"}}}
+
+
+def _json_and_protobuf_root(tmp_path: Path) -> tuple[Path, Path]:
+    """A root with Confluent-framed Protobuf values (``porders``, id 5), JSON Schema values
+    (``jorders``, id 6) and plain JSON (``plain``); and a directory of the registry's answers."""
+    import struct
+
+    import kbatch
+    from kbatch import values
+
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    lines = [{"subject": "porders-value", "version": 1, "id": 5, "schema": PROTO, "schemaType": "PROTOBUF"},
+             {"subject": "jorders-value", "version": 1, "id": 6, "schema": json.dumps(JSON_SCHEMA),
+              "schemaType": "JSON"}]
+    (schemas / "registry.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    order = values.compile_proto(PROTO).message_class()
+    root = tmp_path / "root"
+    topics = {
+        "porders": [b"\x00" + struct.pack(">I", 5) + b"\x00" +
+                    order(id=i, customer=f"c{i}", status=i % 3, nums=[i] * i).SerializeToString() for i in (1, 2, 3)],
+        "jorders": [b"\x00" + struct.pack(">I", 6) + json.dumps({"id": i, "name": f"n{i}", "x": 0}).encode()
+                    for i in (1, 2)],
+        "plain": [json.dumps({"id": i, "name": f"p{i}"}).encode() for i in (7, 8)],
+    }
+    for topic, vals in topics.items():
+        with kbatch.LogWriter(root, topic, 0) as w:
+            w.append(kbatch.encode(vals, timestamps=[0] * len(vals)))
+    return root, schemas
+
+
+def test_json_and_protobuf_values_through_decode_values_and_value_format(spark, tmp_path):
+    """``decode_values(format=...)`` and ``valueFormat=json|protobuf``: registry JSON Schema and
+    Protobuf values typed by their subject's latest schema, plain JSON by ``valueSchema``, and
+    ``from_protobuf``'s ``enums.as.ints``."""
+    from kbatch.values import JsonSchemaError, ProtobufSchemaError
+
+    root, schemas = _json_and_protobuf_root(tmp_path)
+    reg = Registry.from_directory(schemas)
+    protos = [{"id": 1, "customer": "c1", "status": "NEW", "nums": [1]},
+              {"id": 2, "customer": "c2", "status": "PAID", "nums": [2, 2]},
+              {"id": 3, "customer": "c3", "status": None, "nums": [3, 3, 3]}]  # UNKNOWN (0) is not emitted
+    jsons = [{"id": 1, "name": "n1"}, {"id": 2, "name": "n2"}]  # fields outside the schema dropped
+
+    def load(topic, **options):
+        reader = spark.read.format("kafka-log").option("subscribe", topic)
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return reader.load(str(root))
+
+    def typed(df, column="value"):
+        return [r[column] for r in _collect(df, ["offset", column])]
+
+    by_fn = kbatch.spark.decode_values(load("porders"), reg, topic="porders", format="protobuf")
+    by_src = load("porders", valueFormat="protobuf", **{"schemaRegistry.path": str(schemas)})
+    for frame in (by_fn, by_src):
+        assert frame.schema["value"].dataType.simpleString() == \
+            "struct<id:bigint,customer:string,status:string,nums:array<int>>"
+        assert typed(frame) == protos
+        assert typed(frame, "value_schema_id") == [5, 5, 5]
+    ints = load("porders", valueFormat="protobuf", readerSchema=PROTO, **{"schemaRegistry.path": str(schemas),
+                                                                         "enums.as.ints": "true"})
+    assert [r["status"] for r in typed(ints)] == [1, 2, None]
+
+    by_fn = kbatch.spark.decode_values(load("jorders"), reg, topic="jorders")  # format="auto": the subject's JSON
+    by_src = load("jorders", valueFormat="json", **{"schemaRegistry.path": str(schemas)})
+    for frame in (by_fn, by_src):
+        assert frame.schema["value"].dataType.simpleString() == "struct<id:bigint,name:string>"
+        assert typed(frame) == jsons
+
+    schema_file = tmp_path / "plain.json"
+    schema_file.write_text(json.dumps(JSON_SCHEMA))
+    by_fn = kbatch.spark.decode_values(load("plain"), None, reader_schema=json.dumps(JSON_SCHEMA), format="json")
+    by_src = load("plain", valueFormat="json", valueSchema=str(schema_file))
+    for frame in (by_fn, by_src):
+        assert typed(frame) == [{"id": 7, "name": "p7"}, {"id": 8, "name": "p8"}]
+        assert typed(frame, "value_schema_id") == [None, None]
+
+    with pytest.raises(ProtobufSchemaError, match="JSON, not PROTOBUF"):
+        kbatch.spark.decode_values(load("jorders"), reg, topic="jorders", format="protobuf")
+    with pytest.raises(JsonSchemaError, match="needs its JSON Schema"):
+        kbatch.spark.decode_values(load("plain"), None, format="json")
+
+
+def test_the_sources_json_and_protobuf_options(tmp_path):
+    """The options of ``valueFormat=json|protobuf`` checked before Spark reads (no Spark needed)."""
+    from kbatch.spark._values import source_values
+
+    root, schemas = _json_and_protobuf_root(tmp_path)
+    path = {"schemaregistry.path": str(schemas)}
+    got = source_values({"valueformat": "protobuf", "enums.as.ints": "true", "messagename": "Order",
+                         "recursive.fields.max.depth": "3", **path}, str(root), lambda: ["porders"])
+    (d,) = got.decodings
+    assert (d.format, d.protobuf.enums_as_ints, d.protobuf.recursive_depth, d.protobuf.message) == \
+        ("protobuf", True, 3, "Order")
+    plain = source_values({"valueformat": "json", "valueschema": json.dumps(JSON_SCHEMA)}, "/nowhere", list)
+    assert plain.registry is None and plain.decodings[0].plain
+    for raw, message in [
+        ({"enums.as.ints": "true"}, "is for valueFormat or keyFormat"),
+        ({"valueformat": "avro", "valueschema": "{}"}, "valueSchema .* is for valueFormat=json"),
+        ({"valueformat": "json", "enums.as.ints": "true", **path}, "are for valueFormat=protobuf"),
+        ({"valueformat": "protobuf", "enums.as.ints": "maybe", **path}, "must be true or false"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            source_values(raw, str(root), lambda: ["porders"])

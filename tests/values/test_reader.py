@@ -70,3 +70,28 @@ def test_from_path_is_a_schemas_topic_else_schema_files(tmp_path):
     assert Registry.from_path(tmp_path / "files").schema(5).text == json.dumps(NODE)
     with pytest.raises(values.RegistryError, match="nor a directory of schema files"):
         Registry.from_path(tmp_path / "nowhere")
+
+
+def test_reader_schema_of_each_format():
+    """``format=``: JSON Schema and ``.proto`` text, a compiled ProtoSchema, a subject's latest of
+    that language; another language refused with that language's error; None registry: text only."""
+    from kbatch.values import JsonSchemaError, ProtobufSchemaError
+
+    reg = _registry()
+    assert values.reader_schema(reg, '{"type": "object"}', format="json").schema_type == "JSON"
+    assert values.reader_schema(None, '{"type": "object"}', format="json").schema_type == "JSON"
+    assert values.reader_schema(reg, 3, format="protobuf").schema_type == "PROTOBUF"
+    assert values.reader_schema(reg, 3, format="auto").schema_type == "PROTOBUF"
+    proto = "syntax = 'proto3'; message M { int32 a = 1; }"
+    assert values.reader_schema(reg, proto, format="protobuf").text == proto
+    pytest.importorskip("grpc_tools")
+    compiled = values.compile_proto(proto)
+    assert values.reader_schema(reg, compiled, format="protobuf") is compiled
+    with pytest.raises(ProtobufSchemaError, match="AVRO, not PROTOBUF"):
+        values.reader_schema(reg, subject="orders-value", format="protobuf")
+    with pytest.raises(JsonSchemaError, match="a Schema or JSON Schema text"):
+        values.reader_schema(reg, format="json")
+    with pytest.raises(TypeError, match="needs a registry"):
+        values.reader_schema(None, 3, format="json")
+    with pytest.raises(ValueError, match="format must be"):
+        values.reader_schema(reg, 1, format="xml")
