@@ -32,8 +32,9 @@ dumps every segment, index and snapshot file in it in offset order. ``--json`` l
 (keys and values that are not UTF-8 are written as ``--json-binary`` says), ``long``/``int``/
 ``hex``/``base64`` (``--key-decoder``/``--value-decoder``), ``json`` (an internal-topic decoder's
 Kafka JSON, as an object), ``avro`` (``--value-decoder avro``: a registry-framed Avro value as a
-JSON value, :mod:`kbatch._dumpvalues`) or ``text`` (its other words, ``<DELETE>``, ``Error at ...``
-or ``Error: ...``).
+JSON value; ``json`` / ``protobuf`` alike for JSON Schema and Protobuf values,
+:mod:`kbatch._dumpvalues`) or ``text`` (its other words, ``<DELETE>``, ``Error at ...`` or
+``Error: ...``).
 
 >>> import kbatch, pathlib, tempfile, argparse
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "00000000000000000000.log"
@@ -98,7 +99,7 @@ CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADE
 _DEFAULT_MAX_MESSAGE = 5 * 1024 * 1024
 _DECODERS = ("string", "long", "int", "hex", "base64")
 #: Decoders through a schema registry (kbatch.values): the value's language.
-_REGISTRY_DECODERS = ("avro", "json")
+_REGISTRY_DECODERS = ("avro", "json", "protobuf")
 #: Kafka's Decoder classes that have a kbatch equivalent (``--key-decoder-class``).
 _KAFKA_DECODERS = {
     "org.apache.kafka.tools.api.StringDecoder": "string",
@@ -144,17 +145,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --print-data-log, print only keys and payloads")
     parser.add_argument("--key-decoder", choices=(*_DECODERS, *_REGISTRY_DECODERS), default=None,
                         help="how keys are printed (default string: UTF-8; avro: registry-framed Avro as JSON; "
-                             "json: registry-framed JSON Schema values, typed by their schema)")
+                             "json: registry-framed JSON Schema values, typed by their schema; protobuf: "
+                             "registry-framed Protobuf as JSON)")
     parser.add_argument("--value-decoder", choices=(*_DECODERS, *_REGISTRY_DECODERS), default=None,
                         help="how payloads are printed (default string: UTF-8; avro: registry-framed Avro as JSON; "
-                             "json: registry-framed JSON Schema values, typed by their schema)")
+                             "json: registry-framed JSON Schema values, typed by their schema; protobuf: "
+                             "registry-framed Protobuf as JSON)")
     parser.add_argument("--registry", default=None, metavar="URL|PATH",
                         help="with an avro decoder: the schema registry (a URL, a log.dirs root or backup with its "
                              "_schemas topic, or a directory of schema files); default the _schemas topic of the "
                              "root the dumped files are in")
     parser.add_argument("--reader-schema", default=None, metavar="ID|FILE|TEXT",
-                        help="with --value-decoder avro: the schema values are read as (default the subject's "
-                             "latest version)")
+                        help="with --value-decoder avro|json|protobuf: the schema values are read as (Avro, JSON "
+                             "Schema or .proto; default the subject's latest version)")
     parser.add_argument("--key-decoder-class", type=_kafka_decoder, nargs="?", const="string", default=None,
                         metavar="CLASS", help="Kafka's spelling of --key-decoder (its String/Long/IntegerDecoder)")
     parser.add_argument("--value-decoder-class", type=_kafka_decoder, nargs="?", const="string", default=None,

@@ -1,7 +1,9 @@
-"""``kbatch dump --value-decoder avro|json`` (and ``--key-decoder``): registry-framed Avro (or JSON
-Schema) keys and values printed as JSON, one per record, where Kafka's tool prints ``key:`` /
-``payload:``. With ``json``, the values are parsed and typed by their JSON Schema (``format="json"``:
-fields outside the schema dropped, a value of the wrong type an error) before they are printed.
+"""``kbatch dump --value-decoder avro|json|protobuf`` (and ``--key-decoder``): registry-framed Avro
+(JSON Schema, Protobuf) keys and values printed as JSON, one per record, where Kafka's tool prints
+``key:`` / ``payload:``. Protobuf values are laid out as Spark's ``from_protobuf`` lays them out
+(enums as names, absent fields null, maps as objects). With ``json``, the values are parsed and
+typed by their JSON Schema (``format="json"``: fields outside the schema dropped, a value of the
+wrong type an error) before they are printed.
 
 Each chunk of records :mod:`kbatch._dump` decodes is decoded again by :func:`kbatch.values.decode`
 (``errors="null"``, Spark's type mapping, the reader schema ``--reader-schema`` or the subject's
@@ -33,6 +35,7 @@ from kbatch.errors import KBatchError
 from kbatch.values import (
     AvroSchemaError,
     JsonSchemaError,
+    ProtobufSchemaError,
     Registry,
     RegistryError,
     Schema,
@@ -90,7 +93,7 @@ class AvroDecoder:
 
     def __init__(self, keys: bool, values: bool, registry: str | None, reader_schema: str | None,
                  binary: str = "base64", formats: dict[str, str | None] | None = None) -> None:
-        #: column -> "avro" or "json" (the language its decoder reads)
+        #: column -> "avro", "json" or "protobuf" (the language its decoder reads)
         self.formats = {c: (formats or {}).get(c) or "avro" for c in ("key", "value")}
         self.keys = keys
         self.values = values
@@ -119,7 +122,7 @@ class AvroDecoder:
             return None
         if text.strip().isdigit():
             return registry.schema(int(text))
-        kind = "JSON" if self.formats["value"] == "json" else "AVRO"
+        kind = {"json": "JSON", "protobuf": "PROTOBUF"}.get(str(self.formats["value"]), "AVRO")
         if os.path.isfile(text):
             return Schema(Path(text).read_text(), kind)
         return Schema(text, kind)
@@ -147,7 +150,7 @@ class AvroDecoder:
                 problem = f"--{column}-decoder {how}: {exc}"
                 out[column] = [None if b is None else AvroText(error=f"schema registry: {exc}") for b in raw[column]]
                 continue
-            except (AvroSchemaError, JsonSchemaError, ValueError) as exc:
+            except (AvroSchemaError, JsonSchemaError, ProtobufSchemaError, ValueError) as exc:
                 # no writer schema in the chunk at all, or its schemas are of another language
                 out[column] = self._framing_errors(table, column, str(exc), raw[column])
                 continue

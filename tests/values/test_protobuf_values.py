@@ -577,3 +577,40 @@ def test_convert_values_auto_picks_protobuf_and_avro(order_pb2, tmp_path) -> Non
                                        str(schemas)))
     assert any("their subject's schemas being PROTOBUF" in n and "orders (values)" in n for n in only_avro["notes"])
     assert pq.read_table(tmp_path / "avro" / "topic=orders").schema.field("value").type == pa.binary()
+
+
+def test_dump_prints_protobuf_keys_and_values_as_json(order_pb2, tmp_path) -> None:
+    """``kbatch dump --value-decoder protobuf --key-decoder protobuf``: each framed message as
+    JSON (enums by name, maps as objects), a bad body ``Error: ...`` in its place and status 1."""
+    import json
+
+    from support.dumprun import dump
+
+    import kbatch
+
+    key_proto = 'syntax = "proto3";\nmessage K { string k = 1; }\n'
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    lines = [{"subject": "orders-value", "version": 1, "id": 7, "schema": ORDER, "schemaType": "PROTOBUF"},
+             {"subject": "orders-key", "version": 1, "id": 8, "schema": key_proto, "schemaType": "PROTOBUF"}]
+    (schemas / "registry.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    key_class = values.compile_proto(key_proto).message_class()
+    vals = [framed(7, b"\x02\x02", order_pb2.Order(id=i, customer=f"c{i}", status=1, tags={"t": i}).SerializeToString())
+            for i in (1, 2)]
+    vals.append(framed(7, b"\x02\x02", b"\x12\x03\xff\xfe\xfd"))  # customer: invalid UTF-8
+    keys = [framed(8, b"\x00", key_class(k=f"k{i}").SerializeToString()) for i in range(3)]
+    with kbatch.LogWriter(tmp_path / "root", "orders", 0) as w:
+        w.append(kbatch.encode(vals, keys=keys, timestamps=[0] * 3))
+    log = tmp_path / "root" / "orders-0" / "00000000000000000000.log"
+    argv = ("--files", str(log), "--value-decoder", "protobuf", "--key-decoder", "protobuf", "--registry", str(schemas))
+    rc, out, _ = dump(*argv)
+    records = [line for line in out if line.startswith("| offset:")]
+    assert rc == 1 and len(records) == 3
+    assert ' key: {"k":"k0"} ' in records[0] and '"id":1,"customer":"c1","status":"NEW"' in records[0]
+    assert '"tags":{"t":1}' in records[0]
+    assert "payload: Error: " in records[2] and "offset 2" in records[2]
+    rc, out, _ = dump(*argv, "--json")
+    rows = [json.loads(line) for line in out if json.loads(line).get("type") == "record"]
+    assert [r["key"] for r in rows] == [{"k": "k0"}, {"k": "k1"}, {"k": "k2"}]
+    assert (rows[1]["payload"]["id"], rows[1]["payload"]["customer"], rows[1]["payload"]["tags"]) == (2, "c2", {"t": 2})
+    assert rows[1]["payload_encoding"] == "protobuf" and rows[1]["key_encoding"] == "protobuf"
