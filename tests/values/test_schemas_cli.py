@@ -20,6 +20,7 @@ def test_lists_subject_versions(tmp_path, capsys):
         st.schema("money", 1, 3, '"int"'), st.tombstone("money", 1),
         st.schema("pay", 1, 4, 'syntax = "proto3";', schema_type="PROTOBUF",
                   references=[{"name": "m.proto", "subject": "orders-value", "version": 1}]),
+        st.schema("shape", 1, 5, '{"type": "object"}', schema_type="JSON"),
         (b"garbage", b"{}"),
     ])
     assert main(["schemas", str(tmp_path)]) == 0
@@ -33,15 +34,17 @@ def test_lists_subject_versions(tmp_path, capsys):
         ["pay", "1", "4", "PROTOBUF", "live"],
     ]
     assert "references m.proto" in lines[4]
-    assert lines[5].startswith("3 subjects, 4 versions (2 live), 4 schema ids in _schemas under")
-    assert "offset 7: key is not JSON" in err
+    assert lines[5].split()[:5] == ["shape", "1", "5", "JSON", "live"]  # each version's schemaType
+    assert lines[6].startswith("4 subjects, 5 versions (3 live), 5 schema ids in _schemas under")
+    assert "offset 8: key is not JSON" in err
 
     assert main(["schemas", str(tmp_path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["subjects"] == ["money", "orders-value", "pay"] and doc["ids"] == [1, 2, 3, 4]
-    assert [(v["subject"], v["version"], v["deleted"]) for v in doc["versions"]] == [
-        ("money", 1, True), ("orders-value", 1, False), ("orders-value", 2, True), ("pay", 1, False)]
-    assert doc["records"] == {"NOOP": 1, "SCHEMA": 6}
+    assert doc["subjects"] == ["money", "orders-value", "pay", "shape"] and doc["ids"] == [1, 2, 3, 4, 5]
+    assert [(v["subject"], v["version"], v["deleted"], v["schemaType"]) for v in doc["versions"]] == [
+        ("money", 1, True, "AVRO"), ("orders-value", 1, False, "AVRO"), ("orders-value", 2, True, "AVRO"),
+        ("pay", 1, False, "PROTOBUF"), ("shape", 1, False, "JSON")]
+    assert doc["records"] == {"NOOP": 1, "SCHEMA": 7}
 
 
 def test_no_schemas_topic_is_one_line(tmp_path, capsys):
