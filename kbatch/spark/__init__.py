@@ -84,18 +84,23 @@ Options (Spark's Kafka source names and meanings; values are strings)
     ``cluster_metadata.<table>``; with ``history`` (every record) and ``offset`` (of the
     metadata image).
 ``valueFormat`` / ``keyFormat``
-    ``binary`` (default) or ``avro``: the column becomes the typed struct of the reader schema,
+    ``binary`` (default), ``avro``, ``json`` or ``protobuf``: the column becomes the typed struct
+    of the reader schema,
     followed by ``value_schema_id`` (``key_schema_id``) and, with ``valueErrors=null``
     (``keyErrors``), ``value_error``; decoded in the executors, batch by batch
     (:mod:`kbatch.spark._values`, docs/values.md). The registry: ``schemaRegistry.url`` (with
     ``schemaRegistry.basic.auth.user.info``, ``schemaRegistry.bearer.auth.token``,
     ``schemaRegistry.ssl.ca.location``), ``schemaRegistry.path`` (a ``log.dirs`` root holding
     ``_schemas``, else a directory of schema files), by default the root's own ``_schemas``. The
-    reader schema: ``readerSchema`` / ``keyReaderSchema`` (an id or Avro schema text), by
+    reader schema: ``readerSchema`` / ``keyReaderSchema`` (an id, or schema text in the format's
+    language, or a local file holding it), by
     default the latest version of the one topic read's subject (``<topic>-value``); reading
     several topics then needs it named. ``valueErrors`` / ``keyErrors``: ``raise`` (default:
     the task fails naming the record) or ``null``. ``recursiveFieldMaxDepth`` (``from_avro``'s):
     how deep a recursive record is kept; without it a recursive reader schema is refused.
+    ``valueSchema`` / ``keySchema`` (with ``json``): plain JSON's JSON Schema, no registry.
+    Protobuf: ``from_protobuf``'s ``enums.as.ints``, ``emit.default.values``,
+    ``recursive.fields.max.depth``, and ``messageName``.
 kbatch's own: ``verifyCrc`` (default true), ``includeHeaders`` (Spark's, default false),
 ``extraColumns`` (``leaderEpoch, producerId, producerEpoch, sequence, isTransactional``),
 ``maxRecordsPerBatch`` / ``maxBytesPerBatch`` (cap of each Arrow batch handed to Spark:
