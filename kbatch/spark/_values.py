@@ -265,7 +265,9 @@ def source_values(raw: Mapping[str, str], root: str, topics: Callable[[], Sequen
     decoded.
 
     The reader schema: ``readerSchema`` (``keyReaderSchema`` for keys), a schema id, or schema
-    text in the format's language (Avro, JSON Schema, ``.proto``) or a local file holding it; by
+    text in the format's language (Avro, JSON Schema, ``.proto``) or a local file holding it (for
+    Protobuf with ``messageName``: a ``.proto`` file with its imports beside it, or a descriptor
+    set file, as ``from_protobuf``'s ``descFilePath``); by
     default the latest version of the subject of the one topic read (``topics()``, called only
     then). ``json`` with ``valueSchema`` (``keySchema``: JSON Schema text or a file): plain JSON,
     no frame and no registry. ``valueErrors`` / ``keyErrors``: ``raise`` (default) or ``null``.
@@ -297,26 +299,32 @@ def source_values(raw: Mapping[str, str], root: str, topics: Callable[[], Sequen
     except ValueError:
         raise ValueError(f"option recursiveFieldMaxDepth must be an integer, got {depth!r}") from None
     protobuf = _protobuf_options(raw) if "protobuf" in formats.values() else None
+    message = protobuf.message if protobuf is not None else None
     decodings = []
     for column, fmt in formats.items():
         errors = value_errors if column == "value" else _choice(raw, "keyErrors", ERRORS, value_errors)
         if column in plain:
-            text = _schema_text(raw[f"{column}schema"])
-            decodings.append(Decoding(column, values.reader_schema(None, text, format="json"), errors,
+            plain_schema = _schema_text(raw[f"{column}schema"])
+            decodings.append(Decoding(column, values.reader_schema(None, plain_schema, format="json"), errors,
                                       format="json", plain=True))
             continue
         option = "readerSchema" if column == "value" else "keyReaderSchema"
-        given = raw.get(option.lower())
+        text = raw.get(option.lower())
+        given: str | ProtoSchema | None = text
         subject = None
-        if given is None:
+        if text is None:
             names = sorted(set(topics()))
             if len(names) != 1:
                 raise ValueError(f"{column}Format={fmt}: name the reader schema ({option}: an id or schema "
                                  f"text) or read one topic (subscribe), whose subject's latest version is taken; "
                                  f"topics read: {', '.join(names) or 'none'}")
             subject = values.topic_subject(names[0], column)
+        elif fmt == "protobuf" and _is_file(text) and (message or not text.strip().endswith(".proto")):
+            if not message:
+                raise ValueError(f"{option} {text}: a descriptor set needs messageName (as from_protobuf's)")
+            given = values.load_proto(text.strip(), message)  # with its imports, or a descriptor set
         else:
-            given = _schema_text(given)
+            given = _schema_text(text)
         decodings.append(Decoding(column, values.reader_schema(registry, given, subject=subject, format=fmt), errors,
                                   max_depth=max_depth, format=fmt,
                                   protobuf=protobuf if fmt == "protobuf" else None))
@@ -344,9 +352,11 @@ def _protobuf_options(raw: Mapping[str, str]) -> ProtoOptions:
     return ProtoOptions(**got)
 
 
+def _is_file(given: str) -> bool:
+    text = given.strip()
+    return not text.isdigit() and not text.startswith(("{", "[", '"')) and "\n" not in text and os.path.isfile(text)
+
+
 def _schema_text(given: str) -> str:
     """A schema option's text: itself (an id or schema text), or the local file it names."""
-    text = given.strip()
-    if not text.isdigit() and not text.startswith(("{", "[", '"')) and "\n" not in text and os.path.isfile(text):
-        return Path(text).read_text(encoding="utf-8")
-    return given
+    return Path(given.strip()).read_text(encoding="utf-8") if _is_file(given) else given

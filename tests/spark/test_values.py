@@ -417,6 +417,8 @@ def test_json_and_protobuf_values_through_decode_values_and_value_format(spark, 
 
 def test_the_sources_json_and_protobuf_options(tmp_path):
     """The options of ``valueFormat=json|protobuf`` checked before Spark reads (no Spark needed)."""
+    from kbatch import values
+    from kbatch.spark import kafka_struct
     from kbatch.spark._values import source_values
 
     root, schemas = _json_and_protobuf_root(tmp_path)
@@ -426,6 +428,14 @@ def test_the_sources_json_and_protobuf_options(tmp_path):
     (d,) = got.decodings
     assert (d.format, d.protobuf.enums_as_ints, d.protobuf.recursive_depth, d.protobuf.message) == \
         ("protobuf", True, 3, "Order")
+    desc = tmp_path / "order.desc"  # a descriptor set file, as from_protobuf's descFilePath
+    desc.write_bytes(values.compile_proto(PROTO).descriptor_set)
+    got = source_values({"valueformat": "protobuf", "readerschema": str(desc), "messagename": "shop.Order", **path},
+                        str(root), list)
+    assert got.decodings[0].reader.message == "shop.Order"
+    assert got.struct(kafka_struct()).simpleString().count("status:string") == 1
+    with pytest.raises(ValueError, match="a descriptor set needs messageName"):
+        source_values({"valueformat": "protobuf", "readerschema": str(desc), **path}, str(root), list)
     plain = source_values({"valueformat": "json", "valueschema": json.dumps(JSON_SCHEMA)}, "/nowhere", list)
     assert plain.registry is None and plain.decodings[0].plain
     for raw, message in [
