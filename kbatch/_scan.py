@@ -15,10 +15,11 @@ What is skipped, and on what evidence (the answer is always the records an eager
                  the headers after its last entry) is below the timestamp lower bound
     the start    of a segment's read is the checked .index position of the first offset wanted
     a batch      its offsets [base, base + last offset delta] are outside the bounds; its
-                 max_timestamp is below the lower bound (magic 2); a one-record CreateTime batch
-                 whose max_timestamp (its record's) is above the upper bound. Never on its first
-                 timestamp: records may be out of order, so a batch of several records is kept
-                 whatever its timestamps are when only an upper bound excludes it
+                 max_timestamp is below the lower bound (magic 2); a LogAppendTime batch (every
+                 record reads as its max_timestamp) or a one-record CreateTime batch whose
+                 max_timestamp is above the upper bound. Never on its first timestamp: records
+                 may be out of order, so a CreateTime batch of several records is kept whatever
+                 its timestamps are when only an upper bound excludes it
     a column     never asked for is never built (offset/timestamp alone copy no key or value)
 
 Skipped batches are neither decompressed nor CRC-checked (``stats`` counts them); rows of the
@@ -46,6 +47,7 @@ from kbatch.arrow import DEFAULT_BATCH_ROWS, binary_column, kafka_schema, to_arr
 #: The columns a scan can give (Spark's Kafka source columns with ``headers``), in this order by default.
 SCAN_COLUMNS: Final = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
 _CREATE_TIME: Final = 0
+_LOG_APPEND_TIME: Final = 1
 
 
 @dataclass
@@ -115,9 +117,12 @@ class _Plan:
         if self.ts_lo is not None:
             skip |= v2 & (heads["max_timestamp"] * 1000 < self.ts_lo)
         if self.ts_hi is not None:
-            # a one-record CreateTime batch's max_timestamp is its record's timestamp
-            single = v2 & (heads["record_count"] == 1) & (heads["timestamp_type"] == _CREATE_TIME)
-            skip |= single & (heads["max_timestamp"] * 1000 > self.ts_hi)
+            # max_timestamp is every record's timestamp in a LogAppendTime batch (records read
+            # as the broker's time, as Kafka's DefaultRecordBatch gives them), and the one
+            # record's in a one-record CreateTime batch
+            stamp = heads["timestamp_type"]
+            exact = v2 & ((stamp == _LOG_APPEND_TIME) | ((heads["record_count"] == 1) & (stamp == _CREATE_TIME)))
+            skip |= exact & (heads["max_timestamp"] * 1000 > self.ts_hi)
         return np.asarray(skip, dtype=np.bool_)
 
 
