@@ -15,10 +15,11 @@ What is skipped, and on what evidence (the answer is always the records an eager
                  the headers after its last entry) is below the timestamp lower bound
     the start    of a segment's read is the checked .index position of the first offset wanted
     a batch      its offsets [base, base + last offset delta] are outside the bounds; its
-                 max_timestamp is below the lower bound (magic 2); a one-record CreateTime batch
-                 whose max_timestamp (its record's) is above the upper bound. Never on its first
-                 timestamp: records may be out of order, so a batch of several records is kept
-                 whatever its timestamps are when only an upper bound excludes it
+                 max_timestamp is below the lower bound (magic 2); a LogAppendTime batch (every
+                 record reads as its max_timestamp) or a one-record CreateTime batch whose
+                 max_timestamp is above the upper bound. Never on its first timestamp: records
+                 may be out of order, so a CreateTime batch of several records is kept whatever
+                 its timestamps are when only an upper bound excludes it
     a column     never asked for is never built (offset/timestamp alone copy no key or value)
 
 Skipped batches are neither decompressed nor CRC-checked (``stats`` counts them); rows of the
@@ -46,6 +47,7 @@ from kbatch.arrow import DEFAULT_BATCH_ROWS, binary_column, kafka_schema, to_arr
 #: The columns a scan can give (Spark's Kafka source columns with ``headers``), in this order by default.
 SCAN_COLUMNS: Final = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
 _CREATE_TIME: Final = 0
+_LOG_APPEND_TIME: Final = 1
 
 
 @dataclass
@@ -115,9 +117,12 @@ class _Plan:
         if self.ts_lo is not None:
             skip |= v2 & (heads["max_timestamp"] * 1000 < self.ts_lo)
         if self.ts_hi is not None:
-            # a one-record CreateTime batch's max_timestamp is its record's timestamp
-            single = v2 & (heads["record_count"] == 1) & (heads["timestamp_type"] == _CREATE_TIME)
-            skip |= single & (heads["max_timestamp"] * 1000 > self.ts_hi)
+            # max_timestamp is every record's timestamp in a LogAppendTime batch (records read
+            # as the broker's time, as Kafka's DefaultRecordBatch gives them), and the one
+            # record's in a one-record CreateTime batch
+            stamp = heads["timestamp_type"]
+            exact = v2 & ((stamp == _LOG_APPEND_TIME) | ((heads["record_count"] == 1) & (stamp == _CREATE_TIME)))
+            skip |= exact & (heads["max_timestamp"] * 1000 > self.ts_hi)
         return np.asarray(skip, dtype=np.bool_)
 
 
@@ -173,6 +178,22 @@ def _max_timestamp(seg: Any, on_corruption: str) -> int:
     return int(heads["max_timestamp"].max()) if len(heads) else -1
 
 
+def _rows(plan: _Plan, table: RecordTable, start: int, end: int | None) -> npt.NDArray[np.bool_] | None:
+    """The rows of ``table`` kept (None: all of them, no mask built)."""
+    offsets = table.records["offset"]
+    if not len(offsets):
+        return None
+    cut = int(offsets.min()) < start or (end is not None and int(offsets.max()) >= end)
+    if not plan.row_terms and not cut:
+        return None
+    rows = row_mask(plan.row_terms, offsets, table.records["timestamp"])
+    if cut:
+        rows &= offsets >= start
+        if end is not None:
+            rows &= offsets < end
+    return rows
+
+
 def _geometric(kept: npt.NDArray[np.intp]) -> list[npt.NDArray[np.intp]]:
     """``kept`` cut into groups of 1, 2, 4, ... items."""
     cuts = [0]
@@ -184,8 +205,8 @@ def _geometric(kept: npt.NDArray[np.intp]) -> list[npt.NDArray[np.intp]]:
 def _scan_log(
     log: Any, plan: _Plan, isolation_level: str, on_corruption: str, verify_crc: bool, chunk_bytes: int,
     stats: ScanStats, limited: bool,
-) -> Iterator[tuple[RecordTable, npt.NDArray[np.bool_]]]:
-    """(table, rows kept) of one log, the filter's batches only."""
+) -> Iterator[tuple[RecordTable, npt.NDArray[np.bool_] | None]]:
+    """(table, rows kept or None for all) of one log, the filter's batches only."""
     start = log.log_start_offset if plan.off_lo is None else max(log.log_start_offset, plan.off_lo)
     end = None if plan.off_hi is None else plan.off_hi + 1
     aborted: list[tuple[int, int, int]] = []
@@ -233,12 +254,7 @@ def _scan_log(
                     mask = drop[lo : hi + 1]
                     for table in seg.decode_range(a, b, verify_crc=verify_crc, on_corruption=on_corruption,
                                                   heads=part, drop=mask if mask.any() else None):
-                        offsets = table.records["offset"]
-                        rows = row_mask(plan.row_terms, offsets, table.records["timestamp"])
-                        rows &= offsets >= start
-                        if end is not None:
-                            rows &= offsets < end
-                        yield table, rows
+                        yield table, _rows(plan, table, start, end)
                     seg.release(a, b)
                 if end is not None and int(heads["base_offset"][-1]) >= end:
                     stats.segments_skipped += len(segments) - i - 1
@@ -294,14 +310,15 @@ def scan_logs(
                 continue
             for table, rows in _scan_log(log, plan, isolation_level, on_corruption, verify_crc, chunk_bytes, counts,
                                          remaining is not None):
-                if remaining is not None:
-                    at = np.flatnonzero(rows)
-                    if len(at) > remaining:
-                        rows[at[remaining]:] = False
-                n = int(rows.sum())
+                if remaining is not None and (len(table.records) if rows is None else int(rows.sum())) > remaining:
+                    if rows is None:
+                        rows = np.ones(len(table.records), dtype=np.bool_)
+                    rows[np.flatnonzero(rows)[remaining]:] = False
+                n = len(table.records) if rows is None else int(rows.sum())
                 if n == 0:
                     continue
-                out = _arrow_batch(table, None if n == len(rows) else rows, log.topic, partition, cols, schema, binary)
+                out = _arrow_batch(table, None if n == len(table.records) else rows, log.topic, partition, cols,
+                                   schema, binary)
                 counts.rows += n
                 for k in range(0, n, batch_rows):
                     yield out.slice(k, batch_rows)

@@ -68,6 +68,7 @@ import numpy.typing as npt
 from kbatch._columns import BINARY_KINDS, HEADERS_COLUMN, BinaryKind, RecordColumns, columns, ddl
 from kbatch._core import HEADER_DTYPE, RECORD_DTYPE, get_threads
 from kbatch._fromarrow import BinaryColumn, binary_arrays, encode_arrow, from_arrow, require_pyarrow
+from kbatch._table import select
 from kbatch.errors import StorageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -977,6 +978,7 @@ def log_batches(
     lost: Callable[[Any, StorageError], None] | None = None,
     progress: Callable[[Any, Any], None] | None = None,
     read: Mapping[str, Any] | None = None,
+    rows: Callable[[Any], Any] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of one or many partition directories: the one loop behind every log -> Arrow read.
 
@@ -999,6 +1001,9 @@ def log_batches(
         and all its rows are yielded.
     read : mapping, optional
         ``LogDir.iter_tables`` arguments (``**read`` of :func:`iter_log_arrow`).
+    rows : callable, optional
+        ``rows(table)``: a boolean mask of the records of each ``RecordTable`` to convert; the
+        others are left out before any column is built (``progress`` still gets the whole table).
 
     Examples
     --------
@@ -1029,8 +1034,13 @@ def log_batches(
                         raise
                     lost(log, exc)
                     break
+                chosen = table
+                if rows is not None:
+                    mask = rows(table)
+                    if not mask.all():
+                        chosen = select(table, mask)
                 for batch in to_record_batches(
-                    table,
+                    chosen,
                     topic=log.topic,
                     partition=log.partition,
                     include_headers=include_headers,
@@ -1042,7 +1052,7 @@ def log_batches(
                     yield from small.add(batch)
                 if progress is not None:
                     progress(log, table)
-                del table
+                del table, chosen
             yield from small.flush()
         if progress is not None:
             progress(log, None)

@@ -142,6 +142,26 @@ def test_batches_outside_the_filter_are_never_decoded(tmp_path: Path) -> None:
     assert stats.batches_decoded == 1, stats
 
 
+def test_log_append_time_batches_are_skipped_on_either_timestamp_bound(tmp_path: Path) -> None:
+    # 20 LogAppendTime batches of 5 records written out of order: batch b's records all read as 100 b + 4
+    with LogWriter(tmp_path, "t", 0) as w:
+        for b in range(20):
+            w.append(kbatch.encode([b"x%d" % i for i in range(5)], base_offset=5 * b, compression="lz4",
+                                   timestamps=[100 * b + d for d in (3, 1, 4, 0, 2)], timestamp_type="log_append"))
+    log = open_log(tmp_path / "t-0")
+    cases = [([("timestamp", "<", 500)], range(5)), ([("timestamp", "between", (700, 1000))], range(7, 10)),
+             ([("timestamp", ">", 1850)], range(19, 20))]
+    for terms, batches in cases:
+        stats = ScanStats()
+        got = log.scan_records(["offset", "timestamp"], terms, stats=stats).read_all()
+        offsets = [5 * b + i for b in batches for i in range(5)]
+        stamps = [100 * b + 4 for b in batches for _ in range(5)]
+        assert got.column("offset").to_pylist() == offsets
+        assert got.column("timestamp").cast("int64").to_pylist() == [t * 1000 for t in stamps]
+        assert [r[2:4] for r in eager([log], terms, "read_uncommitted")] == list(zip(offsets, stamps, strict=True))
+        assert stats.batches_decoded == len(batches), (terms, stats)
+
+
 def test_datetime_bounds_and_empty_filters(tmp_path: Path) -> None:
     with LogWriter(tmp_path, "t", 0) as w:
         w.append(kbatch.encode([b"a", b"b", b"c"], timestamps=[1000, 2000, 3000]))

@@ -9,20 +9,21 @@ offset bounds cut the range; a timestamp lower bound ``T`` starts it at the firs
 record timestamp is >= ``T`` (found by a one-row :func:`kbatch._scan.scan_logs`, which skips
 segments and batches by their headers' max timestamps), which no row with a timestamp >= ``T``
 precedes. Every task then reads only the segments of
-its narrowed range. Spark still evaluates every filter on the rows (the source returns them
-all: a range is narrowed, rows are not filtered), so the answer is exact.
+its narrowed range, and builds and returns only the records that pass the offset and timestamp
+terms (:func:`keeper`: no key, value or header is copied for the others). Spark still evaluates
+every filter on the rows returned, so the answer is exact.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from kbatch._predicate import COLUMNS, FilterError, Term, bounds, constant_holds, empty, normalize
+from kbatch._predicate import COLUMNS, FilterError, Term, bounds, constant_holds, empty, normalize, row_mask
 from kbatch._scan import scan_logs
 
-__all__ = ["narrow", "translate"]
+__all__ = ["keeper", "narrow", "translate"]
 
 _OPS = {"EqualTo": "=", "GreaterThan": ">", "GreaterThanOrEqual": ">=", "LessThan": "<", "LessThanOrEqual": "<="}
 
@@ -78,6 +79,19 @@ def narrow(log: Any, start: int, end: int, terms: Sequence[Term], on_corruption:
                                               ("offset", "<", end)], 1, on_corruption=on_corruption).read_all()
         start = int(first.column(0)[0].as_py()) if first.num_rows else end
     return start, max(start, end)
+
+
+def keeper(terms: Sequence[Term]) -> Callable[[Any], Any] | None:
+    """``rows(table)``: the records of a ``RecordTable`` passing the ``offset`` and ``timestamp``
+    terms (None: no such term, every record kept)."""
+    row_terms = [t for t in terms if t[0] in ("offset", "timestamp")]
+    if not row_terms:
+        return None
+
+    def rows(table: Any) -> Any:
+        return row_mask(row_terms, table.records["offset"], table.records["timestamp"])
+
+    return rows
 
 
 def _from_micros(micros: int) -> dt.datetime:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -26,7 +26,7 @@ from kbatch._plan import (
     root_columns,
     select_logs,
 )
-from kbatch.spark._pushdown import narrow, translate
+from kbatch.spark._pushdown import keeper, narrow, translate
 from kbatch.spark._schema import kafka_struct, options_struct
 from kbatch.spark._values import SourceValues, source_values
 from kbatch.spark._views import ViewReader, is_view, parse_view_options, spark_schema
@@ -132,9 +132,11 @@ def _check_schema(opts: Options, schema: StructType, typed: SourceValues | None 
         )
 
 
-def _read(pieces: Sequence[LogSlice], opts: Options, typed: SourceValues | None) -> Iterator[Any]:
-    """One task's records (:func:`~kbatch._plan.read_task`), their values decoded when asked."""
-    batches = read_task(pieces, opts)
+def _read(pieces: Sequence[LogSlice], opts: Options, typed: SourceValues | None,
+          rows: Callable[[Any], Any] | None = None) -> Iterator[Any]:
+    """One task's records (:func:`~kbatch._plan.read_task`; ``rows``: only those it keeps), their
+    values decoded when asked."""
+    batches = read_task(pieces, opts, rows)
     return batches if typed is None else typed.apply(batches)
 
 
@@ -175,10 +177,15 @@ class PushdownKafkaLogReader(KafkaLogReader):
 
     def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
         self.terms = translate(filters)
-        return iter(filters)  # all of them: Spark still filters the rows (ranges are narrowed, not rows)
+        return iter(filters)  # all of them: Spark still filters the rows it is given
 
     def _narrow(self, log: Any, start: int, end: int) -> tuple[int, int]:
         return narrow(log, start, end, self.terms, self.opts.on_corruption)
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        # only the records passing the offset and timestamp terms are built (no key or value
+        # copied for the others) and handed to Spark, which filters them again
+        return _read(partition.pieces, self.opts, self.typed, keeper(self.terms))  # type: ignore[attr-defined]
 
 
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

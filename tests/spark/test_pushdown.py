@@ -88,3 +88,28 @@ def test_narrow_by_time_trusts_headers_not_a_forged_timeindex(tmp_path: Path) ->
     log = open_log(tmp_path / "t-0")
     at = dt.datetime(1970, 1, 1, 0, 0, 3, tzinfo=UTC)
     assert narrow(log, 0, 3, translate([GreaterThanOrEqual(("timestamp",), at)])) == (0, 3)
+
+
+@needs_filters
+def test_tasks_return_only_the_rows_of_the_pushed_terms(tmp_path: Path) -> None:
+    # a time window: the range is narrowed to its start only (an upper bound skips no batch of
+    # out-of-order records), but each task builds and returns only the window's rows
+    from pyspark.sql.datasource import GreaterThanOrEqual, LessThan, StringStartsWith
+
+    from kbatch.spark._source import KafkaLogDataSource
+
+    root = _log(tmp_path)
+    source = KafkaLogDataSource({"path": str(root), "filterPushdown": "true", "maxPartitionBytes": "2000"})
+    reader = source.reader(source.schema())
+    lo, hi = (dt.datetime(1970, 1, 1, 0, 0, s, tzinfo=UTC) for s in (3, 4))  # 3000 .. 4000 ms: offsets 300..399
+    filters = [GreaterThanOrEqual(("timestamp",), lo), LessThan(("timestamp",), hi), StringStartsWith(("topic",), "t")]
+    assert list(reader.pushFilters(filters)) == filters  # Spark still applies every one
+    tasks = reader.partitions()
+    assert min(p.start for t in tasks for p in t.pieces) == 300
+    assert max(p.end for t in tasks for p in t.pieces) == 1000
+    got = [(o, v) for t in tasks for b in reader.read(t)
+           for o, v in zip(b.column("offset").to_pylist(), b.column("value").to_pylist(), strict=True)]
+    assert sorted(got) == [(o, b"v%d" % o) for o in range(300, 400)]
+    # without pushed terms every row of the range comes back
+    plain = KafkaLogDataSource({"path": str(root), "filterPushdown": "true"}).reader(source.schema())
+    assert sum(b.num_rows for t in plain.partitions() for b in plain.read(t)) == 1000

@@ -1,5 +1,6 @@
 """Partition directories for scan tests: several segments, out-of-order timestamps inside
-batches, transactions (committed and aborted), compaction gaps, indexes kept, deleted or lying."""
+batches, LogAppendTime batches, transactions (committed and aborted), compaction gaps, indexes
+kept, deleted or lying."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
 def random_log(root: Path, seed: int, *, batches: int = 40, topic: str = "p", partition: int = 0) -> Path:
-    """A partition of 1-6 record batches in every codec (some legacy magic 1 message sets):
+    """A partition of 1-6 record batches in every codec (some legacy magic 1 message sets, some
+    LogAppendTime):
     timestamps rising with jitter and out of order inside a batch, offset gaps (compaction),
     transactions of producer 7 ended by COMMIT or ABORT markers (some left open at the end),
     index entries every ~100 bytes."""
@@ -44,8 +46,9 @@ def random_log(root: Path, seed: int, *, batches: int = 40, topic: str = "p", pa
             if not txn and rng.random() < 0.1:  # a legacy message set (magic 1), plain or wrapped
                 raw = kbatch.encode(values, timestamps=stamps, base_offset=offset, magic=1,
                                     compression=str(rng.choice(["none", "gzip"])))
-            else:
-                raw = kbatch.encode(values, timestamps=stamps, base_offset=offset,
+            else:  # some LogAppendTime batches: every record reads as the batch's max_timestamp
+                stamp = "log_append" if not txn and rng.random() < 0.15 else "create"
+                raw = kbatch.encode(values, timestamps=stamps, base_offset=offset, timestamp_type=stamp,
                                     compression=str(rng.choice(CODECS)), **txn)
             offset = w.append(raw)
     return root / f"{topic}-{partition}"
