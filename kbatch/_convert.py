@@ -1121,6 +1121,8 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         if args.format == "orc" and _is_remote(args.out):
             raise UsageError("--engine arrow writes ORC to a local OUT only; use parquet, or --engine spark")
         values = plan_values(args, p.topics, schema, p.logs)
+        if values is not None and args.format in ("iceberg", "delta"):
+            values.catalog = table_options(args, _keys(p))  # the dead letters' tables opened as the data's
         if _has_ledger(args.out):
             side = (values.side_folder,) if values is not None and values.side_folder else ()
             sink = _open_sink(args, p.topics, schema.names, _keys(p), side)
@@ -1214,8 +1216,8 @@ def _keys(p: Plan) -> list[tuple[str, int, str | None]]:
 def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str],
                keys: Sequence[tuple[str, int, str | None]] = (), side_folders: Sequence[str] = ()) -> Sink:
     """The table sink of ``--format`` (:mod:`kbatch.tables`) for OUT and ``--mode``; ``keys``: the
-    partitions the run converts; ``side_folders``: hidden folders of a local Parquet OUT committed
-    with the data (dead letters)."""
+    partitions the run converts; ``side_folders``: hidden folders of a Parquet OUT committed with
+    the data (dead letters)."""
     storage = _storage.parse_options(args.storage_option)
     folder = {"compression": args.compression, "max_rows_per_file": args.max_rows_per_file,
               "row_group_rows": args.row_group_rows, "partition_by_topic": not args.no_partition_by_topic,
@@ -1226,21 +1228,12 @@ def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str],
         except ImportError:
             raise UsageError(f"{args.out} with its offsets ledger needs boto3: pip install 'kbatch[s3]'") from None
         try:
-            return RemoteFolderSink(args.out, args.mode, storage_options=storage, **folder)
+            return RemoteFolderSink(args.out, args.mode, storage_options=storage, side_folders=side_folders, **folder)
         except (FileExistsError, ValueError) as exc:
             raise UsageError(str(exc)) from None
     if args.format in ("parquet", "orc", "json"):  # a folder: Parquet written by the sink, or files put there
         return FolderSink(args.out, args.mode, side_folders=side_folders, **folder)
-    options = {}
-    for item in args.catalog_option:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--catalog-option needs KEY=VALUE, got {item!r}")
-        options[key.strip()] = value.strip()
-    catalog = {"catalog": args.catalog, "catalog_options": options, "namespace": args.namespace}
-    own: dict[str, Any] = catalog if args.format == "iceberg" else {"partitions": list(keys)}
-    if _is_remote(args.out):
-        own["storage_options"] = storage
+    own = table_options(args, keys)
     try:
         return open_sink(args.format, args.out, args.mode, topics=topics, partition_by=args.partition_by,
                          columns=columns, compression=args.compression, upsert=args.upsert,
@@ -1250,6 +1243,23 @@ def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str],
                          f"pip install 'kbatch[{args.format}]'") from None
     except (FileExistsError, ValueError) as exc:
         raise UsageError(str(exc)) from None
+
+
+def table_options(args: argparse.Namespace, keys: Sequence[tuple[str, int, str | None]] = ()) -> dict[str, Any]:
+    """The Iceberg or Delta sink's own options for OUT: the catalog (Iceberg), the partitions the
+    run converts (Delta: ``keys``, whose ledger survives log cleanup), the storage options of a
+    remote OUT. The data's tables and the dead letters' are opened with the same."""
+    options = {}
+    for item in args.catalog_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--catalog-option needs KEY=VALUE, got {item!r}")
+        options[key.strip()] = value.strip()
+    catalog = {"catalog": args.catalog, "catalog_options": options, "namespace": args.namespace}
+    own: dict[str, Any] = catalog if args.format == "iceberg" else {"partitions": list(keys)}
+    if _is_remote(args.out):
+        own["storage_options"] = _storage.parse_options(args.storage_option)
+    return own
 
 
 def _bytes_in(log: Any, start: int, end: int) -> int:

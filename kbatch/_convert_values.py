@@ -57,7 +57,7 @@ from kbatch._convert_errors import UsageError
 from kbatch._plan import INTERNAL_TOPICS, ROOT_COLUMN
 from kbatch._storage import is_remote, parse_options
 from kbatch._version import __version__
-from kbatch.tables import FolderSink, Ledger, Sink, TableCommit, open_sink
+from kbatch.tables import FolderSink, Ledger, RemoteFolderSink, Sink, TableCommit, is_s3, open_sink
 from kbatch.tables._hooks import reached
 from kbatch.tables._sink import by_topic
 
@@ -140,8 +140,9 @@ def open_registry(args: argparse.Namespace) -> Registry:
     """The registry of ``--registry`` (or ROOT's ``_schemas``); a usage error when there is none."""
     from kbatch.values import Registry, RegistryError
 
-    storage = parse_options(getattr(args, "storage_option", None))
     where = args.registry
+    # --storage-option: the storage of a remote root (or --registry root), not of OUT's only
+    storage = parse_options(getattr(args, "storage_option", None)) if is_remote(where or args.root) else {}
     if where is not None and where.startswith(("http://", "https://")):
         return Registry(where)
     if where is None:
@@ -237,6 +238,8 @@ class ValuePlan:
     commits: list[TableCommit] = field(default_factory=list)
     #: a hidden folder of OUT committed with the data (parquet), or None (a sink apart)
     side_folder: str | None = None
+    #: the Iceberg or Delta sink's own options, the data tables' (catalog, Delta's partitions,
+    #: storage options): set by the convert (:func:`kbatch._convert.table_options`)
     catalog: dict[str, Any] = field(default_factory=dict)
     partition_by: list[str] | None = None
     compression: str | None = None
@@ -252,7 +255,8 @@ class ValuePlan:
     def where(self) -> str:
         """Where the dead letters are, in words."""
         if self.side_folder is not None:
-            return str(Path(self.out) / self.side_folder)
+            return f"{self.out.rstrip('/')}/{self.side_folder}" if is_remote(self.out) \
+                else str(Path(self.out) / self.side_folder)
         if self.dead_letter is not None:
             return self.dead_letter
         return ", ".join(c.table for c in self.commits) or f"tables <topic>{DEAD_LETTER_SUFFIX}"
@@ -271,6 +275,10 @@ class ValuePlan:
         if self.fail:
             return
         if self.side_folder is not None:
+            if isinstance(sink, RemoteFolderSink):  # written into the run's staging folder on S3
+                self._files = DeadLetterFiles(f"{sink.staging_path}/{self.side_folder}", self.dead_schema,
+                                              filesystem=sink.fs)
+                return
             assert isinstance(sink, FolderSink)
             self._files = DeadLetterFiles(sink.folder / self.side_folder, self.dead_schema)
             return
@@ -375,14 +383,15 @@ class DeadLetterFiles:
     The layout of the data's folders (Hive partitions): the ``topic`` column is the folder's name,
     not in the files, so that ``pyarrow.dataset`` / Spark read ``folder`` with ``topic`` back."""
 
-    def __init__(self, folder: Path, schema: Any) -> None:
+    def __init__(self, folder: Path | str, schema: Any, filesystem: Any = None) -> None:
         self.folder = folder
+        self.filesystem = filesystem  # a pyarrow filesystem (``folder`` a path of it), or None: local
         self.schema = schema
         self.token = uuid.uuid4().hex[:8]
         self._at = schema.get_field_index("topic")
         self._file_schema = schema.remove(self._at)
         self._writers: dict[str, Any] = {}
-        self.paths: dict[str, Path] = {}
+        self.paths: dict[str, str] = {}
 
     def write(self, dead: Any) -> None:
         import pyarrow.parquet as pq
@@ -390,9 +399,10 @@ class DeadLetterFiles:
         for topic, part in by_topic(dead.to_batches()):
             w = self._writers.get(topic)
             if w is None:
-                path = self.folder / f"topic={topic}" / f"part-{os.getpid()}-{self.token}.parquet"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                w = self._writers[topic] = pq.ParquetWriter(str(path), self._file_schema)
+                path = f"{self.folder}/topic={topic}/part-{os.getpid()}-{self.token}.parquet"
+                if self.filesystem is None:
+                    Path(path).parent.mkdir(parents=True, exist_ok=True)
+                w = self._writers[topic] = pq.ParquetWriter(path, self._file_schema, filesystem=self.filesystem)
                 self.paths[topic] = path
             w.write_batch(part.drop_columns(["topic"]))
 
@@ -407,7 +417,7 @@ class DeadLetterFiles:
         import pyarrow.parquet as pq
 
         for topic, path in self.paths.items():
-            for batch in pq.ParquetFile(str(path)).iter_batches():
+            for batch in pq.ParquetFile(path, filesystem=self.filesystem).iter_batches():
                 column = pa.array([topic] * batch.num_rows, pa.string())
                 yield pa.RecordBatch.from_arrays([*batch.columns[:self._at], column, *batch.columns[self._at:]],
                                                  schema=self.schema)
@@ -430,8 +440,10 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.engine == "spark" and args.format != "parquet":
         raise _usage(f"--values with --engine spark writes --format parquet; --format {args.format} with typed "
                      "values is written by --engine arrow")
-    if is_remote(args.out):
-        raise _usage("--values writes to a local OUT (for now)")
+    if args.engine == "spark" and is_remote(args.out):
+        raise _usage("--values with --engine spark writes to a local OUT; an s3:// OUT is written by --engine arrow")
+    if is_remote(args.out) and not is_s3(args.out):
+        raise _usage("--values writes to a local or s3:// OUT (the dead letters committed with the data's ledger)")
     if getattr(args, "upsert", False):
         raise _usage("--upsert with --values or --keys is not supported yet")
     if args.reader_schema is not None and not args.values:
@@ -536,14 +548,9 @@ def _finish(args: argparse.Namespace, registry: Registry | None,
         raise _usage("--no-partition-by-topic with --values: the selected topics' columns differ (each its reader "
                      "schema's), so they cannot share one folder; convert them apart (--subscribe)")
     side, apart = _dead_letter_place(args)
-    catalog = {}
-    if args.format == "iceberg":
-        options = dict(item.partition("=")[::2] for item in args.catalog_option)
-        catalog = {"catalog": args.catalog, "catalog_options": {k.strip(): v.strip() for k, v in options.items()},
-                   "namespace": args.namespace}
     return ValuePlan(registry, readers, schemas, source, dead_letter_schema(source), args.flatten_values,
                      args.on_value_error == "fail", args.format, args.out, args.mode, apart, notes=notes,
-                     side_folder=side, catalog=catalog, partition_by=args.partition_by, compression=args.compression,
+                     side_folder=side, partition_by=args.partition_by, compression=args.compression,
                      properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)},
                      value_format=value_format)
 
