@@ -45,7 +45,7 @@ from typing import Any
 
 from kbatch import _storage
 from kbatch._convert_errors import ConvertError, UsageError
-from kbatch._convert_spark_values import count_dead_letters, write_values
+from kbatch._convert_spark_values import count_dead_letters, take_dead_letters, write_values
 from kbatch._convert_values import ValuePlan, check_arguments, plan_values, requested
 from kbatch._convert_values import add_arguments as add_value_arguments
 from kbatch._discover import describe_topics, logs_deeper, topics_in
@@ -864,6 +864,8 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     schema = _schema(p)
     try:
         values = plan_values(args, p.topics, schema)  # --values: each topic's reader schemas (a local OUT)
+        if values is not None and args.format in ("iceberg", "delta"):
+            values.catalog = table_options(args, _keys(p))  # the dead letters' tables opened as the data's
     except BaseException:
         p.close()
         raise
@@ -920,7 +922,17 @@ def convert_spark(args: argparse.Namespace) -> Summary:
             assert sink is not None
             with sink:  # Spark's executors write into the sink's folder; this process commits it
                 sink.open(schema if values is None else values.schemas)
-                if values is not None:  # each topic decoded by the executors, its dead letters beside
+                if values is not None and not isinstance(sink, FolderSink):  # Iceberg, Delta: staged files
+                    values.start(sink)
+                    staged = str(sink.staging())
+                    write_values(spark, *spark_tasks(p, spark.sparkContext.defaultParallelism), p.topics, values,
+                                 staged, lambda frame: write_staged(_filtered(args, frame), sink,
+                                                                    compression=args.compression,
+                                                                    max_rows_per_file=args.max_rows_per_file))
+                    counts = _written_counts(spark, argparse.Namespace(**{**vars(args), "format": "parquet",
+                                                                           "no_partition_by_topic": False}), staged)
+                    take_dead_letters(values, staged)
+                elif values is not None:  # each topic decoded by the executors, its dead letters beside
                     assert isinstance(sink, FolderSink)  # --values: a local parquet OUT (check_arguments)
                     folder = str(sink.folder)
                     write_values(spark, *spark_tasks(p, spark.sparkContext.defaultParallelism), p.topics, values,
@@ -938,6 +950,8 @@ def convert_spark(args: argparse.Namespace) -> Summary:
                                              str(sink.staging()))
                 if counts or (values is not None and values.total()) or (len(resumed.held) and len(resumed.converted)):
                     sink.adopt(sum(c[0] for c in counts.values()))
+                    if values is not None and not isinstance(sink, FolderSink):  # dead-letter tables first
+                        values.commit(resumed.converted)
                     commits = sink.commit(resumed.held.advanced(resumed.converted), resumed.converted)
                 else:
                     sink.abort()  # no _SUCCESS in a folder without data
@@ -949,6 +963,8 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     finally:
         poller.done.set()
         progress.close()
+        if values is not None:
+            values.close()
     dead: dict[str, Any] = {}
     if values is not None:  # a dead letter is a record read: counted in its partition, as the arrow engine does
         for (topic, partition, root), n in values.dead.items():
@@ -956,7 +972,8 @@ def convert_spark(args: argparse.Namespace) -> Summary:
             old = counts.get(key, (0, 0, 0))
             counts[key] = (old[0] + n, *old[1:])
             reports[key].dead_letters = n
-        notes = values.notes + notes
+        notes = values.summary_notes() + notes
+        commits = values.commits + commits
         dead = {"dead_letters": values.total(), "dead_letter_path": values.where, "value_errors": values.commonest()}
     for key, rep in reports.items():
         _finish_report(rep, counts.get(key, (0, 0, 0))[0], filtered=bool(args.where))

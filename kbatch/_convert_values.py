@@ -308,12 +308,14 @@ class ValuePlan:
                 good, dead = values.split(part, self.registry, values=readers[0], keys=readers[1],
                                           on_error="raise" if self.fail else "dead-letter", format=self.value_format)
                 if dead.num_rows:
-                    self._dead_letters(dead)
+                    self.set_aside(dead)
                 if self.flatten:
                     good = flatten_values(good)
                 yield from good.to_batches()
 
-    def _dead_letters(self, dead: Any) -> None:
+    def set_aside(self, dead: Any) -> None:
+        """Keep ``dead`` (a table of :attr:`dead_schema`) for the commit, counted per partition and
+        reason; those an earlier run's dead-letter commit holds already are counted apart, not kept."""
         import pyarrow as pa
 
         roots = dead.column(ROOT_COLUMN).to_pylist() if ROOT_COLUMN in dead.column_names else [None] * dead.num_rows
@@ -437,9 +439,6 @@ def check_arguments(args: argparse.Namespace) -> None:
         return
     if args.format not in ("parquet", "iceberg", "delta"):
         raise _usage(f"--values writes --format parquet, iceberg or delta, not {args.format}")
-    if args.engine == "spark" and args.format != "parquet":
-        raise _usage(f"--values with --engine spark writes --format parquet; --format {args.format} with typed "
-                     "values is written by --engine arrow")
     if args.engine == "spark" and is_remote(args.out):
         raise _usage("--values with --engine spark writes to a local OUT; an s3:// OUT is written by --engine arrow")
     if is_remote(args.out) and not is_s3(args.out):
@@ -459,7 +458,7 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise _usage("--values json (plain JSON) takes --keys json only")
     if args.keys == "json" and args.values not in (None, "json"):
         raise _usage("--keys json (plain JSON) goes with --values json")
-    if _dead_letter_place(args)[1] is not None and args.engine == "spark":
+    if _dead_letter_place(args)[1] is not None and args.engine == "spark" and args.format == "parquet":
         raise _usage("--dead-letter outside OUT is written by --engine arrow; with --engine spark the dead letters "
                      "go to a hidden folder of OUT (default OUT/_dead_letter)")
 

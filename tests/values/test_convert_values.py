@@ -222,7 +222,6 @@ def test_a_later_reader_version_evolves_the_table_by_name(avro_root, tmp_path, k
 
 @pytest.mark.parametrize(("extra", "says"), [
     (["--format", "orc"], "--values writes --format parquet, iceberg or delta"),
-    (["--engine", "spark", "--format", "delta"], "--values with --engine spark writes --format parquet"),
     (["--engine", "spark", "--dead-letter", "{root}/../apart"], "--dead-letter outside OUT is written by --engine"),
     (["--format", "iceberg", "--upsert", "--mode", "append"], "--upsert with --values"),
     (["--no-partition-by-topic"], "--no-partition-by-topic with --values"),
