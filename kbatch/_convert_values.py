@@ -443,8 +443,12 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise _usage("--values with --engine spark writes to a local OUT; an s3:// OUT is written by --engine arrow")
     if is_remote(args.out) and not is_s3(args.out):
         raise _usage("--values writes to a local or s3:// OUT (the dead letters committed with the data's ledger)")
-    if getattr(args, "upsert", False):
-        raise _usage("--upsert with --values or --keys is not supported yet")
+    if getattr(args, "upsert", False) and args.keys:
+        raise _usage("--upsert keeps one row per key by its raw bytes (what log compaction compares): it takes "
+                     "binary keys, not --keys (decoded keys may differ in bytes yet be equal, or the reverse)")
+    if getattr(args, "upsert", False) and args.flatten_values:
+        raise _usage("--upsert tells a tombstone by its null value column: it takes the value struct, not "
+                     "--flatten-values")
     if args.reader_schema is not None and not args.values:
         raise _usage("--reader-schema is the values' reader schema: it needs --values avro")
     if args.flatten_values and not args.values:
