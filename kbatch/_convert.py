@@ -72,7 +72,14 @@ from kbatch._staging import MODES, check_target, has_data_files
 from kbatch._txn import aborted_batch_mask
 from kbatch._version import __version__
 from kbatch.arrow import kafka_schema
-from kbatch.errors import KBatchError, LayoutError, OffsetGapError, ReplicasDisagreeError, StorageError
+from kbatch.errors import (
+    KBatchError,
+    LayoutError,
+    OffsetGapError,
+    ReplicasDisagreeError,
+    StorageError,
+    TableError,
+)
 from kbatch.spark._staged import check_transform, write_staged
 from kbatch.tables import (
     FolderSink,
@@ -957,6 +964,8 @@ def convert_spark(args: argparse.Namespace) -> Summary:
                     sink.abort()  # no _SUCCESS in a folder without data
                     written = False
     except Exception as exc:
+        if isinstance(exc, TableError) and values is not None:
+            raise values.explain(exc) from None
         if type(exc).__module__.startswith(("pyspark", "py4j")):
             raise ConvertError(spark_error_line(exc)) from None
         raise
@@ -1373,6 +1382,10 @@ def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink
                 commits = sink.commit(r.held.advanced(r.converted), r.converted)
             else:
                 sink.abort()
+    except TableError as exc:
+        if values is None:
+            raise
+        raise values.explain(exc) from None
     finally:
         progress.close()
         if values is not None:

@@ -57,6 +57,7 @@ from kbatch._convert_errors import UsageError
 from kbatch._plan import INTERNAL_TOPICS, ROOT_COLUMN
 from kbatch._storage import is_remote, parse_options
 from kbatch._version import __version__
+from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables import FolderSink, Ledger, RemoteFolderSink, Sink, TableCommit, is_s3, open_sink
 from kbatch.tables._hooks import reached
 from kbatch.tables._sink import by_topic
@@ -358,6 +359,21 @@ class ValuePlan:
             self.commits = sink.commit(self._held.advanced(mine), mine)
         self._apart = None  # committed: nothing to abort
         reached("between-commits")
+
+    def explain(self, exc: TableError) -> TableError:
+        """``exc`` (a table that refused this run's columns) naming the reader schema this run
+        decoded that table's topic with: the table's schema (its id, or Delta's version) and the
+        reader's id, side by side."""
+        if isinstance(exc, CommitConflictError):
+            return exc
+        table = exc.table.rstrip("/")
+        for topic, (reader, _) in self.readers.items():
+            if reader is not None and (table == topic or table.endswith((f".{topic}", f"/{topic}"))):
+                named = (f"{reader.subject} version {reader.version} (schema id {reader.id})" if reader.subject
+                         else f"--reader-schema{f' (schema id {reader.id})' if reader.id else ''}")
+                return TableError(f"{exc}; this run's values were decoded with {named}: evolve the subject "
+                                  "compatibly, or convert to a new table", table=exc.table)
+        return exc
 
     def summary_notes(self) -> list[str]:
         """The plan's notes, and what this run found already committed."""
