@@ -26,7 +26,9 @@ and plain JSON (issues 27, 29):
     folder of OUT), committed in the same ledger commit as the data: a run killed at any
     point commits both or neither;
   - Iceberg, Delta: a table ``<topic>__dead_letter`` beside each topic's table (same catalog or
-    folder), created when a topic first has dead letters;
+    folder, storage options, Delta's partitions: :func:`kbatch._convert.table_options`), created
+    when a topic first has dead letters;
+  - ``s3://`` OUT: Parquet's dead letters staged beside the data, named by the same ledger object;
   - ``--dead-letter PATH`` outside OUT: a Parquet folder with a ledger of its own.
 
   A dead-letter table apart from the data is committed just *before* the data, carrying the
@@ -36,6 +38,8 @@ and plain JSON (issues 27, 29):
 - ``--on-value-error fail``: the first bad value stops the run (its one-line error, status 1),
   nothing committed.
 - ``--flatten-values``: the value struct's fields as top-level columns ``value_<field>``.
+- ``--upsert``: one row per raw key (binary keys only: compaction compares bytes), the latest
+  value that decoded; a dead letter neither replaces nor deletes its key's row.
 """
 
 from __future__ import annotations
@@ -88,7 +92,7 @@ COMMONEST = 3
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the typed-values options to ``kbatch convert``'s parser."""
     g = parser.add_argument_group(
-        "typed values (--engine arrow: formats parquet, iceberg, delta; --engine spark: parquet)",
+        "typed values (formats parquet, iceberg, delta; --engine arrow: a local or s3:// OUT; --engine spark: local)",
         "Confluent-framed Avro values (and keys) decoded into a struct column laid out by the reader schema "
         "(Spark's from_avro types), with value_schema_id (the writer's id). Records that do not decode are "
         "dead letters, kept raw with the error: OUT/_dead_letter/ for parquet (hidden from readers of OUT, "
