@@ -135,3 +135,17 @@ def test_values_parquet_overwrite_replaces_the_dead_letters(avro_root, out, s3_o
     assert s["dead_letters"] == 3
     assert len(folder(f"{out}/_dead_letter", s3_options)) == 3  # the first run's files gone
     assert len([k for k in keys(s3_client, out) if k.startswith("_dead_letter/")]) == 1
+
+
+@pytest.mark.parametrize("stage", ["before-commit", "mid-commit"])
+def test_values_parquet_killed_then_rerun_has_each_dead_letter_once(avro_root, out, s3_options, stage) -> None:
+    r = avro_root
+    args = [str(r.root), out, "--values", "avro", "--subscribe", "orders", "--mode", "append", *opts(s3_options)]
+    summary_of(convert_cli(*args))
+    grow(r)
+    assert convert_cli(*args, env={"KBATCH_TEST_KILL_AT": stage}).returncode == -9
+    summary_of(convert_cli(*args))  # rolls a commit whose files were not all moved forward, or converts again
+    good = folder(f"{out}/topic=orders", s3_options)
+    dead = folder(f"{out}/_dead_letter", s3_options)
+    assert sorted(good.column("offset").to_pylist()) == sorted(r.good)
+    assert sorted(dead.column("offset").to_pylist()) == sorted(r.bad)
