@@ -76,6 +76,7 @@ extensions = [
     extension("kbatch._arrowkernels", "kbatch/_arrowkernels.pyx"),
     extension("kbatch.internal._offsetkernel", "kbatch/internal/_offsetkernel.pyx"),
     extension("kbatch.values._avrokernel", "kbatch/values/_avrokernel.pyx"),
+    extension("kbatch.values._protokernel", "kbatch/values/_protokernel.pyx"),
 ]
 
 HERE = Path(__file__).resolve().parent

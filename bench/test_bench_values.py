@@ -29,14 +29,23 @@ Contenders, same run, same records:
     The same, the two halves in two threads (fastavro holds the GIL: the peer for two threads).
 ``fastavro-arrow``
     The same, then ``pa.Table.from_pylist``: typed Arrow from fastavro.
+``pyruhvro``
+    ``pyruhvro.deserialize_array`` (Rust, one thread) on the bodies (the 5-byte frames cut off
+    before timing) into Arrow; only where it takes the schema (0.4 panics with "not
+    implemented" on the order record's decimal, uuid and fixed fields) and with one writer
+    version (it resolves no evolution).
+``datafusion``
+    ``SessionContext.read_avro(...).to_arrow_table()`` of the same records written once as an
+    Avro container file (no codec; the write is not timed), one target partition: DataFusion's
+    Rust Avro reader, the issue's arrow-avro reference. One writer version only.
 ``record-decode+to_arrow``
     Not a contender: kbatch's own record decode of the same batches plus ``to_arrow``, the
     cost the value decode is compared with (the issue: at most 3x on nested values, 1.5x on
     flat ones).
 
 Run ``PYTHONPATH=. python bench/test_bench_values.py`` for the table (best of 3 interleaved
-rounds), or under pytest-benchmark. pyruhvro and arrow-avro (DataFusion) are not installed
-here and are not measured.
+rounds), or under pytest-benchmark. pyruhvro and datafusion are optional: a contender whose
+package is absent, or that cannot read a workload, is shown as such, not timed.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ import json
 import os
 import random
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -198,6 +208,40 @@ def fastavro_arrow(kind: str) -> int:
     return int(pa.Table.from_pylist(fastavro_dicts(kind)).num_rows)
 
 
+@functools.cache
+def bodies(kind: str) -> list[bytes]:
+    return [v[5:] for v in framed(kind)]
+
+
+def pyruhvro_arrow(kind: str) -> int:
+    import pyruhvro
+
+    if kind == "order-2-versions":
+        raise NotImplementedError("one writer schema only")
+    batch = pyruhvro.deserialize_array(bodies(kind), json.dumps(SCHEMAS[kind]))
+    return int(batch.num_rows)
+
+
+@functools.cache
+def container_file(kind: str) -> str:
+    """The workload's records as an Avro container file (no codec), written once."""
+    schema = fastavro.parse_schema(SCHEMAS[kind])
+    path = os.path.join(tempfile.mkdtemp(prefix="kbatch-bench-avro-"), f"{kind}.avro")
+    with open(path, "wb") as out:
+        fastavro.writer(out, schema, (fastavro.schemaless_reader(io.BytesIO(v), schema) for v in bodies(kind)),
+                        codec="null")
+    return path
+
+
+def datafusion_arrow(kind: str) -> int:
+    import datafusion
+
+    if kind == "order-2-versions":
+        raise NotImplementedError("one writer schema only")
+    ctx = datafusion.SessionContext(datafusion.SessionConfig().with_target_partitions(1))
+    return int(ctx.read_avro(container_file(kind)).to_arrow_table().num_rows)
+
+
 def record_decode(kind: str) -> int:
     return int(to_arrow(kbatch.decode(encoded(kind))).num_rows)
 
@@ -208,13 +252,36 @@ CONTENDERS: dict[str, Callable[[str], Any]] = {
     "fastavro-dicts": fastavro_dicts,
     "fastavro-dicts-2-threads": fastavro_dicts_2_threads,
     "fastavro-arrow": fastavro_arrow,
+    "pyruhvro": pyruhvro_arrow,
+    "datafusion": datafusion_arrow,
     "record-decode+to_arrow": record_decode,
 }
+#: Peers that are optional packages (skipped when absent).
+OPTIONAL = {"pyruhvro": "pyruhvro", "datafusion": "datafusion"}
+
+
+def runnable(name: str, kind: str) -> str | None:
+    """Why contender ``name`` cannot run ``kind`` here (None: it can)."""
+    if name in OPTIONAL:
+        try:
+            __import__(OPTIONAL[name])
+        except ImportError:
+            return "not installed"
+    try:
+        CONTENDERS[name](kind) if name in OPTIONAL else None
+    except BaseException as exc:  # pyruhvro panics (a BaseException) on types it lacks
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return f"cannot: {type(exc).__name__}: {str(exc)[:60]}"
+    return None
 
 
 @pytest.mark.parametrize("kind", list(SCHEMAS))
 @pytest.mark.parametrize("name", list(CONTENDERS))
 def test_values(benchmark: Any, name: str, kind: str) -> None:
+    why = runnable(name, kind)
+    if why:
+        pytest.skip(why)
     fn = functools.partial(CONTENDERS[name], kind)
     fn()
     result = benchmark.pedantic(fn, rounds=3, iterations=1)
@@ -238,13 +305,20 @@ def main() -> None:
     print("| workload | contender | records/s | vs. fastavro-dicts |")
     print("| --- | --- | ---: | ---: |")
     for kind in SCHEMAS:
-        best = best_interleaved({name: functools.partial(fn, kind) for name, fn in CONTENDERS.items()}, 3)
+        why = {name: runnable(name, kind) for name in CONTENDERS}
+        best = best_interleaved({name: functools.partial(fn, kind) for name, fn in CONTENDERS.items()
+                                 if not why[name]}, 3)
         base = best["fastavro-dicts"]
         for name, t in best.items():
             print(f"| {kind} ({len(framed(kind)[0])} B) | {name} | {N_RECORDS / t:,.0f} | {base / t:.1f}x |")
+        for name, reason in why.items():
+            if reason:
+                print(f"| {kind} | {name} | {reason} | |")
         print(f"| {kind} | kbatch / record-decode+to_arrow | | {best['kbatch'] / best['record-decode+to_arrow']:.2f} |")
         two = best["kbatch"] / best["kbatch-2-threads"]
         print(f"| {kind} | kbatch-2-threads speed-up over kbatch | | {two:.2f}x |")
+        if "datafusion" in best:
+            print(f"| {kind} | datafusion / kbatch (time) | | {best['datafusion'] / best['kbatch']:.2f} |")
         if kind == "order":
             one_version = best["kbatch"]
         if kind == "order-2-versions":

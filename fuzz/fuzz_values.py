@@ -1,9 +1,12 @@
 """Fuzz ``kbatch.values.decode``: random bytes against fixed Avro schemas (and evolution pairs),
-random schemas against random bytes, and random bytes as JSON values of fixed JSON Schemas.
+random schemas against random bytes, random bytes against a Protobuf schema (its kernel, the
+message indexes, the merge slow path), and random bytes as JSON values of fixed JSON Schemas.
 
 Input layout::
 
-    which   uint8   which < 0x80: fixed (writer, reader) pair number ``which % len(PAIRS)``;
+    which   uint8   which < 0x70: fixed (writer, reader) pair number ``which % len(PAIRS)``;
+                    0x70 <= which < 0x80: Protobuf (``PROTO``), the data's parts are message
+                    indexes and bodies (framed with schema id 2), options from ``which``'s bits;
                     which >= 0xF0: JSON Schema number ``which % len(JSON_SCHEMAS)`` (the
                     values are JSON text);
                     else a random schema from the 4 bytes that follow (a seed for
@@ -65,6 +68,18 @@ NODE = {"type": "record", "name": "Node", "fields": [
                            {"type": "fixed", "name": "F", "size": 4}]},
     {"name": "kids", "type": {"type": "array", "items": "Node"}}, {"name": "next", "type": ["null", "Node"]},
     {"name": "t", "type": {"type": "long", "logicalType": "time-micros"}}]}  # fmt: skip
+PROTO = """syntax = "proto3"; package f;
+import "google/protobuf/timestamp.proto"; import "google/protobuf/wrappers.proto";
+enum E { Z = 0; A = 1; B = -2; }
+message Item { string sku = 1; sint64 qty = 2; repeated fixed32 f = 3; }
+message Tree { int32 v = 1; repeated Tree kids = 2; Tree left = 3; }
+message Order {
+  int64 id = 1; string name = 2; E e = 3; repeated Item items = 4; map<string, Item> byname = 5;
+  google.protobuf.Timestamp at = 6; google.protobuf.StringValue w = 7; optional double d = 8;
+  repeated int32 packed = 9; oneof o { bytes b = 10; Item it = 11; } Tree tree = 12; bool ok = 13;
+  float fl = 14; uint64 u = 15; message N { repeated E es = 1; } N n = 16; map<sint32, E> codes = 17;
+  map<bool, google.protobuf.Timestamp> when = 18;
+}"""
 PAIRS = [(ORDER, ORDER), (ORDER, ORDER_NEXT), ("string", "string"), (["null", "long", "string"], ["string", "null"]),
          ({"type": "map", "values": {"type": "array", "items": "float"}},) * 2, (NODE, NODE)]
 
@@ -104,6 +119,9 @@ def TestOneInput(raw: bytes) -> None:
     if not raw:
         return
     which, data = raw[0], raw[1:]
+    if 0x70 <= which < 0x80:
+        _proto(which, data)
+        return
     if which >= 0xF0:
         json_input(which, data)
         return
@@ -126,6 +144,27 @@ def TestOneInput(raw: bytes) -> None:
         oracle.check(e is None or (" - at value" in e and "byte " in e), f"an error without its place: {e!r}")
     try:
         values.decode(table, registry, reader_schema=json.dumps(reader), **options)
+    except values.ValueDecodeError as exc:
+        first = next(e for e in errors if e is not None)
+        oracle.check(str(exc) == first, f"raise and null disagree: {exc} / {first}")
+    else:
+        oracle.check(all(e is None for e in errors), "errors='raise' raised nothing for an error row")
+
+
+def _proto(which: int, data: bytes) -> None:
+    bodies = [b"\x00\x00\x00\x00\x02" + part for part in data.split(b"\xf1")[:8]]
+    table = kbatch.decode(kbatch.encode(bodies))
+    registry = values.Registry({2: values.Schema(PROTO, "PROTOBUF", id=2)})
+    options = values.ProtoOptions(emit_default_values=bool(which & 1), enums_as_ints=bool(which & 2),
+                                  recursive_depth=1 + (which >> 2) % 3)
+    out = values.decode(table, registry, errors="null", protobuf=options)
+    oracle.check(out.num_rows == len(bodies), "one row per value")
+    out.column("value").validate(full=True)
+    errors = out.column("value_error").to_pylist()
+    for e in errors:
+        oracle.check(e is None or (" - at value" in e and "byte " in e), f"an error without its place: {e!r}")
+    try:
+        values.decode(table, registry, protobuf=options)
     except values.ValueDecodeError as exc:
         first = next(e for e in errors if e is not None)
         oracle.check(str(exc) == first, f"raise and null disagree: {exc} / {first}")

@@ -1,14 +1,16 @@
-"""``kbatch convert --values avro|json|auto``: typed values (and keys) in the written tables, dead letters beside them.
+"""``kbatch convert --values avro|json|protobuf|auto``: typed values (and keys) in the written tables, dead
+letters beside them.
 
-The arrow engine's part of :mod:`kbatch._convert` for registry-framed Avro and JSON Schema values
-and plain JSON (issues 27, 29):
+The arrow engine's part of :mod:`kbatch._convert` for registry-framed Avro, JSON Schema and
+Protobuf values and plain JSON (issues 27, 29):
 
-- **The language**: ``--values avro`` (Avro subjects; a topic whose subject is of another
-  language stays binary, said in a note), ``--values auto`` (each topic by its subject's
-  ``schemaType``: Avro or JSON Schema), ``--values json`` (plain JSON, no frame, no registry:
-  the schema is ``--value-schema FILE``, a JSON Schema, else inferred per topic from its first
-  :data:`~kbatch.values.SAMPLE_RECORDS` values, stated in the summary's notes and saved by
-  ``--save-value-schema FILE``; with ``--registry``, registry-framed JSON Schema values).
+- **The language**: ``--values avro`` / ``--values protobuf`` (subjects of that language; a
+  topic whose subject is of another language stays binary, said in a note), ``--values auto``
+  (each topic by its subject's ``schemaType``: Avro, JSON Schema or Protobuf), ``--values json``
+  (plain JSON, no frame, no registry: the schema is ``--value-schema FILE``, a JSON Schema,
+  else inferred per topic from its first :data:`~kbatch.values.SAMPLE_RECORDS` values, stated in
+  the summary's notes and saved by ``--save-value-schema FILE``; with ``--registry``,
+  registry-framed JSON Schema values).
 
 - **The registry**: ``--registry URL`` (the REST API), ``--registry PATH`` (another ``log.dirs``
   root holding ``_schemas``, else a directory of schema files), by default the root's own
@@ -97,12 +99,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(Spark's from_avro types), with value_schema_id (the writer's id). Records that do not decode are "
         "dead letters, kept raw with the error: OUT/_dead_letter/ for parquet (hidden from readers of OUT, "
         "committed with the data), a table <topic>__dead_letter for iceberg and delta. See docs/values.md.")
-    g.add_argument("--values", choices=("avro", "json", "auto"), default=None,
-                   help="decode the values: avro (Confluent framing: 0x00 + schema id, or the GUID forms), auto "
-                        "(each topic by its subject's schemaType: Avro or JSON Schema), json (plain JSON without a "
-                        "registry: --value-schema FILE or a schema inferred from each topic's first values; with "
-                        "--registry: registry-framed JSON Schema values)")
-    g.add_argument("--keys", choices=("avro", "json", "auto"), default=None,
+    g.add_argument("--values", choices=("avro", "json", "protobuf", "auto"), default=None,
+                   help="decode the values: avro or protobuf (Confluent framing: 0x00 + schema id, or the GUID forms; "
+                        "Protobuf's message indexes after it), auto (each topic by its subject's schemaType: Avro, "
+                        "JSON Schema or Protobuf), json (plain JSON without a registry: --value-schema FILE or a "
+                        "schema inferred from each topic's first values; with --registry: registry-framed JSON "
+                        "Schema values)")
+    g.add_argument("--keys", choices=("avro", "json", "protobuf", "auto"), default=None,
                    help="decode the keys too (subject <topic>-key; json: plain JSON keys, schema inferred)")
     g.add_argument("--value-schema", default=None, metavar="FILE",
                    help="--values json: the values' JSON Schema (a file --save-value-schema wrote, or any JSON "
@@ -114,7 +117,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="the schemas: a registry's REST URL (http[s]://...), another log.dirs root with a _schemas "
                         "topic, or a directory of schema files; default: ROOT's own _schemas topic")
     g.add_argument("--reader-schema", default=None, metavar="ID|FILE|TEXT",
-                   help="the reader schema of every topic's values: a schema id, an .avsc file or Avro schema text; "
+                   help="the reader schema of every topic's values: a schema id, an .avsc or .proto file or Avro "
+                        "schema text; "
                         "default: per topic, the latest version of subject <topic>-value (a topic without it stays "
                         "binary, said in a note)")
     g.add_argument("--dead-letter", default=None, metavar="PATH",
@@ -170,7 +174,7 @@ def _reader_schema(text: str, registry: Registry) -> Schema:
         except SchemaNotFoundError as exc:
             raise _usage(f"--reader-schema {text}: {exc}") from None
     if os.path.isfile(text):
-        return Schema(Path(text).read_text())
+        return Schema(Path(text).read_text(), "PROTOBUF" if text.endswith(".proto") else "AVRO")
     return Schema(text)
 
 
@@ -499,6 +503,7 @@ def plan_values(args: argparse.Namespace, topics: list[str], source: Any, logs: 
     from kbatch.values import (
         AvroSchemaError,
         JsonSchemaError,
+        ProtobufSchemaError,
         SchemaNotFoundError,
         decoded_schema,
     )
@@ -507,7 +512,7 @@ def plan_values(args: argparse.Namespace, topics: list[str], source: Any, logs: 
     fixed = _reader_schema(args.reader_schema, registry) if args.reader_schema is not None else None
     if args.value_schema is not None:
         fixed = _json_schema_file(args.value_schema, None)
-    wanted = {"avro": "AVRO", "json": "JSON"}
+    wanted = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
     other: dict[str, list[str]] = {}
     readers: dict[str, tuple[Schema | None, Schema | None]] = {}
     binary: dict[str, list[str]] = {"value": [], "key": []}
@@ -525,7 +530,7 @@ def plan_values(args: argparse.Namespace, topics: list[str], source: Any, logs: 
                 except SchemaNotFoundError:
                     binary[column].append(topic)
             kind = wanted.get(on or "", "")
-            refused = reader is not None and (reader.schema_type not in ("AVRO", "JSON")
+            refused = reader is not None and (reader.schema_type not in ("AVRO", "JSON", "PROTOBUF")
                                               or (kind and reader.schema_type != kind))
             if reader is not None and refused:
                 other.setdefault(reader.schema_type, []).append(f"{topic} ({column}s)")
@@ -542,7 +547,7 @@ def plan_values(args: argparse.Namespace, topics: list[str], source: Any, logs: 
         v, k = readers[topic]
         try:
             schema = decoded_schema(source, values=v, keys=k, registry=registry)
-        except (AvroSchemaError, JsonSchemaError) as exc:
+        except (AvroSchemaError, JsonSchemaError, ProtobufSchemaError) as exc:
             what = "--reader-schema" if fixed is not None else f"the latest schema of {topic}"
             raise _usage(f"{what}: {exc}") from None
         schemas[topic] = flatten_schema(schema) if args.flatten_values else schema

@@ -3,9 +3,9 @@
 Most Kafka values are Avro, Protobuf or JSON Schema behind a schema registry (Confluent's,
 Karapace, Redpanda's, Apicurio in Confluent mode): each value starts with a frame naming its
 writer schema. This package finds the schemas and the frames; decoding bodies into typed Arrow
-columns builds on it: :func:`decode` turns Avro and JSON Schema values (and plain JSON) into a
-typed struct column, the decoder picked by each schema's ``schemaType`` (``docs/values.md``: the
-reader schema, schema evolution, Spark's type mapping or Arrow's own, recursive schemas cut at
+columns builds on it: :func:`decode` turns Avro, Protobuf and JSON Schema values (and plain JSON)
+into a typed struct column, the decoder picked by each schema's ``schemaType`` (``docs/values.md``:
+the reader schema, schema evolution, Spark's type mapping or Arrow's own, recursive schemas cut at
 ``max_depth``, ``threads``, errors), and :func:`records_to_arrow`
 (``RecordTable.to_arrow(values=registry)``) does it in one step with the other columns. An
 engine that declares its output before reading (Spark: ``kbatch.spark.decode_values``) fixes the
@@ -58,13 +58,26 @@ its offset and byte), never guessed at.
 Traceback (most recent call last):
   ...
 kbatch.errors.ValueDecodeError: no schema registry frame: magic byte 0x7b, expected 0x00 (schema id) or ...
+
+**Protobuf** (``docs/values.md``): a ``PROTOBUF`` schema (registry text with references, or a
+base64 descriptor) is compiled by grpcio-tools' bundled protoc (:func:`compile_proto`;
+:func:`load_proto` for a ``.proto`` file or a descriptor set; :class:`ProtoSchema`), and
+:func:`decode` takes :class:`ProtoOptions` (Spark's ``emit.default.values``,
+``enums.as.ints``, ``recursive.fields.max.depth``, the message).
 """
 
 from __future__ import annotations
 
 from ._dead_letter import DEAD_LETTER_COLUMNS, dead_letter_schema, dead_letters, decoded_schema, split
 from ._decode import decode
-from ._errors import AvroSchemaError, JsonSchemaError, RegistryError, SchemaNotFoundError, ValueDecodeError
+from ._errors import (
+    AvroSchemaError,
+    JsonSchemaError,
+    ProtobufSchemaError,
+    RegistryError,
+    SchemaNotFoundError,
+    ValueDecodeError,
+)
 from ._framing import (
     FRAME_BAD_HEADER,
     FRAME_BAD_MAGIC,
@@ -79,12 +92,19 @@ from ._framing import (
 )
 from ._json_infer import SAMPLE_RECORDS, infer_json_schema
 from ._json_schema import arrow_to_json_schema, json_schema_type
+from ._proto_decode import ProtoOptions
+from ._proto_schema import ProtoSchema, compile_proto, load_proto
 from ._reader import arrow_type, reader_schema, topic_subject
 from ._records_arrow import records_to_arrow
 from ._registry import Registry
 from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
 
 __all__ = [
+    "ProtoOptions",
+    "ProtoSchema",
+    "ProtobufSchemaError",
+    "compile_proto",
+    "load_proto",
     "AvroSchemaError",
     "DEAD_LETTER_COLUMNS",
     "FRAME_BAD_HEADER",

@@ -33,12 +33,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ._avro_layout import STRUCT as STRUCT_KIND
 from ._avro_layout import Layout, Slot
 from ._avro_schema import NO_DEFAULT, AvroType, parse_avro_schema
 from ._avrokernel import OPS
 from ._errors import AvroSchemaError
 
-__all__ = ["AvroProgram", "encode_default", "min_size"]
+__all__ = ["AvroProgram", "encode_default", "folded", "min_size"]
 
 END, JUMP, FAIL, UNION, ARRAY, LOOP, CALL, RET, STRUCT, NULLSLOT, GOSUB = (
     OPS[k] for k in ("END", "JUMP", "FAIL", "UNION", "ARRAY", "LOOP", "CALL", "RET", "STRUCT", "NULLSLOT", "GOSUB"))
@@ -80,8 +81,7 @@ class AvroProgram:
         self._skip_calls: list[tuple[int, AvroType]] = []
         self._entries: dict[Any, int] = {}
         self.null_entry = len(self.code)
-        for col in self.layout.subtree(self.layout.root.col):
-            self._op(NULLSLOT, col)
+        self._null_slots(self.layout.root.col)
         self._op(END)
 
     # ------------------------------------------------------------ assembly
@@ -187,7 +187,7 @@ class AvroProgram:
             elif r.branches[k].kind == "null":
                 self._null_slots(s.col)
             else:
-                self._op(STRUCT, s.col)
+                self._struct(s.col)
                 for member, branch in zip(s.members, s.member_branch, strict=True):
                     if branch != k:
                         self._null_slots(member.col)
@@ -209,7 +209,7 @@ class AvroProgram:
             path = self._path
             self._path = path + "[]"
             if r.kind == "map":
-                self._op(STRUCT, s.entries_col)
+                self._struct(s.entries_col)
                 self._op(OPS["STRING"], s.key_col)
             self._emit(witem, s.item, stack)
             self._path = path
@@ -261,7 +261,13 @@ class AvroProgram:
 
     def _null_slots(self, col: int) -> None:
         for c in self.layout.subtree(col):
-            self._op(NULLSLOT, c)
+            if not folded(self.layout, c):
+                self._op(NULLSLOT, c)
+
+    def _struct(self, col: int) -> None:
+        """A slot of struct column ``col``: a STRUCT instruction, none for a folded struct."""
+        if not folded(self.layout, col):
+            self._op(STRUCT, col)
 
     def _record(self, w: AvroType, s: Slot, stack: list[str]) -> None:
         r = s.type
@@ -271,7 +277,7 @@ class AvroProgram:
         assert w.name is not None
         # no recursion check: the reader's slots are finite (a recursive reader is cut at
         # max_depth by the layout), and the writer is followed only as deep as they go
-        self._op(STRUCT, s.col)
+        self._struct(s.col)
         path = self._path
         matched: set[str] = set()
         for wf in w.fields:
@@ -397,6 +403,14 @@ class AvroProgram:
             self._branches(w, lambda branch: self._skip(branch, stack))
         else:  # pragma: no cover - every kind is above
             raise AvroSchemaError(f"cannot skip {kind!r}")
+
+
+def folded(layout: Layout, col: int) -> bool:
+    """Whether column ``col`` is a folded struct: one without validity and with children takes
+    no instruction (no STRUCT, no NULLSLOT); it has as many slots as its first child, which the
+    kernel sets when the records are done (the same rule as its ``_folded``)."""
+    c = layout.columns[col]
+    return c.kind == STRUCT_KIND and not c.nullable and bool(c.children)
 
 
 def names_match(w: AvroType, r: AvroType) -> bool:

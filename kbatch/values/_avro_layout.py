@@ -257,7 +257,7 @@ class Layout:
         if c.map_type:
             entries = self.columns[child]
             value = self.arrow_field(entries.children[1])
-            return pa.map_(pa.field("key", pa.string(), nullable=False), value)
+            return pa.map_(self.arrow_field(entries.children[0]).with_nullable(False), value)  # Avro: string
         return pa.list_(self.arrow_field(child))
 
     def arrow_field(self, col: int) -> pa.Field:

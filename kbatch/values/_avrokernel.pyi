@@ -23,15 +23,18 @@ def run(
     max_items: int = ...,
 ) -> tuple[list[tuple[int, Any, Any, Any, Any]], npt.NDArray[Any], int]: ...
 
-def read_ids(
+def read_frames(
     buf: npt.NDArray[np.uint8],
     start: npt.NDArray[np.int64],
     length: npt.NDArray[np.int64],
-    mask: npt.NDArray[np.uint8],
+    h_start: npt.NDArray[np.int64],
+    h_length: npt.NDArray[np.int64],
     ids: npt.NDArray[np.int32],
     guid_at: npt.NDArray[np.int64],
     error: npt.NDArray[np.uint8],
+    body_start: npt.NDArray[np.int64],
+    body_length: npt.NDArray[np.int64],
     too_short: int,
     bad_magic: int,
-    magic: npt.NDArray[np.int16],
-) -> None: ...
+    bad_header: int,
+) -> tuple[int, int]: ...

@@ -77,14 +77,6 @@ cdef enum Op:
     OP_DURATION = 34
     OP_TIME = 35
 
-cdef enum Kind:
-    K_NULLT = 0
-    K_BOOL = 1
-    K_FIXEDW = 2
-    K_BIN = 3
-    K_LIST = 4
-    K_STRUCT = 5
-
 cdef enum Err:
     E_OK = 0
     E_EOF = 1
@@ -107,6 +99,8 @@ cdef enum Err:
     E_PRECISION = 18
     E_UUID = 19
     E_TIME = 20
+
+include "_columns.pxi"
 
 #: Instruction names -> opcodes (the compiler takes its numbers from here).
 OPS = {name: value for name, value in (
@@ -155,21 +149,6 @@ cdef enum:
     MAX_CALLS = 64
 
 
-cdef struct Col:
-    int kind
-    int width
-    int parent
-    int has_valid
-    int64_t n
-    int64_t cap
-    uint8_t* valid
-    uint8_t* vals
-    int32_t* offs
-    uint8_t* data
-    int64_t data_len
-    int64_t data_cap
-
-
 cdef struct Frame:
     int32_t col
     int32_t body
@@ -203,6 +182,7 @@ cdef struct Machine:
     const uint8_t* consts_end
     Col* cols
     int ncols
+    int32_t* count  # the column whose length a column's length is (itself, or a folded struct's first child's)
     int64_t max_items
     Frame stack[64]
     int depth
@@ -211,145 +191,6 @@ cdef struct Machine:
     int32_t err_pc
     const uint8_t* err_p
     int64_t err_detail
-
-
-cdef class _Owned:
-    """A malloc'ed buffer handed to Arrow without a copy (freed with this object)."""
-    cdef uint8_t* ptr
-    cdef Py_ssize_t size
-
-    def __getbuffer__(self, Py_buffer* view, int flags):
-        PyBuffer_FillInfo(view, self, self.ptr, self.size, 1, flags)
-
-    def __releasebuffer__(self, Py_buffer* view):
-        pass
-
-    def __dealloc__(self):
-        free(self.ptr)
-
-    def __len__(self):
-        return self.size
-
-
-cdef object _own(void* ptr, Py_ssize_t size):
-    cdef _Owned o = _Owned.__new__(_Owned)
-    o.ptr = <uint8_t*>ptr
-    o.size = size
-    return o
-
-
-# ---------------------------------------------------------------- columns
-
-cdef int _grow(Col* c) noexcept nogil:
-    return _reserve(c, c.cap * 2 if c.cap else 64)
-
-
-cdef int _reserve(Col* c, int64_t cap) noexcept nogil:
-    """Room for ``cap`` slots (realloc'ed once)."""
-    cdef void* q
-    if c.has_valid:
-        q = realloc(c.valid, (cap + 7) // 8)
-        if q == NULL:
-            return -1
-        c.valid = <uint8_t*>q
-    if c.kind == K_BOOL:
-        q = realloc(c.vals, (cap + 7) // 8)
-        if q == NULL:
-            return -1
-        c.vals = <uint8_t*>q
-    elif c.kind == K_FIXEDW:
-        q = realloc(c.vals, cap * c.width)
-        if q == NULL:
-            return -1
-        c.vals = <uint8_t*>q
-    elif c.kind == K_BIN or c.kind == K_LIST:
-        q = realloc(c.offs, (cap + 1) * sizeof(int32_t))
-        if q == NULL:
-            return -1
-        c.offs = <int32_t*>q
-    c.cap = cap
-    return 0
-
-
-cdef inline int _slot(Col* c, int valid) noexcept nogil:
-    """Make room for slot ``n`` and set its validity bit (``n`` is advanced by the caller)."""
-    if c.n >= c.cap:
-        if _grow(c):
-            return -1
-    cdef int64_t n = c.n
-    if c.has_valid:
-        if valid:
-            c.valid[n >> 3] |= <uint8_t>(1 << (n & 7))
-        else:
-            c.valid[n >> 3] &= <uint8_t>~(1 << (n & 7))
-    return 0
-
-
-cdef inline int _put_bytes(Col* c, const uint8_t* src, int64_t size, const uint8_t* limit) noexcept nogil:
-    """Append ``size`` bytes as the value of slot ``n`` of a BIN column (slot made, n advanced).
-
-    ``limit``: the end of the readable memory ``src`` is in; a short value with 16 bytes
-    readable after its start is copied as 16 (a fixed-size copy the compiler inlines; the
-    buffer keeps 16 bytes of slack), not through a call to ``memcpy``."""
-    cdef int64_t need = c.data_len + size
-    cdef int64_t cap
-    cdef void* q
-    if need > INT32_MAX:
-        return E_TOO_BIG
-    if need + 16 > c.data_cap:
-        cap = c.data_cap * 2 if c.data_cap else 256
-        if cap < need + 16:
-            cap = need + 16
-        q = realloc(c.data, cap)
-        if q == NULL:
-            return E_MEMORY
-        c.data = <uint8_t*>q
-        c.data_cap = cap
-    cdef int64_t k
-    if size <= 64 and limit != NULL and limit - src >= ((size + 15) & ~15):
-        k = 0
-        while k < size:  # 16-byte copies the compiler inlines (the buffer has 16 bytes of slack)
-            memcpy(c.data + c.data_len + k, src + k, 16)
-            k += 16
-    elif size:
-        memcpy(c.data + c.data_len, src, size)
-    c.data_len = need
-    c.offs[c.n + 1] = <int32_t>need
-    c.n += 1
-    return E_OK
-
-
-cdef int _null_slot(Col* c, Col* cols) noexcept nogil:
-    if _slot(c, 0):
-        return E_MEMORY
-    cdef int64_t n = c.n
-    if c.kind == K_BOOL:
-        c.vals[n >> 3] &= <uint8_t>~(1 << (n & 7))
-    elif c.kind == K_FIXEDW:
-        memset(c.vals + n * c.width, 0, c.width)
-    elif c.kind == K_BIN:
-        c.offs[n + 1] = c.offs[n]
-    elif c.kind == K_LIST:
-        c.offs[n + 1] = c.offs[n]
-    c.n = n + 1
-    return E_OK
-
-
-cdef void _rollback(Col* cols, int ncols, int64_t record, int64_t* target) noexcept nogil:
-    """Cut every column back to where it was before ``record``: the root has ``record`` slots, a
-    struct's children as many as it, a list's child as many as its offsets say."""
-    cdef int c, par
-    for c in range(ncols):
-        par = cols[c].parent
-        if par < 0:
-            target[c] = record
-        elif cols[par].kind == K_LIST:
-            target[c] = cols[par].offs[target[par]]
-        else:
-            target[c] = target[par]
-        cols[c].n = target[c]
-        if cols[c].kind == K_BIN:
-            cols[c].data_len = cols[c].offs[target[c]]
 
 
 # ---------------------------------------------------------------- reading
@@ -382,58 +223,6 @@ cdef inline int _varint(const uint8_t** pp, const uint8_t* end, int64_t* out) no
     out[0] = <int64_t>(v >> 1) ^ -<int64_t>(v & 1)
     pp[0] = p
     return E_OK
-
-
-cdef inline int _utf8_ok(const uint8_t* s, int64_t n) noexcept nogil:
-    """Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF)."""
-    cdef int64_t i = 0
-    cdef uint64_t w, acc = 0
-    cdef uint8_t c, c1
-    if n >= 8:  # all ASCII? 8 bytes at a time, the last 8 overlapping
-        while i + 8 <= n:
-            memcpy(&w, s + i, 8)
-            acc |= w
-            i += 8
-        memcpy(&w, s + n - 8, 8)
-        if ((acc | w) & 0x8080808080808080ULL) == 0:
-            return 1
-        i = 0
-    while i < n:
-        if i + 8 <= n:
-            memcpy(&w, s + i, 8)
-            if (w & 0x8080808080808080ULL) == 0:
-                i += 8
-                continue
-        c = s[i]
-        if c < 0x80:
-            i += 1
-        elif c < 0xC2:
-            return 0
-        elif c < 0xE0:
-            if i + 1 >= n or (s[i + 1] & 0xC0) != 0x80:
-                return 0
-            i += 2
-        elif c < 0xF0:
-            if i + 2 >= n:
-                return 0
-            c1 = s[i + 1]
-            if (c1 & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80:
-                return 0
-            if (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 >= 0xA0):
-                return 0
-            i += 3
-        elif c < 0xF5:
-            if i + 3 >= n:
-                return 0
-            c1 = s[i + 1]
-            if (c1 & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80 or (s[i + 3] & 0xC0) != 0x80:
-                return 0
-            if (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 >= 0x90):
-                return 0
-            i += 4
-        else:
-            return 0
-    return 1
 
 
 cdef inline void _decimal(uint8_t* out, const uint8_t* src, int64_t size) noexcept nogil:
@@ -634,7 +423,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
             e = _length(m, size, p, end)
             if e:
                 break
-            if op == OP_STRING and not _utf8_ok(p, size):
+            if op == OP_STRING and not _utf8_ok(p, size, limit):
                 e = E_UTF8
                 break
             c = cols + ins[1]
@@ -710,7 +499,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
         elif op == OP_NULLABLE:
             # a writer union of null and one type whose value is the next instruction
             if v == ins[1]:
-                e = _null_slot(cols + ins[2], cols)
+                e = _null_slot(cols + ins[2])
                 if e:
                     break
                 pc += 2
@@ -723,7 +512,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
         elif op == OP_JUMP:
             pc = ins[1]
         elif op == OP_NULLSLOT:
-            e = _null_slot(cols + ins[1], cols)
+            e = _null_slot(cols + ins[1])
             if e:
                 break
             pc += 1
@@ -795,7 +584,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                     if _slot(c, 1):
                         e = E_MEMORY
                         break
-                    c.offs[c.n + 1] = <int32_t>cols[ins[1] + 1].n
+                    c.offs[c.n + 1] = <int32_t>cols[m.count[ins[1] + 1]].n
                     c.n += 1
                 pc = ins[2]
             else:
@@ -829,13 +618,14 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 continue
             if f.col >= 0:
                 c = cols + f.col
-                if cols[f.col + 1].n > INT32_MAX:
+                vs = cols[m.count[f.col + 1]].n
+                if vs > INT32_MAX:
                     e = E_TOO_BIG
                     break
                 if _slot(c, 1):
                     e = E_MEMORY
                     break
-                c.offs[c.n + 1] = <int32_t>cols[f.col + 1].n
+                c.offs[c.n + 1] = <int32_t>vs
                 c.n += 1
             m.depth -= 1
             pc += 1
@@ -892,7 +682,7 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                     text[v] = _HEX[p[k] >> 4]
                     text[v + 1] = _HEX[p[k] & 15]
                     v += 2
-                e = _put_bytes(c, text, 36, NULL)
+                e = _put_bytes(c, text, 36, text + 36)
                 if e:
                     break
             else:
@@ -991,6 +781,14 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
     return e
 
 
+cdef int _folded(const int32_t[::1] coldesc, int ncols, int c) noexcept:
+    """Whether column ``c`` is a *folded* struct: one without validity and with children, for
+    which the compiler emits no instruction (see ``folded`` in ``kbatch.values._avro_compile``);
+    its length is its first child's (the next column), set when the records are done."""
+    return coldesc[4 * c] == K_STRUCT and coldesc[4 * c + 3] == 0 and c + 1 < ncols \
+        and coldesc[4 * (c + 1) + 2] == c
+
+
 def run(
     const int32_t[::1] program,
     const int32_t[::1] aux,
@@ -1021,10 +819,12 @@ def run(
         raise ValueError("no columns")
     cdef Py_ssize_t i
     cdef int c
-    for i in range(nrec):
-        if entry[i] >= nprog or (entry[i] >= 0 and (starts[i] < 0 or lengths[i] < 0
-                                                    or starts[i] + lengths[i] > <int64_t>len(data))):
-            raise ValueError(f"record {i}: entry or (start, length) out of range")
+    cdef int64_t body_bytes = 0, ndata = len(data)
+    for i in range(nrec):  # the ranges checked, and the bytes of all the bodies counted
+        if entry[i] >= 0:
+            if entry[i] >= nprog or starts[i] < 0 or lengths[i] < 0 or lengths[i] > ndata - starts[i]:
+                raise ValueError(f"record {i}: entry or (start, length) out of range")
+            body_bytes += lengths[i]
     for c in range(ncols):
         if coldesc[4 * c + 2] >= c or (c > 0 and coldesc[4 * c + 2] < 0):
             raise ValueError("columns must be in pre-order with the root first")
@@ -1037,11 +837,9 @@ def run(
     m.cols = <Col*>calloc(ncols, sizeof(Col))
     cdef int64_t* target = <int64_t*>calloc(ncols, sizeof(int64_t))
     cdef int* per_record = <int*>calloc(ncols, sizeof(int))
+    m.count = <int32_t*>calloc(ncols, sizeof(int32_t))
     cdef int par, one_per_record
-    cdef int64_t data_cap, body_bytes = 0
-    for i in range(nrec):
-        if entry[i] >= 0:
-            body_bytes += lengths[i]
+    cdef int64_t data_cap
     cdef ErrRow* errs = NULL
     cdef int64_t nerr = 0, errcap = 0
     cdef ErrRow* row
@@ -1051,16 +849,18 @@ def run(
     cdef const uint8_t* base = &data[0] if len(data) else NULL
     m.data_end = base + len(data) if base != NULL else NULL
     m.consts_end = m.consts + len(consts) if m.consts != NULL else NULL
-    if m.cols == NULL or target == NULL or per_record == NULL:
+    if m.cols == NULL or target == NULL or per_record == NULL or m.count == NULL:
         free(m.cols)
         free(target)
         free(per_record)
+        free(m.count)
         raise MemoryError()
     for c in range(ncols):
         m.cols[c].kind = coldesc[4 * c]
         m.cols[c].width = coldesc[4 * c + 1]
         m.cols[c].parent = coldesc[4 * c + 2]
         m.cols[c].has_valid = coldesc[4 * c + 3]
+        m.cols[c].folded = _folded(coldesc, ncols, c)
         if m.cols[c].kind == K_BIN or m.cols[c].kind == K_LIST:
             m.cols[c].offs = <int32_t*>calloc(1, sizeof(int32_t))
             if m.cols[c].offs == NULL:
@@ -1074,13 +874,15 @@ def run(
         if one_per_record and nrec > 64 and not oom:
             if _reserve(&m.cols[c], nrec):
                 oom = 1
-            data_cap = min(16 * nrec, body_bytes) + 16
+            data_cap = min(16 * nrec, body_bytes, <int64_t>INT32_MAX) + 16
             if m.cols[c].kind == K_BIN and not oom:
                 m.cols[c].data = <uint8_t*>malloc(data_cap)
                 if m.cols[c].data == NULL:
                     oom = 1
                 else:
                     m.cols[c].data_cap = data_cap
+    for c in range(ncols - 1, -1, -1):
+        m.count[c] = m.count[c + 1] if m.cols[c].folded else c
     try:
         with nogil:
             if not oom:
@@ -1116,6 +918,9 @@ def run(
                         break
         if oom:
             raise MemoryError("out of memory decoding values")
+        for c in range(ncols - 1, -1, -1):  # a folded struct has as many slots as its first child
+            if m.cols[c].folded:
+                m.cols[c].n = m.cols[c + 1].n
         columns = []
         for c in range(ncols):
             columns.append(_take(&m.cols[c]))
@@ -1130,76 +935,98 @@ def run(
             free(m.cols[c].offs)
             free(m.cols[c].data)
         free(m.cols)
+        free(m.count)
         free(target)
         free(per_record)
         free(errs)
 
 
-cdef tuple _take(Col* c):
-    """A column's buffers as Python objects that own them (the column lets go of them)."""
-    cdef int64_t n = c.n
-    valid = vals = offs = data = None
-    if c.has_valid and c.valid != NULL:
-        valid = _own(c.valid, (n + 7) // 8)
-        c.valid = NULL
-    if c.vals != NULL:
-        vals = _own(c.vals, (n + 7) // 8 if c.kind == K_BOOL else n * c.width)
-        c.vals = NULL
-    if c.offs != NULL:
-        offs = _own(c.offs, (n + 1) * sizeof(int32_t))
-        c.offs = NULL
-    if c.kind == K_BIN and c.data != NULL:
-        data = _own(c.data, c.data_len)
-        c.data = NULL
-    return (n, valid, vals, offs, data)
+cdef inline int _frame(const uint8_t* buf, int64_t s, int64_t size, int32_t* ids, int64_t* guid_at,
+                       int too_short, int bad_magic) noexcept nogil:
+    """One registry frame at ``buf[s : s + size]``: its id (0x00 + big-endian int32) or GUID
+    position (0x01 + 16 bytes); returns the frame's size, or minus the error code."""
+    cdef uint8_t b
+    if size <= 0:
+        return -too_short
+    b = buf[s]
+    if b == 0:
+        if size < 5:
+            return -too_short
+        ids[0] = <int32_t>((<uint32_t>buf[s + 1] << 24) | (<uint32_t>buf[s + 2] << 16)
+                           | (<uint32_t>buf[s + 3] << 8) | <uint32_t>buf[s + 4])
+        return 5
+    if b == 1:
+        if size < 17:
+            return -too_short
+        guid_at[0] = s + 1
+        return 17
+    return -bad_magic
 
 
-def read_ids(
+def read_frames(
     const uint8_t[::1] buf,
     const int64_t[::1] start,
     const int64_t[::1] length,
-    const uint8_t[::1] mask,
+    const int64_t[::1] h_start,
+    const int64_t[::1] h_length,
     int32_t[::1] ids,
     int64_t[::1] guid_at,
     uint8_t[::1] error,
+    int64_t[::1] body_start,
+    int64_t[::1] body_length,
     int too_short,
     int bad_magic,
-    int16_t[::1] magic,
+    int bad_header,
 ):
-    """The registry frames of the ``mask``ed values (see ``kbatch.values._framing``): their
-    magic byte, schema id (0x00 + big-endian int32) or GUID position (0x01 + 16 bytes), and
-    ``too_short`` / ``bad_magic`` where the frame is not whole or not a frame. Every range is
-    inside ``buf`` (checked by the caller)."""
+    """The registry frames of every value (see ``kbatch.values._framing``), in one pass: a value
+    (``length >= 0``; -1 is null) whose header (``h_length >= 0``; empty arrays: no headers)
+    gives the id or GUID is all body, else its 0x00/0x01 prefix does and the body follows it.
+    Fills every row of ``ids`` (-1: none), ``guid_at`` (-1: none), ``error``, ``body_start``
+    and ``body_length`` (-1: null or no frame). Returns ``(errors, guids)``: how many values have
+    a framing error, and how many are framed by GUID. Raises ValueError when a range lies
+    outside ``buf``."""
     cdef Py_ssize_t n = len(start), i
-    cdef int64_t s, size
-    cdef uint8_t b
-    if len(length) != n or len(mask) != n or len(ids) != n or len(guid_at) != n or len(error) != n \
-            or len(magic) != n:
+    cdef int64_t s, size, nbuf = len(buf)
+    cdef int64_t nerr = 0, nguid = 0
+    cdef int r, bad = 0, headers = len(h_start) != 0
+    cdef const uint8_t* b = &buf[0] if nbuf else NULL
+    if len(length) != n or len(ids) != n or len(guid_at) != n or len(error) != n or len(body_start) != n \
+            or len(body_length) != n or (headers and (len(h_start) != n or len(h_length) != n)):
         raise ValueError("arrays of different lengths")
-    for i in range(n):
-        if mask[i] and length[i] > 0 and (start[i] < 0 or start[i] + length[i] > <int64_t>len(buf)):
-            raise ValueError("a (start, length) range lies outside the data buffer")
     with nogil:
         for i in range(n):
-            if not mask[i]:
-                continue
+            ids[i] = -1
+            guid_at[i] = -1
+            error[i] = 0
             s = start[i]
             size = length[i]
-            if size <= 0:
-                error[i] = too_short
-                continue
-            b = buf[s]
-            magic[i] = b
-            if b == 0:
-                if size < 5:
-                    error[i] = too_short
-                else:
-                    ids[i] = <int32_t>((<uint32_t>buf[s + 1] << 24) | (<uint32_t>buf[s + 2] << 16)
-                                       | (<uint32_t>buf[s + 3] << 8) | <uint32_t>buf[s + 4])
-            elif b == 1:
-                if size < 17:
-                    error[i] = too_short
-                else:
-                    guid_at[i] = s + 1
+            body_start[i] = s
+            body_length[i] = size
+            if size < 0:
+                continue  # a null value
+            if s < 0 or size > nbuf - s:
+                bad = 1
+                break
+            if headers and h_length[i] >= 0:  # a null header is as none (DualSchemaIdDeserializer)
+                if h_start[i] < 0 or h_length[i] > nbuf - h_start[i]:
+                    bad = 1
+                    break
+                r = _frame(b, h_start[i], h_length[i], &ids[i], &guid_at[i], bad_header, bad_header)
+                if r > 0:
+                    r = 0  # the value is all body
             else:
-                error[i] = bad_magic
+                r = _frame(b, s, size, &ids[i], &guid_at[i], too_short, bad_magic)
+            if r < 0:
+                error[i] = <uint8_t>(-r)
+                ids[i] = -1
+                guid_at[i] = -1
+                body_length[i] = -1
+                nerr += 1
+                continue
+            body_start[i] = s + r
+            body_length[i] = size - r
+            if guid_at[i] >= 0:
+                nguid += 1
+    if bad:
+        raise ValueError("a (start, length) range lies outside the data buffer")
+    return nerr, nguid

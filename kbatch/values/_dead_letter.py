@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from ._decode import decode_records, resolve_reader, value_type
 from ._errors import ValueDecodeError
+from ._proto_schema import ProtoSchema
 from ._schema import Schema
 
 __all__ = ["DEAD_LETTER_COLUMNS", "dead_letter_schema", "dead_letters", "decoded_schema", "split"]
@@ -48,7 +49,7 @@ DEAD_LETTER_COLUMNS = (
     pa.field("byte", pa.int64()),
 )
 
-Reader = Schema | int | str | None
+Reader = Schema | ProtoSchema | int | str | None
 OnError = Literal["dead-letter", "raise"]
 
 
@@ -93,14 +94,14 @@ def decoded_schema(
     ----------
     source : pyarrow.Schema
         The raw records' columns.
-    values, keys : Schema, int, str or None
+    values, keys : Schema, ProtoSchema, int, str or None
         The reader schemas of the values and of the keys (a :class:`Schema`, an id in
         ``registry``, Avro text); ``None``: that column stays binary.
     mapping : {"spark"}
         The Arrow type mapping.
     registry : kbatch.values.Registry, optional
         Needed only for a reader given by id.
-    format : {"auto", "avro", "json"}
+    format : {"auto", "avro", "json", "protobuf"}
         The language of readers given as text (``auto``: Avro).
 
     Returns
@@ -148,12 +149,12 @@ def split(
         ``topic``, ``partition``, ``offset``, ...).
     registry : kbatch.values.Registry or None
         Where the writer schemas are found (None: plain JSON, ``format="json"``).
-    values, keys : Schema, int, str or None
+    values, keys : Schema, ProtoSchema, int, str or None
         The reader schemas: ``None`` leaves that column as it is (binary, never a dead letter).
         For plain JSON, the (given or inferred) JSON Schema.
     mapping : {"spark"}
         The Arrow type mapping.
-    format : {"auto", "avro", "json"}
+    format : {"auto", "avro", "json", "protobuf"}
         As :func:`~kbatch.values.decode`'s.
     on_error : {"dead-letter", "raise"}
         ``"raise"``: raise the :class:`ValueDecodeError` of the first record that does not

@@ -1,10 +1,13 @@
-"""``decode``: a table's framed Avro values (or keys) as a typed Arrow struct column.
+"""``decode``: a table's framed Avro, JSON Schema or Protobuf values (or keys), or plain JSON, as a
+typed Arrow struct column.
 
 The steps: the frames (:func:`~kbatch.values.frames`: each record's writer schema id and body);
-the reader schema (named, or the subject's latest, or the newest writer met); one program per
-writer id (:class:`~kbatch.values._avro_compile.AvroProgram`, cached per reader schema for
-the process); the kernel over the whole table with the GIL released; the kernel's buffers
-handed to Arrow without a copy. A record that does not decode (no frame, unknown id, a bad
+the reader schema (named, or the subject's latest, or the newest writer met), whose language
+picks the decoder (JSON: :mod:`~kbatch.values._json_decode`; Protobuf:
+:mod:`~kbatch.values._proto_decode`; Avro, below); for Avro, one program per writer id
+(:class:`~kbatch.values._avro_compile.AvroProgram`, cached per reader schema for the process),
+the kernel over the whole table with the GIL released; the kernel's buffers handed to Arrow
+without a copy. A record that does not decode (no frame, unknown id, a bad
 body) raises :class:`ValueDecodeError`, or with ``errors="null"`` is a null value with its
 message in ``<column>_error``.
 """
@@ -29,11 +32,20 @@ from ._avro_compile import AvroProgram
 from ._avro_layout import MAX_RECURSION_DEPTH
 from ._avro_schema import parse_avro_schema
 from ._avrokernel import ERRORS, OPS, run
-from ._errors import AvroSchemaError, JsonSchemaError, SchemaNotFoundError, ValueDecodeError
+from ._errors import (
+    AvroSchemaError,
+    JsonSchemaError,
+    ProtobufSchemaError,
+    SchemaNotFoundError,
+    ValueDecodeError,
+    field_path,
+)
 from ._framing import Framing, frames, parse_frames, schema_id_header
 from ._json_decode import parse_json_values
 from ._json_infer import SAMPLE_RECORDS, infer_json_schema
 from ._json_schema import json_schema_type
+from ._proto_decode import ProtoOptions, reader_layout, run_protobuf
+from ._proto_schema import ProtoSchema
 from ._schema import Schema
 
 __all__ = ["FORMATS", "MAX_ITEMS", "MIN_RECORDS_PER_THREAD", "Decoded", "base_table", "decode", "decode_records",
@@ -42,7 +54,7 @@ __all__ = ["FORMATS", "MAX_ITEMS", "MIN_RECORDS_PER_THREAD", "Decoded", "base_ta
 
 Errors = Literal["raise", "null"]
 #: ``format=``: by each schema's ``schemaType`` (``auto``), or one language.
-FORMATS = ("auto", "avro", "json")
+FORMATS = ("auto", "avro", "json", "protobuf")
 #: schemaType -> the format name users give
 _FORMAT_OF = {"AVRO": "avro", "JSON": "json", "PROTOBUF": "protobuf"}
 #: Items (of a type written in no bytes, such as null) one array or map may hold.
@@ -58,7 +70,7 @@ def decode(
     table: Any,
     registry: Any,
     column: str = "value",
-    reader_schema: Schema | int | str | None = None,
+    reader_schema: Schema | ProtoSchema | int | str | None = None,
     errors: Errors = "raise",
     mapping: str = "spark",
     *,
@@ -70,8 +82,9 @@ def decode(
     base: pa.Table | None = None,
     format: str = "auto",
     sample: int = SAMPLE_RECORDS,
+    protobuf: ProtoOptions | None = None,
 ) -> pa.Table:
-    """Decode a table's Avro or JSON values (or keys) into a typed struct column.
+    """Decode a table's Avro, JSON or Protobuf values (or keys) into a typed struct column.
 
     Parameters
     ----------
@@ -84,9 +97,10 @@ def decode(
         plain JSON values, no frame (the schema is ``reader_schema``, else inferred).
     column : {"value", "key"}
         What to decode.
-    reader_schema : Schema, int, str or None
-        The output's layout: a :class:`Schema`, a schema id, or schema text (Avro, or JSON
-        Schema with ``format="json"`` or when the writers are JSON Schemas). By default the
+    reader_schema : Schema, ProtoSchema, int, str or None
+        The output's layout: a :class:`Schema` (its ``schema_type`` picks the decoder), a compiled
+        :class:`ProtoSchema`, a schema id, or schema text (Avro; JSON Schema or ``.proto`` text
+        with ``format="json"`` / ``"protobuf"`` or when the writers are all of that language). By default the
         latest version of the writers' subject (when the registry knows it), else the writer
         schema with the highest id in the table; for plain JSON, a schema inferred from the
         first ``sample`` values.
@@ -115,17 +129,22 @@ def decode(
         Decode in this many parts at once (the kernel runs without the GIL), each of at least
         :data:`MIN_RECORDS_PER_THREAD` records; the output is the same, its decoded column in
         one chunk per part (no copy). 1 (the default: callers such as ``kbatch convert`` and
-        Spark already run one decode per core); 0: one per CPU.
+        Spark already run one decode per core); 0: one per CPU. Avro values only (JSON and Protobuf
+        values decode in one part).
     base : pyarrow.Table, optional
         With a ``RecordTable``: the table to put the decoded column in, one row per record
         (default ``table.to_arrow()``); e.g. one whose keys are already decoded.
-    format : {"auto", "avro", "json"}
+    format : {"auto", "avro", "json", "protobuf"}
         The values' language: ``"auto"`` by the reader schema's ``schemaType`` (records whose
         writer schema is of another language are errors); ``"json"`` without a registry:
         plain JSON.
     sample : int
         Plain JSON without ``reader_schema``: the schema is inferred from this many first values
         (:func:`kbatch.values.infer_json_schema`).
+    protobuf : ProtoOptions, optional
+        For Protobuf values (the reader schema's ``schemaType`` is ``PROTOBUF``, or a
+        :class:`ProtoSchema`): Spark's ``from_protobuf`` options (``emit_default_values``,
+        ``enums_as_ints``, ``recursive_depth``) and the message to decode.
 
     Returns
     -------
@@ -139,7 +158,7 @@ def decode(
         raise ValueError(f"errors must be 'raise' or 'null', got {errors!r}")
     done = decode_records(table, registry, column, reader_schema, mapping, stop_at_first=errors == "raise",
                           framing=framing, schema_id=schema_id, max_items=max_items, max_depth=max_depth,
-                          threads=threads, base=base, format=format, sample=sample)
+                          threads=threads, base=base, format=format, sample=sample, protobuf=protobuf)
     out = done.table
     if errors == "null":
         text: list[str | None] = [None] * out.num_rows
@@ -164,7 +183,7 @@ def decode_records(
     table: Any,
     registry: Any,
     column: str = "value",
-    reader_schema: Schema | int | str | None = None,
+    reader_schema: Schema | ProtoSchema | int | str | None = None,
     mapping: str = "spark",
     *,
     stop_at_first: bool = False,
@@ -176,6 +195,7 @@ def decode_records(
     base: pa.Table | None = None,
     format: str = "auto",
     sample: int = SAMPLE_RECORDS,
+    protobuf: ProtoOptions | None = None,
 ) -> Decoded:
     """:func:`decode`'s work, with every record's :class:`ValueDecodeError` returned, not raised.
 
@@ -226,6 +246,7 @@ def decode_records(
         guid_ids = np.array([-1 if s is None else _id_of(s) for s in by_guid], dtype=np.int32)
         ids[named] = guid_ids[f.guid_index[named]]
     met = {**writers, **{-2 - k: s for k, s in enumerate(by_guid) if s is not None}}
+    reader: Schema | ProtoSchema
     if plain:
         reader = _plain_reader(reader_schema, f, sample, column)
     else:
@@ -235,12 +256,16 @@ def decode_records(
         raise ValueError(f"format={format!r} but the reader schema is {kind}")
     # the dispatch point: each language decodes the records whose writer schema is of its kind
     foreign = {i: w.schema_type for i, w in met.items() if w.schema_type != kind}
-    entry = np.full(n, -1, dtype=np.int32)
+    if kind == "PROTOBUF":
+        return _decode_protobuf(source, ids, live, by_id, named, foreign, unknown, guid_unknown, met, reader, column,
+                                stop_at_first, framing == "confluent", protobuf or ProtoOptions())
+    assert isinstance(reader, Schema)  # a compiled ProtoSchema is PROTOBUF
     if kind == "JSON":
         return _decode_json(source, ids, live, by_id, named, foreign, unknown, guid_unknown, reader, column,
                             stop_at_first, plain)
     if kind != "AVRO":
         raise ValueError(f"{kind} values are not decoded yet")
+    entry = np.full(n, -1, dtype=np.int32)
     writers = {i: w for i, w in writers.items() if i not in foreign}
     by_guid = [None if s is None or -2 - k in foreign else s for k, s in enumerate(by_guid)]
     program = reader_program(reader, mapping, max_depth)
@@ -248,17 +273,22 @@ def decode_records(
         pcs = {i: program.add_writer_schema(w) for i, w in writers.items()}
         guid_pcs = [-1 if s is None else program.add_writer_schema(s) for s in by_guid]
         prog, aux, consts, coldesc = program.arrays()
+    entry = np.full(n, -1, dtype=np.int32)
     if f.guids:
         entry[named] = np.array(guid_pcs, dtype=np.int32)[f.guid_index[named]]
-    ids_by_id = np.where(by_id, ids, -1)
-    if pcs:
+    if len(pcs) == 1 and not f.guids:  # one writer: the common case, one pass
+        (only, pc_only), = pcs.items()
+        entry = np.where(by_id & (ids == only), np.int32(pc_only), np.int32(-1))
+    elif pcs:
+        ids_by_id = np.where(by_id, ids, -1)
         keys = np.array(sorted(pcs), dtype=np.int64)
         values = np.array([pcs[k] for k in sorted(pcs)], dtype=np.int32)
         at = np.searchsorted(keys, ids_by_id)
         hit = by_id & (at < len(keys)) & (keys[np.minimum(at, len(keys) - 1)] == ids_by_id)
         entry[hit] = values[at[hit]]
-    starts = np.where(entry >= 0, f.start, 0).astype(np.int64)
-    lengths = np.where(entry >= 0, f.length, 0).astype(np.int64)
+    # the kernel reads a record's (start, length) only where its entry is >= 0
+    starts = np.ascontiguousarray(f.start, dtype=np.int64)
+    lengths = np.ascontiguousarray(f.length, dtype=np.int64)
     data = _as_uint8(f.data)
     parts = _parts(n, threads)
 
@@ -377,7 +407,37 @@ def _decode_json(source: _Source, ids: npt.NDArray[np.int32], live: npt.NDArray[
     return Decoded(_assemble(source, column, value, ids, plain), messages)
 
 
-def _plain_reader(reader_schema: Schema | int | str | None, f: Any, sample: int, column: str) -> Schema:
+def _decode_protobuf(source: _Source, ids: npt.NDArray[np.int32], live: npt.NDArray[np.bool_],
+                     by_id: npt.NDArray[np.bool_], named: npt.NDArray[np.bool_], foreign: dict[int, str],
+                     unknown: dict[int, str], guid_unknown: dict[int, str], met: dict[int, Schema],
+                     reader: Schema | ProtoSchema, column: str, stop_at_first: bool, indexed: bool,
+                     options: ProtoOptions) -> Decoded:
+    """Protobuf values: :func:`run_protobuf` over the records whose writer is a Protobuf schema the
+    registry has (``met``: by id, and ``-2 - k`` for the ``k``-th GUID); ``indexed``: Confluent's
+    message indexes follow the frame (not with ``framing="raw"``)."""
+    f = source.frames
+    skip = [*unknown, *(k for k in foreign if k >= 0)]
+    writer_key = np.where(by_id & ~np.isin(ids, skip), ids, -1).astype(np.int64)
+    if f.guids:
+        known = np.array([-2 - k in met and -2 - k not in foreign for k in range(len(f.guids))], dtype=bool)
+        guided = named & known[np.maximum(f.guid_index, 0)]
+        writer_key[guided] = -2 - f.guid_index[guided].astype(np.int64)
+    done = run_protobuf(reader, options, _as_uint8(f.data), f.start, f.length, writer_key, met, column,
+                        stop_at_first, indexed=indexed)
+    messages = _front_errors(source, column, ids, by_id, named, unknown, guid_unknown, foreign, "PROTOBUF",
+                             live & (writer_key == -1))
+    for i, (reason, path, position) in done.errors.items():
+        frame = int(f.start[i] - source.raw_start[i])
+        messages[i] = ValueDecodeError(reason, offset=source.offset(i), partition=source.partition(i),
+                                       topic=source.topic(i), schema_id=int(ids[i]), path=path,
+                                       position=position + frame if position >= 0 else -1)
+    if stop_at_first and messages:
+        raise messages[min(messages)]
+    value = build_array(done.program.layout, done.columns)
+    return Decoded(_assemble(source, column, value, ids, not indexed), messages)
+
+
+def _plain_reader(reader_schema: Schema | ProtoSchema | int | str | None, f: Any, sample: int, column: str) -> Schema:
     """Plain JSON's schema: the one given (JSON Schema text or a Schema), else one inferred from
     the first ``sample`` live values."""
     if isinstance(reader_schema, Schema):
@@ -410,13 +470,14 @@ def _as_uint8(data: Any) -> npt.NDArray[np.uint8]:
     return np.frombuffer(view, dtype=np.uint8) if len(view) else np.zeros(1, np.uint8)
 
 
-def resolve_reader(registry: Any, reader_schema: Schema | int | str | None,
-                   writers: dict[int, Schema] | None = None, format: str = "auto") -> Schema:
-    """The reader schema a decode lays its output out by: ``reader_schema`` (a :class:`Schema`, an
-    id looked up in ``registry``, schema text: JSON Schema with ``format="json"`` or when every
-    writer met is one, else Avro), else the latest version of the one subject of ``writers`` (the
-    writer schemas met, by id), else the newest writer."""
-    if isinstance(reader_schema, Schema):
+def resolve_reader(registry: Any, reader_schema: Schema | ProtoSchema | int | str | None,
+                   writers: dict[int, Schema] | None = None, format: str = "auto") -> Schema | ProtoSchema:
+    """The reader schema a decode lays its output out by: ``reader_schema`` (a :class:`Schema` or a
+    compiled :class:`ProtoSchema`, an id looked up in ``registry``, schema text: JSON Schema or
+    ``.proto`` text with ``format="json"`` / ``"protobuf"`` or when every writer met is of that
+    language, else Avro), else the latest version of the one subject of ``writers`` (the writer
+    schemas met, by id), else the newest writer."""
+    if isinstance(reader_schema, (Schema, ProtoSchema)):
         return reader_schema
     if isinstance(reader_schema, bool):
         raise TypeError("reader_schema must be a Schema, a schema id or schema text")
@@ -424,14 +485,21 @@ def resolve_reader(registry: Any, reader_schema: Schema | int | str | None,
         return registry.schema(reader_schema)  # type: ignore[no-any-return]
     if isinstance(reader_schema, str):
         kinds = {w.schema_type for w in (writers or {}).values()}
-        json_text = format == "json" or (format == "auto" and kinds == {"JSON"})
-        return Schema(reader_schema, "JSON" if json_text else "AVRO")
+        if format in ("json", "protobuf"):
+            text_kind = format.upper()
+        elif format == "auto" and len(kinds) == 1 and kinds <= {"JSON", "PROTOBUF"}:
+            text_kind = kinds.pop()
+        else:
+            text_kind = "AVRO"
+        return Schema(reader_schema, text_kind)
     if reader_schema is not None:
         raise TypeError(f"reader_schema must be a Schema, a schema id or schema text, "
                         f"got {type(reader_schema).__name__}")
     if not writers:
         if format == "json":
             raise JsonSchemaError("no writer schema in the table to lay the output out by: name a reader_schema")
+        if format == "protobuf":
+            raise ProtobufSchemaError("no writer schema in the table to lay the output out by: name a reader_schema")
         raise AvroSchemaError("no writer schema in the table to lay the output out by: name a reader_schema")
     subjects = {w.subject for w in writers.values() if w.subject}
     if len(subjects) == 1:
@@ -442,8 +510,14 @@ def resolve_reader(registry: Any, reader_schema: Schema | int | str | None,
     return writers[max(writers)]
 
 
-def value_type(reader: Schema, mapping: str = "spark", max_depth: int | None = None) -> pa.DataType:
-    """The Arrow type values decode into with reader schema ``reader``, by its language."""
+def value_type(reader: Schema | ProtoSchema, mapping: str = "spark", max_depth: int | None = None,
+               protobuf: ProtoOptions | None = None) -> pa.DataType:
+    """The Arrow type values decode into with reader schema ``reader``, by its language (Avro:
+    ``mapping`` and ``max_depth``; Protobuf: the options ``protobuf``, whose message, else the
+    reader's root message, lays the values out)."""
+    if reader.schema_type == "PROTOBUF":
+        return reader_layout(reader, protobuf).arrow_type(0)
+    assert isinstance(reader, Schema)
     if reader.schema_type == "JSON":
         return json_schema_type(reader)
     if reader.schema_type != "AVRO":
@@ -485,11 +559,7 @@ def _kernel_error(program: AvroProgram, row: Any, column: str, source: _Source, 
     elif detail:
         reason = f"{reason} ({detail})"
     path = program.paths[pc_] if 0 <= pc_ < len(program.paths) else "value"
-    parts = path.split("[]")
-    indices = [int(x) for x in row["index"] if x >= 0]
-    path = "".join(p + (f"[{indices[k]}]" if k < len(indices) else "[]") for k, p in enumerate(parts[:-1])) + parts[-1]
-    if column != "value":
-        path = column + path[len("value"):]
+    path = field_path(path, [int(x) for x in row["index"] if x >= 0], column)
     position = int(row["position"])
     return ValueDecodeError(reason, offset=source.offset(i), partition=source.partition(i), topic=source.topic(i),
                             schema_id=schema_id, path=path, position=position + frame if position >= 0 else -1)

@@ -7,7 +7,10 @@ from typing import Any
 
 from kbatch.errors import KBatchError, ValueDecodeError
 
-__all__ = ["AvroSchemaError", "JsonSchemaError", "RegistryError", "SchemaNotFoundError", "ValueDecodeError"]
+__all__ = [
+    "AvroSchemaError", "JsonSchemaError", "ProtobufSchemaError", "RegistryError", "SchemaNotFoundError",
+    "ValueDecodeError", "field_path",
+]
 
 
 class RegistryError(KBatchError, ValueError):
@@ -68,6 +71,13 @@ class AvroSchemaError(KBatchError, ValueError):
     """
 
 
+class ProtobufSchemaError(KBatchError, ValueError):
+    """A Protobuf schema that cannot be compiled or laid out: ``.proto`` text protoc refuses
+    (its message quoted), a missing import, an unknown message name, message indexes out of
+    range, a recursive message without ``recursive_depth``, or the protobuf / grpcio-tools
+    packages missing."""
+
+
 class JsonSchemaError(KBatchError, ValueError):
     """A JSON Schema that has no Arrow type (several types in one place, ``not``, a recursive
     ``$ref``, a schema allowing any value, ...), that is not JSON, or from which no schema could
@@ -92,5 +102,13 @@ def _rebuild_json(reason: str, pointer: str) -> JsonSchemaError:
     return JsonSchemaError(reason, pointer=pointer)
 
 
-for _cls in (AvroSchemaError, JsonSchemaError, RegistryError, SchemaNotFoundError):
+for _cls in (AvroSchemaError, JsonSchemaError, ProtobufSchemaError, RegistryError, SchemaNotFoundError):
     _cls.__module__ = "kbatch.values"  # where users import them from (tracebacks name them so)
+
+
+def field_path(path: str, indices: list[int], column: str = "value") -> str:
+    """A compiled field path (``value.items[].price``) with the item indexes of the failing
+    record filled in (``value.items[2].price``), under ``column``'s name."""
+    parts = path.split("[]")
+    path = "".join(p + (f"[{indices[k]}]" if k < len(indices) else "[]") for k, p in enumerate(parts[:-1])) + parts[-1]
+    return column + path[len("value"):] if column != "value" and path.startswith("value") else path

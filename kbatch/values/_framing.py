@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ._avrokernel import read_ids
+from ._avrokernel import read_frames
 from ._errors import ValueDecodeError
 
 __all__ = [
@@ -247,65 +247,46 @@ def parse_frames(
     """
     if framing not in ("confluent", "raw"):
         raise ValueError(f"framing must be 'confluent' or 'raw', got {framing!r}")
-    start = np.asarray(starts, dtype=np.int64).copy()
-    length = np.asarray(lengths, dtype=np.int64).copy()
+    start = np.array(starts, dtype=np.int64)  # copies: the raw ranges, kept for messages
+    length = np.array(lengths, dtype=np.int64)
     if start.shape != length.shape or start.ndim != 1:
         raise ValueError("starts and lengths must be one-dimensional arrays of one length")
     buf = _as_bytes(data)
     n = len(start)
-    live = length >= 0
-    if live.any() and (start[live].min() < 0 or (start[live] + length[live]).max() > len(buf)):
-        raise ValueError("a (start, length) range lies outside the data buffer")
-    raw = (start.copy(), length.copy(), np.full(n, -2, dtype=np.int64))
-    ids = np.full(n, -1, dtype=np.int32)
-    error = np.zeros(n, dtype=np.uint8)
-    guid_at = np.full(n, -1, dtype=np.int64)
     if framing == "raw":
-        ids[live] = schema_id
-        return Frames(ids, np.full(n, -1, dtype=np.int32), (), start, length, error, data, column, raw)
+        live = length >= 0
+        if live.any() and (start[live].min() < 0 or (start[live] + length[live]).max() > len(buf)):
+            raise ValueError("a (start, length) range lies outside the data buffer")
+        ids = np.where(live, np.int32(schema_id), np.int32(-1)).astype(np.int32)
+        raw = (start, length, np.full(n, -2, dtype=np.int64))
+        return Frames(ids, np.full(n, -1, dtype=np.int32), (), start.copy(), length.copy(),
+                      np.zeros(n, dtype=np.uint8), data, column, raw)
 
-    in_header = np.zeros(n, dtype=bool)
+    # one C pass: the header's id or the prefix's, the body past the prefix, the errors
+    none = np.empty(0, dtype=np.int64)
+    h_start, h_length = none, none
     if header is not None:
-        h_start = np.asarray(header[0], dtype=np.int64)
-        h_length = np.asarray(header[1], dtype=np.int64)
-        raw[2][:] = h_length
-        in_header = live & (h_length >= 0)  # a null header is as none (DualSchemaIdDeserializer)
-        _read_id(buf, h_start, h_length, in_header, ids, guid_at, error, FRAME_BAD_HEADER, FRAME_BAD_HEADER)
-    prefixed = live & ~in_header
-    magic = _read_id(buf, start, length, prefixed, ids, guid_at, error, FRAME_TOO_SHORT, FRAME_BAD_MAGIC)
-    ok_prefix = prefixed & (error == FRAME_OK)
-    by_id = ok_prefix & (magic == MAGIC_ID)
-    start[by_id] += ID_FRAME
-    length[by_id] -= ID_FRAME
-    by_guid = ok_prefix & (magic == MAGIC_GUID)
-    start[by_guid] += GUID_FRAME
-    length[by_guid] -= GUID_FRAME
-    length[error != FRAME_OK] = -1
-    ids[error != FRAME_OK] = -1
+        h_start = np.ascontiguousarray(header[0], dtype=np.int64)
+        h_length = np.ascontiguousarray(header[1], dtype=np.int64)
+    ids = np.empty(n, dtype=np.int32)
+    guid_at = np.empty(n, dtype=np.int64)
+    error = np.empty(n, dtype=np.uint8)
+    body_start = np.empty(n, dtype=np.int64)
+    body_length = np.empty(n, dtype=np.int64)
+    _, nguid = read_frames(buf if len(buf) else np.zeros(1, np.uint8), start, length, h_start, h_length, ids, guid_at,
+                           error, body_start, body_length, FRAME_TOO_SHORT, FRAME_BAD_MAGIC, FRAME_BAD_HEADER)
+    raw = (start, length, h_length if header is not None else np.full(n, -2, dtype=np.int64))
+    start, length = body_start, body_length
 
     guid_index = np.full(n, -1, dtype=np.int32)
     guids: tuple[uuid.UUID, ...] = ()
-    named = np.flatnonzero((guid_at >= 0) & (error == FRAME_OK))
+    named = np.flatnonzero(guid_at >= 0) if nguid else np.empty(0, dtype=np.int64)
     if named.size:
         rows = _gather(buf, guid_at[named], GUID_SIZE)
         distinct, inverse = np.unique(rows, axis=0, return_inverse=True)
         guid_index[named] = inverse.reshape(-1)
         guids = tuple(uuid.UUID(bytes=row.tobytes()) for row in distinct)
     return Frames(ids, guid_index, guids, start, length, error, data, column, raw)
-
-
-def _read_id(
-    buf: npt.NDArray[np.uint8], start: npt.NDArray[np.int64], length: npt.NDArray[np.int64],
-    mask: npt.NDArray[np.bool_], ids: npt.NDArray[np.int32], guid_at: npt.NDArray[np.int64],
-    error: npt.NDArray[np.uint8], too_short: int, bad_magic: int,
-) -> npt.NDArray[np.int16]:
-    """The id or GUID position of the ``mask``ed frames, errors marked; returns the magic bytes
-    (-1 where not read). One C loop (:func:`kbatch.values._avrokernel.read_ids`)."""
-    magic = np.full(len(mask), -1, dtype=np.int16)
-    read_ids(buf if len(buf) else np.zeros(1, np.uint8), np.ascontiguousarray(start, dtype=np.int64),
-             np.ascontiguousarray(length, dtype=np.int64), mask.view(np.uint8), ids, guid_at, error, too_short,
-             bad_magic, magic)
-    return magic
 
 
 def frames(table: Any, *, column: str = "value", framing: Framing = "confluent", schema_id: int = -1) -> Frames:

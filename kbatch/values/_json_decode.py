@@ -348,6 +348,8 @@ class _Parser:
         """One record's row, or its ``(reason, path)``."""
         if not body.strip():
             return ("empty value: not a JSON object", self.column)
+        if body.lstrip().startswith(b"null"):  # pyarrow 26's reader crashes on a text that starts so
+            return ("a JSON null: not a JSON object", self.column)
         try:
             body.decode("utf-8")
         except UnicodeDecodeError:

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from ._decode import value_type
 from ._errors import AvroSchemaError
+from ._proto_schema import ProtoSchema
 from ._schema import Schema
 
 __all__ = ["arrow_type", "reader_schema", "topic_subject"]
@@ -79,9 +80,11 @@ def reader_schema(registry: Any, given: Schema | int | str | None = None, *, sub
     return schema
 
 
-def arrow_type(reader: Schema | str, mapping: str = "spark", max_depth: int | None = None) -> pa.DataType:
-    """The Arrow type :func:`~kbatch.values.decode` gives values laid out by ``reader``
-    (a :class:`Schema` of any language it decodes, or Avro schema text) under ``mapping`` and ``max_depth`` (recursive
-    records kept that deep; None refuses them); the column itself is nullable."""
+def arrow_type(reader: Schema | ProtoSchema | str, mapping: str = "spark", max_depth: int | None = None) -> pa.DataType:
+    """The Arrow type :func:`~kbatch.values.decode` gives values laid out by ``reader`` (a
+    :class:`Schema` of any language it decodes, a compiled ``ProtoSchema``, or Avro schema text)
+    under ``mapping`` and ``max_depth`` (recursive records kept that deep; None refuses them); the
+    column itself is nullable. A Protobuf reader is laid out by its root message with the default
+    ``ProtoOptions``."""
     schema = Schema(reader) if isinstance(reader, str) else reader
     return value_type(schema, mapping, max_depth)

@@ -252,6 +252,8 @@ BAD = [
     (b'{"customer": "x"}', "a required field was absent", "value"),
     (b'[1, 2]', "changed from object to array", "value"),
     (b'', "empty value", "value"),
+    (b'null', "a JSON null", "value"),  # a fuzz finding: pyarrow's reader crashed the process on it
+    (b' null, ', "a JSON null", "value"),
     (b'{"id": 1, "customer": "x"} {"id": 2, "customer": "y"}', "2 JSON values", "value"),
     (b'{"id": 1, "customer": "\xff"}', "invalid UTF-8", "value"),
     (b'{"id": 1, "customer": "a\nb"}', "Invalid encoding in string", "value"),
