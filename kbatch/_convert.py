@@ -45,7 +45,7 @@ from typing import Any
 
 from kbatch import _storage
 from kbatch._convert_errors import ConvertError, UsageError
-from kbatch._convert_spark_values import count_dead_letters, write_values
+from kbatch._convert_spark_values import count_dead_letters, take_dead_letters, write_values
 from kbatch._convert_values import ValuePlan, check_arguments, plan_values, requested
 from kbatch._convert_values import add_arguments as add_value_arguments
 from kbatch._discover import describe_topics, logs_deeper, topics_in
@@ -72,7 +72,14 @@ from kbatch._staging import MODES, check_target, has_data_files
 from kbatch._txn import aborted_batch_mask
 from kbatch._version import __version__
 from kbatch.arrow import kafka_schema
-from kbatch.errors import KBatchError, LayoutError, OffsetGapError, ReplicasDisagreeError, StorageError
+from kbatch.errors import (
+    KBatchError,
+    LayoutError,
+    OffsetGapError,
+    ReplicasDisagreeError,
+    StorageError,
+    TableError,
+)
 from kbatch.spark._staged import check_transform, write_staged
 from kbatch.tables import (
     FolderSink,
@@ -864,6 +871,8 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     schema = _schema(p)
     try:
         values = plan_values(args, p.topics, schema)  # --values: each topic's reader schemas (a local OUT)
+        if values is not None and args.format in ("iceberg", "delta"):
+            values.catalog = table_options(args, _keys(p))  # the dead letters' tables opened as the data's
     except BaseException:
         p.close()
         raise
@@ -920,7 +929,17 @@ def convert_spark(args: argparse.Namespace) -> Summary:
             assert sink is not None
             with sink:  # Spark's executors write into the sink's folder; this process commits it
                 sink.open(schema if values is None else values.schemas)
-                if values is not None:  # each topic decoded by the executors, its dead letters beside
+                if values is not None and not isinstance(sink, FolderSink):  # Iceberg, Delta: staged files
+                    values.start(sink)
+                    staged = str(sink.staging())
+                    write_values(spark, *spark_tasks(p, spark.sparkContext.defaultParallelism), p.topics, values,
+                                 staged, lambda frame: write_staged(_filtered(args, frame), sink,
+                                                                    compression=args.compression,
+                                                                    max_rows_per_file=args.max_rows_per_file))
+                    counts = _written_counts(spark, argparse.Namespace(**{**vars(args), "format": "parquet",
+                                                                           "no_partition_by_topic": False}), staged)
+                    take_dead_letters(values, staged)
+                elif values is not None:  # each topic decoded by the executors, its dead letters beside
                     assert isinstance(sink, FolderSink)  # --values: a local parquet OUT (check_arguments)
                     folder = str(sink.folder)
                     write_values(spark, *spark_tasks(p, spark.sparkContext.defaultParallelism), p.topics, values,
@@ -938,17 +957,23 @@ def convert_spark(args: argparse.Namespace) -> Summary:
                                              str(sink.staging()))
                 if counts or (values is not None and values.total()) or (len(resumed.held) and len(resumed.converted)):
                     sink.adopt(sum(c[0] for c in counts.values()))
+                    if values is not None and not isinstance(sink, FolderSink):  # dead-letter tables first
+                        values.commit(resumed.converted)
                     commits = sink.commit(resumed.held.advanced(resumed.converted), resumed.converted)
                 else:
                     sink.abort()  # no _SUCCESS in a folder without data
                     written = False
     except Exception as exc:
+        if isinstance(exc, TableError) and values is not None:
+            raise values.explain(exc) from None
         if type(exc).__module__.startswith(("pyspark", "py4j")):
             raise ConvertError(spark_error_line(exc)) from None
         raise
     finally:
         poller.done.set()
         progress.close()
+        if values is not None:
+            values.close()
     dead: dict[str, Any] = {}
     if values is not None:  # a dead letter is a record read: counted in its partition, as the arrow engine does
         for (topic, partition, root), n in values.dead.items():
@@ -956,7 +981,8 @@ def convert_spark(args: argparse.Namespace) -> Summary:
             old = counts.get(key, (0, 0, 0))
             counts[key] = (old[0] + n, *old[1:])
             reports[key].dead_letters = n
-        notes = values.notes + notes
+        notes = values.summary_notes() + notes
+        commits = values.commits + commits
         dead = {"dead_letters": values.total(), "dead_letter_path": values.where, "value_errors": values.commonest()}
     for key, rep in reports.items():
         _finish_report(rep, counts.get(key, (0, 0, 0))[0], filtered=bool(args.where))
@@ -1121,6 +1147,8 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         if args.format == "orc" and _is_remote(args.out):
             raise UsageError("--engine arrow writes ORC to a local OUT only; use parquet, or --engine spark")
         values = plan_values(args, p.topics, schema, p.logs)
+        if values is not None and args.format in ("iceberg", "delta"):
+            values.catalog = table_options(args, _keys(p))  # the dead letters' tables opened as the data's
         if _has_ledger(args.out):
             side = (values.side_folder,) if values is not None and values.side_folder else ()
             sink = _open_sink(args, p.topics, schema.names, _keys(p), side)
@@ -1214,8 +1242,8 @@ def _keys(p: Plan) -> list[tuple[str, int, str | None]]:
 def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str],
                keys: Sequence[tuple[str, int, str | None]] = (), side_folders: Sequence[str] = ()) -> Sink:
     """The table sink of ``--format`` (:mod:`kbatch.tables`) for OUT and ``--mode``; ``keys``: the
-    partitions the run converts; ``side_folders``: hidden folders of a local Parquet OUT committed
-    with the data (dead letters)."""
+    partitions the run converts; ``side_folders``: hidden folders of a Parquet OUT committed with
+    the data (dead letters)."""
     storage = _storage.parse_options(args.storage_option)
     folder = {"compression": args.compression, "max_rows_per_file": args.max_rows_per_file,
               "row_group_rows": args.row_group_rows, "partition_by_topic": not args.no_partition_by_topic,
@@ -1226,21 +1254,12 @@ def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str],
         except ImportError:
             raise UsageError(f"{args.out} with its offsets ledger needs boto3: pip install 'kbatch[s3]'") from None
         try:
-            return RemoteFolderSink(args.out, args.mode, storage_options=storage, **folder)
+            return RemoteFolderSink(args.out, args.mode, storage_options=storage, side_folders=side_folders, **folder)
         except (FileExistsError, ValueError) as exc:
             raise UsageError(str(exc)) from None
     if args.format in ("parquet", "orc", "json"):  # a folder: Parquet written by the sink, or files put there
         return FolderSink(args.out, args.mode, side_folders=side_folders, **folder)
-    options = {}
-    for item in args.catalog_option:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--catalog-option needs KEY=VALUE, got {item!r}")
-        options[key.strip()] = value.strip()
-    catalog = {"catalog": args.catalog, "catalog_options": options, "namespace": args.namespace}
-    own: dict[str, Any] = catalog if args.format == "iceberg" else {"partitions": list(keys)}
-    if _is_remote(args.out):
-        own["storage_options"] = storage
+    own = table_options(args, keys)
     try:
         return open_sink(args.format, args.out, args.mode, topics=topics, partition_by=args.partition_by,
                          columns=columns, compression=args.compression, upsert=args.upsert,
@@ -1250,6 +1269,23 @@ def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str],
                          f"pip install 'kbatch[{args.format}]'") from None
     except (FileExistsError, ValueError) as exc:
         raise UsageError(str(exc)) from None
+
+
+def table_options(args: argparse.Namespace, keys: Sequence[tuple[str, int, str | None]] = ()) -> dict[str, Any]:
+    """The Iceberg or Delta sink's own options for OUT: the catalog (Iceberg), the partitions the
+    run converts (Delta: ``keys``, whose ledger survives log cleanup), the storage options of a
+    remote OUT. The data's tables and the dead letters' are opened with the same."""
+    options = {}
+    for item in args.catalog_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--catalog-option needs KEY=VALUE, got {item!r}")
+        options[key.strip()] = value.strip()
+    catalog = {"catalog": args.catalog, "catalog_options": options, "namespace": args.namespace}
+    own: dict[str, Any] = catalog if args.format == "iceberg" else {"partitions": list(keys)}
+    if _is_remote(args.out):
+        own["storage_options"] = _storage.parse_options(args.storage_option)
+    return own
 
 
 def _bytes_in(log: Any, start: int, end: int) -> int:
@@ -1346,6 +1382,10 @@ def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink
                 commits = sink.commit(r.held.advanced(r.converted), r.converted)
             else:
                 sink.abort()
+    except TableError as exc:
+        if values is None:
+            raise
+        raise values.explain(exc) from None
     finally:
         progress.close()
         if values is not None:

@@ -8,6 +8,12 @@ each topic's columns are its own reader schema's: the executors decode and split
 dead letters into the sink's hidden folder (``_dead_letter/topic=<t>/``, the arrow engine's
 layout) and hand the good rows to Spark's writer; the driver then counts the dead letters from
 their files and commits the data and the dead letters together (the folder sink's side folder).
+
+Iceberg and Delta (``--format iceberg|delta``): the good rows go to the table sink's staging
+folder (:func:`kbatch.spark._staged.write_staged`, plain Parquet, no Iceberg or Delta jar), the
+dead letters to its hidden ``_dead_letter`` folder; the driver reads those back into the plan
+(:func:`take_dead_letters`: counted, those an earlier run committed left out) and commits them
+into the ``<topic>__dead_letter`` tables just before the data, as the arrow engine does.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any
 from kbatch._convert_values import ValuePlan
 from kbatch._plan import ROOT_COLUMN, LogSlice, Options
 
-__all__ = ["count_dead_letters", "flatten_frame", "write_values"]
+__all__ = ["count_dead_letters", "flatten_frame", "take_dead_letters", "write_values"]
 
 
 def flatten_frame(df: Any) -> Any:
@@ -84,3 +90,26 @@ def count_dead_letters(values: ValuePlan, folder: str) -> None:
         values.dead[(row["topic"], row["partition"], row.get(ROOT_COLUMN))] += 1
         values.reasons[row["reason"]] += 1
         values.examples.setdefault(row["reason"], f"{row['topic']}-{row['partition']} offset {row['offset']}")
+
+
+def _dead_letter_table(values: ValuePlan, folder: str) -> Any:
+    """The dead letters the executors wrote under ``folder``'s side folder, as a table of
+    ``values.dead_schema`` in (topic, partition, offset) order; None when there are none."""
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+
+    dead = Path(folder) / (values.side_folder or "_dead_letter")
+    if not dead.is_dir():
+        return None
+    topic = pads.partitioning(pa.schema([("topic", pa.string())]), flavor="hive")
+    table = pads.dataset(str(dead), format="parquet", partitioning=topic).to_table()
+    table = table.sort_by([("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")])
+    return table.select(values.dead_schema.names).cast(values.dead_schema)
+
+
+def take_dead_letters(values: ValuePlan, folder: str) -> None:
+    """Hand the dead letters the executors wrote under ``folder`` to ``values`` (after
+    ``values.start``), which commits them into the dead-letter tables (Iceberg, Delta)."""
+    table = _dead_letter_table(values, folder)
+    if table is not None and table.num_rows:
+        values.set_aside(table)

@@ -28,7 +28,9 @@ Protobuf values and plain JSON (issues 27, 29):
     folder of OUT), committed in the same ledger commit as the data: a run killed at any
     point commits both or neither;
   - Iceberg, Delta: a table ``<topic>__dead_letter`` beside each topic's table (same catalog or
-    folder), created when a topic first has dead letters;
+    folder, storage options, Delta's partitions: :func:`kbatch._convert.table_options`), created
+    when a topic first has dead letters;
+  - ``s3://`` OUT: Parquet's dead letters staged beside the data, named by the same ledger object;
   - ``--dead-letter PATH`` outside OUT: a Parquet folder with a ledger of its own.
 
   A dead-letter table apart from the data is committed just *before* the data, carrying the
@@ -38,6 +40,8 @@ Protobuf values and plain JSON (issues 27, 29):
 - ``--on-value-error fail``: the first bad value stops the run (its one-line error, status 1),
   nothing committed.
 - ``--flatten-values``: the value struct's fields as top-level columns ``value_<field>``.
+- ``--upsert``: one row per raw key (binary keys only: compaction compares bytes), the latest
+  value that decoded; a dead letter neither replaces nor deletes its key's row.
 """
 
 from __future__ import annotations
@@ -59,7 +63,8 @@ from kbatch._convert_errors import UsageError
 from kbatch._plan import INTERNAL_TOPICS, ROOT_COLUMN
 from kbatch._storage import is_remote, parse_options
 from kbatch._version import __version__
-from kbatch.tables import FolderSink, Ledger, Sink, TableCommit, open_sink
+from kbatch.errors import CommitConflictError, TableError
+from kbatch.tables import FolderSink, Ledger, RemoteFolderSink, Sink, TableCommit, is_s3, open_sink
 from kbatch.tables._hooks import reached
 from kbatch.tables._sink import by_topic
 
@@ -89,7 +94,7 @@ COMMONEST = 3
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the typed-values options to ``kbatch convert``'s parser."""
     g = parser.add_argument_group(
-        "typed values (--engine arrow: formats parquet, iceberg, delta; --engine spark: parquet)",
+        "typed values (formats parquet, iceberg, delta; --engine arrow: a local or s3:// OUT; --engine spark: local)",
         "Confluent-framed Avro values (and keys) decoded into a struct column laid out by the reader schema "
         "(Spark's from_avro types), with value_schema_id (the writer's id). Records that do not decode are "
         "dead letters, kept raw with the error: OUT/_dead_letter/ for parquet (hidden from readers of OUT, "
@@ -144,8 +149,9 @@ def open_registry(args: argparse.Namespace) -> Registry:
     """The registry of ``--registry`` (or ROOT's ``_schemas``); a usage error when there is none."""
     from kbatch.values import Registry, RegistryError
 
-    storage = parse_options(getattr(args, "storage_option", None))
     where = args.registry
+    # --storage-option: the storage of a remote root (or --registry root), not of OUT's only
+    storage = parse_options(getattr(args, "storage_option", None)) if is_remote(where or args.root) else {}
     if where is not None and where.startswith(("http://", "https://")):
         return Registry(where)
     if where is None:
@@ -241,6 +247,8 @@ class ValuePlan:
     commits: list[TableCommit] = field(default_factory=list)
     #: a hidden folder of OUT committed with the data (parquet), or None (a sink apart)
     side_folder: str | None = None
+    #: the Iceberg or Delta sink's own options, the data tables' (catalog, Delta's partitions,
+    #: storage options): set by the convert (:func:`kbatch._convert.table_options`)
     catalog: dict[str, Any] = field(default_factory=dict)
     partition_by: list[str] | None = None
     compression: str | None = None
@@ -256,7 +264,8 @@ class ValuePlan:
     def where(self) -> str:
         """Where the dead letters are, in words."""
         if self.side_folder is not None:
-            return str(Path(self.out) / self.side_folder)
+            return f"{self.out.rstrip('/')}/{self.side_folder}" if is_remote(self.out) \
+                else str(Path(self.out) / self.side_folder)
         if self.dead_letter is not None:
             return self.dead_letter
         return ", ".join(c.table for c in self.commits) or f"tables <topic>{DEAD_LETTER_SUFFIX}"
@@ -275,6 +284,10 @@ class ValuePlan:
         if self.fail:
             return
         if self.side_folder is not None:
+            if isinstance(sink, RemoteFolderSink):  # written into the run's staging folder on S3
+                self._files = DeadLetterFiles(f"{sink.staging_path}/{self.side_folder}", self.dead_schema,
+                                              filesystem=sink.fs)
+                return
             assert isinstance(sink, FolderSink)
             self._files = DeadLetterFiles(sink.folder / self.side_folder, self.dead_schema)
             return
@@ -304,12 +317,14 @@ class ValuePlan:
                 good, dead = values.split(part, self.registry, values=readers[0], keys=readers[1],
                                           on_error="raise" if self.fail else "dead-letter", format=self.value_format)
                 if dead.num_rows:
-                    self._dead_letters(dead)
+                    self.set_aside(dead)
                 if self.flatten:
                     good = flatten_values(good)
                 yield from good.to_batches()
 
-    def _dead_letters(self, dead: Any) -> None:
+    def set_aside(self, dead: Any) -> None:
+        """Keep ``dead`` (a table of :attr:`dead_schema`) for the commit, counted per partition and
+        reason; those an earlier run's dead-letter commit holds already are counted apart, not kept."""
         import pyarrow as pa
 
         roots = dead.column(ROOT_COLUMN).to_pylist() if ROOT_COLUMN in dead.column_names else [None] * dead.num_rows
@@ -353,6 +368,21 @@ class ValuePlan:
         self._apart = None  # committed: nothing to abort
         reached("between-commits")
 
+    def explain(self, exc: TableError) -> TableError:
+        """``exc`` (a table that refused this run's columns) naming the reader schema this run
+        decoded that table's topic with: the table's schema (its id, or Delta's version) and the
+        reader's id, side by side."""
+        if isinstance(exc, CommitConflictError):
+            return exc
+        table = exc.table.rstrip("/")
+        for topic, (reader, _) in self.readers.items():
+            if reader is not None and (table == topic or table.endswith((f".{topic}", f"/{topic}"))):
+                named = (f"{reader.subject} version {reader.version} (schema id {reader.id})" if reader.subject
+                         else f"--reader-schema{f' (schema id {reader.id})' if reader.id else ''}")
+                return TableError(f"{exc}; this run's values were decoded with {named}: evolve the subject "
+                                  "compatibly, or convert to a new table", table=exc.table)
+        return exc
+
     def summary_notes(self) -> list[str]:
         """The plan's notes, and what this run found already committed."""
         if not self.already:
@@ -379,14 +409,15 @@ class DeadLetterFiles:
     The layout of the data's folders (Hive partitions): the ``topic`` column is the folder's name,
     not in the files, so that ``pyarrow.dataset`` / Spark read ``folder`` with ``topic`` back."""
 
-    def __init__(self, folder: Path, schema: Any) -> None:
+    def __init__(self, folder: Path | str, schema: Any, filesystem: Any = None) -> None:
         self.folder = folder
+        self.filesystem = filesystem  # a pyarrow filesystem (``folder`` a path of it), or None: local
         self.schema = schema
         self.token = uuid.uuid4().hex[:8]
         self._at = schema.get_field_index("topic")
         self._file_schema = schema.remove(self._at)
         self._writers: dict[str, Any] = {}
-        self.paths: dict[str, Path] = {}
+        self.paths: dict[str, str] = {}
 
     def write(self, dead: Any) -> None:
         import pyarrow.parquet as pq
@@ -394,9 +425,10 @@ class DeadLetterFiles:
         for topic, part in by_topic(dead.to_batches()):
             w = self._writers.get(topic)
             if w is None:
-                path = self.folder / f"topic={topic}" / f"part-{os.getpid()}-{self.token}.parquet"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                w = self._writers[topic] = pq.ParquetWriter(str(path), self._file_schema)
+                path = f"{self.folder}/topic={topic}/part-{os.getpid()}-{self.token}.parquet"
+                if self.filesystem is None:
+                    Path(path).parent.mkdir(parents=True, exist_ok=True)
+                w = self._writers[topic] = pq.ParquetWriter(path, self._file_schema, filesystem=self.filesystem)
                 self.paths[topic] = path
             w.write_batch(part.drop_columns(["topic"]))
 
@@ -411,7 +443,7 @@ class DeadLetterFiles:
         import pyarrow.parquet as pq
 
         for topic, path in self.paths.items():
-            for batch in pq.ParquetFile(str(path)).iter_batches():
+            for batch in pq.ParquetFile(path, filesystem=self.filesystem).iter_batches():
                 column = pa.array([topic] * batch.num_rows, pa.string())
                 yield pa.RecordBatch.from_arrays([*batch.columns[:self._at], column, *batch.columns[self._at:]],
                                                  schema=self.schema)
@@ -431,13 +463,16 @@ def check_arguments(args: argparse.Namespace) -> None:
         return
     if args.format not in ("parquet", "iceberg", "delta"):
         raise _usage(f"--values writes --format parquet, iceberg or delta, not {args.format}")
-    if args.engine == "spark" and args.format != "parquet":
-        raise _usage(f"--values with --engine spark writes --format parquet; --format {args.format} with typed "
-                     "values is written by --engine arrow")
-    if is_remote(args.out):
-        raise _usage("--values writes to a local OUT (for now)")
-    if getattr(args, "upsert", False):
-        raise _usage("--upsert with --values or --keys is not supported yet")
+    if args.engine == "spark" and is_remote(args.out):
+        raise _usage("--values with --engine spark writes to a local OUT; an s3:// OUT is written by --engine arrow")
+    if is_remote(args.out) and not is_s3(args.out):
+        raise _usage("--values writes to a local or s3:// OUT (the dead letters committed with the data's ledger)")
+    if getattr(args, "upsert", False) and args.keys:
+        raise _usage("--upsert keeps one row per key by its raw bytes (what log compaction compares): it takes "
+                     "binary keys, not --keys (decoded keys may differ in bytes yet be equal, or the reverse)")
+    if getattr(args, "upsert", False) and args.flatten_values:
+        raise _usage("--upsert tells a tombstone by its null value column: it takes the value struct, not "
+                     "--flatten-values")
     if args.reader_schema is not None and not args.values:
         raise _usage("--reader-schema is the values' reader schema: it needs --values avro")
     if args.flatten_values and not args.values:
@@ -451,7 +486,7 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise _usage("--values json (plain JSON) takes --keys json only")
     if args.keys == "json" and args.values not in (None, "json"):
         raise _usage("--keys json (plain JSON) goes with --values json")
-    if _dead_letter_place(args)[1] is not None and args.engine == "spark":
+    if _dead_letter_place(args)[1] is not None and args.engine == "spark" and args.format == "parquet":
         raise _usage("--dead-letter outside OUT is written by --engine arrow; with --engine spark the dead letters "
                      "go to a hidden folder of OUT (default OUT/_dead_letter)")
 
@@ -541,14 +576,9 @@ def _finish(args: argparse.Namespace, registry: Registry | None,
         raise _usage("--no-partition-by-topic with --values: the selected topics' columns differ (each its reader "
                      "schema's), so they cannot share one folder; convert them apart (--subscribe)")
     side, apart = _dead_letter_place(args)
-    catalog = {}
-    if args.format == "iceberg":
-        options = dict(item.partition("=")[::2] for item in args.catalog_option)
-        catalog = {"catalog": args.catalog, "catalog_options": {k.strip(): v.strip() for k, v in options.items()},
-                   "namespace": args.namespace}
     return ValuePlan(registry, readers, schemas, source, dead_letter_schema(source), args.flatten_values,
                      args.on_value_error == "fail", args.format, args.out, args.mode, apart, notes=notes,
-                     side_folder=side, catalog=catalog, partition_by=args.partition_by, compression=args.compression,
+                     side_folder=side, partition_by=args.partition_by, compression=args.compression,
                      properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)},
                      value_format=value_format)
 

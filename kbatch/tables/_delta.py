@@ -40,7 +40,7 @@ from kbatch.tables._partition import DEFAULT, Transform, parse
 from kbatch.tables._remote import delta_options, pyarrow_url
 from kbatch.tables._sink import Sink, TableCommit, by_topic, count_rows, nullable, staged_files
 
-__all__ = ["DeltaSink", "app_id", "read_ledger"]
+__all__ = ["DeltaSink", "app_id", "read_ledger", "type_change"]
 
 _TIME_FORMATS = {"hour": "%Y-%m-%d-%H", "month": "%Y-%m"}
 
@@ -128,6 +128,31 @@ def _same_but_size(a: Any, b: Any) -> bool:
         return t
 
     return bool(norm(a).equals(norm(b)))
+
+
+def type_change(old: Any, new: Any, path: str) -> str | None:
+    """Where ``new`` (this run's type of the column at ``path``) changes a field's type of ``old``
+    (the table's), as ``"path: old -> new"``; None when it only adds fields (to structs, at any
+    depth) or differs in offsets' width. Delta's schema merge would take some such changes without
+    rewriting the table's files, leaving files whose types differ from the table's."""
+    import pyarrow as pa
+
+    if old.equals(new) or _same_but_size(old, new):
+        return None
+    if pa.types.is_struct(old) and pa.types.is_struct(new):
+        for f in new:
+            i = old.get_field_index(f.name)
+            if i >= 0:
+                found = type_change(old.field(i).type, f.type, f"{path}.{f.name}")
+                if found:
+                    return found
+        return None
+    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_list_view)
+    if any(t(old) for t in lists) and any(t(new) for t in lists):
+        return type_change(old.value_type, new.value_type, f"{path}[]")
+    if pa.types.is_map(old) and pa.types.is_map(new):
+        return type_change(old.item_type, new.item_type, f"{path}{{}}")
+    return f"{path}: {old} -> {new}"
 
 
 class DeltaSink(Sink):
@@ -392,6 +417,12 @@ class DeltaSink(Sink):
         new = [f for f in schema if theirs.get_field_index(f.name) < 0]
         if not new and not changed:
             return
+        for f, old in changed:  # fields added: merged; a field's type changed: refused
+            found = type_change(old.type, f.type, f.name)
+            if found:
+                raise TableError(f"table {uri} (version {table.version()}): a field's type changed: {found} (the "
+                                 "table's type, then this run's): an incompatible schema change, nothing of this "
+                                 "run committed to it", table=uri)
         if changed:  # Delta's schema merge: fields added by name, any other change refused
             try:
                 write_deltalake(uri, schema.empty_table(), mode="append", schema_mode="merge",

@@ -6,6 +6,7 @@ The layout is a local folder's (:mod:`kbatch.tables._folder`), under ``s3://buck
     OUT/topic=orders/part-<run>-<i>.parquet
     OUT/_kbatch_ledger/00000000000000000001.json     one object per commit, numbered
     OUT/_kbatch_staging/<pid>-<token>@<host>/...    objects of a run not yet committed
+    OUT/_dead_letter/topic=orders/part-*.parquet     side folders (``side_folders``), same commits
 
 S3 has no rename and no atomic multi-object change, but it has one atomic step: a PUT with
 ``If-None-Match: *`` creates an object only if its key is free (conditional writes, since
@@ -32,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import json
 import posixpath
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kbatch import _storage
@@ -63,11 +64,16 @@ class RemoteFolderSink(Sink):
     compression, max_rows_per_file, row_group_rows, partition_by_topic, format
         As :class:`~kbatch.tables.FolderSink`'s: files of any format another writer (Spark's
         executors) puts under :attr:`url` are committed alike, counted with :meth:`adopt`.
+    side_folders : sequence of str
+        Hidden folders of OUT (``_dead_letter``) whose files, written into the same names under
+        :attr:`staging_path`, are committed with the data in the same ledger commit (and, with
+        ``--mode overwrite``, replace the earlier commits' files there).
     """
 
     def __init__(self, out: str, mode: str, *, storage_options: Mapping[str, Any] | None = None,
                  compression: str | None = None, max_rows_per_file: int | None = None,
-                 row_group_rows: int | None = None, partition_by_topic: bool = True, format: str = "parquet") -> None:
+                 row_group_rows: int | None = None, partition_by_topic: bool = True, format: str = "parquet",
+                 side_folders: Sequence[str] = ()) -> None:
         import pyarrow.fs as pafs
 
         if not is_s3(out):
@@ -82,6 +88,10 @@ class RemoteFolderSink(Sink):
         self.max_rows_per_file = max_rows_per_file or 0
         self.row_group_rows = row_group_rows or min(1 << 20, self.max_rows_per_file or 1 << 20)
         self.partition_by_topic = partition_by_topic
+        self.side_folders = tuple(side_folders)
+        for name in self.side_folders:
+            if not name.startswith("_") or "/" in name:
+                raise ValueError(f"a side folder is one hidden folder name (starting with _), got {name!r}")
         self.run = run_name()
         self._staging = f"{STAGING_DIR}/{self.run}"
         self._file = pafs.FileType.File
@@ -140,7 +150,7 @@ class RemoteFolderSink(Sink):
         wanted = set(files)
         if replaces:
             for rel, _ in self._files(""):
-                if not _hidden(rel) and rel not in wanted:
+                if self._visible(rel) and rel not in wanted:
                     self.fs.delete_file(f"{self.root}/{rel}")
         reached("mid-commit")
         for rel in sorted(wanted & staged):
@@ -167,6 +177,12 @@ class RemoteFolderSink(Sink):
             if dead_here(run):
                 self._drop(f"{STAGING_DIR}/{run}")
 
+    def _visible(self, rel: str) -> bool:
+        """Whether ``rel`` (relative to OUT or to a staging folder) is a data file of a commit: not
+        hidden, or in one of :attr:`side_folders`."""
+        top, _, rest = rel.partition("/")
+        return not _hidden(rel) or (top in self.side_folders and bool(rest) and not _hidden(rest))
+
     def holds_files(self) -> bool:
         """Whether OUT holds data files (readers see them), with a ledger or not."""
         return any(not _hidden(rel) for rel, _ in self._files(""))
@@ -188,6 +204,11 @@ class RemoteFolderSink(Sink):
         """The URL of this run's staging folder, where another writer (Spark) puts files."""
         return f"{self.url}/{self._staging}"
 
+    @property
+    def staging_path(self) -> str:
+        """This run's staging folder as a path of :attr:`fs` (where side folders' files are written)."""
+        return f"{self.root}/{self._staging}"
+
     def adopt(self, records: int) -> None:
         self._adopted += records
 
@@ -199,7 +220,7 @@ class RemoteFolderSink(Sink):
 
     def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
         files = [(rel[len(self._staging) + 1:], size) for rel, size in self._files(self._staging)]
-        files = [(rel, size) for rel, size in files if not _hidden(rel)]  # Spark's _SUCCESS, .crc
+        files = [(rel, size) for rel, size in files if self._visible(rel)]  # not Spark's _SUCCESS, .crc
         replaces = self.mode == "overwrite"
         n = self._number + 1
         entry = {"commit": n, "ledger": json.loads(ledger.to_json()), "converted": json.loads(converted.to_json()),
@@ -219,7 +240,8 @@ class RemoteFolderSink(Sink):
         self._move_in(self._staging, entry["files"], replaces)
         self._open = False
         self._ledger, self._number = ledger, n
-        return [TableCommit(self.url, str(n), entry["records"], sum(b for _, b in files), list(converted),
+        data = sum(b for f, b in files if not _hidden(f))  # the side folders' files not counted, as locally
+        return [TableCommit(self.url, str(n), entry["records"], data, list(converted),
                             kind="commit")]
 
     def abort(self) -> None:

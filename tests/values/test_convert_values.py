@@ -222,9 +222,8 @@ def test_a_later_reader_version_evolves_the_table_by_name(avro_root, tmp_path, k
 
 @pytest.mark.parametrize(("extra", "says"), [
     (["--format", "orc"], "--values writes --format parquet, iceberg or delta"),
-    (["--engine", "spark", "--format", "delta"], "--values with --engine spark writes --format parquet"),
     (["--engine", "spark", "--dead-letter", "{root}/../apart"], "--dead-letter outside OUT is written by --engine"),
-    (["--format", "iceberg", "--upsert", "--mode", "append"], "--upsert with --values"),
+    (["--format", "iceberg", "--upsert", "--keys", "avro", "--mode", "append"], "--upsert keeps one row per key"),
     (["--no-partition-by-topic"], "--no-partition-by-topic with --values"),
     (["--dead-letter", "{out}/dead"], "--dead-letter inside OUT is a hidden folder of a parquet OUT"),
     (["--dead-letter", "{root}/dead"], "and the log root"),
