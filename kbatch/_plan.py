@@ -116,6 +116,7 @@ OPTIONS = (
     "enums.as.ints",
     "emit.default.values",
     "recursive.fields.max.depth",
+    "convert.any.fields.to.json",
     "messageName",
 )
 #: Options named ``storage.<key>`` are the path's filesystem options (``storage_options``).

@@ -100,7 +100,7 @@ Options (Spark's Kafka source names and meanings; values are strings)
     how deep a recursive record is kept; without it a recursive reader schema is refused.
     ``valueSchema`` / ``keySchema`` (with ``json``): plain JSON's JSON Schema, no registry.
     Protobuf: ``from_protobuf``'s ``enums.as.ints``, ``emit.default.values``,
-    ``recursive.fields.max.depth``, and ``messageName``.
+    ``recursive.fields.max.depth``, ``convert.any.fields.to.json``, and ``messageName``.
 kbatch's own: ``verifyCrc`` (default true), ``includeHeaders`` (Spark's, default false),
 ``extraColumns`` (``leaderEpoch, producerId, producerEpoch, sequence, isTransactional``),
 ``maxRecordsPerBatch`` / ``maxBytesPerBatch`` (cap of each Arrow batch handed to Spark:

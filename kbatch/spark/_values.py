@@ -30,7 +30,8 @@ ERRORS = ("raise", "null")
 FORMATS = ("binary", "avro", "json", "protobuf")
 #: the ``kafka-log`` options that are Spark ``from_protobuf``'s, and the ProtoOptions field each sets
 PROTOBUF_OPTIONS = {"enums.as.ints": "enums_as_ints", "emit.default.values": "emit_default_values",
-                    "recursive.fields.max.depth": "recursive_depth", "messagename": "message"}
+                    "recursive.fields.max.depth": "recursive_depth", "messagename": "message",
+                    "convert.any.fields.to.json": "any_as_json"}
 
 
 def spark_type(arrow: pa.DataType) -> Any:
@@ -163,7 +164,8 @@ def decode_values(
         must be of it.
     protobuf : ProtoOptions, optional
         For Protobuf values: ``from_protobuf``'s options (``enums.as.ints``,
-        ``emit.default.values``, ``recursive.fields.max.depth``) and the message.
+        ``emit.default.values``, ``recursive.fields.max.depth``, ``convert.any.fields.to.json``)
+        and the message.
 
     Returns
     -------
@@ -273,7 +275,7 @@ def source_values(raw: Mapping[str, str], root: str, topics: Callable[[], Sequen
     no frame and no registry. ``valueErrors`` / ``keyErrors``: ``raise`` (default) or ``null``.
     ``recursiveFieldMaxDepth``: how deep recursive records are kept (as ``from_avro``'s option).
     Protobuf: ``from_protobuf``'s ``enums.as.ints``, ``emit.default.values``,
-    ``recursive.fields.max.depth`` and ``messageName``.
+    ``recursive.fields.max.depth``, ``convert.any.fields.to.json`` and ``messageName``.
     """
     wanted = [(column, _choice(raw, f"{column}Format", FORMATS, "binary")) for column in ("key", "value")]
     formats = {c: f for c, f in wanted if f != "binary"}

@@ -39,6 +39,8 @@ def build_array(layout: Layout, columns: list[tuple[Any, ...]], col: int = 0) ->
     if c.kind == BIN:
         strings = pa.Array.from_buffers(c.arrow, n, [validity, _buf(offs), _buf(data) or _EMPTY])
         return _dictionary(strings, c.symbols) if c.convert == "dictionary" else strings
+    if c.convert == "any_json":  # a Protobuf Any rendered as JSON: its string buffers replace the struct's
+        return pa.Array.from_buffers(pa.string(), n, [validity, _buf(offs), _buf(data) or _EMPTY])
     children = [build_array(layout, columns, child) for child in c.children]
     if c.convert == "dense_union":
         return _dense_union(layout, col, n, children)

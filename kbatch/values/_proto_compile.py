@@ -17,7 +17,9 @@ repeated T, map<K, V>                                  list<T>, map<K, V> (empty
 oneof                                                  its members as fields, at most one non-null
 google.protobuf.Timestamp, Duration                    timestamp[us, UTC], duration[us]
 google.protobuf.*Value (wrappers)                      the wrapped scalar, null when absent
-google.protobuf.Any                                    struct<type_url: string, value: binary>
+google.protobuf.Any                                    struct<type_url: string, value: binary>;
+                                                       with ``any_as_json`` (Spark's
+                                                       ``convert.any.fields.to.json``) a JSON string
 =====================================================  ==========================================
 
 Absent fields as Spark's ``getFieldValue``: one without presence (proto3 implicit) that is
@@ -84,6 +86,12 @@ class ProtoLayout(Layout):
         """Append a column (pre-order) and return its index."""
         return self._new(kind, width, parent, nullable, name, arrow)
 
+    def arrow_type(self, col: int) -> pa.DataType:
+        """As :meth:`Layout.arrow_type`; a ``google.protobuf.Any`` rendered as JSON is a string."""
+        if self.columns[col].convert == "any_json":
+            return pa.string()
+        return super().arrow_type(col)
+
 
 class ProtoProgram:
     """The program and columns of one message of a :class:`ProtoSchema`.
@@ -96,11 +104,17 @@ class ProtoProgram:
         Spark's ``emit.default.values`` and ``enums.as.ints``.
     recursive_depth : int
         Spark's ``recursive.fields.max.depth``; -1 refuses recursive messages.
+    any_as_json : bool
+        Spark's ``convert.any.fields.to.json``: ``google.protobuf.Any`` values as JSON strings
+        (the kernel decodes them as structs; :mod:`._proto_any` renders them).
     """
 
     def __init__(self, schema: ProtoSchema, *, emit_default_values: bool = False, enums_as_ints: bool = False,
-                 recursive_depth: int = -1) -> None:
+                 recursive_depth: int = -1, any_as_json: bool = False) -> None:
         self.schema = schema
+        self.any_as_json = any_as_json
+        #: the struct columns of ``google.protobuf.Any`` values rendered as JSON strings
+        self.any_columns: list[int] = []
         self.message = schema.message
         self.emit = emit_default_values
         self.enums_as_ints = enums_as_ints
@@ -232,6 +246,9 @@ class ProtoProgram:
                 kind, width, arrow = _LEAVES[inner]
                 return TYPES["WRAPPER"], 0, inner, self.layout.new(kind, width, parent, nullable, name, arrow)
             mi = self._instance(mt, parent, nullable and not is_map, name, path, stack, map_entry=is_map)
+            if full == "google.protobuf.Any" and self.any_as_json:
+                self.layout.columns[self.msgs[mi][0]].convert = "any_json"
+                self.any_columns.append(self.msgs[mi][0])
             return TYPES["MESSAGE"], mi, 0, self.msgs[mi][0]
         t = fd.type
         if t == _ENUM:

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import ProtobufSchemaError, field_path
+from ._proto_any import render_any_columns
 from ._proto_compile import ProtoProgram
 from ._proto_schema import ProtoSchema, compile_proto
 from ._protokernel import ERRORS, MERGE, message_indexes, run
@@ -33,13 +34,14 @@ _LONG_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)
 @dataclass(frozen=True)
 class ProtoOptions:
     """Spark ``from_protobuf`` options: ``emit.default.values``, ``enums.as.ints``,
-    ``recursive.fields.max.depth``; and the message to decode (full name) when not the one the
-    values name."""
+    ``recursive.fields.max.depth``, ``convert.any.fields.to.json`` (``any_as_json``); and the
+    message to decode (full name) when not the one the values name."""
 
     emit_default_values: bool = False
     enums_as_ints: bool = False
     recursive_depth: int = -1
     message: str | None = None
+    any_as_json: bool = False
 
 
 def is_protobuf(schema: Any) -> bool:
@@ -80,7 +82,7 @@ def program_of(reader: ProtoSchema, options: ProtoOptions) -> ProtoProgram:
     key = ("program", id(reader.pool), reader.descriptor_set, reader.message, options)
     return _cached(key, lambda: ProtoProgram(  # type: ignore[no-any-return]
         reader, emit_default_values=options.emit_default_values, enums_as_ints=options.enums_as_ints,
-        recursive_depth=options.recursive_depth))
+        recursive_depth=options.recursive_depth, any_as_json=options.any_as_json))
 
 
 def _unpack(key: int) -> list[int]:
@@ -238,4 +240,7 @@ def run_protobuf(reader: Schema | ProtoSchema, options: ProtoOptions, data: npt.
         path = field_path(path, [int(x) for x in r["index"] if x >= 0], column)
         position = int(r["position"])
         errors[i] = (reason, path, position + int(used[i]) if position >= 0 else -1)
+    if program.any_columns:
+        columns = list(columns)
+        render_any_columns(program, columns, column, errors)
     return ProtoRun(program, columns, errors, used)

@@ -424,10 +424,12 @@ def test_the_sources_json_and_protobuf_options(tmp_path):
     root, schemas = _json_and_protobuf_root(tmp_path)
     path = {"schemaregistry.path": str(schemas)}
     got = source_values({"valueformat": "protobuf", "enums.as.ints": "true", "messagename": "Order",
-                         "recursive.fields.max.depth": "3", **path}, str(root), lambda: ["porders"])
+                         "recursive.fields.max.depth": "3", "convert.any.fields.to.json": "true", **path},
+                        str(root), lambda: ["porders"])
     (d,) = got.decodings
     assert (d.format, d.protobuf.enums_as_ints, d.protobuf.recursive_depth, d.protobuf.message) == \
         ("protobuf", True, 3, "Order")
+    assert d.protobuf.any_as_json
     desc = tmp_path / "order.desc"  # a descriptor set file, as from_protobuf's descFilePath
     desc.write_bytes(values.compile_proto(PROTO).descriptor_set)
     got = source_values({"valueformat": "protobuf", "readerschema": str(desc), "messagename": "shop.Order", **path},

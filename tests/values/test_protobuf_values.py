@@ -614,3 +614,50 @@ def test_dump_prints_protobuf_keys_and_values_as_json(order_pb2, tmp_path) -> No
     assert [r["key"] for r in rows] == [{"k": "k0"}, {"k": "k1"}, {"k": "k2"}]
     assert (rows[1]["payload"]["id"], rows[1]["payload"]["customer"], rows[1]["payload"]["tags"]) == (2, "c2", {"t": 2})
     assert rows[1]["payload_encoding"] == "protobuf" and rows[1]["key_encoding"] == "protobuf"
+
+
+ANYS = """
+syntax = "proto3";
+package box;
+import "google/protobuf/any.proto";
+import "google/protobuf/timestamp.proto";
+message Box { string name = 1; google.protobuf.Any payload = 2; repeated google.protobuf.Any more = 3; }
+message Note { string text = 1; int64 n = 2; repeated string tags = 3; google.protobuf.Timestamp at = 4; }
+"""
+
+
+def test_any_as_json_like_json_format(tmp_path) -> None:
+    from google.protobuf import any_pb2
+    from google.protobuf.json_format import MessageToJson
+
+    pb2 = generate(tmp_path, "anys", ANYS)
+
+    def packed(msg) -> any_pb2.Any:
+        a = any_pb2.Any()
+        a.Pack(msg)
+        return a
+
+    note, other = pb2.Note(text="hi", n=5, tags=["a", "b"]), pb2.Note(n=-1)
+    other.at.FromSeconds(86400)
+    unknown = any_pb2.Any(type_url="type.googleapis.com/box.Missing", value=b"\x08\x01")
+    boxes = [pb2.Box(name="a", payload=packed(note)),
+             pb2.Box(name="b", more=[packed(other), packed(pb2.Box(name="x"))]),
+             pb2.Box(name="c"), pb2.Box(name="d", more=[packed(note), unknown])]
+    reg = Registry({3: Schema(ANYS, "PROTOBUF", id=3)})
+    vals = table([framed(3, b"\x00", b.SerializeToString()) for b in boxes])
+    out = values.decode(vals, reg, errors="null", protobuf=ProtoOptions(any_as_json=True))
+    vtype = out.schema.field("value").type
+    assert vtype.field("payload").type == pa.string() and vtype.field("more").type.value_type == pa.string()
+    assert values.arrow_type(Schema(ANYS, "PROTOBUF", id=3), protobuf=ProtoOptions(any_as_json=True)) == vtype
+    rows = out.column("value").to_pylist()
+    import json
+    assert json.loads(rows[0]["payload"]) == json.loads(MessageToJson(boxes[0].payload))
+    assert [json.loads(s) for s in rows[1]["more"]] == [json.loads(MessageToJson(a)) for a in boxes[1].more]
+    assert rows[1]["more"][0] == json.dumps(json.loads(MessageToJson(boxes[1].more[0])), separators=(",", ":"))
+    assert rows[1]["payload"] is None and rows[2] == {"name": "c", "payload": None, "more": []}
+    assert rows[3] is None  # an Any whose type the schema does not know: the record's error
+    error = out.column("value_error").to_pylist()[3]
+    assert "box.Missing" in error and "value.more" in error
+    # without the option: the struct, as before
+    plain = values.decode(vals, reg, protobuf=ProtoOptions()).column("value").to_pylist()
+    assert plain[0]["payload"] == {"type_url": boxes[0].payload.type_url, "value": boxes[0].payload.value}
