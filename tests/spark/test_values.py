@@ -305,6 +305,53 @@ def test_convert_with_spark_values_equals_the_arrow_engine(spark, tmp_path, caps
     assert sorted(row["offset"] for row in _folder(s / "_dead_letter")) == sorted(r.bad)
 
 
+def test_convert_with_spark_protobuf_and_json_values_equals_the_arrow_engine(spark, tmp_path, capsys):
+    """``kbatch convert --engine spark --values protobuf`` and ``--values json`` (a registry JSON
+    Schema subject): the same typed rows, summary and dead letters as the arrow engine."""
+    import struct
+
+    import pyarrow.parquet as pq
+
+    import kbatch
+    from kbatch import values
+
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    lines = [{"subject": "porders-value", "version": 1, "id": 5, "schema": PROTO, "schemaType": "PROTOBUF"},
+             {"subject": "jorders-value", "version": 1, "id": 6, "schema": json.dumps(JSON_SCHEMA),
+              "schemaType": "JSON"}]
+    (schemas / "registry.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    order = values.compile_proto(PROTO).message_class()
+    proto = [b"\x00" + struct.pack(">I", 5) + b"\x00" + order(id=i, customer=f"c{i}", status=i % 3,
+                                                             nums=[i] * i).SerializeToString() for i in range(5)]
+    proto[2] = b"\x00" + struct.pack(">I", 5) + b"\x00" + b"\x12\x02\xff\xfe"  # customer: invalid UTF-8
+    jsons = [b"\x00" + struct.pack(">I", 6) + json.dumps({"id": i, "name": f"n{i}"}).encode() for i in range(4)]
+    jsons[1] = b"\x00" + struct.pack(">I", 6) + b'{"id": "not a number", "name": 1}'
+    for fmt, topic, vals in (("protobuf", "porders", proto), ("json", "jorders", jsons)):
+        root = tmp_path / f"root-{fmt}"
+        with kbatch.LogWriter(root, topic, 0) as w:
+            w.append(kbatch.encode(vals, timestamps=[0] * len(vals)))
+        runs = {}
+        for engine in ("arrow", "spark"):
+            out = tmp_path / f"{fmt}-{engine}"
+            status, summary = _convert_run(capsys, str(root), str(out), "--engine", engine, "--values", fmt,
+                                           "--registry", str(schemas),
+                                           *(["--master", "local[2]"] if engine == "spark" else []))
+            assert status == 0, summary
+            runs[engine] = (out, summary)
+        (a, sa), (s, ss) = runs["arrow"], runs["spark"]
+        assert ss["engine"] == "spark" and ss["dead_letters"] == sa["dead_letters"] == 1, (fmt, sa, ss)
+        assert ss["records"] == sa["records"] and ss["value_errors"] == sa["value_errors"]
+        columns = ["value", "value_schema_id", "partition", "offset", "timestamp"]
+        rows = {e: sorted(pq.read_table(runs[e][0] / f"topic={topic}", columns=columns).to_pylist(),
+                          key=lambda row: row["offset"]) for e in runs}
+        assert rows["spark"] == rows["arrow"] and len(rows["arrow"]) == len(vals) - 1
+        assert spark.read.parquet(str(s / f"topic={topic}")).schema == \
+            spark.read.parquet(str(a / f"topic={topic}")).schema
+        assert _folder(s / "_dead_letter") == _folder(a / "_dead_letter")
+        assert [row["offset"] for row in _folder(s / "_dead_letter")] == [2 if fmt == "protobuf" else 1]
+
+
 def test_the_sources_registry_options(typed, tmp_path):
     """``schemaRegistry.path`` (a root holding ``_schemas``, else schema files), the root's own
     ``_schemas`` by default, ``schemaRegistry.url`` with its credentials (no Spark needed)."""
