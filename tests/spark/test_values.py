@@ -495,3 +495,41 @@ def test_the_sources_json_and_protobuf_options(tmp_path):
     ]:
         with pytest.raises(ValueError, match=message):
             source_values(raw, str(root), lambda: ["porders"])
+
+
+def test_value_format_protobuf_any_as_json(spark, tmp_path):
+    """The ``kafka-log`` option ``convert.any.fields.to.json`` (``from_protobuf``'s): a
+    ``google.protobuf.Any`` is a JSON string column, as ``kbatch.values.decode`` gives it."""
+    import struct
+
+    import kbatch
+    from kbatch import values
+    from kbatch.values import ProtoOptions
+
+    text = """syntax = "proto3";
+package box;
+import "google/protobuf/any.proto";
+message Box { string name = 1; google.protobuf.Any payload = 2; }
+message Note { string text = 1; }
+"""
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "registry.jsonl").write_text(json.dumps({"subject": "boxes-value", "version": 1, "id": 9,
+                                                        "schema": text, "schemaType": "PROTOBUF"}) + "\n")
+    compiled = values.compile_proto(text)
+    box, note = compiled.message_class("box.Box"), compiled.message_class("box.Note")
+    packed = box(name="a")
+    packed.payload.Pack(note(text="hi"))
+    vals = [b"\x00" + struct.pack(">I", 9) + b"\x00" + m.SerializeToString() for m in (packed, box(name="b"))]
+    with kbatch.LogWriter(tmp_path / "root", "boxes", 0) as w:
+        w.append(kbatch.encode(vals, timestamps=[0] * len(vals)))
+    df = (spark.read.format("kafka-log").option("subscribe", "boxes").option("valueFormat", "protobuf")
+          .option("schemaRegistry.path", str(schemas)).option("convert.any.fields.to.json", "true")
+          .load(str(tmp_path / "root")))
+    assert df.schema["value"].dataType.simpleString() == "struct<name:string,payload:string>"
+    got = [r["value"] for r in _collect(df, ["offset", "value"])]
+    assert got == [{"name": "a", "payload": '{"@type":"type.googleapis.com/box.Note","text":"hi"}'},
+                   {"name": "b", "payload": None}]
+    arrow = values.decode(pa.table({"value": pa.array(vals, pa.binary())}), Registry.from_directory(schemas),
+                          protobuf=ProtoOptions(any_as_json=True)).column("value").to_pylist()
+    assert arrow == got
