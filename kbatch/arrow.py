@@ -68,7 +68,6 @@ import numpy.typing as npt
 from kbatch._columns import BINARY_KINDS, HEADERS_COLUMN, BinaryKind, RecordColumns, columns, ddl
 from kbatch._core import HEADER_DTYPE, RECORD_DTYPE, get_threads
 from kbatch._fromarrow import BinaryColumn, binary_arrays, encode_arrow, from_arrow, require_pyarrow
-from kbatch._table import select
 from kbatch.errors import StorageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -1002,8 +1001,9 @@ def log_batches(
     read : mapping, optional
         ``LogDir.iter_tables`` arguments (``**read`` of :func:`iter_log_arrow`).
     rows : callable, optional
-        ``rows(table)``: a boolean mask of the records of each ``RecordTable`` to convert; the
-        others are left out before any column is built (``progress`` still gets the whole table).
+        ``rows(table)``: the records of each ``RecordTable`` to convert, as a ``RecordTable``
+        (``table`` itself, or a selection of it sharing its bytes); the others are left out before
+        any column is built (``progress`` still gets the whole table).
 
     Examples
     --------
@@ -1034,11 +1034,7 @@ def log_batches(
                         raise
                     lost(log, exc)
                     break
-                chosen = table
-                if rows is not None:
-                    mask = rows(table)
-                    if not mask.all():
-                        chosen = select(table, mask)
+                chosen = table if rows is None else rows(table)
                 for batch in to_record_batches(
                     chosen,
                     topic=log.topic,

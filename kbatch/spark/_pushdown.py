@@ -22,6 +22,7 @@ from typing import Any
 
 from kbatch._predicate import COLUMNS, FilterError, Term, bounds, constant_holds, empty, normalize, row_mask
 from kbatch._scan import scan_logs
+from kbatch._table import select
 
 __all__ = ["keeper", "narrow", "translate"]
 
@@ -83,13 +84,15 @@ def narrow(log: Any, start: int, end: int, terms: Sequence[Term], on_corruption:
 
 def keeper(terms: Sequence[Term]) -> Callable[[Any], Any] | None:
     """``rows(table)``: the records of a ``RecordTable`` passing the ``offset`` and ``timestamp``
-    terms (None: no such term, every record kept)."""
+    terms, as a ``RecordTable`` (``table`` itself when all pass; None: no such term, every record
+    kept)."""
     row_terms = [t for t in terms if t[0] in ("offset", "timestamp")]
     if not row_terms:
         return None
 
     def rows(table: Any) -> Any:
-        return row_mask(row_terms, table.records["offset"], table.records["timestamp"])
+        mask = row_mask(row_terms, table.records["offset"], table.records["timestamp"])
+        return table if mask.all() else select(table, mask)
 
     return rows
 
