@@ -141,8 +141,6 @@ ERRORS = {
 }
 #: Loop indices kept per error (for the field path).
 MAX_PATH = 8
-ERROR_DTYPE = np.dtype([("record", "<i8"), ("code", "<i4"), ("pc", "<i4"), ("position", "<i8"),
-                        ("detail", "<i8"), ("index", "<i8", (MAX_PATH,))])
 
 cdef enum:
     MAX_DEPTH = 64
@@ -163,15 +161,6 @@ cdef struct Call:
     const uint8_t* p
     const uint8_t* end
     const uint8_t* limit
-
-
-cdef struct ErrRow:
-    int64_t record
-    int32_t code
-    int32_t pc
-    int64_t position
-    int64_t detail
-    int64_t index[8]
 
 
 cdef struct Machine:

@@ -3,7 +3,7 @@
 # rollback, a strict UTF-8 check, and the buffers handed to Python without a copy. The including
 # module defines ``E_OK``, ``E_TOO_BIG`` and ``E_MEMORY`` (its error codes) before the include and
 # cimports ``PyBuffer_FillInfo``, the ``libc`` integer types, ``malloc``/``realloc``/``free`` and
-# ``memcpy``/``memset``.
+# ``memcpy``/``memset``, and NumPy as ``np``.
 
 cdef enum Kind:
     K_NULLT = 0
@@ -256,3 +256,18 @@ cdef tuple _take(Col* c):
     return (n, valid, vals, offs, data)
 
 
+# ---------------------------------------------------------------- errors
+
+# one row per record that does not decode, filled by either kernel (``index``: the array and map
+# positions on the way to the bad field, 8 deep: each kernel's MAX_PATH); ERROR_DTYPE is its NumPy view
+cdef struct ErrRow:
+    int64_t record
+    int32_t code
+    int32_t pc
+    int64_t position
+    int64_t detail
+    int64_t index[8]
+
+
+ERROR_DTYPE = np.dtype([("record", "<i8"), ("code", "<i4"), ("pc", "<i4"), ("position", "<i8"),
+                        ("detail", "<i8"), ("index", "<i8", (8,))])

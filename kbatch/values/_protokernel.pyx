@@ -115,17 +115,6 @@ ERRORS = {
     E_GROUP: "unmatched end of group",
 }
 MERGE = E_MERGE
-ERROR_DTYPE = np.dtype([("record", "<i8"), ("code", "<i4"), ("pc", "<i4"), ("position", "<i8"),
-                        ("detail", "<i8"), ("index", "<i8", (MAX_PATH,))])
-
-
-cdef struct ErrRow:
-    int64_t record
-    int32_t code
-    int32_t pc
-    int64_t position
-    int64_t detail
-    int64_t index[8]
 
 
 cdef struct Machine:
