@@ -6,6 +6,7 @@ to) whose four Cython modules are one line each, so that a real compile takes se
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -17,19 +18,28 @@ from pathlib import Path
 import pytest
 from support.tree import source_file
 
-#: every extension setup.py builds (read from it, so a new kernel is never left out of the copy)
-MODULES = tuple(re.findall(r'extension\("[\w.]+", "([\w/]+)\.pyx"[,)]', source_file("setup.py").read_text()))
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 
 pytest.importorskip("Cython")
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler")
 
 
+@functools.cache
+def _extensions() -> tuple[str, ...]:
+    """Every extension setup.py builds (read from it, so a new kernel is never left out of the copy).
+
+    Read when a test runs, not at import: outside a source checkout (the wheel's own test run)
+    ``source_file`` skips the test, which it may not do while the module is being collected.
+    """
+    return tuple(re.findall(r'extension\("[\w.]+", "([\w/]+)\.pyx"[,)]', source_file("setup.py").read_text()))
+
+
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    assert "kbatch/_core" in MODULES and len(MODULES) >= 6, MODULES  # setup.py read as it is written
+    modules = _extensions()
+    assert "kbatch/_core" in modules and len(modules) >= 6, modules  # setup.py read as it is written
     shutil.copy2(source_file("setup.py"), tmp_path / "setup.py")
-    for module in MODULES:
+    for module in modules:
         pyx = tmp_path / (module + ".pyx")
         pyx.parent.mkdir(parents=True, exist_ok=True)
         pyx.write_text(f"NAME = {module!r}\n")
@@ -52,21 +62,21 @@ def _key(tree: Path, **env: str) -> str:
 
 
 def _modules(tree: Path) -> dict[str, bytes]:
-    return {m: (tree / (m + SUFFIX)).read_bytes() for m in MODULES}
+    return {m: (tree / (m + SUFFIX)).read_bytes() for m in _extensions()}
 
 
 def test_the_second_build_copies_what_the_first_compiled(tree: Path) -> None:
     first = _build(tree)
     assert "taken from" not in first.stdout
     cached = {p.name for p in (tree / "build" / "ext-cache" / _key(tree)).iterdir()}
-    assert cached == {Path(m).name + SUFFIX for m in MODULES}
+    assert cached == {Path(m).name + SUFFIX for m in _extensions()}
     built = _modules(tree)
     for c in tree.glob("kbatch/**/*.c"):
         c.unlink()
-    for m in MODULES:
+    for m in _extensions():
         (tree / (m + SUFFIX)).unlink()
     second = _build(tree)
-    assert second.stdout.count("taken from") == len(MODULES)
+    assert second.stdout.count("taken from") == len(_extensions())
     assert not list(tree.glob("kbatch/**/*.c")), "Cython ran although every module was cached"
     assert _modules(tree) == built
 
