@@ -394,19 +394,23 @@ class LogDir:
     ) -> int | None:
         """The first offset whose record timestamp is >= ``timestamp`` (Kafka's ListOffsets).
 
-        None when no record is that late. The ``.timeindex`` and ``.index``
-        entries used are checked against the batches they name first (an entry
-        that does not match is noted in :attr:`notes` and not used), so the
-        answer is the one a scan of the ``.log`` alone gives. ``on_corruption``
+        None when no record is that late. A local segment is searched by its
+        batch headers (the ``.timeindex`` is not used: see :meth:`_first_reaching`),
+        so the answer is the one a scan of the ``.log`` alone gives. A remote
+        segment is searched from its ``.timeindex`` entries, each checked against
+        the batch it names (one that does not match is noted in :attr:`notes` and
+        not used), which saves downloading it but trusts the entries' order. ``on_corruption``
         and ``verify_crc`` as in :meth:`read`: a corrupt batch on the way
         raises, or is recorded in :attr:`skipped` and passed.
         """
         if on_corruption not in ("raise", "skip"):
             raise ValueError(f"on_corruption must be 'raise' or 'skip', got {on_corruption!r}")
         for seg in self.segments:
-            if seg.size == 0 or seg.max_timestamp(on_corruption) < timestamp:
+            if seg.size == 0:
                 continue
-            pos = seg.timestamp_position(timestamp, on_corruption)
+            pos = self._first_reaching(seg, timestamp, on_corruption)
+            if pos is None:
+                continue
             while True:
                 h, nxt, at_end = seg.frame_headers(pos, 1 << 20, on_corruption)
                 for k in np.flatnonzero(h["max_timestamp"] >= timestamp).tolist():
@@ -429,6 +433,25 @@ class LogDir:
                 if at_end:
                     break
         return None
+
+    @staticmethod
+    def _first_reaching(seg: Segment, timestamp: int, on_corruption: OnCorruption) -> int | None:
+        """Where the first batch of ``seg`` whose max timestamp is >= ``timestamp`` may be (None: none is).
+
+        A local segment's from every batch header (a header scan, cached: no record is read), so
+        exact whatever its ``.timeindex`` says: an entry can name a real batch of that timestamp
+        and still lie about an earlier, later-stamped batch (timestamps out of order), which no
+        check of the entry alone catches. A remote segment's from its checked ``.timeindex``
+        (:meth:`Segment.max_timestamp`, :meth:`Segment.timestamp_position`), which saves
+        downloading the segment and trusts the index's order.
+        """
+        if seg.is_remote:
+            if seg.max_timestamp(on_corruption) < timestamp:
+                return None
+            return seg.timestamp_position(timestamp, on_corruption)
+        heads = seg.scan(on_corruption)
+        hit = np.flatnonzero(heads["max_timestamp"] >= timestamp)
+        return int(heads["position"][hit[0]]) if len(hit) else None
 
     def iter_tables(
         self,

@@ -86,6 +86,9 @@ def test_flipped_bit_in_the_last_timeindex_offset_loses_nothing(tmp_path: Path) 
     assert log.offset_for_timestamp(1009) == 9
     assert log.offset_for_timestamp(1008) == 8
     assert log.read(start_timestamp=1003, end_timestamp=1009).records["offset"].tolist() == list(range(3, 9))
+    # a local log's reads seek by batch headers; the segment's own timestamp seek reads the
+    # .timeindex (as a remote segment's reads do) and notes the entry that lies
+    assert log.segments[0].timestamp_position(1009) <= log.segments[0].position_for(9)
     assert any(".timeindex" in n for n in log.notes), log.notes
 
 
@@ -115,7 +118,32 @@ def test_timeindex_offset_moved_to_a_later_batch_of_the_same_timestamp_is_caught
     log = open_log(part)
     assert log.offset_for_timestamp(1003) == 1
     assert log.read(start_timestamp=1001).records["offset"].tolist() == list(range(1, 10))
+    assert log.segments[0].timestamp_position(1003) <= log.segments[0].position_for(1)
     assert any(".timeindex entry 0" in n for n in log.notes), log.notes
+
+
+def _stamped(root: Path, stamps: list[int]) -> Path:
+    """One one-record batch per timestamp (offsets 0, 1, ...), an index entry per batch."""
+    with LogWriter(root, "t", 0, index_interval_bytes=1) as w:
+        for i, ts in enumerate(stamps):
+            w.append(kbatch.encode([b"v%d" % i], base_offset=i, timestamps=[ts]))
+    return root / "t-0"
+
+
+def test_timeindex_naming_real_batches_but_out_of_order_loses_nothing(tmp_path: Path) -> None:
+    """Each entry names a real batch of its timestamp, so each passes its own check; yet the
+    entries skip an earlier batch stamped later (timestamps out of order): a local seek by
+    timestamp uses the batch headers, so no row is lost."""
+    part = _stamped(tmp_path, [1000, 1030, 1005, 1020])
+    timeindex = stem(part).with_suffix(".timeindex")
+    np.array([(1005, 2), (1020, 3)], dtype=TIME_INDEX_DTYPE).tofile(timeindex)
+    log = open_log(part)
+    assert log.offset_for_timestamp(1006) == 1  # batch 1 (1030) is the first to reach 1006
+    assert log.offset_for_timestamp(1025) == 1  # the entries' max (1020) is below batch 1's
+    assert log.offset_for_timestamp(1031) is None
+    assert log.read(start_timestamp=1006).records["offset"].tolist() == [1, 2, 3]
+    assert log.read(start_timestamp=1021).records["offset"].tolist() == [1, 2, 3]
+    assert [t.records["offset"].tolist() for t in log.iter_tables(start_timestamp=1025)] == [[1, 2, 3]]
 
 
 def test_raise_mode_seek_never_skips(tmp_path: Path) -> None:
