@@ -101,6 +101,22 @@ def test_scan_equals_the_eager_read_filtered(roots: dict[str, Path], which: str,
     assert got == (want if limit is None else want[:limit])
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(which=st.sampled_from(["with", "bare", "lying"]), terms=TERMS,
+       iso=st.sampled_from(["read_uncommitted", "read_committed"]), limit=st.none() | st.integers(0, 30),
+       chunk=st.sampled_from([1, 300, 1 << 20]))
+def test_a_walked_scan_equals_the_eager_read_filtered(roots: dict[str, Path], which: str, terms: list, iso: str,
+                                                      limit: int | None, chunk: int) -> None:
+    # no key, value or headers: the batches the walk vouches for give their rows from it
+    logs = open_logs(roots[which])
+    want = [r[:4] for r in eager(logs, terms, iso)]
+    got = scan_logs(logs, ["topic", "partition", "offset", "timestamp"], terms, limit, isolation_level=iso,
+                    chunk_bytes=chunk).read_all()
+    ts = [v // 1000 for v in got.column("timestamp").cast("int64").to_pylist()]
+    assert list(zip(got.column("topic").to_pylist(), got.column("partition").to_pylist(),
+                    got.column("offset").to_pylist(), ts, strict=True)) == (want if limit is None else want[:limit])
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(terms=TERMS, columns=st.permutations(["key", "value", "offset", "timestamp", "timestampType", "headers",
                                                "topic", "partition"]).map(lambda c: c[:3]))
