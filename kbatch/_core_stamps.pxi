@@ -6,7 +6,9 @@
 # uses:     _core_frame (_count_entries, _fill_batches, _check_crcs), _core_wire (varints),
 #           _core_inflate (_lz4_frame_bound, _lz4_declared_size, _lz4_frame_into,
 #           _zstd_frame_bound, _zstd_frame_into and their loaders), _core_parse (_reserve),
-#           _core_memory (_rows_array, _row_ptr); the tunable _CHUNK_BYTES in _core.pyx
+#           _core_memory (_rows_array, _row_ptr), _core_threads (Helper, take_helper,
+#           give_back, _CPUS), kbatch/_threads.pxd (kb_take, kb_cut); the tunables
+#           _CHUNK_BYTES, _CHUNK_BYTES_MAX, _CHUNKS_PER_INPUT in _core.pyx, _LZ4_SOLO_CHUNKS
 #
 # What the walk reads of a v2 batch (the grammar of kbatch/_core.pyx; only the fields
 # marked * are kept, every other length is read only to be checked and stepped over)::
@@ -36,8 +38,14 @@
 # path), payloads C does not take alone, corrupt bytes. The caller decodes those with
 # decode, which raises the error that names the byte, the batch and the field.
 #
-# Memory: one scratch buffer, as large as the largest payload decompressed (at most
-# max_decompressed_size), reused batch after batch; the output grows with the records found.
+# Memory: one scratch buffer per thread, as large as the largest payload it decompressed (at
+# most max_decompressed_size), reused batch after batch; the output grows with the records found.
+#
+# Threads: the input in chunks (as decode's); each chunk's CRCs checked by the calling thread
+# (crc32c), then its batches walked without the GIL by the calling thread from the front and,
+# on two or more cores, kbatch's helper thread from the back (kb_take), each side into its own
+# scratch and record arrays; the records are put in batch order at the end. When the helper
+# took nothing of a chunk (no core free for it), the next _LZ4_SOLO_CHUNKS chunks go without it.
 
 #: Statuses of :func:`stamps`, per batch.
 STAMPS_OK = 0          # vouched for: its records' offsets and timestamps are in the arrays
@@ -199,6 +207,54 @@ cdef int _walk_batch(walk_t* w, const uint8_t* buf, const batch_t* b, int64_t st
     return W_OK
 
 
+
+cdef struct walk_job_t:
+    # One chunk's batches ``first + i`` for i in the shared range, taken from either end.
+    uint64_t range
+    int64_t first
+    const uint8_t* buf
+    const batch_t* bp
+    const int64_t* pstart
+    const int64_t* pend
+    const uint8_t* unchecked      # 1: not walked (status set), 2: a bad CRC
+    int8_t* status
+    int32_t* counts
+    int64_t* least
+    int64_t* rstart               # per batch: its first record in its side's arrays
+    uint8_t* rside                # per batch: the side that walked it (0 front, 1 back)
+    walk_t* sides                 # [2]
+    int64_t back_took             # batches the back took (written by the back only)
+    bint out_of_memory
+
+
+cdef void _walk_side(walk_job_t* job, bint from_back) noexcept nogil:
+    """Walk batches taken from one end of the job's range until none is left."""
+    cdef walk_t* w = job.sides + (1 if from_back else 0)
+    cdef int64_t i, k
+    cdef int rc
+    i = kb_take(&job.range, from_back)
+    while i >= 0:
+        k = job.first + i
+        if from_back:
+            job.back_took += 1
+        if job.unchecked[k] == 2:
+            job.status[k] = W_CORRUPT
+        elif not job.unchecked[k]:
+            job.rstart[k] = w.size
+            job.rside[k] = 1 if from_back else 0
+            rc = _walk_batch(w, job.buf, job.bp + k, job.pstart[k], job.pend[k], job.counts + k, job.least + k)
+            if rc == W_NO_MEMORY:
+                job.out_of_memory = True
+                kb_cut(&job.range, 0)
+                return
+            job.status[k] = rc
+        i = kb_take(&job.range, from_back)
+
+
+cdef void _walk_back(void* arg) noexcept nogil:
+    _walk_side(<walk_job_t*>arg, True)
+
+
 def stamps(object data, *, object skip_batches=None, bint verify_crc=True, object max_decompressed_size=None):
     """Offsets and timestamps of the records of ``data``, walked without building a row.
 
@@ -252,22 +308,29 @@ def stamps(object data, *, object skip_batches=None, bint verify_crc=True, objec
     cdef const uint8_t[::1] view = mv
     cdef int64_t n = view.shape[0]
     cdef const uint8_t* buf = &view[0] if n > 0 else NULL
-    cdef int64_t consumed = 0, count = 0, good, k, j, c, chunk
+    cdef int64_t consumed = 0, count = 0, good, k, j, c, chunk, chunk_bytes, at
     cdef error_t err
     cdef batch_t* bp = NULL
     cdef int64_t[::1] pstart
     cdef int64_t[::1] pend
+    cdef int64_t[::1] rstart
+    cdef uint8_t[::1] rside
+    cdef int64_t[::1] out_offsets
+    cdef int64_t[::1] out_timestamps
     cdef object batches, skip_arr
-    cdef const uint8_t[::1] skip_view
     cdef int8_t[::1] status
     cdef int32_t[::1] counts
     cdef int64_t[::1] least
-    cdef uint8_t[::1] unchecked   # per batch: no CRC to check (decided already)
-    cdef walk_t w
-    cdef bint lz4 = False, zstd = False
-    cdef int rc
+    cdef uint8_t[::1] unchecked   # per batch: 1 no CRC to check (decided already), 2 a bad CRC
+    cdef walk_t sides[2]
+    cdef walk_t* w
+    cdef walk_job_t job
+    cdef Helper helper = None
+    cdef bint lz4 = False, zstd = False, two
+    cdef int solo_left = 0
     memset(&err, 0, sizeof(err))
-    memset(&w, 0, sizeof(w))
+    memset(sides, 0, sizeof(sides))
+    memset(&job, 0, sizeof(job))
     with nogil:
         count = _count_entries(buf, n, &consumed)
     status_arr = np.full(count, W_CORRUPT, dtype=np.int8)
@@ -279,17 +342,19 @@ def stamps(object data, *, object skip_batches=None, bint verify_crc=True, objec
         if skip_arr.ndim != 1 or skip_arr.shape[0] != count:
             raise ValueError(f"skip_batches has {skip_arr.size} entries but data holds {count} complete batches")
         unchecked_arr |= skip_arr.view(np.uint8)
+    if count == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64), counts_arr, least_arr, status_arr
     status = status_arr
     counts = counts_arr
     least = least_arr
     unchecked = unchecked_arr
-    w.cap = (_compression.DEFAULT_MAX_DECOMPRESSED_SIZE if max_decompressed_size is None
-             else int(max_decompressed_size))
-    if count == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64), counts_arr, least_arr, status_arr
+    sides[0].cap = sides[1].cap = (_compression.DEFAULT_MAX_DECOMPRESSED_SIZE if max_decompressed_size is None
+                                   else int(max_decompressed_size))
     batches = np.zeros(count, dtype=BATCH_DTYPE)
     pstart = np.empty(count, dtype=np.int64)
     pend = np.empty(count, dtype=np.int64)
+    rstart = np.zeros(count, dtype=np.int64)
+    rside = np.zeros(count, dtype=np.uint8)
     bp = <batch_t*>_row_ptr(batches)
     with nogil:
         good = _fill_batches(buf, n, bp, count, &pstart[0], &pend[0], &err)
@@ -308,21 +373,39 @@ def stamps(object data, *, object skip_batches=None, bint verify_crc=True, objec
                 zstd = True
     if lz4 and not _lz4_tried:
         _lz4_load()
-    if zstd:
-        if not _zstd_tried:
-            _zstd_load()
-        if _zstd_decompress != NULL:
-            w.dctx = _zstd_create()
-            if w.dctx == NULL:
-                raise MemoryError()
+    if zstd and not _zstd_tried:
+        _zstd_load()
+    job.buf = buf
+    job.bp = bp
+    job.pstart = &pstart[0]
+    job.pend = &pend[0]
+    job.unchecked = &unchecked[0]
+    job.status = &status[0]
+    job.counts = &counts[0]
+    job.least = &least[0]
+    job.rstart = &rstart[0]
+    job.rside = &rside[0]
+    job.sides = sides
+    chunk_bytes = min(_CHUNK_BYTES_MAX, max(_CHUNK_BYTES, n // _CHUNKS_PER_INPUT))
+    # Two threads (as decode's LZ4 chunks): the calling thread walks a chunk's batches from
+    # the front, the helper from the back, each side with its scratch and its records;
+    # records are put back in batch order at the end.
+    two = _CPUS > 1 and good > 1 and n > chunk_bytes
     try:
+        if zstd and _zstd_decompress != NULL:
+            for c in range(2 if two else 1):
+                sides[c].dctx = _zstd_create()
+                if sides[c].dctx == NULL:
+                    raise MemoryError()
+        if two:
+            helper = take_helper(True)
         k = 0
         while k < good:
             # A chunk: its CRCs checked (crc32c, which lets the GIL go for large buffers),
             # then its batches walked without the GIL, from cache.
             j = k
             chunk = 0
-            while j < good and (j == k or chunk < _CHUNK_BYTES):
+            while j < good and (j == k or chunk < chunk_bytes):
                 chunk += LOG_OVERHEAD + bp[j].batch_length
                 j += 1
             if verify_crc:
@@ -330,27 +413,50 @@ def stamps(object data, *, object skip_batches=None, bint verify_crc=True, objec
                 while c < j:
                     c = _check_crcs(buf, bp, c, j, &unchecked[0], &err)
                     if c < j:
-                        unchecked[c] = 2  # a bad CRC
+                        unchecked[c] = 2
                         c += 1
-            rc = W_OK
-            with nogil:
-                for c in range(k, j):
-                    if unchecked[c] == 2:
-                        status[c] = W_CORRUPT
-                    elif not unchecked[c]:
-                        rc = _walk_batch(&w, buf, bp + c, pstart[c], pend[c], &counts[c], &least[c])
-                        if rc == W_NO_MEMORY:
-                            break
-                        status[c] = rc
-            if rc == W_NO_MEMORY:
+            job.first = k
+            job.range = <uint64_t>(j - k) << 32
+            job.back_took = 0
+            if helper is not None and j - k > 1 and solo_left == 0:
+                helper.submit(_walk_back, &job, False)
+                with nogil:
+                    _walk_side(&job, False)
+                if not helper.cancel():
+                    helper.wait(False)
+                if job.back_took == 0:  # no core was free for it: alone for a while
+                    solo_left = _LZ4_SOLO_CHUNKS
+            else:
+                if solo_left > 0:
+                    solo_left -= 1
+                with nogil:
+                    _walk_side(&job, False)
+            if job.out_of_memory:
                 raise MemoryError()
             k = j
-        offsets = _rows_array(<void**>&w.offsets, w.size, sizeof(int64_t), np.int64)
-        timestamps = _rows_array(<void**>&w.timestamps, w.size, sizeof(int64_t), np.int64)
+        if sides[1].size == 0:  # the front's records are in batch order
+            offsets = _rows_array(<void**>&sides[0].offsets, sides[0].size, sizeof(int64_t), np.int64)
+            timestamps = _rows_array(<void**>&sides[0].timestamps, sides[0].size, sizeof(int64_t), np.int64)
+        else:
+            offsets = np.empty(sides[0].size + sides[1].size, np.int64)
+            timestamps = np.empty(sides[0].size + sides[1].size, np.int64)
+            out_offsets = offsets
+            out_timestamps = timestamps
+            at = 0
+            with nogil:
+                for k in range(good):
+                    if counts[k]:
+                        w = sides + rside[k]
+                        memcpy(&out_offsets[at], w.offsets + rstart[k], counts[k] * sizeof(int64_t))
+                        memcpy(&out_timestamps[at], w.timestamps + rstart[k], counts[k] * sizeof(int64_t))
+                        at += counts[k]
     finally:
-        free(w.offsets)
-        free(w.timestamps)
-        free(w.scratch)
-        if w.dctx != NULL:
-            _zstd_free(w.dctx)
+        if helper is not None:
+            give_back(helper, False, True)
+        for c in range(2):
+            free(sides[c].offsets)
+            free(sides[c].timestamps)
+            free(sides[c].scratch)
+            if sides[c].dctx != NULL:
+                _zstd_free(sides[c].dctx)
     return offsets, timestamps, counts_arr, least_arr, status_arr

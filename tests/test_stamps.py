@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.stamps_batches import batches, decoded_alone, fix_crcs
+from support.twocores import make_records, with_cpus
 
 import kbatch
 from kbatch._core import (
@@ -109,3 +110,22 @@ def test_log_append_time_and_control_batches() -> None:
     assert status.tolist() == [STAMPS_OK, STAMPS_OK]
     assert timestamps.tolist() == decode(data).records["timestamp"].tolist() == [50, 50]
     assert counts.tolist() == [2, 0] and least.tolist() == [50, INT64_MAX]
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "lz4", "zstd"])
+@pytest.mark.parametrize("flip", [None, 0.3, 0.7])
+def test_one_core_and_two_walk_alike(monkeypatch: pytest.MonkeyPatch, codec: str, flip: float | None) -> None:
+    # 16 KiB chunks (with_cpus): each chunk's batches are walked from both ends on two cores
+    values, keys, timestamps, headers = make_records()
+    data = bytearray(kbatch.encode(values, keys, timestamps=timestamps[::-1], headers=headers, max_batch_records=40,
+                                   compression=codec))  # 150 batches, several a chunk
+    if flip is not None:
+        data[int(len(data) * flip)] ^= 0x20  # one batch's CRC no longer matches
+    one, two = (with_cpus(monkeypatch, n, stamps, bytes(data)) for n in (1, 2))
+    for a, b in zip(one, two, strict=True):
+        assert np.array_equal(a, b)
+    status = check_vouched(bytes(data), True)
+    if codec == "gzip":  # (cramjam's, with the GIL: decode's path)
+        assert (status == STAMPS_CODEC).all()
+    else:
+        assert (status == STAMPS_OK).sum() == len(status) - (flip is not None)
