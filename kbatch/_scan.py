@@ -44,7 +44,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from kbatch._core import STAMPS_OK, stamps
+from kbatch._core import STAMPS_CORRUPT, STAMPS_OK, stamps
 from kbatch._predicate import FilterError, Term, bounds, constant_holds, empty, normalize, row_mask
 from kbatch._table import RecordTable, select
 from kbatch._txn import aborted_batch_mask
@@ -76,8 +76,9 @@ class ScanStats:
         Bytes of the batches decoded (their frames, as on disk).
     batches_walked, bytes_walked : int
         Batches whose records' offsets and timestamps were walked (``kbatch._core.stamps``: no
-        row built), and their frames' bytes. A batch the walk does not vouch for is decoded
-        after it (counted in both).
+        row built), and their frames' bytes. A corrupt batch the walk does not vouch for is
+        decoded after it (counted in both); legacy, gzip and snappy batches are decoded, not
+        walked.
     batches_dropped_by_stamps : int
         Batches walked and then skipped: every record's timestamp above the upper bound.
     rows : int
@@ -272,8 +273,10 @@ def _read_group(
         least = got[3]
         ok = np.zeros(len(part), dtype=np.bool_)
         ok[w0 : w1 + 1] = status == STAMPS_OK
-        stats.batches_walked += len(idx)
-        stats.bytes_walked += int((LOG_OVERHEAD + part["batch_length"][idx].astype(np.int64)).sum())
+        # walked: vouched for, or found corrupt (legacy, gzip, snappy, too large: left untouched)
+        went = w0 + np.flatnonzero(walk[w0 : w1 + 1] & ((status == STAMPS_OK) | (status == STAMPS_CORRUPT)))
+        stats.batches_walked += len(went)
+        stats.bytes_walked += int((LOG_OVERHEAD + part["batch_length"][went].astype(np.int64)).sum())
         if plan.ts_hi is not None:
             # every record (its real timestamp, a ms) above the upper bound (us): a * 1000 > hi
             above = np.zeros(len(part), dtype=np.bool_)
