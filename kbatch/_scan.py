@@ -155,16 +155,40 @@ class _Plan:
                           dtype=np.bool_)
 
 
+class _Columns:
+    """Walked rows as plain columns (no copy into a structured array): ``self["offset"]``,
+    ``self["timestamp"]``, ``self["batch"]`` (an index into the batches, built when first asked
+    for), ``self[mask]`` (the rows chosen) and ``len(self)``, as a RecordTable's records give them."""
+
+    def __init__(self, offset: npt.NDArray[np.int64], timestamp: npt.NDArray[np.int64],
+                 counts: npt.NDArray[Any] | None, batch: npt.NDArray[np.int32] | None = None) -> None:
+        self.offset, self.timestamp, self.counts, self.batch = offset, timestamp, counts, batch
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            if key == "offset":
+                return self.offset
+            if key == "timestamp":
+                return self.timestamp
+            if key == "batch":
+                if self.batch is None:
+                    assert self.counts is not None
+                    self.batch = np.repeat(np.arange(len(self.counts), dtype=np.int32), self.counts)
+                return self.batch
+            raise KeyError(key)
+        return _Columns(self.offset[key], self.timestamp[key], None, self["batch"][key])
+
+
 @dataclass
 class _Stamped:
     """Rows of walked batches: ``records`` (offset, timestamp, batch: an index into ``batches``)
     and ``batches`` (their header rows), as much of a RecordTable as the walked columns need."""
 
-    records: npt.NDArray[Any]
+    records: _Columns
     batches: npt.NDArray[Any]
-
-
-_STAMPED_DTYPE: Final = np.dtype([("offset", np.int64), ("timestamp", np.int64), ("batch", np.int32)])
 
 
 def _arrow_batch(
@@ -312,13 +336,12 @@ def _stamped(part: npt.NDArray[Any], got: tuple[Any, ...], w0: int, a: int, b: i
     offsets, timestamps, counts = got[0], got[1], got[2]
     starts = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))
     lo, hi = int(starts[a - w0]), int(starts[b - w0 + 1])
-    batch = np.repeat(np.arange(a - w0, b - w0 + 1, dtype=np.int32), counts[a - w0 : b - w0 + 1])
-    keep = walked[w0:][batch]
-    records = np.empty(int(keep.sum()), dtype=_STAMPED_DTYPE)
-    records["offset"] = offsets[lo:hi][keep]
-    records["timestamp"] = timestamps[lo:hi][keep]
-    records["batch"] = batch[keep] + w0 - a
-    return _Stamped(records, part[a : b + 1])
+    mine = counts[a - w0 : b - w0 + 1]
+    rows = _Columns(offsets[lo:hi], timestamps[lo:hi], mine)
+    chosen = walked[a : b + 1]
+    if not chosen.all():  # batches walked but dropped (all records past the upper bound) among them
+        rows = rows[np.repeat(chosen, mine)]
+    return _Stamped(rows, part[a : b + 1])
 
 
 def _scan_log(
