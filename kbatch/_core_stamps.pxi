@@ -15,7 +15,7 @@
 #
 #     RecordBatch header     baseOffset*, magic, crc, attributes (codec, timestampType*,
 #                            control), baseTimestamp*, maxTimestamp*, recordCount
-#     records                decompressed (none, lz4, zstd) into one scratch buffer
+#     records                decompressed (none, gzip, lz4, zstd) into one scratch buffer
 #     Record =>
 #         length             varint   0 <= length <= bytes left in the records
 #         attributes         int8
@@ -31,12 +31,14 @@
 #
 # A batch is vouched for (STAMPS_OK) only when every check decode makes of it holds: its
 # CRC (with verify_crc), its payload decompressed by the same C path decode takes first
-# (liblz4's frame of independent blocks, libzstd's one-shot decoder, within
-# max_decompressed_size), the record count against the bytes, and every record's fields as
-# decode's parser checks them (_parse_body). Anything else gets a status saying why not and
-# no rows: legacy (magic 0/1) batches, gzip and snappy (cramjam, with the GIL: decode's
-# path), payloads C does not take alone, corrupt bytes. The caller decodes those with
-# decode, which raises the error that names the byte, the batch and the field.
+# (liblz4's frame of independent blocks, libzstd's one-shot decoder) or by what has the last
+# word there (zlib, for a gzip payload of exactly one member: _compression._gunzip_stream),
+# within max_decompressed_size, the record count against the bytes, and every record's fields
+# as decode's parser checks them (_parse_body). Anything else gets a status saying why not
+# and no rows: legacy (magic 0/1) batches, snappy (cramjam, with the GIL: decode's path),
+# payloads C does not take alone (several gzip members, ...), corrupt bytes. The caller
+# decodes those with decode, which raises the error that names the byte, the batch and the
+# field.
 #
 # Memory: one scratch buffer per thread, as large as the largest payload it decompressed (at
 # most max_decompressed_size), reused batch after batch; the output grows with the records found.
@@ -51,7 +53,7 @@
 STAMPS_OK = 0          # vouched for: its records' offsets and timestamps are in the arrays
 STAMPS_SKIPPED = 1     # skip_batches said so
 STAMPS_LEGACY = 2      # magic 0 or 1
-STAMPS_CODEC = 3       # gzip, snappy, or a payload the C decompressors do not take alone
+STAMPS_CODEC = 3       # snappy, or a payload the C decompressors do not take alone
 STAMPS_TOO_LARGE = 4   # it would decompress to more than max_decompressed_size
 STAMPS_CORRUPT = 5     # a bad frame, CRC, payload or record (decode says which)
 
@@ -65,6 +67,19 @@ cdef enum:
     W_NO_MEMORY = -1
 
 
+cdef extern from "zlib.h":
+    ctypedef struct z_stream:
+        unsigned char* next_in
+        unsigned int avail_in
+        unsigned char* next_out
+        unsigned int avail_out
+    int Z_OK, Z_STREAM_END, Z_BUF_ERROR, Z_NO_FLUSH
+    int inflateInit2(z_stream* strm, int window_bits) nogil
+    int inflateReset(z_stream* strm) nogil
+    int inflate(z_stream* strm, int flush) nogil
+    int inflateEnd(z_stream* strm) nogil
+
+
 cdef struct walk_t:
     int64_t* offsets         # per record kept
     int64_t* timestamps
@@ -75,6 +90,8 @@ cdef struct walk_t:
     int64_t scratch_capacity
     int64_t cap              # max_decompressed_size
     void* dctx               # libzstd's context, when a batch is zstd
+    z_stream zs              # zlib's, when a batch is gzip (zs_ready: initialised)
+    bint zs_ready
 
 
 cdef inline bint _walk_body(const uint8_t* p, const uint8_t* e, bint control_key, int64_t* timestamp_delta,
@@ -120,6 +137,49 @@ cdef inline bint _walk_body(const uint8_t* p, const uint8_t* e, bint control_key
     return p == e
 
 
+cdef int _walk_gzip(walk_t* w, const uint8_t* src, int64_t n, const uint8_t** out, int64_t* size) noexcept nogil:
+    """A gzip payload that is exactly one member, inflated by zlib (what decides for decode:
+    _compression._gunzip_stream) into the scratch buffer; W_CODEC for anything else (bytes
+    after the member: decode's path for several members)."""
+    cdef int rc
+    cdef int64_t room, at = 0
+    cdef uint8_t* grown
+    if n < 18 or n > 0x7FFFFFFF:
+        return W_CODEC
+    if not w.zs_ready:
+        memset(&w.zs, 0, sizeof(z_stream))
+        if inflateInit2(&w.zs, 31) != Z_OK:  # 16 + 15: a gzip wrapper, a 32 KiB window
+            return W_NO_MEMORY
+        w.zs_ready = True
+    elif inflateReset(&w.zs) != Z_OK:
+        return W_CODEC
+    room = min(max(<int64_t>_le32(src + n - 4), <int64_t>65536), w.cap + 1)  # its trailer's ISIZE: a hint
+    w.zs.next_in = <unsigned char*>src
+    w.zs.avail_in = <unsigned int>n
+    while True:
+        if room > w.scratch_capacity:
+            grown = <uint8_t*>realloc(w.scratch, room)
+            if grown == NULL:
+                return W_NO_MEMORY
+            w.scratch = grown
+            w.scratch_capacity = room
+        w.zs.next_out = w.scratch + at
+        w.zs.avail_out = <unsigned int>min(room - at, <int64_t>0x7FFFFFFF)
+        rc = inflate(&w.zs, Z_NO_FLUSH)
+        at = w.zs.next_out - w.scratch
+        if at > w.cap:
+            return W_TOO_LARGE
+        if rc == Z_STREAM_END:
+            if w.zs.avail_in != 0:
+                return W_CODEC
+            out[0] = w.scratch
+            size[0] = at
+            return W_OK
+        if (rc != Z_OK and rc != Z_BUF_ERROR) or w.zs.avail_out != 0:
+            return W_CORRUPT  # a bad stream, or its input ended inside the member
+        room = min(2 * room, w.cap + 1)
+
+
 cdef int _walk_payload(walk_t* w, const uint8_t* src, int64_t n, int codec, const uint8_t** out,
                        int64_t* size) noexcept nogil:
     """A batch's records, decompressed into the scratch buffer when ``codec`` is lz4 or
@@ -130,6 +190,8 @@ cdef int _walk_payload(walk_t* w, const uint8_t* src, int64_t n, int codec, cons
         out[0] = src
         size[0] = n
         return W_OK
+    if codec == 1:
+        return _walk_gzip(w, src, n, out, size)
     if codec == 3:
         if _lz4_decompress == NULL:
             return W_CODEC
@@ -262,7 +324,7 @@ def stamps(object data, *, object skip_batches=None, bint verify_crc=True, objec
     vouch for (see the header of kbatch/_core_stamps.pxi): decompressed into one scratch
     buffer reused batch after batch, with the GIL released, reading each record's
     timestampDelta and offsetDelta and checking every other field as decode does. A batch
-    it cannot vouch for (legacy, gzip or snappy, a corrupt byte, a CRC mismatch with
+    it cannot vouch for (legacy, snappy, a corrupt byte, a CRC mismatch with
     ``verify_crc``) is reported by its status, never raised: decode it with
     :func:`decode` for its rows or its error.
 
@@ -364,7 +426,7 @@ def stamps(object data, *, object skip_batches=None, bint verify_crc=True, objec
             elif bp[k].magic != 2:
                 status[k] = W_LEGACY
                 unchecked[k] = 1
-            elif bp[k].compression == 1 or bp[k].compression == 2:
+            elif bp[k].compression == 2:
                 status[k] = W_CODEC
                 unchecked[k] = 1
             elif bp[k].compression == 3:
@@ -459,4 +521,6 @@ def stamps(object data, *, object skip_batches=None, bint verify_crc=True, objec
             free(sides[c].scratch)
             if sides[c].dctx != NULL:
                 _zstd_free(sides[c].dctx)
+            if sides[c].zs_ready:
+                inflateEnd(&sides[c].zs)
     return offsets, timestamps, counts_arr, least_arr, status_arr

@@ -310,7 +310,7 @@ def out_of_order_log(root: Path, codec: str = "zstd") -> Path:
     return root / "t-0"
 
 
-@pytest.mark.parametrize("codec", ["none", "lz4", "zstd", "gzip"])
+@pytest.mark.parametrize("codec", ["none", "gzip", "lz4", "zstd", "snappy"])
 def test_an_upper_bound_decodes_only_the_batches_its_records_reach(tmp_path: Path, codec: str) -> None:
     log = open_log(out_of_order_log(tmp_path, codec))
     terms = [("timestamp", ">=", 195), ("timestamp", "<", 305)]
@@ -320,7 +320,7 @@ def test_an_upper_bound_decodes_only_the_batches_its_records_reach(tmp_path: Pat
     got = log.scan_records(["offset", "timestamp", "value"], terms, stats=stats).read_all()
     assert list(zip(got.column("offset").to_pylist(), [t // 1000 for t in got.column("timestamp")
                     .cast("int64").to_pylist()], got.column("value").to_pylist(), strict=True)) == want
-    if codec == "gzip":  # not walked (cramjam's, with the GIL: decode's path): decoded as before the walk
+    if codec == "snappy":  # not walked (cramjam's, with the GIL: decode's path): decoded as before the walk
         assert stats.batches_decoded == 81 and stats.batches_walked == 0, stats
         return
     # the header rules keep batches 19 .. 99 (81, max_timestamp >= 195); those whose max is past
