@@ -77,7 +77,7 @@ class ScanStats:
     batches_walked, bytes_walked : int
         Batches whose records' offsets and timestamps were walked (``kbatch._core.stamps``: no
         row built), and their frames' bytes. A corrupt batch the walk does not vouch for is
-        decoded after it (counted in both); legacy, gzip and snappy batches are decoded, not
+        decoded after it (counted in both); legacy and snappy batches are decoded, not
         walked.
     batches_dropped_by_stamps : int
         Batches walked and then skipped: every record's timestamp above the upper bound.
@@ -297,7 +297,7 @@ def _read_group(
         least = got[3]
         ok = np.zeros(len(part), dtype=np.bool_)
         ok[w0 : w1 + 1] = status == STAMPS_OK
-        # walked: vouched for, or found corrupt (legacy, gzip, snappy, too large: left untouched)
+        # walked: vouched for, or found corrupt (legacy, snappy, too large: left untouched)
         went = w0 + np.flatnonzero(walk[w0 : w1 + 1] & ((status == STAMPS_OK) | (status == STAMPS_CORRUPT)))
         stats.batches_walked += len(went)
         stats.bytes_walked += int((LOG_OVERHEAD + part["batch_length"][went].astype(np.int64)).sum())
