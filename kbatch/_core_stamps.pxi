@@ -8,7 +8,8 @@
 #           _zstd_frame_bound, _zstd_frame_into and their loaders), _core_parse (_reserve),
 #           _core_memory (_rows_array, _row_ptr), _core_threads (Helper, take_helper,
 #           give_back, _CPUS), kbatch/_threads.pxd (kb_take, kb_cut); the tunables
-#           _CHUNK_BYTES, _CHUNK_BYTES_MAX, _CHUNKS_PER_INPUT in _core.pyx, _LZ4_SOLO_CHUNKS
+#           _CHUNK_BYTES, _CHUNK_BYTES_MAX, _CHUNKS_PER_INPUT in _core.pyx, _LZ4_SOLO_CHUNKS;
+#           zlib's inflate (gzip payloads; the extension links zlib already for its CRC-32)
 #
 # What the walk reads of a v2 batch (the grammar of kbatch/_core.pyx; only the fields
 # marked * are kept, every other length is read only to be checked and stepped over)::
