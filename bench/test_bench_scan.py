@@ -7,7 +7,10 @@ Two measurements, each against the issue's target:
     ``offset`` and ``value`` selected, through :func:`kbatch.polars.scan_kafka_log`: with
     Polars' predicate and projection pushdown (segments and batches skipped by kbatch) vs
     the same query with both turned off (every batch decoded, every column built, Polars
-    filters). Target: at least 20x. Bytes of batches decoded are reported for both.
+    filters). Target: at least 20x. Bytes of batches decoded and walked are reported for
+    both. The same window is also measured at the start and at the end of the day (with
+    pushdown: the cost of a window lies in the batches after it, walked), and in the
+    middle of the same log written uncompressed.
 ``projection``
     ``LogDir.scan_records(["offset", "timestamp"])`` of the whole log vs
     ``scan_records()`` (every column). Target: at least 3x.
@@ -24,8 +27,10 @@ Workload: :func:`workload.core_workload` records (JSON-like values of ~130 bytes
 header) in batches of 500, lz4, segments of 64 MiB; ``KBATCH_BENCH_SCAN_RECORDS`` records
 (default 5,000,000) over one day: timestamps rise evenly with +-50 ms of jitter, so
 records are out of order inside batches. A timestamp upper bound cannot skip such a batch
-(its records may be older than its first), so the window query decodes every batch from
-the window's start to the end of the log: about half of it.
+by its header (its records may be older than its first), so every batch from the window's
+end to the end of the log is walked (``kbatch._core.stamps``: decompressed into a scratch
+buffer, its records' timestamps read, no row built) and skipped when all its records are
+past the window; only the window's batches are decoded.
 
 Run: ``PYTHONPATH=. python bench/test_bench_scan.py`` prints the table; under pytest
 (``pytest bench/test_bench_scan.py``) each target is reported beside its figure (a miss is
@@ -59,7 +64,11 @@ ROUNDS = 3
 REPO = str(Path(__file__).resolve().parents[1])
 
 
-def build(root: Path, n: int = RECORDS) -> Path:
+#: Where the 1% windows start, in the day.
+WINDOWS = (("start", 0), ("middle", DAY_MS // 2), ("end", DAY_MS - DAY_MS // 100))
+
+
+def build(root: Path, n: int = RECORDS, compression: str = "lz4") -> Path:
     """A partition of ``n`` records over one day (see the module docstring)."""
     values, keys, _, headers = core_workload(BLOCK)
     rng = np.random.default_rng(7)
@@ -69,7 +78,7 @@ def build(root: Path, n: int = RECORDS) -> Path:
             ts = (np.arange(start, start + k, dtype=np.int64) * DAY_MS) // n + rng.integers(-50, 51, k)
             stamps = np.maximum(ts, 0).tolist()
             w.append(kbatch.encode(values[:k], keys=keys[:k], headers=headers[:k], timestamps=stamps,
-                                   base_offset=start, max_batch_records=500, compression="lz4"))
+                                   base_offset=start, max_batch_records=500, compression=compression))
     return root / "events-0"
 
 
@@ -82,31 +91,37 @@ def best(fn: Callable[[], Any]) -> tuple[float, Any]:
     return min(times), out
 
 
-def measure(part: Path) -> dict[str, Any]:
+def measure(part: Path, windows: tuple[tuple[str, int], ...] = WINDOWS, projection: bool = True) -> dict[str, Any]:
+    """Seconds (best of ``ROUNDS``), rows, bytes decoded and walked of the 1% window at each of
+    ``windows`` with pushdown (``pushdown_<where>``) and in the middle without (``no_pushdown``);
+    with ``projection``, the two projections of the whole log."""
     import polars as pl
 
     from kbatch.polars import scan_kafka_log
 
     log = open_log(part)
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-    lo = epoch + dt.timedelta(milliseconds=DAY_MS // 2)
-    hi = lo + dt.timedelta(milliseconds=DAY_MS // 100)
-    window = (pl.col("timestamp") >= lo) & (pl.col("timestamp") < hi)
     out: dict[str, Any] = {"records": RECORDS, "segments": len(log.segments),
                            "log_bytes": sum(s.size for s in log.segments)}
 
-    def query(push: bool, stats: ScanStats) -> int:
+    def query(push: bool, at: int, stats: ScanStats) -> int:
+        lo = epoch + dt.timedelta(milliseconds=at)
+        hi = lo + dt.timedelta(milliseconds=DAY_MS // 100)
+        window = (pl.col("timestamp") >= lo) & (pl.col("timestamp") < hi)
         flags = pl.QueryOptFlags(predicate_pushdown=push, projection_pushdown=push)
         df = scan_kafka_log(log, stats=stats).filter(window).select("offset", "value").collect(optimizations=flags)
         return df.height
 
-    for name, push in (("pushdown", True), ("no_pushdown", False)):
+    runs = [("pushdown_" + where, True, at) for where, at in windows] + [("no_pushdown", False, DAY_MS // 2)]
+    for name, push, at in runs:
         stats = ScanStats()
-        out[name], rows = best(lambda push=push, stats=stats: query(push, stats))  # type: ignore[misc]
+        out[name], rows = best(lambda push=push, at=at, stats=stats: query(push, at, stats))  # type: ignore[misc]
         out[name + "_rows"] = rows
         out[name + "_bytes"] = stats.bytes_decoded // ROUNDS
-    for name, cols in (("two_columns", ["offset", "timestamp"]), ("all_columns", None)):
-        out[name], _ = best(lambda cols=cols: log.scan_records(cols).read_all().num_rows)  # type: ignore[misc]
+        out[name + "_walked"] = getattr(stats, "bytes_walked", 0) // ROUNDS  # (0 before the walk)
+    if projection:
+        for name, cols in (("two_columns", ["offset", "timestamp"]), ("all_columns", None)):
+            out[name], _ = best(lambda cols=cols: log.scan_records(cols).read_all().num_rows)  # type: ignore[misc]
     return out
 
 
@@ -192,27 +207,40 @@ def spark_table(r: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def table(r: dict[str, Any]) -> str:
+def table(r: dict[str, Any], plain: dict[str, Any]) -> str:
     mb = 1 << 20
+
+    def row(label: str, d: dict[str, Any], name: str) -> str:
+        return (f"| {label} | {d[name]:.2f} | {d[name + '_bytes'] / mb:.0f} | {d[name + '_walked'] / mb:.0f} | "
+                f"{d[name + '_rows']:,} |")
+
     return "\n".join([
-        (f"{r['records']:,} records, {r['segments']} segments, {r['log_bytes'] / mb:.0f} MiB of log; "
-         f"{platform.processor() or platform.machine()}"),
-        "| query | seconds | MiB of batches decoded | rows |",
-        "| --- | --- | --- | --- |",
-        f"| 1% window, pushdown | {r['pushdown']:.2f} | {r['pushdown_bytes'] / mb:.0f} | {r['pushdown_rows']:,} |",
-        (f"| 1% window, no pushdown | {r['no_pushdown']:.2f} | {r['no_pushdown_bytes'] / mb:.0f} | "
-         f"{r['no_pushdown_rows']:,} |"),
-        f"| offset+timestamp, whole log | {r['two_columns']:.2f} | | |",
-        f"| every column, whole log | {r['all_columns']:.2f} | | |",
+        (f"{r['records']:,} records, {r['segments']} segments, {r['log_bytes'] / mb:.0f} MiB of log (lz4), "
+         f"{plain['log_bytes'] / mb:.0f} MiB uncompressed; {platform.processor() or platform.machine()}"),
+        "| query | seconds | MiB of batches decoded | MiB walked | rows |",
+        "| --- | --- | --- | --- | --- |",
+        row("1% window at the start, pushdown", r, "pushdown_start"),
+        row("1% window in the middle, pushdown", r, "pushdown_middle"),
+        row("1% window at the end, pushdown", r, "pushdown_end"),
+        row("1% window in the middle, no pushdown", r, "no_pushdown"),
+        row("uncompressed: 1% window in the middle, pushdown", plain, "pushdown_middle"),
+        row("uncompressed: 1% window in the middle, no pushdown", plain, "no_pushdown"),
+        f"| offset+timestamp, whole log | {r['two_columns']:.2f} | | | |",
+        f"| every column, whole log | {r['all_columns']:.2f} | | | |",
     ])
 
 
 def test_scan_bench() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        r = measure(build(Path(tmp)))
-    print("\n" + table(r))
-    assert r["pushdown_rows"] == r["no_pushdown_rows"] > 0
-    speed = r["no_pushdown"] / r["pushdown"]
+        r = measure(build(Path(tmp) / "lz4"))
+        plain = measure(build(Path(tmp) / "none", compression="none"), WINDOWS[1:2], projection=False)
+    print("\n" + table(r, plain))
+    for d in (r, plain):
+        assert d["pushdown_middle_rows"] == d["no_pushdown_rows"] > 0
+    for where, _ in WINDOWS:
+        print(f"window at {where}: {r['no_pushdown'] / r['pushdown_' + where]:.1f}x faster with pushdown")
+    print(f"uncompressed, window in the middle: {plain['no_pushdown'] / plain['pushdown_middle']:.1f}x faster")
+    speed = r["no_pushdown"] / r["pushdown_middle"]
     report(f"window with pushdown {speed:.1f}x faster", "20x", speed >= 20)
     narrow = r["all_columns"] / r["two_columns"]
     report(f"offset+timestamp projection {narrow:.1f}x faster than every column", "3x", narrow >= 3)

@@ -8,6 +8,7 @@ Seeds are generated, not committed: ``OUT_DIR/<harness>/`` (``decode``, ``logdir
 * decode: every codec with magic 2, every codec but zstd with magic 0 and 1, control batches,
   transactions with ABORT and COMMIT markers, LogAppendTime, empty keys and values; each
   with CRC checks on and off, a small ``max_decompressed_size`` and read_committed;
+* stamps: the decode buffers, with CRC checks on and off and a small ``max_decompressed_size``;
 * logdir: each file of the fixture partition directory (every ``.log``, ``.index``,
   ``.timeindex``, ``.txnindex``) as it is, under each ``kbatch dump`` mode;
 * protocol: a sample of every shipped message at every valid version (every field set,
@@ -52,6 +53,12 @@ def write_seeds(root: Path) -> dict[str, int]:
             _put(root / "decode", f"{name}-f{flags}", bytes([flags, limit]) + data)
             n += 1
     counts["decode"] = n
+    n = 0
+    for name, data in fixtures.record_buffers().items():  # fuzz_stamps: flags bits 0 and 1 of decode's
+        for flags, limit in DECODE_FLAGS[:3]:
+            _put(root / "stamps", f"{name}-f{flags}", bytes([flags, limit]) + data)
+            n += 1
+    counts["stamps"] = n
 
     n = 0
     with tempfile.TemporaryDirectory() as tmp:

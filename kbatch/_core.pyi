@@ -40,6 +40,23 @@ def decode(
 def scan(
     data: Buffer, start: int = 0, stop: int = -1
 ) -> tuple[npt.NDArray[np.void], int, CorruptRecordError | None]: ...
+#: Statuses of :func:`stamps`, per batch.
+STAMPS_OK: Final[int]
+STAMPS_SKIPPED: Final[int]
+STAMPS_LEGACY: Final[int]
+STAMPS_CODEC: Final[int]
+STAMPS_TOO_LARGE: Final[int]
+STAMPS_CORRUPT: Final[int]
+
+def stamps(
+    data: Buffer,
+    *,
+    skip_batches: npt.ArrayLike | None = None,
+    verify_crc: bool = True,
+    max_decompressed_size: int | None = None,
+) -> tuple[
+    npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.int64], npt.NDArray[np.int8]
+]: ...
 def encode(
     values: Iterable[Buffer | None],
     keys: Iterable[Buffer | None] | None = None,

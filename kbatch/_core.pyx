@@ -74,6 +74,7 @@ what it uses::
     _core_threads.pxi  thread budget, the GIL window, the helper thread (Helper)
     _core_decode.pxi   decode, scan, slices: the chunked and split parse
     _core_inflate.pxi  payload decompression (zstd/snappy/gzip sizing, LZ4 in C)
+    _core_stamps.pxi   stamps: offsets and timestamps walked, no row built (scans)
     _core_gather.pxi   an encode's input gathered into C rows
     _core_output.pxi   where an encode's batches go: a new bytes or out=
     _core_encode.pxi   planning and writing batches: encode*, BatchBuilder
@@ -106,7 +107,7 @@ from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZ
 from cpython.unicode cimport PyUnicode_Check
 from cython.view cimport array as cvarray
 from libc.stdint cimport (
-    INT32_MAX, SIZE_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
+    INT32_MAX, INT64_MAX, SIZE_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
 )
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memmove, memset
@@ -304,6 +305,7 @@ include "_core_memory.pxi"
 include "_core_threads.pxi"
 include "_core_decode.pxi"
 include "_core_inflate.pxi"
+include "_core_stamps.pxi"
 include "_core_gather.pxi"
 include "_core_output.pxi"
 include "_core_encode.pxi"

@@ -706,7 +706,7 @@ class LogDir:
         ...         _ = w.append(kbatch.encode([b"a", b"b"], base_offset=2 * i, timestamps=[i, i]))
         >>> stats = ScanStats()
         >>> got = open_log(f"{root}/t-0").scan_records(["offset"], [("timestamp", ">=", 6)], stats=stats).read_all()
-        >>> got.column("offset").to_pylist(), stats.batches_decoded
+        >>> got.column("offset").to_pylist(), stats.batches_walked  # (offsets alone: walked, not decoded)
         ([12, 13, 14, 15], 2)
         """
         return scan_logs([self], columns, filter, limit, isolation_level=isolation_level,

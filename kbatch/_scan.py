@@ -18,13 +18,19 @@ What is skipped, and on what evidence (the answer is always the records an eager
                  max_timestamp is below the lower bound (magic 2); a LogAppendTime batch (every
                  record reads as its max_timestamp) or a one-record CreateTime batch whose
                  max_timestamp is above the upper bound. Never on its first timestamp: records
-                 may be out of order, so a CreateTime batch of several records is kept whatever
-                 its timestamps are when only an upper bound excludes it
-    a column     never asked for is never built (offset/timestamp alone copy no key or value)
+                 may be out of order, so a CreateTime batch of several records whose
+                 max_timestamp is above the upper bound is walked (``kbatch._core.stamps``:
+                 decompressed into a scratch buffer, every record's timestamp read, no row
+                 built) and skipped when the walk vouches for it (CRC, payload and every
+                 record as decode checks them) and its least record timestamp is above the
+                 bound; a batch the walk does not vouch for is decoded
+    a column     never asked for is never built (offset/timestamp alone copy no key or value);
+                 offset, timestamp, timestampType, topic and partition alone are built from
+                 the walk of the batches it vouches for, the others decoded, in offset order
 
 Skipped batches are neither decompressed nor CRC-checked (``stats`` counts them); rows of the
-batches decoded are then filtered exactly. Indexes are hints as everywhere in kbatch: an entry
-that does not match the log is noted and not used, costing speed, never rows.
+batches decoded or walked are then filtered exactly. Indexes are hints as everywhere in kbatch:
+an entry that does not match the log is noted and not used, costing speed, never rows.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from kbatch._core import STAMPS_CORRUPT, STAMPS_OK, stamps
 from kbatch._predicate import FilterError, Term, bounds, constant_holds, empty, normalize, row_mask
 from kbatch._table import RecordTable, select
 from kbatch._txn import aborted_batch_mask
@@ -48,6 +55,9 @@ from kbatch.arrow import DEFAULT_BATCH_ROWS, binary_column, kafka_schema, to_arr
 SCAN_COLUMNS: Final = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
 _CREATE_TIME: Final = 0
 _LOG_APPEND_TIME: Final = 1
+#: The columns the stamps walk gives (no key, value or headers): a projection of these alone is
+#: built without decoding the batches the walk vouches for.
+_WALKED_COLUMNS: Final = frozenset({"offset", "timestamp", "timestampType", "topic", "partition"})
 
 
 @dataclass
@@ -64,6 +74,13 @@ class ScanStats:
         Batch headers read, and batches decompressed and parsed (the others were skipped).
     bytes_decoded : int
         Bytes of the batches decoded (their frames, as on disk).
+    batches_walked, bytes_walked : int
+        Batches whose records' offsets and timestamps were walked (``kbatch._core.stamps``: no
+        row built), and their frames' bytes. A corrupt batch the walk does not vouch for is
+        decoded after it (counted in both); legacy and snappy batches are decoded, not
+        walked.
+    batches_dropped_by_stamps : int
+        Batches walked and then skipped: every record's timestamp above the upper bound.
     rows : int
         Rows returned.
     """
@@ -75,6 +92,9 @@ class ScanStats:
     batches_framed: int = 0
     batches_decoded: int = 0
     bytes_decoded: int = 0
+    batches_walked: int = 0
+    bytes_walked: int = 0
+    batches_dropped_by_stamps: int = 0
     rows: int = 0
 
 
@@ -125,9 +145,54 @@ class _Plan:
             skip |= exact & (heads["max_timestamp"] * 1000 > self.ts_hi)
         return np.asarray(skip, dtype=np.bool_)
 
+    def to_walk(self, heads: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+        """True for each batch (header row) whose records may all be above the upper bound though
+        its header cannot tell: a v2 CreateTime batch of several records, max_timestamp above it."""
+        if self.ts_hi is None:
+            return np.zeros(len(heads), dtype=np.bool_)
+        return np.asarray((heads["magic"] == 2) & (heads["timestamp_type"] == _CREATE_TIME)
+                          & (heads["record_count"] > 1) & (heads["max_timestamp"] * 1000 > self.ts_hi),
+                          dtype=np.bool_)
+
+
+class _Columns:
+    """Walked rows as plain columns (no copy into a structured array): ``self["offset"]``,
+    ``self["timestamp"]``, ``self["batch"]`` (an index into the batches, built when first asked
+    for), ``self[mask]`` (the rows chosen) and ``len(self)``, as a RecordTable's records give them."""
+
+    def __init__(self, offset: npt.NDArray[np.int64], timestamp: npt.NDArray[np.int64],
+                 counts: npt.NDArray[Any] | None, batch: npt.NDArray[np.int32] | None = None) -> None:
+        self.offset, self.timestamp, self.counts, self.batch = offset, timestamp, counts, batch
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            if key == "offset":
+                return self.offset
+            if key == "timestamp":
+                return self.timestamp
+            if key == "batch":
+                if self.batch is None:
+                    assert self.counts is not None
+                    self.batch = np.repeat(np.arange(len(self.counts), dtype=np.int32), self.counts)
+                return self.batch
+            raise KeyError(key)
+        return _Columns(self.offset[key], self.timestamp[key], None, self["batch"][key])
+
+
+@dataclass
+class _Stamped:
+    """Rows of walked batches: ``records`` (offset, timestamp, batch: an index into ``batches``)
+    and ``batches`` (their header rows), as much of a RecordTable as the walked columns need."""
+
+    records: _Columns
+    batches: npt.NDArray[Any]
+
 
 def _arrow_batch(
-    table: RecordTable, rows: npt.NDArray[np.bool_] | None, topic: str, partition: int | None,
+    table: RecordTable | _Stamped, rows: npt.NDArray[np.bool_] | None, topic: str, partition: int | None,
     columns: list[str], schema: Any, binary: str,
 ) -> Any:
     """The chosen rows of ``table`` as one Arrow record batch of ``columns`` (only those built:
@@ -136,6 +201,7 @@ def _arrow_batch(
     import pyarrow as pa
 
     if "headers" in columns:
+        assert isinstance(table, RecordTable)  # (never walked: _WALKED_COLUMNS)
         sub = table if rows is None else select(table, rows)
         full = to_arrow(sub, topic=topic, partition=partition, include_headers="headers" in columns,
                         binary=binary)  # type: ignore[arg-type]
@@ -156,6 +222,7 @@ def _arrow_batch(
             arrays.append(pa.array([topic], pa.string()).take(np.zeros(n, np.int32)) if n else
                           pa.array([], pa.string()))
         elif c in ("key", "value"):
+            assert isinstance(table, RecordTable)
             arrays.append(binary_column(table.data, records[c + "_start"], records[c + "_length"],
                                         binary=binary))  # type: ignore[arg-type]
         elif c == "partition":
@@ -178,7 +245,7 @@ def _max_timestamp(seg: Any, on_corruption: str) -> int:
     return int(heads["max_timestamp"].max()) if len(heads) else -1
 
 
-def _rows(plan: _Plan, table: RecordTable, start: int, end: int | None) -> npt.NDArray[np.bool_] | None:
+def _rows(plan: _Plan, table: RecordTable | _Stamped, start: int, end: int | None) -> npt.NDArray[np.bool_] | None:
     """The rows of ``table`` kept (None: all of them, no mask built)."""
     offsets = table.records["offset"]
     if not len(offsets):
@@ -202,11 +269,87 @@ def _geometric(kept: npt.NDArray[np.intp]) -> list[npt.NDArray[np.intp]]:
     return [kept[a:b] for a, b in itertools.pairwise(cuts)]
 
 
+def _frame_end(heads: npt.NDArray[Any], k: int) -> int:
+    return int(heads["position"][k]) + LOG_OVERHEAD + int(heads["batch_length"][k])
+
+
+def _read_group(
+    seg: Any, part: npt.NDArray[Any], drop: npt.NDArray[np.bool_], plan: _Plan, narrow: bool, verify_crc: bool,
+    on_corruption: str, stats: ScanStats,
+) -> Iterator[RecordTable | _Stamped]:
+    """The tables of the batches ``part`` (header rows, back to back in ``seg``) not dropped, in
+    order: walked (the batches the walk vouches for, when ``narrow``) or decoded.
+
+    Walked: every batch kept when ``narrow``, else those :meth:`_Plan.to_walk` names; one the
+    walk vouches for whose least record timestamp is above the upper bound is dropped.
+    """
+    drop = drop.copy()
+    walk = ~drop if narrow else ~drop & plan.to_walk(part)
+    walked = np.zeros(len(part), dtype=np.bool_)  # rows from the walk
+    got: tuple[Any, ...] = ()
+    w0 = 0
+    if walk.any():
+        idx = np.flatnonzero(walk)
+        w0, w1 = int(idx[0]), int(idx[-1])
+        got = stamps(seg.view(int(part["position"][w0]), _frame_end(part, w1)), skip_batches=~walk[w0 : w1 + 1],
+                     verify_crc=verify_crc)
+        status = got[4]
+        least = got[3]
+        ok = np.zeros(len(part), dtype=np.bool_)
+        ok[w0 : w1 + 1] = status == STAMPS_OK
+        # walked: vouched for, or found corrupt (legacy, snappy, too large: left untouched)
+        went = w0 + np.flatnonzero(walk[w0 : w1 + 1] & ((status == STAMPS_OK) | (status == STAMPS_CORRUPT)))
+        stats.batches_walked += len(went)
+        stats.bytes_walked += int((LOG_OVERHEAD + part["batch_length"][went].astype(np.int64)).sum())
+        if plan.ts_hi is not None:
+            # every record (its real timestamp, a ms) above the upper bound (us): a * 1000 > hi
+            above = np.zeros(len(part), dtype=np.bool_)
+            above[w0 : w1 + 1] = least > plan.ts_hi // 1000
+            gone = ok & above & plan.to_walk(part)
+            stats.batches_dropped_by_stamps += int(gone.sum())
+            drop |= gone
+        if narrow:
+            walked = ok & ~drop
+    # runs of batches in order, each walked or decoded
+    how = np.where(drop, 0, np.where(walked, 1, 2))
+    kept = np.flatnonzero(how)
+    if not len(kept):
+        return
+    cuts = np.flatnonzero(np.diff(how[kept])) + 1
+    for run in np.split(kept, cuts):
+        a, b = int(run[0]), int(run[-1])
+        if how[a] == 1:
+            yield _stamped(part, got, w0, a, b, walked)
+            continue
+        sizes = LOG_OVERHEAD + part["batch_length"][run].astype(np.int64)
+        stats.batches_decoded += len(run)
+        stats.bytes_decoded += int(sizes.sum())
+        mask = how[a : b + 1] != 2
+        yield from seg.decode_range(int(part["position"][a]), _frame_end(part, b), verify_crc=verify_crc,
+                                    on_corruption=on_corruption, heads=part[a : b + 1],
+                                    drop=mask if mask.any() else None)
+
+
+def _stamped(part: npt.NDArray[Any], got: tuple[Any, ...], w0: int, a: int, b: int,
+             walked: npt.NDArray[np.bool_]) -> _Stamped:
+    """The walked rows of batches ``a .. b`` of ``part`` (``got``: the walk of ``part[w0:]``)."""
+    offsets, timestamps, counts = got[0], got[1], got[2]
+    starts = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))
+    lo, hi = int(starts[a - w0]), int(starts[b - w0 + 1])
+    mine = counts[a - w0 : b - w0 + 1]
+    rows = _Columns(offsets[lo:hi], timestamps[lo:hi], mine)
+    chosen = walked[a : b + 1]
+    if not chosen.all():  # batches walked but dropped (all records past the upper bound) among them
+        rows = rows[np.repeat(chosen, mine)]
+    return _Stamped(rows, part[a : b + 1])
+
+
 def _scan_log(
     log: Any, plan: _Plan, isolation_level: str, on_corruption: str, verify_crc: bool, chunk_bytes: int,
-    stats: ScanStats, limited: bool,
-) -> Iterator[tuple[RecordTable, npt.NDArray[np.bool_] | None]]:
-    """(table, rows kept or None for all) of one log, the filter's batches only."""
+    stats: ScanStats, limited: bool, narrow: bool,
+) -> Iterator[tuple[RecordTable | _Stamped, npt.NDArray[np.bool_] | None]]:
+    """(table, rows kept or None for all) of one log, the filter's batches only (``narrow``: the
+    columns asked for are walked columns)."""
     start = log.log_start_offset if plan.off_lo is None else max(log.log_start_offset, plan.off_lo)
     end = None if plan.off_hi is None else plan.off_hi + 1
     aborted: list[tuple[int, int, int]] = []
@@ -244,18 +387,12 @@ def _scan_log(
                 for group in groups:
                     if len(group) == 0:
                         continue
-                    stats.batches_decoded += len(group)
-                    sizes = LOG_OVERHEAD + heads["batch_length"][group].astype(np.int64)
-                    stats.bytes_decoded += int(sizes.sum())
                     lo, hi = int(group[0]), int(group[-1])
-                    a = int(heads["position"][lo])
-                    b = int(heads["position"][hi]) + int(sizes[-1])
                     part = heads[lo : hi + 1]
-                    mask = drop[lo : hi + 1]
-                    for table in seg.decode_range(a, b, verify_crc=verify_crc, on_corruption=on_corruption,
-                                                  heads=part, drop=mask if mask.any() else None):
+                    for table in _read_group(seg, part, drop[lo : hi + 1], plan, narrow, verify_crc,
+                                             on_corruption, stats):
                         yield table, _rows(plan, table, start, end)
-                    seg.release(a, b)
+                    seg.release(int(part["position"][0]), _frame_end(part, len(part) - 1))
                 if end is not None and int(heads["base_offset"][-1]) >= end:
                     stats.segments_skipped += len(segments) - i - 1
                     return
@@ -295,6 +432,7 @@ def scan_logs(
     full = kafka_schema(include_headers=True, binary=binary)  # type: ignore[arg-type]
     schema = pa.schema([full.field(c) for c in cols])
     counts = ScanStats() if stats is None else stats
+    narrow = set(cols) <= _WALKED_COLUMNS
     todo: list[Any] = [logs] if hasattr(logs, "segments") else list(logs)
 
     def batches() -> Iterator[Any]:
@@ -309,7 +447,7 @@ def scan_logs(
                 counts.logs_skipped += 1
                 continue
             for table, rows in _scan_log(log, plan, isolation_level, on_corruption, verify_crc, chunk_bytes, counts,
-                                         remaining is not None):
+                                         remaining is not None, narrow):
                 if remaining is not None and (len(table.records) if rows is None else int(rows.sum())) > remaining:
                     if rows is None:
                         rows = np.ones(len(table.records), dtype=np.bool_)
