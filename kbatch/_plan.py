@@ -950,9 +950,10 @@ def _check_sizes(piece: LogSlice, log: LogDir) -> None:
                                "(cut or rewritten since)", url=seg.url)
 
 
-def read_slice(piece: LogSlice, opts: Options, rows: Callable[[RecordTable], Any] | None = None) -> Iterator[Any]:
-    """Yield the records of ``piece`` as ``pyarrow.RecordBatch`` es in the Kafka schema (``rows``:
-    only the records it keeps, as for :func:`kbatch.arrow.log_batches`).
+def read_slice(piece: LogSlice, opts: Options, tables: Callable[..., Iterator[RecordTable]] | None = None
+               ) -> Iterator[Any]:
+    """Yield the records of ``piece`` as ``pyarrow.RecordBatch`` es in the Kafka schema (``tables``:
+    the log's tables read by it, as for :func:`kbatch.arrow.log_batches`).
 
     Opens only the segments the slice names and reads them with :func:`kbatch.arrow.log_batches`
     (the loop ``LogDir.to_arrow`` and ``kbatch convert --engine arrow`` use too). Streams with
@@ -983,7 +984,7 @@ def read_slice(piece: LogSlice, opts: Options, rows: Callable[[RecordTable], Any
             opts,
             ranges={(log.topic, log.partition): (piece.start, piece.end)},
             lost=None if opts.fail_on_data_loss else lost,
-            rows=rows,
+            tables=tables,
         )
     finally:
         log.close()
@@ -996,14 +997,14 @@ def read_logs(
     ranges: Mapping[tuple[str, int], tuple[int, int]] | None = None,
     lost: Callable[[LogDir, StorageError], None] | None = None,
     progress: Callable[[LogDir, RecordTable | None], None] | None = None,
-    rows: Callable[[RecordTable], Any] | None = None,
+    tables: Callable[..., Iterator[RecordTable]] | None = None,
 ) -> Iterator[Any]:
     """The records of ``logs`` as Arrow batches, read as ``opts`` say: :func:`kbatch.arrow.log_batches`.
 
     The Spark source's tasks (:func:`read_slice`) and ``kbatch convert --engine arrow`` read
     through here: isolation level, ``failOnDataLoss`` (corrupt batches raise or are skipped),
     ``verifyCrc``, ``includeHeaders``, ``extraColumns`` and the batch caps are applied alike.
-    ``ranges``, ``lost``, ``progress`` and ``rows`` as for ``log_batches``.
+    ``ranges``, ``lost``, ``progress`` and ``tables`` as for ``log_batches``.
     """
     return log_batches(
         logs,
@@ -1014,7 +1015,7 @@ def read_logs(
         extra_columns=opts.extra_columns,
         lost=lost,
         progress=progress,
-        rows=rows,
+        tables=tables,
         read={
             "isolation_level": opts.isolation_level,
             "on_corruption": opts.on_corruption,
@@ -1025,16 +1026,16 @@ def read_logs(
     )
 
 
-def read_task(pieces: Sequence[LogSlice], opts: Options, rows: Callable[[RecordTable], Any] | None = None
-              ) -> Iterator[Any]:
+def read_task(pieces: Sequence[LogSlice], opts: Options,
+              tables: Callable[..., Iterator[RecordTable]] | None = None) -> Iterator[Any]:
     """Yield the records of every slice of one task, one slice after the other (with the root
     columns, :attr:`Options.root_columns`, each batch with its slice's root and cluster id;
-    ``rows``: only the records it keeps, as for :func:`kbatch.arrow.log_batches`)."""
+    ``tables``: how each log's tables are read, as for :func:`kbatch.arrow.log_batches`)."""
     for piece in pieces:
         if opts.root_columns:
-            yield from (with_root(b, piece.root, piece.cluster_id) for b in read_slice(piece, opts, rows))
+            yield from (with_root(b, piece.root, piece.cluster_id) for b in read_slice(piece, opts, tables))
         else:
-            yield from read_slice(piece, opts, rows)
+            yield from read_slice(piece, opts, tables)
 
 
 def env_pythonpath() -> str:

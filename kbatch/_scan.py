@@ -1,7 +1,8 @@
 """Lazy scans of partition directories: filters pushed down to segments and batch headers.
 
 Provides :func:`scan_logs` (behind ``LogDir.scan_records`` and :func:`kbatch.log.scan_logs`), the one
-engine-free scan the Polars, Spark and DuckDB entry points use, and :class:`ScanStats`. Uses
+engine-free scan the Polars, Spark and DuckDB entry points use, :func:`scan_tables` (the same
+scan of one log as whole ``RecordTable`` s: the Spark source's tasks) and :class:`ScanStats`. Uses
 :mod:`kbatch._predicate` (the filter form), the :class:`~kbatch.log.LogDir` and
 :class:`~kbatch.log.Segment` readers (seeks through their checked indexes) and
 :mod:`kbatch.arrow` (the schema and the byte columns).
@@ -401,6 +402,48 @@ def _scan_log(
                 break
 
 
+def scan_tables(
+    log: Any,
+    terms: Sequence[Term],
+    start: int | None = None,
+    end: int | None = None,
+    *,
+    isolation_level: str = "read_uncommitted",
+    on_corruption: str = "raise",
+    verify_crc: bool = True,
+    chunk_bytes: int = 16 << 20,
+    stats: ScanStats | None = None,
+) -> Iterator[RecordTable]:
+    """The records of one log passing ``terms`` (normalized, :func:`kbatch._predicate.normalize`)
+    within offsets ``[start, end)``, as ``RecordTable`` s with every column.
+
+    What ``log.iter_tables(start_offset=start, end_offset=end, ...)`` gives, filtered, read by the
+    scan's rules (segments, batches skipped by headers, walked past an upper time bound; only the
+    rows that pass are kept, sharing the tables' bytes): the Spark source's tasks read their
+    slices through it when filters are pushed.
+    """
+    bound = [*terms]
+    if start is not None:
+        bound.append(("offset", ">=", int(start)))
+    if end is not None:
+        bound.append(("offset", "<", int(end)))
+    plan = _Plan(bound)
+    if plan.none or not constant_holds(plan.terms, "topic", log.topic) or not constant_holds(
+            plan.terms, "partition", None if log.partition < 0 else int(log.partition)):
+        return
+    counts = ScanStats() if stats is None else stats
+    for table, rows in _scan_log(log, plan, isolation_level, on_corruption, verify_crc, chunk_bytes, counts,
+                                 False, False):
+        assert isinstance(table, RecordTable)  # every column: never walked alone
+        if rows is not None:
+            if not rows.any():
+                continue
+            table = select(table, rows)
+        table.topic, table.partition = log.topic, None if log.partition < 0 else int(log.partition)
+        counts.rows += len(table)
+        yield table
+
+
 def scan_logs(
     logs: Iterable[Any],
     columns: Sequence[str] | None = None,
@@ -468,4 +511,4 @@ def scan_logs(
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
-__all__ = ["SCAN_COLUMNS", "ScanStats", "scan_logs"]
+__all__ = ["SCAN_COLUMNS", "ScanStats", "scan_logs", "scan_tables"]

@@ -977,7 +977,7 @@ def log_batches(
     lost: Callable[[Any, StorageError], None] | None = None,
     progress: Callable[[Any, Any], None] | None = None,
     read: Mapping[str, Any] | None = None,
-    rows: Callable[[Any], Any] | None = None,
+    tables: Callable[..., Iterator[Any]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of one or many partition directories: the one loop behind every log -> Arrow read.
 
@@ -1000,10 +1000,10 @@ def log_batches(
         and all its rows are yielded.
     read : mapping, optional
         ``LogDir.iter_tables`` arguments (``**read`` of :func:`iter_log_arrow`).
-    rows : callable, optional
-        ``rows(table)``: the records of each ``RecordTable`` to convert, as a ``RecordTable``
-        (``table`` itself, or a selection of it sharing its bytes); the others are left out before
-        any column is built (``progress`` still gets the whole table).
+    tables : callable, optional
+        ``tables(log, **read)``: the ``RecordTable`` s of a log to convert, instead of
+        ``log.iter_tables(**read)`` (``read`` with the log's range as ``start_offset`` /
+        ``end_offset``): a filtered scan, say, whose tables hold only the records that pass.
 
     Examples
     --------
@@ -1023,10 +1023,10 @@ def log_batches(
             where = dict(read or {})
             if bounds is not None:
                 where["start_offset"], where["end_offset"] = bounds
-            tables = log.iter_tables(**where)
+            found = log.iter_tables(**where) if tables is None else tables(log, **where)
             while True:
                 try:
-                    table = next(tables)
+                    table = next(found)
                 except StopIteration:
                     break
                 except StorageError as exc:
@@ -1034,9 +1034,8 @@ def log_batches(
                         raise
                     lost(log, exc)
                     break
-                chosen = table if rows is None else rows(table)
                 for batch in to_record_batches(
-                    chosen,
+                    table,
                     topic=log.topic,
                     partition=log.partition,
                     include_headers=include_headers,
@@ -1048,7 +1047,7 @@ def log_batches(
                     yield from small.add(batch)
                 if progress is not None:
                     progress(log, table)
-                del table, chosen
+                del table
             yield from small.flush()
         if progress is not None:
             progress(log, None)

@@ -10,43 +10,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.scan_roots import lying_indexes, random_log, without_indexes
+from support.scan_roots import TERMS, eager, scan_roots
 
 import kbatch
 from kbatch.log import LogWriter, ScanStats, open_log, open_logs, scan_logs
-
-OPS = ["=", "<", "<=", ">", ">=", "between", "in"]
-
-
-def holds(op: str, left: object, value: object) -> bool:
-    if left is None:
-        return False
-    if op == "=":
-        return left == value
-    if op == "<":
-        return left < value  # type: ignore[operator]
-    if op == "<=":
-        return left <= value  # type: ignore[operator]
-    if op == ">":
-        return left > value  # type: ignore[operator]
-    if op == ">=":
-        return left >= value  # type: ignore[operator]
-    if op == "between":
-        return value[0] <= left <= value[1]  # type: ignore[index,operator]
-    return left in value  # type: ignore[operator]
-
-
-def eager(logs: list, terms: list, iso: str) -> list[tuple]:
-    """(topic, partition, offset, timestamp ms, value) of the eager reads, filtered in Python."""
-    out = []
-    for log in logs:
-        t = log.read(isolation_level=iso)
-        for off, ts, value in zip(t.records["offset"].tolist(), t.records["timestamp"].tolist(), t.values(),
-                                  strict=True):
-            row = {"topic": log.topic, "partition": log.partition, "offset": off, "timestamp": ts}
-            if all(holds(op, row[c], v) for c, op, v in terms):
-                out.append((log.topic, log.partition, off, ts, value))
-    return out
 
 
 def scanned(table) -> list[tuple]:
@@ -55,37 +22,9 @@ def scanned(table) -> list[tuple]:
                     table.column("offset").to_pylist(), ts, table.column("value").to_pylist(), strict=True))
 
 
-def term(column: str, lo: int, hi: int) -> st.SearchStrategy:
-    value = st.integers(lo, hi)
-    return st.one_of(
-        st.tuples(st.just(column), st.sampled_from(OPS[:5]), value),
-        st.tuples(st.just(column), st.just("between"), st.tuples(value, value).map(sorted).map(tuple)),
-        st.tuples(st.just(column), st.just("in"), st.lists(value, max_size=4)),
-    )
-
-
-TERMS = st.lists(
-    st.one_of(term("offset", -2, 200), term("timestamp", 950, 1900),
-              st.tuples(st.just("topic"), st.sampled_from(["=", "in"]), st.sampled_from(["p", "q"]))
-              .map(lambda t: t if t[1] == "=" else (t[0], "in", [t[2]])),
-              term("partition", 0, 2)),
-    max_size=3,
-)
-
-
 @pytest.fixture(scope="module")
 def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A root of three partitions (topics p and q) with indexes, the same without, and with lying ones."""
-    base = tmp_path_factory.mktemp("scan")
-    for seed, (topic, partition) in enumerate([("p", 0), ("p", 1), ("q", 0)]):
-        random_log(base / "with", seed, topic=topic, partition=partition)
-    out = {"with": base / "with"}
-    for part in sorted(p for p in (base / "with").iterdir() if p.is_dir()):
-        without_indexes(part, base / "bare" / part.name)
-        lying_indexes(part, base / "lying" / part.name, seed=len(part.name))
-    out["bare"], out["lying"] = base / "bare", base / "lying"
-    assert all(len(list(p.glob("*.log"))) >= 3 for p in (base / "with").iterdir() if p.is_dir())
-    return out
+    return scan_roots(tmp_path_factory.mktemp("scan"))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -8,23 +8,23 @@ before cutting it into tasks: a partition whose topic or partition fails a term 
 offset bounds cut the range; a timestamp lower bound ``T`` starts it at the first offset whose
 record timestamp is >= ``T`` (found by a one-row :func:`kbatch._scan.scan_logs`, which skips
 segments and batches by their headers' max timestamps), which no row with a timestamp >= ``T``
-precedes. Every task then reads only the segments of
-its narrowed range, and builds and returns only the records that pass the offset and timestamp
-terms (:func:`keeper`: no key, value or header is copied for the others). Spark still evaluates
-every filter on the rows returned, so the answer is exact.
+precedes. Every task then reads its narrowed slice with the same scan (:func:`reader`,
+:func:`kbatch._scan.scan_tables`): batches skipped by their headers, those past an upper time
+bound walked (every record's timestamp read, no row built) and dropped, and only the records
+that pass the offset and timestamp terms built (no key, value or header copied for the
+others). Spark still evaluates every filter on the rows returned, so the answer is exact.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from kbatch._predicate import COLUMNS, FilterError, Term, bounds, constant_holds, empty, normalize, row_mask
-from kbatch._scan import scan_logs
-from kbatch._table import select
+from kbatch._predicate import COLUMNS, FilterError, Term, bounds, constant_holds, empty, normalize
+from kbatch._scan import ScanStats, scan_logs, scan_tables
 
-__all__ = ["keeper", "narrow", "translate"]
+__all__ = ["narrow", "reader", "translate"]
 
 _OPS = {"EqualTo": "=", "GreaterThan": ">", "GreaterThanOrEqual": ">=", "LessThan": "<", "LessThanOrEqual": "<="}
 
@@ -82,19 +82,23 @@ def narrow(log: Any, start: int, end: int, terms: Sequence[Term], on_corruption:
     return start, max(start, end)
 
 
-def keeper(terms: Sequence[Term]) -> Callable[[Any], Any] | None:
-    """``rows(table)``: the records of a ``RecordTable`` passing the ``offset`` and ``timestamp``
-    terms, as a ``RecordTable`` (``table`` itself when all pass; None: no such term, every record
-    kept)."""
-    row_terms = [t for t in terms if t[0] in ("offset", "timestamp")]
-    if not row_terms:
+def reader(terms: Sequence[Term], stats: ScanStats | None = None) -> Callable[..., Iterator[Any]] | None:
+    """``tables(log, start_offset=, end_offset=, ...)``: a task's slice of ``log`` read by the scan
+    with ``terms`` (:func:`kbatch._scan.scan_tables`: batches skipped by their headers, walked past
+    an upper time bound, only the records that pass built), the keyword arguments of
+    ``LogDir.iter_tables`` otherwise; None: no ``offset`` or ``timestamp`` term, the slice's
+    range already says it all. ``stats`` counts what the scans read and skipped."""
+    if not any(t[0] in ("offset", "timestamp") for t in terms):
         return None
 
-    def rows(table: Any) -> Any:
-        mask = row_mask(row_terms, table.records["offset"], table.records["timestamp"])
-        return table if mask.all() else select(table, mask)
+    def tables(log: Any, start_offset: int | None = None, end_offset: int | None = None, *,
+               isolation_level: str = "read_uncommitted", on_corruption: str = "raise", verify_crc: bool = True,
+               chunk_bytes: int = 16 << 20) -> Iterator[Any]:
+        return scan_tables(log, terms, start_offset, end_offset, isolation_level=isolation_level,
+                           on_corruption=on_corruption, verify_crc=verify_crc, chunk_bytes=chunk_bytes,
+                           stats=stats)
 
-    return rows
+    return tables
 
 
 def _from_micros(micros: int) -> dt.datetime:

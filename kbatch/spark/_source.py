@@ -26,7 +26,7 @@ from kbatch._plan import (
     root_columns,
     select_logs,
 )
-from kbatch.spark._pushdown import keeper, narrow, translate
+from kbatch.spark._pushdown import narrow, reader, translate
 from kbatch.spark._schema import kafka_struct, options_struct
 from kbatch.spark._values import SourceValues, source_values
 from kbatch.spark._views import ViewReader, is_view, parse_view_options, spark_schema
@@ -133,10 +133,10 @@ def _check_schema(opts: Options, schema: StructType, typed: SourceValues | None 
 
 
 def _read(pieces: Sequence[LogSlice], opts: Options, typed: SourceValues | None,
-          rows: Callable[[Any], Any] | None = None) -> Iterator[Any]:
-    """One task's records (:func:`~kbatch._plan.read_task`; ``rows``: only those it keeps), their
-    values decoded when asked."""
-    batches = read_task(pieces, opts, rows)
+          tables: Callable[..., Iterator[Any]] | None = None) -> Iterator[Any]:
+    """One task's records (:func:`~kbatch._plan.read_task`; ``tables``: how each log's tables
+    are read), their values decoded when asked."""
+    batches = read_task(pieces, opts, tables)
     return batches if typed is None else typed.apply(batches)
 
 
@@ -183,9 +183,9 @@ class PushdownKafkaLogReader(KafkaLogReader):
         return narrow(log, start, end, self.terms, self.opts.on_corruption)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        # only the records passing the offset and timestamp terms are built (no key or value
-        # copied for the others) and handed to Spark, which filters them again
-        return _read(partition.pieces, self.opts, self.typed, keeper(self.terms))  # type: ignore[attr-defined]
+        # the slice read by the scan with the terms: only the records passing the offset and
+        # timestamp terms are built and handed to Spark, which filters them again
+        return _read(partition.pieces, self.opts, self.typed, reader(self.terms))  # type: ignore[attr-defined]
 
 
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

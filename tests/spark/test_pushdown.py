@@ -6,6 +6,9 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support.scan_roots import TERMS, eager, scan_roots
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
@@ -13,7 +16,7 @@ pytest.importorskip("pyarrow")
 import pyspark.sql.datasource as datasource
 
 import kbatch
-from kbatch.log import LogWriter, open_log
+from kbatch.log import LogWriter, open_log, open_logs
 from kbatch.spark._pushdown import narrow, translate
 
 UTC = dt.timezone.utc
@@ -93,7 +96,7 @@ def test_narrow_by_time_trusts_headers_not_a_forged_timeindex(tmp_path: Path) ->
 @needs_filters
 def test_tasks_return_only_the_rows_of_the_pushed_terms(tmp_path: Path) -> None:
     # a time window: the range is narrowed to its start only (an upper bound skips no batch of
-    # out-of-order records), but each task builds and returns only the window's rows
+    # out-of-order records by its header), and each task builds and returns only the window's rows
     from pyspark.sql.datasource import GreaterThanOrEqual, LessThan, StringStartsWith
 
     from kbatch.spark._source import KafkaLogDataSource
@@ -113,3 +116,77 @@ def test_tasks_return_only_the_rows_of_the_pushed_terms(tmp_path: Path) -> None:
     # without pushed terms every row of the range comes back
     plain = KafkaLogDataSource({"path": str(root), "filterPushdown": "true"}).reader(source.schema())
     assert sum(b.num_rows for t in plain.partitions() for b in plain.read(t)) == 1000
+
+
+def test_a_task_walks_the_batches_past_the_window_and_decodes_only_its_own(tmp_path: Path) -> None:
+    """The records of each batch are out of order (its first timestamp is its largest): past the
+    window's end, no header can tell that a batch holds nothing of it; the task's scan walks them
+    (every record's timestamp read, no row built) and decodes only the window's batches."""
+    from kbatch._scan import ScanStats
+    from kbatch.spark._pushdown import reader
+
+    log = open_log(_log(tmp_path) / "t-0")
+    terms = [("timestamp", ">=", 3_000_000), ("timestamp", "<", 4_000_000)]  # offsets 300..399
+    stats = ScanStats()
+    tables = reader(terms, stats)
+    assert tables is not None
+    got = list(tables(log, 250, 1000))
+    assert [int(o) for t in got for o in t.records["offset"]] == list(range(300, 400))
+    assert [v for t in got for v in t.values()] == [b"v%d" % o for o in range(300, 400)]
+    assert stats.batches_decoded == 10  # 300..399; 250..299 dropped by their max timestamps
+    assert stats.batches_dropped_by_stamps == 60  # 400..999: every record at 4000 ms or later
+    assert stats.rows == 100
+    # read_committed and an offset cut give what the eager read gives, filtered
+    cut = [int(o) for t in tables(log, 350, 360, isolation_level="read_committed") for o in t.records["offset"]]
+    assert cut == list(range(350, 360))
+    assert reader([("topic", "=", "t")]) is None  # no row term: the slices say it all
+
+
+def _spark_filters(terms: list) -> list:
+    """The Spark ``Filter`` s of scan terms (timestamps in ms as UTC datetimes, as Spark hands them)."""
+    from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
+
+    kinds = {"=": EqualTo, "<": LessThan, "<=": LessThanOrEqual, ">": GreaterThan, ">=": GreaterThanOrEqual}
+    epoch = dt.datetime(1970, 1, 1, tzinfo=UTC)
+
+    def value(column: str, v: int):
+        return epoch + dt.timedelta(milliseconds=v) if column == "timestamp" else v
+
+    out = []
+    for column, op, v in terms:
+        if op in kinds:
+            out.append(kinds[op]((column,), value(column, v)))
+        elif op == "between":
+            out += [GreaterThanOrEqual((column,), value(column, v[0])), LessThanOrEqual((column,), value(column, v[1]))]
+        else:
+            out.append(In((column,), tuple(value(column, x) for x in v)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return scan_roots(tmp_path_factory.mktemp("pushdown"))
+
+
+@needs_filters
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(which=st.sampled_from(["with", "bare", "lying"]), terms=TERMS,
+       iso=st.sampled_from(["read_uncommitted", "read_committed"]), task_bytes=st.sampled_from([300, 1 << 20]))
+def test_pushed_tasks_return_the_eager_read_filtered(roots: dict[str, Path], which: str, terms: list, iso: str,
+                                                     task_bytes: int) -> None:
+    """Every term is on topic, partition, offset or timestamp: the planned tasks together return
+    exactly the eager read's rows that pass, before Spark filters them again."""
+    from kbatch.spark._source import KafkaLogDataSource
+
+    source = KafkaLogDataSource({"path": str(roots[which]), "filterPushdown": "true", "isolationLevel": iso,
+                                 "maxPartitionBytes": str(task_bytes)})
+    reader = source.reader(source.schema())
+    filters = _spark_filters(terms)
+    assert list(reader.pushFilters(filters)) == filters
+    got = []
+    for task in reader.partitions():
+        for b in reader.read(task):
+            stamps = [v // 1000 for v in b.column("timestamp").cast("int64").to_pylist()]
+            got += zip(b.column("topic").to_pylist(), b.column("partition").to_pylist(),
+                       b.column("offset").to_pylist(), stamps, b.column("value").to_pylist(), strict=True)
+    assert sorted(got) == sorted(eager(open_logs(roots[which]), terms, iso))

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+from hypothesis import strategies as st
 
 import kbatch
 from kbatch.log import OFFSET_INDEX_DTYPE, TIME_INDEX_DTYPE, LogWriter
@@ -77,3 +78,71 @@ def lying_indexes(part: Path, dest: Path, seed: int) -> Path:
             e[field][k] = int(e[field][k]) + int(rng.integers(1, 9))
             e.tofile(path)
     return dest
+
+
+OPS = ["=", "<", "<=", ">", ">=", "between", "in"]
+
+
+def holds(op: str, left: object, value: object) -> bool:
+    """Whether ``left op value`` holds (a term of :mod:`kbatch._predicate`; None never does)."""
+    if left is None:
+        return False
+    if op == "=":
+        return left == value
+    if op == "<":
+        return left < value  # type: ignore[operator]
+    if op == "<=":
+        return left <= value  # type: ignore[operator]
+    if op == ">":
+        return left > value  # type: ignore[operator]
+    if op == ">=":
+        return left >= value  # type: ignore[operator]
+    if op == "between":
+        return value[0] <= left <= value[1]  # type: ignore[index,operator]
+    return left in value  # type: ignore[operator]
+
+
+def eager(logs: list, terms: list, iso: str) -> list[tuple]:
+    """(topic, partition, offset, timestamp ms, value) of the eager reads, filtered in Python."""
+    out = []
+    for log in logs:
+        t = log.read(isolation_level=iso)
+        for off, ts, value in zip(t.records["offset"].tolist(), t.records["timestamp"].tolist(), t.values(),
+                                  strict=True):
+            row = {"topic": log.topic, "partition": log.partition, "offset": off, "timestamp": ts}
+            if all(holds(op, row[c], v) for c, op, v in terms):
+                out.append((log.topic, log.partition, off, ts, value))
+    return out
+
+
+def term(column: str, lo: int, hi: int) -> st.SearchStrategy:
+    """A random filter term on ``column`` with values in ``[lo, hi]`` (every operator)."""
+    value = st.integers(lo, hi)
+    return st.one_of(
+        st.tuples(st.just(column), st.sampled_from(OPS[:5]), value),
+        st.tuples(st.just(column), st.just("between"), st.tuples(value, value).map(sorted).map(tuple)),
+        st.tuples(st.just(column), st.just("in"), st.lists(value, max_size=4)),
+    )
+
+
+#: Random filters (up to 3 terms) over the roots of :func:`scan_roots`.
+TERMS = st.lists(
+    st.one_of(term("offset", -2, 200), term("timestamp", 950, 1900),
+              st.tuples(st.just("topic"), st.sampled_from(["=", "in"]), st.sampled_from(["p", "q"]))
+              .map(lambda t: t if t[1] == "=" else (t[0], "in", [t[2]])),
+              term("partition", 0, 2)),
+    max_size=3,
+)
+
+
+def scan_roots(base: Path) -> dict[str, Path]:
+    """Roots of three partitions (topics p and q): ``with`` indexes, ``bare`` (none) and ``lying``."""
+    for seed, (topic, partition) in enumerate([("p", 0), ("p", 1), ("q", 0)]):
+        random_log(base / "with", seed, topic=topic, partition=partition)
+    out = {"with": base / "with"}
+    for part in sorted(p for p in (base / "with").iterdir() if p.is_dir()):
+        without_indexes(part, base / "bare" / part.name)
+        lying_indexes(part, base / "lying" / part.name, seed=len(part.name))
+    out["bare"], out["lying"] = base / "bare", base / "lying"
+    assert all(len(list(p.glob("*.log"))) >= 3 for p in (base / "with").iterdir() if p.is_dir())
+    return out
