@@ -19,9 +19,10 @@ Two measurements, each against the issue's target:
     option ``filterPushdown=true`` with ``spark.sql.python.filterPushdown.enabled`` vs without,
     counting the rows and summing the value lengths. Target: at least 5x. Tasks planned and
     bytes of log planned (the tasks' slices) are reported for both. Spark 4.1+ hands the
-    filters over; the source narrows each partition's range by the timestamp lower bound only
-    (an upper bound skips no batch of several out-of-order records, see above), so the
-    pushed query reads from the window's start to the end of the log.
+    filters over; the source narrows each partition's range by the timestamp lower bound
+    (an upper bound skips no batch of several out-of-order records by its header, see
+    above), and each task reads its slice with the scan: the batches past the window are
+    walked, not decoded, and only the window's rows are built.
 
 Workload: :func:`workload.core_workload` records (JSON-like values of ~130 bytes, keys, one
 header) in batches of 500, lz4, segments of 64 MiB; ``KBATCH_BENCH_SCAN_RECORDS`` records
