@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import REAL_LOGS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.stamps_batches import batches, decoded_alone, fix_crcs
@@ -147,3 +148,37 @@ def test_gzip_of_several_members_is_left_to_decode() -> None:
     assert decode(bytes(two)).records["timestamp"].tolist() == [3, 2]
     assert stamps(bytes(one))[4].tolist() == [STAMPS_OK]
     assert stamps(bytes(two))[4].tolist() == [STAMPS_CODEC]
+
+
+# ---------------------------------------------------------------------------------------------
+# Real broker segments (../shared/real-logs: magic 2, uncompressed, CRC-valid)
+
+REAL = sorted(p for p in REAL_LOGS.glob("*/*/*.log") if p.stat().st_size) if REAL_LOGS.is_dir() else []
+
+
+@pytest.mark.skipif(not REAL, reason=f"no real logs at {REAL_LOGS}")
+@pytest.mark.parametrize("segment", REAL, ids=[f"{p.parent.parent.name}/{p.parent.name}" for p in REAL])
+def test_real_segments_walk_as_they_decode(segment) -> None:
+    data = segment.read_bytes()
+    status = check_vouched(data, verify_crc=True)
+    assert (status == STAMPS_OK).all(), status  # every batch of these is v2, uncompressed, intact
+    offsets, timestamps, *_ = stamps(data)
+    table = decode(data)
+    assert offsets.tolist() == table.records["offset"].tolist()
+    assert timestamps.tolist() == table.records["timestamp"].tolist()
+
+
+@pytest.mark.skipif(not REAL, reason=f"no real logs at {REAL_LOGS}")
+@pytest.mark.parametrize("part", sorted({p.parent for p in REAL}), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_real_partitions_scan_a_window_as_the_eager_read_filtered(part) -> None:
+    from kbatch.log import open_log
+
+    log = open_log(part)
+    t = log.read()
+    stamps_ms = sorted(set(t.records["timestamp"].tolist()))
+    lo, hi = stamps_ms[len(stamps_ms) // 3], stamps_ms[2 * len(stamps_ms) // 3]
+    keep = (t.records["timestamp"] >= lo) & (t.records["timestamp"] < hi)
+    want = t.records["offset"][keep].tolist()
+    for columns in (["offset", "timestamp"], ["offset", "value"]):
+        got = log.scan_records(columns, [("timestamp", ">=", lo), ("timestamp", "<", hi)]).read_all()
+        assert got.column("offset").to_pylist() == want, columns
