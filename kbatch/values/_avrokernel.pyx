@@ -180,6 +180,16 @@ cdef struct Machine:
     int32_t err_pc
     const uint8_t* err_p
     int64_t err_detail
+    # the records one call of _run decodes, one after the other: rec (the current one) up to
+    # rec_end, record i's program at entry[i] (-1: a null record, null_entry), its bytes at
+    # base + starts[i] (lengths[i] of them)
+    const int32_t* entry
+    const int64_t* starts
+    const int64_t* lengths
+    const uint8_t* base
+    int32_t null_entry
+    Py_ssize_t rec
+    Py_ssize_t rec_end
 
 
 # ---------------------------------------------------------------- reading
@@ -345,7 +355,12 @@ cdef const uint8_t* _count(Machine* m, const uint8_t* p, const uint8_t* end, int
     return p
 
 
-cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noexcept nogil:
+cdef int _run(Machine* m) noexcept nogil:
+    """Decode records ``m.rec`` up to ``m.rec_end`` (the record loop is here, so that a record
+    costs no call); E_OK when all are done, else the error of record ``m.rec``, which stops."""
+    cdef int32_t pc
+    cdef const uint8_t* p
+    cdef const uint8_t* end
     cdef const int32_t* ins
     cdef const uint8_t* at
     cdef Col* c
@@ -365,6 +380,13 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
     # the end of the memory p reads (the table's bytes, or the constants while a default is
     # read): short values are copied 16 bytes at a time when that much is readable from p
     cdef const uint8_t* limit = m.data_end
+    if m.entry[m.rec] >= 0:
+        pc = m.entry[m.rec]
+        p = m.base + m.starts[m.rec]
+        end = p + m.lengths[m.rec]
+    else:
+        pc = m.null_entry
+        p = end = m.base
     m.depth = 0
     m.ncalls = 0
     m.err_detail = 0
@@ -756,7 +778,20 @@ cdef int _run(Machine* m, int32_t pc, const uint8_t* p, const uint8_t* end) noex
                 end = m.calls[m.ncalls].end
                 limit = m.calls[m.ncalls].limit
         elif op == OP_END:
-            return E_OK
+            m.rec += 1
+            if m.rec >= m.rec_end:
+                return E_OK
+            if m.entry[m.rec] >= 0:  # the next record, as at the start
+                pc = m.entry[m.rec]
+                p = m.base + m.starts[m.rec]
+                end = p + m.lengths[m.rec]
+            else:
+                pc = m.null_entry
+                p = end = m.base
+            limit = m.data_end
+            m.depth = 0
+            m.ncalls = 0
+            m.err_detail = 0
         elif op == OP_FAIL:
             m.err_detail = ins[1]
             e = E_FAIL
@@ -836,6 +871,12 @@ def run(
     cdef int e, k, oom = 0
     cdef Py_ssize_t done = 0
     cdef const uint8_t* base = &data[0] if len(data) else NULL
+    m.entry = &entry[0] if nrec else NULL
+    m.starts = &starts[0] if nrec else NULL
+    m.lengths = &lengths[0] if nrec else NULL
+    m.base = base
+    m.null_entry = null_entry
+    cdef int32_t no_entry = -1
     m.data_end = base + len(data) if base != NULL else NULL
     m.consts_end = m.consts + len(consts) if m.consts != NULL else NULL
     if m.cols == NULL or target == NULL or per_record == NULL or m.count == NULL:
@@ -875,14 +916,16 @@ def run(
     try:
         with nogil:
             if not oom:
-                for i in range(nrec):
-                    if entry[i] >= 0:
-                        e = _run(&m, entry[i], base + starts[i], base + starts[i] + lengths[i])
-                    else:
-                        e = _run(&m, null_entry, base, base)
-                    done = i + 1
+                i = 0
+                while i < nrec:
+                    m.rec = i
+                    m.rec_end = nrec
+                    e = _run(&m)
                     if e == E_OK:
-                        continue
+                        done = nrec
+                        break
+                    i = m.rec  # the record that failed
+                    done = i + 1
                     if nerr == errcap:
                         errcap = errcap * 2 if errcap else 16
                         q = realloc(errs, errcap * sizeof(ErrRow))
@@ -900,11 +943,17 @@ def run(
                     for k in range(8):
                         row.index[k] = m.stack[k].items if k < m.depth else -1
                     _rollback(m.cols, ncols, i, target)
-                    if e == E_MEMORY or _run(&m, null_entry, base, base) != E_OK:
+                    m.entry = &no_entry  # the record becomes a null: its slots at null_entry
+                    m.rec = 0
+                    m.rec_end = 1
+                    e = _run(&m)
+                    m.entry = &entry[0]
+                    if e != E_OK or row.code == E_MEMORY:
                         oom = 1
                         break
                     if stop_on_error:
                         break
+                    i += 1
         if oom:
             raise MemoryError("out of memory decoding values")
         for c in range(ncols - 1, -1, -1):  # a folded struct has as many slots as its first child

@@ -88,10 +88,10 @@ cdef int _reserve(Col* c, int64_t cap) noexcept nogil:
 
 
 cdef inline int _slot(Col* c, int valid) noexcept nogil:
-    """Make room for slot ``n`` and set its validity bit (``n`` is advanced by the caller)."""
-    if c.n >= c.cap:
-        if _grow(c):
-            return -1
+    """Make room for slot ``n`` and set its validity bit (``n`` is advanced by the caller).
+    Small enough for the compiler to inline into a kernel's loop (the growth is a call)."""
+    if c.n >= c.cap and _grow(c):
+        return -1
     cdef int64_t n = c.n
     if c.has_valid:
         if valid:
@@ -101,6 +101,26 @@ cdef inline int _slot(Col* c, int valid) noexcept nogil:
     return 0
 
 
+cdef int _data_room(Col* c, int64_t need) noexcept nogil:
+    """Grow a BIN column's bytes to hold ``need`` bytes and 16 of slack (doubling); out of
+    line, so that the append below stays small enough to be inlined."""
+    cdef int64_t cap
+    cdef void* q
+    if need > INT32_MAX:
+        return E_TOO_BIG
+    cap = c.data_cap * 2 if c.data_cap else 256
+    if cap < need + 16:
+        cap = need + 16
+    if cap > <int64_t>INT32_MAX + 16:
+        cap = <int64_t>INT32_MAX + 16
+    q = realloc(c.data, cap)
+    if q == NULL:
+        return E_MEMORY
+    c.data = <uint8_t*>q
+    c.data_cap = cap
+    return E_OK
+
+
 cdef inline int _put_bytes(Col* c, const uint8_t* src, int64_t size, const uint8_t* limit) noexcept nogil:
     """Append ``size`` bytes as the value of slot ``n`` of a BIN column (slot made, n advanced).
 
@@ -108,21 +128,11 @@ cdef inline int _put_bytes(Col* c, const uint8_t* src, int64_t size, const uint8
     readable after its start is copied as 16 (a fixed-size copy the compiler inlines; the
     buffer keeps 16 bytes of slack), not through a call to ``memcpy``."""
     cdef int64_t need = c.data_len + size
-    cdef int64_t cap
-    cdef void* q
+    cdef int e
     if need + 16 > c.data_cap:  # data_cap <= INT32_MAX + 16: a need that fits is in range
-        if need > INT32_MAX:
-            return E_TOO_BIG
-        cap = c.data_cap * 2 if c.data_cap else 256
-        if cap < need + 16:
-            cap = need + 16
-        if cap > <int64_t>INT32_MAX + 16:
-            cap = <int64_t>INT32_MAX + 16
-        q = realloc(c.data, cap)
-        if q == NULL:
-            return E_MEMORY
-        c.data = <uint8_t*>q
-        c.data_cap = cap
+        e = _data_room(c, need)
+        if e:
+            return e
     cdef uint8_t* dst = c.data + c.data_len
     cdef int64_t k
     if size <= 16 and limit != NULL and limit - src >= 16:  # one fixed-size copy (the buffer has 16 bytes of slack)

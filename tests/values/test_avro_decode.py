@@ -169,6 +169,27 @@ def test_errors_null_keeps_the_other_records_and_says_why() -> None:
         values.decode(table_of(vals), Registry({1: json.dumps(ORDER)}))
 
 
+@given(st.lists(st.sampled_from(["good", "bad", "null", "empty"]), min_size=1, max_size=12))
+@settings(max_examples=60, deadline=None)
+def test_each_record_decodes_as_alone_whatever_fails_around_it(kinds: list[str]) -> None:
+    """The kernel runs its records one after the other in one loop: a record after a bad one, a
+    null or a truncated one decodes (and fails) exactly as it does alone."""
+    bodies = {"good": write(ORDER, {"id": 7, "items": [{"sku": "a", "price": "1.5"}, {"sku": "bc", "price": ""}]}),
+              "bad": b"\x02\x04\x02a\x02\xff", "empty": b""}
+    vals = [None if k == "null" else framed(1, bodies[k]) for k in kinds]
+    reg = Registry({1: json.dumps(ORDER)})
+    out = values.decode(table_of(vals), reg, reader_schema=json.dumps(ORDER), errors="null")
+    alone = [values.decode(table_of([v]), reg, reader_schema=json.dumps(ORDER), errors="null") for v in vals]
+    assert out.column("value").to_pylist() == [a.column("value").to_pylist()[0] for a in alone]
+    errors = [a.column("value_error").to_pylist()[0] for a in alone]  # each names its own offset
+    assert out.column("value_error").to_pylist() == [
+        e and e.replace("(offset 0,", f"(offset {i},") for i, e in enumerate(errors)]
+    if "bad" in kinds or "empty" in kinds:
+        first = min(i for i, k in enumerate(kinds) if k in ("bad", "empty"))
+        with pytest.raises(ValueDecodeError, match=rf"\(offset {first}, schema id 1"):
+            values.decode(table_of(vals), reg, reader_schema=json.dumps(ORDER))
+
+
 # ---------------------------------------------------------------- resolution
 
 ENUM_W = {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN", "BLUE"]}
