@@ -140,7 +140,8 @@ class CachedBuildExt(build_ext):
         )
         for ext, c in zip(todo, generated, strict=True):
             ext.sources = c.sources  # the .c; the Extension keeps what setuptools set on it
-        if _is_gcc(self.compiler.compiler_so[0]):
+        compiler = getattr(self.compiler, "compiler_so", None)  # unix compilers only (not MSVC)
+        if compiler and _is_gcc(compiler[0]):
             for ext in todo:
                 if ext.name in INLINED:
                     ext.extra_compile_args = [*ext.extra_compile_args, *GCC_INLINE]
