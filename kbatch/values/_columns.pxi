@@ -1,6 +1,7 @@
 # Included by the value kernels (``_avrokernel.pyx``, ``_protokernel.pyx``): one definition of the
 # growable column buffers that become Arrow arrays (validity bitmaps, values, offsets, bytes), their
-# rollback, a strict UTF-8 check, and the buffers handed to Python without a copy. The including
+# rollback, a strict UTF-8 check, the buffers handed to Python without a copy (a decode's columns,
+# its error rows) and freeing what is left. The including
 # module defines ``E_OK``, ``E_TOO_BIG`` and ``E_MEMORY`` (its error codes) before the include and
 # cimports ``PyBuffer_FillInfo``, the ``libc`` integer types, ``malloc``/``realloc``/``free`` and
 # ``memcpy``/``memset``, and NumPy as ``np``.
@@ -266,6 +267,24 @@ cdef tuple _take(Col* c):
     return (n, valid, vals, offs, data)
 
 
+cdef list _take_all(Col* cols, int ncols):
+    """Every column's buffers (:func:`_take`), in order."""
+    return [_take(&cols[c]) for c in range(ncols)]
+
+
+cdef void _free_cols(Col* cols, int ncols) noexcept:
+    """Free what the columns still own (after :func:`_take`, nothing but their array), and the array."""
+    cdef int c
+    if cols == NULL:
+        return
+    for c in range(ncols):
+        free(cols[c].valid)
+        free(cols[c].vals)
+        free(cols[c].offs)
+        free(cols[c].data)
+    free(cols)
+
+
 # ---------------------------------------------------------------- errors
 
 # one row per record that does not decode, filled by either kernel (``index``: the array and map
@@ -281,3 +300,11 @@ cdef struct ErrRow:
 
 ERROR_DTYPE = np.dtype([("record", "<i8"), ("code", "<i4"), ("pc", "<i4"), ("position", "<i8"),
                         ("detail", "<i8"), ("index", "<i8", (8,))])
+
+
+cdef object _errors(ErrRow* errs, int64_t nerr):
+    """The error rows as a NumPy array of ERROR_DTYPE that owns ``errs`` (nerr 0: an empty one;
+    the caller still frees ``errs`` then)."""
+    if nerr == 0:
+        return np.empty(0, ERROR_DTYPE)
+    return np.frombuffer(_own(errs, nerr * sizeof(ErrRow)), dtype=ERROR_DTYPE)

@@ -682,20 +682,13 @@ def run(
                         break
         if oom:
             raise MemoryError("out of memory decoding values")
-        columns = []
-        for c in range(ncols):
-            columns.append(_take(&m.cols[c]))
-        errors = np.frombuffer(_own(errs, nerr * sizeof(ErrRow)), dtype=ERROR_DTYPE) if nerr else \
-            np.empty(0, ERROR_DTYPE)
-        errs = NULL
+        columns = _take_all(m.cols, ncols)
+        errors = _errors(errs, nerr)
+        if nerr:
+            errs = NULL  # the array owns them
         return columns, errors, done
     finally:
-        for c in range(ncols):
-            free(m.cols[c].valid)
-            free(m.cols[c].vals)
-            free(m.cols[c].offs)
-            free(m.cols[c].data)
-        free(m.cols)
+        _free_cols(m.cols, ncols)
         free(target)
         free(errs)
 
