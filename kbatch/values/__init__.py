@@ -73,6 +73,7 @@ from ._decode import decode
 from ._errors import (
     AvroSchemaError,
     JsonSchemaError,
+    ProgramError,
     ProtobufSchemaError,
     RegistryError,
     SchemaNotFoundError,
@@ -113,6 +114,7 @@ __all__ = [
     "FRAME_OK",
     "FRAME_TOO_SHORT",
     "JsonSchemaError",
+    "ProgramError",
     "SAMPLE_RECORDS",
     "SCHEMA_TYPES",
     "Frames",

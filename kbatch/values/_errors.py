@@ -8,8 +8,8 @@ from typing import Any
 from kbatch.errors import KBatchError, ValueDecodeError
 
 __all__ = [
-    "AvroSchemaError", "JsonSchemaError", "ProtobufSchemaError", "RegistryError", "SchemaNotFoundError",
-    "ValueDecodeError", "field_path",
+    "AvroSchemaError", "JsonSchemaError", "ProgramError", "ProtobufSchemaError", "RegistryError",
+    "SchemaNotFoundError", "ValueDecodeError", "field_path",
 ]
 
 
@@ -98,11 +98,18 @@ class JsonSchemaError(KBatchError, ValueError):
         return (_rebuild_json, (self.reason, self.pointer))
 
 
+class ProgramError(KBatchError, ValueError):
+    """A compiled value program that the verifier refuses: an operand out of range, a jump or a
+    call into no live code, a path that writes a column twice or not at all. Always a bug of
+    kbatch's compilers, never of the data or the schemas: no kernel runs a program that fails
+    verification. The reason names the instruction (its index and field path) and the operand."""
+
+
 def _rebuild_json(reason: str, pointer: str) -> JsonSchemaError:
     return JsonSchemaError(reason, pointer=pointer)
 
 
-for _cls in (AvroSchemaError, JsonSchemaError, ProtobufSchemaError, RegistryError, SchemaNotFoundError):
+for _cls in (AvroSchemaError, JsonSchemaError, ProgramError, ProtobufSchemaError, RegistryError, SchemaNotFoundError):
     _cls.__module__ = "kbatch.values"  # where users import them from (tracebacks name them so)
 
 
