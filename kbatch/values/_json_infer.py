@@ -26,7 +26,6 @@ form ``--save-value-schema`` saves and ``--value-schema`` reads back. The rules 
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import numpy as np
@@ -35,6 +34,7 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 from ._errors import JsonSchemaError
+from ._json_read import read_json
 from ._json_schema import arrow_to_json_schema
 
 __all__ = ["SAMPLE_RECORDS", "infer_json_schema"]
@@ -81,7 +81,7 @@ def infer_json_schema(data: Any, starts: npt.NDArray[np.int64], lengths: npt.NDA
 
 
 def _infer(text: bytes) -> pa.StructType:
-    table = pj.read_json(io.BytesIO(text), read_options=pj.ReadOptions(use_threads=False))
+    table = read_json(text, pj.ReadOptions(use_threads=False))
     return pa.struct(list(table.schema))
 
 
