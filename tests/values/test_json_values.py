@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pytest
@@ -464,3 +465,17 @@ print(values.infer_json_schema(data, starts, lengths)["properties"])
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "{'a': {'type': ['integer', 'null']}}" in done.stdout
+
+
+def test_plain_json_inference_leaves_out_values_that_are_not_utf8() -> None:
+    # issue 34 item 5: a non-UTF-8 object key reached pyarrow's field names: UnicodeDecodeError
+    bodies = [b'{"\xff": 1}', b'{"a": {"\xff\xfe": 1}}', b'{"a": 1, "b": "x"}']
+    starts = np.cumsum([0] + [len(b) for b in bodies[:-1]])
+    lengths = np.array([len(b) for b in bodies])
+    got = values.infer_json_schema(b"".join(bodies), starts, lengths)
+    assert got["properties"] == {"a": {"type": ["integer", "null"]}, "b": {"type": ["string", "null"]}}
+    with pytest.raises(values.JsonSchemaError, match="none of the first 2 values is UTF-8 text"):
+        values.infer_json_schema(b"".join(bodies[:2]), starts[:2], lengths[:2])
+    out = values.decode(table_of(bodies), None, format="json", errors="null")
+    assert out.column("value").to_pylist()[2] == {"a": 1, "b": "x"}
+    assert ["invalid UTF-8" in e for e in out.column("value_error").to_pylist()[:2]] == [True, True]
