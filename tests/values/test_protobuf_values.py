@@ -754,3 +754,32 @@ def test_over_long_varints_decode_as_upb(varints_pb2, raw, as_ints) -> None:
         elif fd.name == "e" and not as_ints:
             want = varints_pb2.E.Name(want) if want in (0, 1, 2) else f"UNKNOWN_ENUM_VALUE_E_{want}"
         assert rows[0][fd.name] == want, (fd.name, body.hex())
+
+
+NODE = """
+syntax = "proto3";
+message Node { string name = 1; map<string, Node> kids = 2; repeated Node list = 3; Node one = 4; }
+"""
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4])
+def test_recursive_map_values_cut_by_depth_decode_like_upb(tmp_path, depth: int) -> None:
+    # issue 34 item 5: a map whose value message recursion cut had an entry of one column (its key):
+    # every decode raised IndexError laying out its Arrow type; the map is dropped with its values
+    pb2 = generate(tmp_path, "node", NODE)
+    root = pb2.Node(name="a")
+    root.kids["k"].name = "b"
+    root.kids["k"].kids["z"].name = "c"
+    root.kids["k"].kids["z"].list.add(name="d")
+    root.list.add(name="e").one.name = "f"
+    root.one.kids["y"].name = "g"
+
+    def want(node, level: int) -> dict:
+        row: dict = {"name": node.name or None}
+        if level < depth:  # a Node at this level still has its recursive fields
+            row["kids"] = sorted((k, want(v, level + 1)) for k, v in node.kids.items())
+            row["list"] = [want(x, level + 1) for x in node.list]
+            row["one"] = want(node.one, level + 1) if node.HasField("one") else None
+        return row
+
+    assert row_of(NODE, root, recursive_depth=depth) == want(root, 1)
