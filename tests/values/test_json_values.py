@@ -479,3 +479,16 @@ def test_plain_json_inference_leaves_out_values_that_are_not_utf8() -> None:
     out = values.decode(table_of(bodies), None, format="json", errors="null")
     assert out.column("value").to_pylist()[2] == {"a": 1, "b": "x"}
     assert ["invalid UTF-8" in e for e in out.column("value_error").to_pylist()[:2]] == [True, True]
+
+
+def test_errors_raise_names_the_first_bad_record_not_a_later_framing_error() -> None:
+    # issue 34 item 6: a later record's framing error was raised before the bodies were parsed
+    vals = [framed(1, b'{"id": 1, "customer": "a"}'), framed(1, b'{"id": "x", "customer": "b"}'), b"\x07junk"]
+    with pytest.raises(ValueDecodeError) as info:
+        values.decode(table_of(vals), registry())
+    assert info.value.offset == 1 and "changed from number to string" in info.value.reason
+    with pytest.raises(ValueDecodeError) as info:  # a framing error first is still the one raised
+        values.decode(table_of([vals[0], vals[2], vals[1]]), registry())
+    assert info.value.offset == 1 and "changed from number" not in info.value.reason
+    out = values.decode(table_of(vals), registry(), errors="null")
+    assert [e is not None for e in out.column("value_error").to_pylist()] == [False, True, True]
