@@ -44,6 +44,7 @@ import pyarrow as pa
 from ._avro_layout import Column, Layout
 from ._errors import ProtobufSchemaError
 from ._proto_schema import ProtoSchema
+from ._proto_verify import verify_proto
 from ._protokernel import FLAGS, KINDS, TYPES, WORDS
 
 __all__ = ["ProtoLayout", "ProtoProgram"]
@@ -127,15 +128,22 @@ class ProtoProgram:
         self.consts = bytearray()
         self._enums: dict[str, int] = {}
         self._instance(schema.descriptor(), -1, True, "value", "value", [], map_entry=False)
+        arrays = (np.asarray(self.msgs, dtype=np.int32).reshape(-1),
+                  np.asarray(self.fields or [[0] * FIELD_WORDS], dtype=np.int32).reshape(-1),
+                  np.asarray(self.aux or [0], dtype=np.int32),
+                  np.frombuffer(bytes(self.consts) or b"\0", dtype=np.uint8),
+                  np.asarray(self.layout.coldesc(), dtype=np.int32))
+        verify_proto(*arrays, paths=self.paths)  # once; the kernel then trusts them, read-only
+        for a in arrays:
+            a.flags.writeable = False
+        self._arrays = arrays
 
     def arrays(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32],
                               npt.NDArray[np.uint8], npt.NDArray[np.int32]]:
-        """``(msgs, fields, aux, consts, coldesc)`` as the kernel takes them."""
-        return (np.asarray(self.msgs, dtype=np.int32).reshape(-1),
-                np.asarray(self.fields or [[0] * FIELD_WORDS], dtype=np.int32).reshape(-1),
-                np.asarray(self.aux or [0], dtype=np.int32),
-                np.frombuffer(bytes(self.consts) or b"\0", dtype=np.uint8),
-                np.asarray(self.layout.coldesc(), dtype=np.int32))
+        """``(msgs, fields, aux, consts, coldesc)`` as the kernel takes them: verified by
+        :func:`~kbatch.values._proto_verify.verify_proto` when the program was built, and
+        read-only."""
+        return self._arrays
 
     # ------------------------------------------------------------ layout
 
