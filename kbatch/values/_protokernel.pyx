@@ -587,9 +587,13 @@ def run(
     const int32_t[::1] entry,
     bint stop_on_error=False,
 ):
-    """Decode records ``i`` with ``entry[i] >= 0`` (the message instance, 0: the root) from
-    ``data[starts[i]:starts[i] + lengths[i]]``; the others are null. Returns ``(columns,
-    errors, done)`` as the Avro kernel's ``run``."""
+    """Decode records ``i`` with ``entry[i] == 0`` (the root message) from
+    ``data[starts[i]:starts[i] + lengths[i]]``; the others (-1) are null. Returns ``(columns,
+    errors, done)`` as the Avro kernel's ``run``.
+
+    The program (``msgs`` .. ``coldesc``) is trusted: it must be one that
+    :func:`kbatch.values._proto_verify.verify_proto` accepted, as every
+    ``ProtoProgram.arrays()`` is (the one source of programs for this kernel)."""
     cdef Py_ssize_t nrec = len(entry)
     cdef int ncols = len(coldesc) // 4
     if len(starts) != nrec or len(lengths) != nrec:
@@ -599,7 +603,7 @@ def run(
     cdef Py_ssize_t i
     cdef int c
     for i in range(nrec):
-        if entry[i] >= <int32_t>(len(msgs) // MSG_WORDS) or (entry[i] >= 0 and (
+        if entry[i] > 0 or entry[i] < -1 or (entry[i] == 0 and (
                 starts[i] < 0 or lengths[i] < 0 or starts[i] + lengths[i] > <int64_t>len(data))):
             raise ValueError(f"record {i}: entry or (start, length) out of range")
     for c in range(ncols):

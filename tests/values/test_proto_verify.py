@@ -172,3 +172,18 @@ def test_a_bad_program_is_refused(order: ProtoProgram, rule: str, breaks: Any, r
     breaks(order, msgs, fields, aux, coldesc)
     with pytest.raises(ProgramError, match=reason):
         verify_proto(msgs, fields, aux, bytes(consts), coldesc, paths=order.paths)
+
+
+def test_the_kernel_starts_records_only_at_the_root(order: ProtoProgram) -> None:
+    # a verified program is laid out from its root: a record started at another message would give
+    # that message's columns rows their parents never get
+    import numpy as np
+
+    from kbatch.values._protokernel import run
+
+    one = np.zeros(1, np.int64)
+    for entry in (1, -2):
+        with pytest.raises(ValueError, match="entry or"):
+            run(*order.arrays(), np.zeros(8, np.uint8), one, one, np.array([entry], np.int32))
+    columns, errors, done = run(*order.arrays(), np.zeros(8, np.uint8), one, one, np.array([0], np.int32))
+    assert done == 1 and len(errors) == 0 and len(columns) == len(order.layout.columns)
