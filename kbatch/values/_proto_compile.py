@@ -29,7 +29,8 @@ with presence (proto2, proto3 ``optional``, oneof members, messages) are null. A
 holding its zero is null unless ``emit_default_values``. A
 recursive message is refused unless ``recursive_depth`` (Spark's ``recursive.fields.max.depth``)
 is given: a message type then occurs at most that many times on a path, deeper fields are
-dropped (1 drops every recursive field; a map whose values are dropped is dropped whole). Groups (proto2) are skipped.
+dropped (1 drops every recursive field; a map whose values are dropped is dropped whole).
+Groups (proto2) are skipped.
 """
 
 from __future__ import annotations
