@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,84 +86,85 @@ def field_of(program: ProtoProgram, path: str) -> int:
 
 
 MSG, FIELD = 7, 10
-# each: what to break (on lists m, f, a, cd; consts bytes c; and the program p), the reason expected
+Break = Callable[[ProtoProgram, list[int], list[int], list[int], list[int]], Any]
+
+
+def word(table: str, at: Any, value: Any) -> Break:
+    """Set a word of ``table`` (``m``, ``f``, ``a``, ``cd``): ``at`` and ``value`` are numbers,
+    or functions of the program and the tables (``value`` may read the table as it was)."""
+    def breaks(p: ProtoProgram, m: list[int], f: list[int], a: list[int], cd: list[int]) -> None:
+        tables = {"m": m, "f": f, "a": a, "cd": cd}
+        where = at(p, **tables) if callable(at) else at
+        tables[table][where] = value(p, **tables) if callable(value) else value
+    return breaks
+
+
+def fw(path: str, k: int, value: Any) -> Break:
+    """Set word ``k`` of the field at ``path``."""
+    return word("f", lambda p, **_: FIELD * field_of(p, path) + k, value)
+
+
+def aux_of(path: str, k: int, plus: int, value: Any) -> Break:
+    """Set ``aux[field word k + plus]`` of the field at ``path`` (its enum table, oneof list)."""
+    return word("a", lambda p, f, **_: f[FIELD * field_of(p, path) + k] + plus, value)
+
+
+def both(*breaks: Break) -> Break:
+    return lambda *args: [b(*args) for b in breaks]
+
+
+# each: what to break in ORDER's program, and the reason expected
 BAD = [
     ("msgs-shape", lambda p, m, f, a, cd: m.pop(), "message table has"),
     ("fields-shape", lambda p, m, f, a, cd: f.pop(), "field table has"),
-    ("kind", lambda p, m, f, a, cd: cd.__setitem__(4 * 2, 7), "kind 7 is not one"),
-    ("width", lambda p, m, f, a, cd: cd.__setitem__(4 * 1 + 1, 3), "FIXEDW width 3"),
-    ("pre-order", lambda p, m, f, a, cd: cd.__setitem__(4 * 1 + 2, 5), "not an earlier column"),
-    ("leaf-parent", lambda p, m, f, a, cd: cd.__setitem__(4 * 7 + 2, 6), "which has no children"),
-    ("list-children", lambda p, m, f, a, cd: cd.__setitem__(4 * 8 + 2, 4), "LIST column with 2 children"),
-    ("msg-column-range", lambda p, m, f, a, cd: m.__setitem__(0, 99), "struct column 99 is out of range"),
-    ("msg-column-kind", lambda p, m, f, a, cd: m.__setitem__(MSG, 6), "not STRUCT"),
-    ("msg-column-shared", lambda p, m, f, a, cd: m.__setitem__(2 * MSG, m[MSG]), "is message 1's too"),
-    ("root", lambda p, m, f, a, cd: (m.__setitem__(0, m[3 * MSG]), m.__setitem__(3 * MSG, 0)),
-     "is not the root column 0"),
-    ("struct-no-message", lambda p, m, f, a, cd: cd.__setitem__(4 * 2, 5), "STRUCT column that is no message's"),
-    ("field-range", lambda p, m, f, a, cd: m.__setitem__(2, 100), r"fields \[7, 107\) lie outside"),
-    ("dense-range", lambda p, m, f, a, cd: m.__setitem__(3, len(a)), "dense table aux"),
-    ("dense-foreign", lambda p, m, f, a, cd: a.__setitem__(m[3], 3), "dense entry 0 .* is 3, not -1"),
-    ("dense-miss", lambda p, m, f, a, cd: a.__setitem__(m[3] + 1, -1), "number 1 has dense entry -1"),
-    ("msg-subtree", lambda p, m, f, a, cd: a.__setitem__(m[5] + 2, 7), "subtree list at aux"),
-    ("field-subtree", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.customer") + 9, 0),
-     r"field 8 \(value.customer\): subtree list"),
-    ("number-zero", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.id"), 0), "number 0 is outside"),
-    ("number-twice", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.customer"), 1),
-     "number 1 is field 7 .*'s too"),
-    ("flags", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.id") + 4, 64), "flags 64"),
-    ("column-range", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.id") + 2, 99),
-     "column column 99 is out of range"),
-    ("column-parent", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.customer") + 2, 6),
-     "column 6 is not a child of its message's struct column 0"),
-    ("list", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.nums[]") + 3, 16),
-     "not a LIST whose one child is its item column 16"),
-    ("repeated-emit", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.nums[]") + 4, 1 | 4),
-     "emitted zero on a repeated field"),
-    ("singular-item", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.customer") + 3, 3),
-     "singular field's item column 3 is not its column 2"),
-    ("default-message", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.at") + 4, 2 | 16),
-     "on type 30, not a scalar"),
-    ("wrapped", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.maybe") + 6, 14),
-     "wrapped type 14"),
-    ("type", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.customer") + 1, 10),
-     "type 10 is not one the kernel decodes"),
-    ("width-of-type", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.id") + 1, 5),
-     "type 5 writes kind 2 width 4, but item column 1 is kind 2 width 8"),
-    ("kind-of-type", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.id") + 1, 9),
-     "type 9 writes kind 3"),
-    ("child-range", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.inner") + 5, 9),
-     "child message 9 is out of range"),
-    ("child-column", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.inner") + 5, 1),
-     "child message 1's struct column 5 is not the field's item column 24"),
-    ("enum-aux", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.status") + 5, len(a) - 1),
-     "enum table aux"),
-    ("enum-consts", lambda p, m, f, a, cd: a.__setitem__(f[FIELD * field_of(p, "value.status") + 5] + 4, 1000),
-     "enum name 0 consts"),
-    ("enum-prefix", lambda p, m, f, a, cd: a.__setitem__(f[FIELD * field_of(p, "value.status") + 5] + 2, 65),
-     "enum prefix of 65 bytes"),
-    ("default-aux", lambda p, m, f, a, cd: (f.__setitem__(FIELD * field_of(p, "value.customer") + 4, 2 | 16),
-                                            f.__setitem__(FIELD * field_of(p, "value.customer") + 6, len(a))),
+    ("kind", word("cd", 4 * 2, 7), "kind 7 is not one"),
+    ("width", word("cd", 4 * 1 + 1, 3), "FIXEDW width 3"),
+    ("pre-order", word("cd", 4 * 1 + 2, 5), "not an earlier column"),
+    ("leaf-parent", word("cd", 4 * 7 + 2, 6), "which has no children"),
+    ("list-children", word("cd", 4 * 8 + 2, 4), "LIST column with 2 children"),
+    ("msg-column-range", word("m", 0, 99), "struct column 99 is out of range"),
+    ("msg-column-kind", word("m", MSG, 6), "not STRUCT"),
+    ("msg-column-shared", word("m", 2 * MSG, lambda p, m, **_: m[MSG]), "is message 1's too"),
+    ("root", both(word("m", 0, lambda p, m, **_: m[3 * MSG]), word("m", 3 * MSG, 0)), "is not the root column 0"),
+    ("struct-no-message", word("cd", 4 * 2, 5), "STRUCT column that is no message's"),
+    ("field-range", word("m", 2, 100), r"fields \[7, 107\) lie outside"),
+    ("dense-range", word("m", 3, lambda p, a, **_: len(a)), "dense table aux"),
+    ("dense-foreign", word("a", lambda p, m, **_: m[3], 3), "dense entry 0 .* is 3, not -1"),
+    ("dense-miss", word("a", lambda p, m, **_: m[3] + 1, -1), "number 1 has dense entry -1"),
+    ("msg-subtree", word("a", lambda p, m, **_: m[5] + 2, 7), "subtree list at aux"),
+    ("field-subtree", fw("value.customer", 9, 0), r"field 8 \(value.customer\): subtree list"),
+    ("number-zero", fw("value.id", 0, 0), "number 0 is outside"),
+    ("number-twice", fw("value.customer", 0, 1), "number 1 is field 7 .*'s too"),
+    ("flags", fw("value.id", 4, 64), "flags 64"),
+    ("column-range", fw("value.id", 2, 99), "column column 99 is out of range"),
+    ("column-parent", fw("value.customer", 2, 6), "column 6 is not a child of its message's struct column 0"),
+    ("list", fw("value.nums[]", 3, 16), "not a LIST whose one child is its item column 16"),
+    ("repeated-emit", fw("value.nums[]", 4, 1 | 4), "emitted zero on a repeated field"),
+    ("singular-item", fw("value.customer", 3, 3), "singular field's item column 3 is not its column 2"),
+    ("default-message", fw("value.at", 4, 2 | 16), "on type 30, not a scalar"),
+    ("wrapped", fw("value.maybe", 6, 14), "wrapped type 14"),
+    ("type", fw("value.customer", 1, 10), "type 10 is not one the kernel decodes"),
+    ("width-of-type", fw("value.id", 1, 5), "type 5 writes kind 2 width 4, but item column 1 is kind 2 width 8"),
+    ("kind-of-type", fw("value.id", 1, 9), "type 9 writes kind 3"),
+    ("child-range", fw("value.inner", 5, 9), "child message 9 is out of range"),
+    ("child-column", fw("value.inner", 5, 1), "child message 1's struct column 5 is not the field's item column 24"),
+    ("enum-aux", fw("value.status", 5, lambda p, a, **_: len(a) - 1), "enum table aux"),
+    ("enum-consts", aux_of("value.status", 5, 4, 1000), "enum name 0 consts"),
+    ("enum-prefix", aux_of("value.status", 5, 2, 65), "enum prefix of 65 bytes"),
+    ("default-aux", both(fw("value.customer", 4, 2 | 16), fw("value.customer", 6, lambda p, a, **_: len(a))),
      "default aux"),
-    ("default-consts", lambda p, m, f, a, cd: (f.__setitem__(FIELD * field_of(p, "value.customer") + 4, 2 | 16),
-                                               f.__setitem__(FIELD * field_of(p, "value.customer") + 6, len(a)),
-                                               a.extend([5000, 3])),
-     "default consts"),
-    ("oneof-aux", lambda p, m, f, a, cd: f.__setitem__(FIELD * field_of(p, "value.card") + 7, len(a)),
-     "oneof siblings aux"),
-    ("oneof-foreign", lambda p, m, f, a, cd: a.__setitem__(f[FIELD * field_of(p, "value.card") + 7], 0),
-     "oneof sibling 0 is not another singular field"),
-    ("oneof-self", lambda p, m, f, a, cd: a.__setitem__(f[FIELD * field_of(p, "value.card") + 7],
-                                                         field_of(p, "value.card")),
+    ("default-consts", both(fw("value.customer", 4, 2 | 16), fw("value.customer", 6, lambda p, a, **_: len(a)),
+                            lambda p, m, f, a, cd: a.extend([5000, 3])), "default consts"),
+    ("oneof-aux", fw("value.card", 7, lambda p, a, **_: len(a)), "oneof siblings aux"),
+    ("oneof-foreign", aux_of("value.card", 7, 0, 0), "oneof sibling 0 is not another singular field"),
+    ("oneof-self", aux_of("value.card", 7, 0, lambda p, **_: field_of(p, "value.card")),
      "oneof sibling 16 is not another"),
-    ("written-twice", lambda p, m, f, a, cd: f.__setitem__(slice(FIELD * field_of(p, "value.customer") + 2,
-                                                                 FIELD * field_of(p, "value.customer") + 4),
-                                                           [18, 18]) or
-     f.__setitem__(FIELD * field_of(p, "value.customer") + 9, f[FIELD * field_of(p, "value.card") + 9]),
+    ("written-twice", both(fw("value.customer", 2, 18), fw("value.customer", 3, 18),
+                           fw("value.customer", 9, lambda p, f, **_: f[FIELD * field_of(p, "value.card") + 9])),
      "column 18 is written by field 8 .* too"),
     ("written-by-none", lambda p, m, f, a, cd: cd.extend([2, 8, 0, 1]),
      "column 28 under its struct column 0 is written by none of its fields"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("rule", "breaks", "reason"), BAD, ids=[b[0] for b in BAD])
