@@ -309,8 +309,7 @@ def decode_records(
             i = lo + int(row["record"])
             messages[i] = _kernel_error(program, row, column, source, i, int(ids[i]),
                                         int(f.start[i] - source.raw_start[i]))
-    if stop_at_first and messages:
-        raise messages[min(messages)]
+    _raise_first(messages, stop_at_first)
     if sum(done for _, _, done in results) != n:  # pragma: no cover - only on an error, raised above
         raise RuntimeError("the value kernel stopped early")
     arrays = [build_array(program.layout, columns) for columns, _, _ in results]
@@ -352,6 +351,14 @@ def _front_errors(source: _Source, column: str, ids: npt.NDArray[np.int32], by_i
     return messages
 
 
+def _raise_first(messages: dict[int, ValueDecodeError], stop_at_first: bool) -> None:
+    """``errors="raise"``: the error of the first bad record, whichever step found it (framing, the
+    registry, the decoder), so every language raises the same one; each caller merges the
+    decoder's errors into ``messages`` (from :func:`_front_errors`) before."""
+    if stop_at_first and messages:
+        raise messages[min(messages)]
+
+
 def _assemble(source: _Source, column: str, value: Any, ids: npt.NDArray[np.int32], plain: bool) -> pa.Table:
     """The table's columns with ``column`` the decoded values, then ``<column>_schema_id``."""
     n = len(ids)
@@ -387,17 +394,16 @@ def _decode_json(source: _Source, ids: npt.NDArray[np.int32], live: npt.NDArray[
         usable &= live
     messages = _front_errors(source, column, ids, by_id, named, unknown, guid_unknown, foreign, "JSON",
                              live & ~usable)
-    if stop_at_first and messages:
-        raise messages[min(messages)]
     sel = np.flatnonzero(usable)
+    if stop_at_first and messages:  # only the bodies before the first error found so far can come first
+        sel = sel[sel < min(messages)]
     parsed, bad = parse_json_values(_as_uint8(f.data), f.start[sel], f.length[sel], value_type, column=column,
                                     stop_at_first=stop_at_first)
     for k, (reason, path) in bad.items():
         i = int(sel[k])
         messages[i] = ValueDecodeError(reason, offset=source.offset(i), partition=source.partition(i),
                                        topic=source.topic(i), schema_id=int(ids[i]), path=path)
-    if stop_at_first and messages:
-        raise messages[min(messages)]
+    _raise_first(messages, stop_at_first)
     if len(sel) == n:
         value = parsed
     else:
@@ -431,8 +437,7 @@ def _decode_protobuf(source: _Source, ids: npt.NDArray[np.int32], live: npt.NDAr
         messages[i] = ValueDecodeError(reason, offset=source.offset(i), partition=source.partition(i),
                                        topic=source.topic(i), schema_id=int(ids[i]), path=path,
                                        position=position + frame if position >= 0 else -1)
-    if stop_at_first and messages:
-        raise messages[min(messages)]
+    _raise_first(messages, stop_at_first)
     value = build_array(done.program.layout, done.columns)
     return Decoded(_assemble(source, column, value, ids, not indexed), messages)
 

@@ -48,6 +48,8 @@ import pyarrow.json as pj
 
 from kbatch.arrow import binary_column
 
+from ._json_read import read_json
+
 try:
     import orjson
 
@@ -299,9 +301,8 @@ class _Parser:
         newlines: slower)."""
         rows = len(starts)
         try:
-            table = pj.read_json(pa.BufferReader(buf),
-                                 read_options=pj.ReadOptions(use_threads=self.use_threads, block_size=self.block_size),
-                                 parse_options=self.options[careful])
+            table = read_json(buf, pj.ReadOptions(use_threads=self.use_threads, block_size=self.block_size),
+                              self.options[careful])
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise _Failure(self._error(exc)) from None
         if table.num_rows != rows:
@@ -348,8 +349,6 @@ class _Parser:
         """One record's row, or its ``(reason, path)``."""
         if not body.strip():
             return ("empty value: not a JSON object", self.column)
-        if body.lstrip().startswith(b"null"):  # pyarrow 26's reader crashes on a text that starts so
-            return ("a JSON null: not a JSON object", self.column)
         try:
             body.decode("utf-8")
         except UnicodeDecodeError:

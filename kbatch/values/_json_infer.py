@@ -12,9 +12,9 @@ form ``--save-value-schema`` saves and ``--value-schema`` reads back. The rules 
   time in the sample may hold anything later);
 - a field that is null in every sampled value, or only ever an empty object, is a string (Spark
   types such a field ``string`` too); a later non-string value there is a per-record error;
-- a value that does not parse is left out of the sample, and so is one whose field is of another
-  kind than in the values before it (a number, then text): the kind met first wins, and the
-  other values are errors of their records when decoded. Give the schema
+- a value that does not parse (or is not UTF-8) is left out of the sample, and so is one whose
+  field is of another kind than in the values before it (a number, then text): the kind met first
+  wins, and the other values are errors of their records when decoded. Give the schema
   (``--value-schema``) when the sample cannot tell.
 
 >>> import numpy as np
@@ -26,7 +26,6 @@ form ``--save-value-schema`` saves and ``--value-schema`` reads back. The rules 
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import numpy as np
@@ -35,6 +34,7 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 from ._errors import JsonSchemaError
+from ._json_read import read_json
 from ._json_schema import arrow_to_json_schema
 
 __all__ = ["SAMPLE_RECORDS", "infer_json_schema"]
@@ -57,6 +57,10 @@ def infer_json_schema(data: Any, starts: npt.NDArray[np.int64], lengths: npt.NDA
     bodies = [b for b in bodies if b.strip()]
     if not bodies:
         raise JsonSchemaError(f"no {column} to infer a schema from: give one (--value-schema)")
+    sampled = len(bodies)
+    bodies = [b for b in bodies if _utf8(b)]  # pyarrow would name a field by bytes that are no text
+    if not bodies:
+        raise JsonSchemaError(f"none of the first {sampled} {column}s is UTF-8 text")
     try:
         t = _infer(b"\n".join(bodies) + b"\n")
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -80,8 +84,16 @@ def infer_json_schema(data: Any, starts: npt.NDArray[np.int64], lengths: npt.NDA
     return {"$schema": "http://json-schema.org/draft-07/schema#", **schema}
 
 
+def _utf8(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _infer(text: bytes) -> pa.StructType:
-    table = pj.read_json(io.BytesIO(text), read_options=pj.ReadOptions(use_threads=False))
+    table = read_json(text, pj.ReadOptions(use_threads=False))
     return pa.struct(list(table.schema))
 
 

@@ -29,7 +29,8 @@ with presence (proto2, proto3 ``optional``, oneof members, messages) are null. A
 holding its zero is null unless ``emit_default_values``. A
 recursive message is refused unless ``recursive_depth`` (Spark's ``recursive.fields.max.depth``)
 is given: a message type then occurs at most that many times on a path, deeper fields are
-dropped (1 drops every recursive field). Groups (proto2) are skipped.
+dropped (1 drops every recursive field; a map whose values are dropped is dropped whole).
+Groups (proto2) are skipped.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import pyarrow as pa
 from ._avro_layout import Column, Layout
 from ._errors import ProtobufSchemaError
 from ._proto_schema import ProtoSchema
+from ._proto_verify import verify_proto
 from ._protokernel import FLAGS, KINDS, TYPES, WORDS
 
 __all__ = ["ProtoLayout", "ProtoProgram"]
@@ -127,15 +129,22 @@ class ProtoProgram:
         self.consts = bytearray()
         self._enums: dict[str, int] = {}
         self._instance(schema.descriptor(), -1, True, "value", "value", [], map_entry=False)
+        arrays = (np.asarray(self.msgs, dtype=np.int32).reshape(-1),
+                  np.asarray(self.fields or [[0] * FIELD_WORDS], dtype=np.int32).reshape(-1),
+                  np.asarray(self.aux or [0], dtype=np.int32),
+                  np.frombuffer(bytes(self.consts) or b"\0", dtype=np.uint8),
+                  np.asarray(self.layout.coldesc(), dtype=np.int32))
+        verify_proto(*arrays, paths=self.paths)  # once; the kernel then trusts them, read-only
+        for a in arrays:
+            a.flags.writeable = False
+        self._arrays = arrays
 
     def arrays(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32],
                               npt.NDArray[np.uint8], npt.NDArray[np.int32]]:
-        """``(msgs, fields, aux, consts, coldesc)`` as the kernel takes them."""
-        return (np.asarray(self.msgs, dtype=np.int32).reshape(-1),
-                np.asarray(self.fields or [[0] * FIELD_WORDS], dtype=np.int32).reshape(-1),
-                np.asarray(self.aux or [0], dtype=np.int32),
-                np.frombuffer(bytes(self.consts) or b"\0", dtype=np.uint8),
-                np.asarray(self.layout.coldesc(), dtype=np.int32))
+        """``(msgs, fields, aux, consts, coldesc)`` as the kernel takes them: verified by
+        :func:`~kbatch.values._proto_verify.verify_proto` when the program was built, and
+        read-only."""
+        return self._arrays
 
     # ------------------------------------------------------------ layout
 
@@ -192,12 +201,11 @@ class ProtoProgram:
                map_entry: bool) -> tuple[list[int], str] | None:
         """A field's table row (with its oneof key last) and its path; None: dropped."""
         mt = fd.message_type if fd.type == _MESSAGE else None
-        if mt is not None and mt.full_name in stack and not _well_known(mt.full_name):
-            if self.depth < 0:
-                raise ProtobufSchemaError(
-                    f"recursive message {mt.full_name} at {path}: give recursive_depth "
-                    f"(Spark's recursive.fields.max.depth) to cut it")
-            if stack.count(mt.full_name) >= self.depth:
+        if self._cut(mt, path, stack):
+            return None
+        if mt is not None and mt.GetOptions().map_entry:  # a map whose values are cut is dropped whole
+            value = mt.fields_by_name["value"]
+            if self._cut(value.message_type if value.type == _MESSAGE else None, f"{path}[].value", stack):
                 return None
         repeated = bool(fd.is_repeated)
         presence = bool(getattr(fd, "has_presence", False)) and not repeated
@@ -229,6 +237,16 @@ class ProtoProgram:
                 inner = self._default(fd, ftype)
             row = [fd.number, ftype, item, item, flags, child, inner, 0, 0, self._subtree(item)]
         return [*row, oneof_key], path
+
+    def _cut(self, mt: Any, path: str, stack: list[str]) -> bool:
+        """Whether a field of message type ``mt`` (None: not a message) at ``path`` is dropped
+        by ``recursive_depth``; a recursive one without it is refused."""
+        if mt is None or mt.full_name not in stack or _well_known(mt.full_name):
+            return False
+        if self.depth < 0:
+            raise ProtobufSchemaError(f"recursive message {mt.full_name} at {path}: give recursive_depth "
+                                      f"(Spark's recursive.fields.max.depth) to cut it")
+        return stack.count(mt.full_name) >= self.depth
 
     def _value(self, fd: Any, mt: Any, parent: int, name: str, nullable: bool, path: str, stack: list[str],
                is_map: bool) -> tuple[int, int, int, int]:

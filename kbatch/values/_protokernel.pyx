@@ -277,6 +277,7 @@ cdef int _put(Machine* m, Col* c, int t, const int32_t* f, uint64_t v, const uin
     """Append one value of type ``t`` (read as ``v``, or ``n`` bytes at ``s``) to column ``c``."""
     cdef int64_t x
     cdef int32_t i32
+    cdef uint32_t u32
     cdef float fv
     cdef const int32_t* table
     cdef int k, count
@@ -289,9 +290,9 @@ cdef int _put(Machine* m, Col* c, int t, const int32_t* f, uint64_t v, const uin
         (<int64_t*>c.vals)[c.n] = x
     elif t == T_INT32 or t == T_UINT32 or t == T_FIXED32 or t == T_SFIXED32 or t == T_ENUM_INT:
         (<int32_t*>c.vals)[c.n] = <int32_t><uint32_t>v
-    elif t == T_SINT32:
-        i32 = <int32_t>(<uint32_t>(v >> 1) ^ -<uint32_t>(v & 1))
-        (<int32_t*>c.vals)[c.n] = i32
+    elif t == T_SINT32:  # the low 32 bits, then zigzag (upb, protobuf-java: an over-long varint too)
+        u32 = <uint32_t>v
+        (<int32_t*>c.vals)[c.n] = <int32_t>((u32 >> 1) ^ -(u32 & 1))
     elif t == T_FLOAT:
         i32 = <int32_t><uint32_t>v
         memcpy(c.vals + c.n * 4, &i32, 4)
@@ -319,7 +320,7 @@ cdef int _put(Machine* m, Col* c, int t, const int32_t* f, uint64_t v, const uin
 cdef int _put_time(Machine* m, Col* c, int t, const uint8_t* p, const uint8_t* end) noexcept nogil:
     """A Timestamp or Duration message (seconds = 1, nanos = 2) as microseconds."""
     cdef uint64_t tag, v, seconds = 0, nanos = 0
-    cdef int64_t n = 0, us, s
+    cdef int64_t n = 0, us, s, q, t_s, r
     cdef int e
     while p < end:
         e = _uvarint(&p, end, &tag)
@@ -335,11 +336,29 @@ cdef int _put_time(Machine* m, Col* c, int t, const uint8_t* p, const uint8_t* e
             e = _skip(<int>(tag & 7), tag >> 3, &p, end, 0)
         if e:
             return e
+    # us = seconds * 10**6 + nanos / 1000 (int32 nanos, the quotient truncated, as Spark), exactly
+    # or E_OVERFLOW: with q = t' * 10**6 + r (|r| < 10**6), us = t * 10**6 + r where t = seconds + t';
+    # t and r are brought to one sign, then us fits int64 iff t * 10**6 + r lies in
+    # [-9223372036854 * 10**6 - 775808, 9223372036854 * 10**6 + 775807]; no step overflows
     s = <int64_t>seconds
-    if s > <int64_t>9223372036854LL or s < -<int64_t>9223372036854LL:
+    if s > <int64_t>9223372036857LL or s < -<int64_t>9223372036857LL:  # |q| < 3 * 10**6: out whatever q is
         m.err_detail = s
         return E_OVERFLOW
-    us = s * 1000000 + <int32_t><uint32_t>nanos // 1000
+    q = <int32_t><uint32_t>nanos // 1000
+    t_s = s + q // 1000000
+    r = q % 1000000
+    if t_s > 0 and r < 0:
+        t_s -= 1
+        r += 1000000
+    elif t_s < 0 and r > 0:
+        t_s += 1
+        r -= 1000000
+    if (t_s > <int64_t>9223372036854LL or t_s < -<int64_t>9223372036854LL
+            or (t_s == <int64_t>9223372036854LL and r > 775807)
+            or (t_s == -<int64_t>9223372036854LL and r < -775808)):
+        m.err_detail = s
+        return E_OVERFLOW
+    us = t_s * 1000000 + r
     if _slot(c, 1):
         return E_MEMORY
     (<int64_t*>c.vals)[c.n] = us
@@ -568,9 +587,13 @@ def run(
     const int32_t[::1] entry,
     bint stop_on_error=False,
 ):
-    """Decode records ``i`` with ``entry[i] >= 0`` (the message instance, 0: the root) from
-    ``data[starts[i]:starts[i] + lengths[i]]``; the others are null. Returns ``(columns,
-    errors, done)`` as the Avro kernel's ``run``."""
+    """Decode records ``i`` with ``entry[i] == 0`` (the root message) from
+    ``data[starts[i]:starts[i] + lengths[i]]``; the others (-1) are null. Returns ``(columns,
+    errors, done)`` as the Avro kernel's ``run``.
+
+    The program (``msgs`` .. ``coldesc``) is trusted: it must be one that
+    :func:`kbatch.values._proto_verify.verify_proto` accepted, as every
+    ``ProtoProgram.arrays()`` is (the one source of programs for this kernel)."""
     cdef Py_ssize_t nrec = len(entry)
     cdef int ncols = len(coldesc) // 4
     if len(starts) != nrec or len(lengths) != nrec:
@@ -580,7 +603,7 @@ def run(
     cdef Py_ssize_t i
     cdef int c
     for i in range(nrec):
-        if entry[i] >= <int32_t>(len(msgs) // MSG_WORDS) or (entry[i] >= 0 and (
+        if entry[i] > 0 or entry[i] < -1 or (entry[i] == 0 and (
                 starts[i] < 0 or lengths[i] < 0 or starts[i] + lengths[i] > <int64_t>len(data))):
             raise ValueError(f"record {i}: entry or (start, length) out of range")
     for c in range(ncols):

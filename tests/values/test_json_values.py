@@ -7,8 +7,11 @@ from __future__ import annotations
 import datetime
 import json
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pytest
@@ -444,3 +447,48 @@ def test_a_value_longer_than_pyarrows_block_decodes() -> None:
     out = values.decode(table_of(vals), registry())
     assert [v["id"] for v in out.column("value").to_pylist()] == [1, 2, 3]
     assert len(out.column("value").to_pylist()[1]["customer"]) == 3 << 20
+
+
+@pytest.mark.parametrize("first", [b"null", b" \tnull", b"nullx"])
+def test_plain_json_inference_of_a_null_value_does_not_crash(first: bytes) -> None:
+    # issue 34 item 3: pyarrow.json's reader crashed the process on a text starting with null; the
+    # inference path reached it unguarded (run in a child so that a crash fails the test)
+    code = f"""
+import numpy as np
+from kbatch import values
+bodies = [{first!r}, b'{{"a": 1}}', {first!r}]
+data = b"".join(bodies)
+lengths = np.array([len(b) for b in bodies])
+starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+print(values.infer_json_schema(data, starts, lengths)["properties"])
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "{'a': {'type': ['integer', 'null']}}" in done.stdout
+
+
+def test_plain_json_inference_leaves_out_values_that_are_not_utf8() -> None:
+    # issue 34 item 5: a non-UTF-8 object key reached pyarrow's field names: UnicodeDecodeError
+    bodies = [b'{"\xff": 1}', b'{"a": {"\xff\xfe": 1}}', b'{"a": 1, "b": "x"}']
+    starts = np.cumsum([0] + [len(b) for b in bodies[:-1]])
+    lengths = np.array([len(b) for b in bodies])
+    got = values.infer_json_schema(b"".join(bodies), starts, lengths)
+    assert got["properties"] == {"a": {"type": ["integer", "null"]}, "b": {"type": ["string", "null"]}}
+    with pytest.raises(values.JsonSchemaError, match="none of the first 2 values is UTF-8 text"):
+        values.infer_json_schema(b"".join(bodies[:2]), starts[:2], lengths[:2])
+    out = values.decode(table_of(bodies), None, format="json", errors="null")
+    assert out.column("value").to_pylist()[2] == {"a": 1, "b": "x"}
+    assert ["invalid UTF-8" in e for e in out.column("value_error").to_pylist()[:2]] == [True, True]
+
+
+def test_errors_raise_names_the_first_bad_record_not_a_later_framing_error() -> None:
+    # issue 34 item 6: a later record's framing error was raised before the bodies were parsed
+    vals = [framed(1, b'{"id": 1, "customer": "a"}'), framed(1, b'{"id": "x", "customer": "b"}'), b"\x07junk"]
+    with pytest.raises(ValueDecodeError) as info:
+        values.decode(table_of(vals), registry())
+    assert info.value.offset == 1 and "changed from number to string" in info.value.reason
+    with pytest.raises(ValueDecodeError) as info:  # a framing error first is still the one raised
+        values.decode(table_of([vals[0], vals[2], vals[1]]), registry())
+    assert info.value.offset == 1 and "changed from number" not in info.value.reason
+    out = values.decode(table_of(vals), registry(), errors="null")
+    assert [e is not None for e in out.column("value_error").to_pylist()] == [False, True, True]

@@ -228,3 +228,37 @@ def test_the_real_schemas_topic_loads():
     reg = Registry.from_log_dirs(REAL_LOGS / "spooldir")
     assert reg.keytypes == {"NOOP": 63}
     assert reg.notes == [] and reg.subjects() == [] and reg.listing() == []
+
+
+def test_records_nested_too_deeply_are_noted_and_skipped(tmp_path):
+    # issue 34 item 5: json.loads raised RecursionError out of the replay
+    deep = b"[" * 100_000 + b"]" * 100_000
+    reg = registry_of(tmp_path, [
+        (deep, b"{}"),
+        (b'{"keytype": "SCHEMA", "subject": "x", "version": 1, "magic": 1}', b'{"a": ' + deep + b"}"),
+        st.schema("ok", 1, 1, AVRO_V1),
+    ])
+    assert reg.subjects() == ["ok"]
+    assert reg.notes == ["offset 0: key is not JSON (nested too deeply to read), record skipped",
+                         "offset 1: SCHEMA value is not JSON (nested too deeply to read), record skipped"]
+
+
+def test_a_lone_surrogate_in_a_schema_text(tmp_path):
+    # issue 34 item 5: a schema text holding "\ud800" (valid JSON in the _schemas record) raised
+    # UnicodeEncodeError from its GUID; Java's getBytes(UTF_8) writes it "?", and a compiler
+    # that cannot take it says so as its schema error
+    from kbatch.values import JsonSchemaError, ProtobufSchemaError, compile_proto, json_schema_type
+
+    lone = "\ud800"
+    avro = AVRO_V1.replace('"Order"', f'"Order", "doc": "{lone}"')
+    proto = f'syntax = "proto3"; message M {{ string a = 1; }} // {lone}'
+    js = json.dumps({"type": "object", "properties": {lone: {"type": "string"}}}, ensure_ascii=False)
+    reg = registry_of(tmp_path, [st.schema("a", 1, 1, avro), st.schema("p", 1, 2, proto, schema_type="PROTOBUF"),
+                                 st.schema("j", 1, 3, js, schema_type="JSON")])
+    assert reg.notes == [] and reg.subjects() == ["a", "j", "p"]
+    text = reg.schema(2).text
+    assert "\ud800" in text and reg.schema_by_guid(guid_of(text.replace("\ud800", "?"))).id == 2
+    with pytest.raises(ProtobufSchemaError, match="schema 2 is not valid Unicode: a lone surrogate at character"):
+        compile_proto(reg.schema(2))
+    with pytest.raises(JsonSchemaError, match=r"a property name that is not valid Unicode .* at #/properties/\\ud800"):
+        json_schema_type(reg.schema(3))
