@@ -91,6 +91,22 @@ class AvroProgram:
         self.paths.append(self._path)
         return len(self.code) - 1
 
+    def _mark(self) -> tuple[int, ...]:
+        """Where everything the compiler queues stands now (see :meth:`_rollback`)."""
+        return (len(self.code), len(self.aux), len(self.consts), len(self.messages), len(self._subroutines),
+                len(self._skip_calls))
+
+    def _rollback(self, mark: tuple[int, ...]) -> None:
+        """Undo everything emitted or queued since ``mark``: the code and its paths, the aux and
+        constant entries, the messages, and the CALLs and GOSUBs waiting to be patched (a queued
+        patch outliving its instruction would be written into whatever code comes next there).
+        The one rollback of the compiler: a NULLABLE that turns out longer than one instruction,
+        and a writer that turns out unresolvable. The queues only grow between a mark and its
+        rollback (:meth:`_drain` empties them wholly, after every mark of one writer but its own)."""
+        code, aux, consts, messages, subroutines, skip_calls = mark
+        del self.code[code:], self.paths[code:], self.aux[aux:], self.consts[consts:], self.messages[messages:]
+        del self._subroutines[subroutines:], self._skip_calls[skip_calls:]
+
     def _fail(self, message: str) -> None:
         self.messages.append(message)
         self._op(FAIL, len(self.messages) - 1)
@@ -129,17 +145,14 @@ class AvroProgram:
     def add_writer(self, writer: AvroType) -> int:
         """Compile the code of ``writer`` against the reader; returns its entry instruction."""
         entry = len(self.code)
-        mark = (len(self.aux), len(self.consts), len(self.messages))
+        mark = self._mark()
         self._path = "value"
         try:
             self._emit(writer, self.layout.root, [])
             self._op(END)
             self._drain()
         except AvroSchemaError as exc:
-            del self.code[entry:], self.paths[entry:], self.aux[mark[0]:], self.consts[mark[1]:]
-            del self.messages[mark[2]:]
-            self._subroutines.clear()
-            self._skip_calls.clear()
+            self._rollback(mark)
             self._path = "value"
             self._fail(str(exc))
             self._op(END)
@@ -251,12 +264,13 @@ class AvroProgram:
         k = best_branch(w.branches[null], s.type)
         if k < 0 or s.type.branches[k].kind != "null":
             return False
+        mark = self._mark()
         start = len(self.code)
         self._op(NULLABLE, null, col)
         self._emit(w.branches[1 - null], s, stack)
         if len(self.code) - start == 2 and self.code[start + 1][0] in _ONE_VALUE:
             return True
-        del self.code[start:], self.paths[start:]  # more than one instruction: the general union
+        self._rollback(mark)  # more than one instruction: the general union
         return False
 
     def _null_slots(self, col: int) -> None:
@@ -438,7 +452,12 @@ def best_branch(w: AvroType, r: AvroType) -> int:
 
 
 def min_size(t: AvroType, seen: frozenset[str] = frozenset()) -> int:
-    """The fewest bytes a value of ``t`` is written in (what bounds an item count)."""
+    """The fewest bytes a value of ``t`` is written in (what bounds an item count), at most
+    2**30 (an int32 operand, a map's key byte added; a smaller bound is still a bound)."""
+    return min(_min_size(t, seen), 1 << 30)
+
+
+def _min_size(t: AvroType, seen: frozenset[str]) -> int:
     kind = t.kind
     if kind == "null":
         return 0
@@ -452,7 +471,7 @@ def min_size(t: AvroType, seen: frozenset[str] = frozenset()) -> int:
         if t.name in seen:
             return 1
         inner = seen | {t.name or ""}
-        return sum(min_size(f.type, inner) for f in t.fields)
+        return sum(_min_size(f.type, inner) for f in t.fields)
     return 1
 
 
