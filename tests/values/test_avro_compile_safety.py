@@ -137,3 +137,33 @@ def test_a_decimal_fixed_s_precision_bound_is_java_s_and_fastavro_s(size: int, m
     fastavro.parse_schema(fixed(size, logicalType="decimal", precision=most))
     with pytest.raises(fastavro.schema.SchemaParseException):
         fastavro.parse_schema(fixed(size, logicalType="decimal", precision=most + 1))
+
+
+LISTS = record("R", [{"name": "a", "type": {"type": "array", "items": "int"}},
+                     {"name": "m", "type": {"type": "map", "values": "long"}}])
+
+
+def blocks(count: int, size: int, items: bytes) -> bytes:
+    """An array or map block of ``count`` items written with a negative count and a byte size."""
+    return write({"type": "long"}, -count) + write({"type": "long"}, size) + items
+
+
+DIFFERS = "block's byte size differs from the bytes of its items"
+
+
+@pytest.mark.parametrize(("sizes", "reason"), [
+    ((3, 3), DIFFERS), ((1, 3), DIFFERS), ((0, 3), DIFFERS), ((2, 4), DIFFERS), ((2, 2), DIFFERS),
+    ((2, 5), "truncated value"), ((99, 3), "truncated value")])  # fmt: skip
+def test_a_block_s_byte_size_must_be_the_bytes_of_its_items(sizes: tuple[int, int], reason: str) -> None:
+    """Java Avro and fastavro may skip a block by its size: a size that is not its items' bytes
+    (corrupt) is an error for the record naming the field, never a value other readers differ on."""
+    a_size, m_size = sizes
+    body = blocks(2, a_size, b"\x02\x04") + b"\x00" + blocks(1, m_size, b"\x02k\x06") + b"\x00"
+    good = blocks(2, 2, b"\x02\x04") + b"\x00" + blocks(1, 3, b"\x02k\x06") + b"\x00"
+    assert fastavro.schemaless_reader(__import__("io").BytesIO(good), fastavro.parse_schema(LISTS), None) == \
+        {"a": [1, 2], "m": {"k": 3}}
+    out = values.decode(table_of([framed(1, good), framed(1, body)]), registry_of(LISTS), errors="null")
+    rows, errs = out.column("value").to_pylist(), out.column("value_error").to_pylist()
+    assert rows[0] == {"a": [1, 2], "m": [("k", 3)]} and errs[0] is None
+    assert rows[1] is None
+    assert f"{reason}" in errs[1] and ("at value.a" if a_size != 2 else "at value.m") in errs[1], errs[1]
