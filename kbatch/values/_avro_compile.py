@@ -38,6 +38,7 @@ from ._avro_layout import Layout, Slot
 from ._avro_schema import NO_DEFAULT, AvroType, parse_avro_schema
 from ._avrokernel import OPS
 from ._errors import AvroSchemaError
+from ._verify import verify_avro
 
 __all__ = ["AvroProgram", "encode_default", "folded", "min_size"]
 
@@ -80,9 +81,13 @@ class AvroProgram:
         self._subroutines: list[tuple[int, AvroType, Slot, str]] = []
         self._skip_calls: list[tuple[int, AvroType]] = []
         self._entries: dict[Any, int] = {}
+        #: Where records may start: the null record's entry and each writer's (verified).
+        self.entries: list[int] = []
+        self._verified: tuple[int, tuple[Any, ...]] | None = None
         self.null_entry = len(self.code)
         self._null_slots(self.layout.root.col)
         self._op(END)
+        self.entries.append(self.null_entry)
 
     # ------------------------------------------------------------ assembly
 
@@ -113,11 +118,26 @@ class AvroProgram:
 
     def arrays(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.uint8],
                               npt.NDArray[np.int32]]:
-        """``(program, aux, consts, coldesc)`` as the kernel takes them."""
-        program = np.asarray(self.code, dtype=np.int32).reshape(-1)
-        aux = np.asarray(self.aux or [0], dtype=np.int32)
-        consts = np.frombuffer(bytes(self.consts) or b"\0", dtype=np.uint8)
-        return program, aux, consts, np.asarray(self.layout.coldesc(), dtype=np.int32)
+        """``(program, aux, consts, coldesc)`` as the kernel takes them (read-only), verified
+        (:func:`~kbatch.values._verify.verify_avro`) once per version of the program (the code
+        only grows, by :meth:`add_writer` and :meth:`add_failure`): the only way to the kernel.
+
+        Raises
+        ------
+        ProgramError
+            When the verifier refuses the program (a bug of this compiler).
+        """
+        if self._verified is None or self._verified[0] != len(self.code):
+            program = np.asarray(self.code, dtype=np.int32).reshape(-1)
+            aux = np.asarray(self.aux or [0], dtype=np.int32)
+            consts = np.frombuffer(bytes(self.consts) or b"\0", dtype=np.uint8)
+            coldesc = np.asarray(self.layout.coldesc(), dtype=np.int32)
+            for array in (program, aux, coldesc):
+                array.setflags(write=False)  # (consts: a view of bytes, read-only already)
+            verify_avro(program, aux, consts, coldesc, self.entries, len(self.messages), self.paths)
+            self._verified = (len(self.code), (program, aux, consts, coldesc))
+        program, aux, consts, coldesc = self._verified[1]
+        return program, aux, consts, coldesc
 
     def add_writer_schema(self, schema: Any) -> int:
         """:meth:`add_writer` for a registry :class:`~kbatch.values.Schema`, compiled once per
@@ -140,6 +160,7 @@ class AvroProgram:
         self._path = "value"
         self._fail(message)
         self._op(END)
+        self.entries.append(entry)
         return entry
 
     def add_writer(self, writer: AvroType) -> int:
@@ -156,6 +177,7 @@ class AvroProgram:
             self._path = "value"
             self._fail(str(exc))
             self._op(END)
+        self.entries.append(entry)
         return entry
 
     def _drain(self) -> None:
