@@ -77,9 +77,12 @@ _WRITES: dict[int, tuple[int, int]] = {OPS[k]: v for k, v in {
 _MAX_PRECISION = 38
 
 # An abstract state: the open loops, innermost last, each ``(array_pc, column, writes)`` with
-# ``writes`` the sorted ``(column, times)`` written in the current item (the outermost,
-# ``array_pc`` -1, is the record's or the subroutine's own).
-_Frame = tuple[int, int, tuple[tuple[int, int], ...]]
+# ``writes`` the columns written in the current item (the outermost frame, ``array_pc`` -1, is
+# the record's or the subroutine's own) as a persistent list, newest first: ``(column, rest,
+# length)`` or None. A write is O(1); paths that meet share the list up to where they parted,
+# so comparing them costs only what each wrote since (:func:`_difference`).
+_Writes = tuple[int, Any, int] | None
+_Frame = tuple[int, int, _Writes]
 _State = tuple[_Frame, ...]
 
 
@@ -236,8 +239,8 @@ class _Verifier:
                 out.update(self.slots(child))
         return out
 
-    def written(self, pc: int, writes: tuple[tuple[int, int], ...], want: dict[int, int], where: str) -> None:
-        got = dict(writes)
+    def written(self, pc: int, writes: _Writes, want: dict[int, int], where: str) -> None:
+        got = _counts(writes)
         if got != want:
             bad = sorted((c, got.get(c, 0), want.get(c, 0)) for c in got.keys() | want.keys()
                          if got.get(c, 0) != want.get(c, 0))
@@ -270,7 +273,7 @@ class _Verifier:
             assumed = self.pending.pop(start)
             if not rets:
                 raise self.fail(pc, f"the subroutine at {start} never returns (no RET)")
-            effect = rets[0][1][0][2]
+            effect = tuple(sorted(_counts(rets[0][1][0][2]).items()))
             for ret, state in rets[1:]:
                 self.written(ret, state[0][2], dict(effect), f"RET of the subroutine at {start}: its other RETs "
                                                              f"write otherwise")
@@ -282,12 +285,24 @@ class _Verifier:
             raise self.fail(pc, f"the GOSUB subroutine at {start} writes columns (a skip writes none)")
         return effect
 
+    def meet(self, pc: int, first: _State, then: _State) -> None:
+        """Two paths meeting at ``pc`` must be in the same loops and have written the same."""
+        if len(first) != len(then) or any(f[:2] != t[:2] for f, t in zip(first, then, strict=True)):
+            raise self.fail(pc, f"paths meet here in different loops (of the ARRAYs at "
+                                f"{[f[0] for f in first[1:]]} and {[t[0] for t in then[1:]]})")
+        for f, t in zip(first, then, strict=True):
+            diff = _difference(f[2], t[2])
+            if diff:
+                raise self.fail(pc, "paths meet here with different writes: " + ", ".join(
+                    f"column {c} {abs(n)} more times on the {'first' if n > 0 else 'other'}"
+                    for c, n in sorted(diff.items())))
+
     def walk(self, start: int, sub: bool) -> list[tuple[int, _State]]:
         """Every path from ``start`` (an entry, or a subroutine when ``sub``), each instruction
         once per state: the ENDs (RETs) reached and the states there."""
         seen: dict[int, _State] = {}
         ends: list[tuple[int, _State]] = []
-        work: list[tuple[int, int, _State]] = [(start, start, ((-1, -1, ()),))]
+        work: list[tuple[int, int, _State]] = [(start, start, ((-1, -1, None),))]
         code = self.code
         while work:
             came, pc, state = work.pop()
@@ -297,8 +312,7 @@ class _Verifier:
             if owner != start:
                 raise self.fail(came, f"goes to instruction {pc}, in the code of the entry or subroutine at {owner}")
             if pc in seen:
-                if seen[pc] != state:
-                    raise self.fail(pc, f"paths meet here with different writes or loops: {seen[pc]} and {state}")
+                self.meet(pc, seen[pc], state)
                 continue
             seen[pc] = state
             op, a, b, _ = code[pc]
@@ -321,7 +335,7 @@ class _Verifier:
                 ends.append((pc, state))
             elif op == ARRAY:
                 work.append((pc, b, state if a < 0 else _write(state, a)))  # no items: the exit
-                work.append((pc, pc + 1, (*state, (pc, a, ()))))
+                work.append((pc, pc + 1, (*state, (pc, a, None))))
             elif op == LOOP:
                 array, col, writes = state[-1]
                 if array < 0:
@@ -342,7 +356,33 @@ class _Verifier:
 def _write(state: _State, *cols: int) -> _State:
     """``state`` with one more write to each of ``cols`` in the innermost loop's item."""
     array, col, writes = state[-1]
-    counts = dict(writes)
     for c in cols:
-        counts[c] = counts.get(c, 0) + 1
-    return (*state[:-1], (array, col, tuple(sorted(counts.items()))))
+        writes = (c, writes, 1 if writes is None else writes[2] + 1)
+    return (*state[:-1], (array, col, writes))
+
+
+def _counts(writes: _Writes) -> dict[int, int]:
+    """How many times each column is in ``writes``."""
+    out: dict[int, int] = {}
+    while writes is not None:
+        out[writes[0]] = out.get(writes[0], 0) + 1
+        writes = writes[1]
+    return out
+
+
+def _difference(a: _Writes, b: _Writes) -> dict[int, int]:
+    """The columns written a different number of times in ``a`` and ``b`` (``a``'s count minus
+    ``b``'s), walking each back only to the list they share."""
+    diff: dict[int, int] = {}
+    la = 0 if a is None else a[2]
+    lb = 0 if b is None else b[2]
+    while a is not b:
+        if la >= lb:
+            assert a is not None
+            diff[a[0]] = diff.get(a[0], 0) + 1
+            a, la = a[1], la - 1
+        else:
+            assert b is not None
+            diff[b[0]] = diff.get(b[0], 0) - 1
+            b, lb = b[1], lb - 1
+    return {c: n for c, n in diff.items() if n}
