@@ -591,7 +591,7 @@ cdef int _run(Machine* m) noexcept nogil:
                 e = E_DEPTH
                 break
             f = &m.stack[m.depth]
-            if p < end and p[0] < 0x80 and not (p[0] & 1) and ins[3] > 0 and (p[0] >> 1) * ins[3] <= end - p - 1:
+            if p < end and p[0] < 0x80 and not (p[0] & 1) and ins[3] > 0 and (p[0] >> 1) * <int64_t>ins[3] <= end - p - 1:
                 v = p[0] >> 1  # a one-byte count that fits the bytes left: the common case
                 p += 1
                 f.block_end = NULL

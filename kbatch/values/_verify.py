@@ -134,6 +134,12 @@ class _Verifier:
                 raise ProgramError(f"column {c}: parent {p} (columns are in pre-order, the root first)")
             if p >= 0:
                 self.children[p].append(c)
+        for c in range(n):
+            kind = self.kind[c]
+            if kind not in _KIND_NAMES or (kind == FIXEDW and self.width[c] < 1) \
+                    or (kind == LIST and self.children[c] != [c + 1]):
+                raise ProgramError(f"column {c}: kind {kind}, width {self.width[c]}, children {self.children[c]} "
+                                   f"(a known kind; a fixed width of 1 byte or more; a list's one child after it)")
         self.folded = [self.kind[c] == STRUCT and not self.nullable[c] and c + 1 < n and self.parent[c + 1] == c
                        for c in range(n)]
         self.owner: dict[int, int] = {}  # instruction -> the entry or subroutine whose code it is

@@ -224,6 +224,10 @@ BAD: list[tuple[str, list[list[int]], str, dict[str, Any]]] = [
     ("long_mul by zero", edit(8, [OP["LONG_MUL"], 1, 0, 0]), r"factor operand b=0 is not positive", {}),
     ("nullable branch", edit(8, [OP["NULLABLE"], 2, 1, 0], [OP["LONG"], 1, 0, 0]), r"null branch a=2 is neither 0", {}),
     ("bad column tree", GOOD, r"column 2: parent 5", {"cols": [*COLS[:10], 5, *COLS[11:]]}),
+    ("unknown column kind", GOOD, r"column 7: kind 9", {"cols": [*COLS[:28], 9, *COLS[29:]]}),
+    ("zero width", GOOD, r"column 1: kind 2, width 0", {"cols": [*COLS[:5], 0, *COLS[6:]]}),
+    ("list without its child", GOOD, r"column 3: kind 4, width 0, children \[\]",
+     {"cols": [*COLS[:18], 0, *COLS[19:]]}),
     # 2. control flow
     ("ret in an entry", edit(15, RET), r"instruction 15 \(RET .*RET outside a subroutine", {}),
     ("end in a subroutine", edit(9, [OP["CALL"], SUB, 0, 1], code=sub([OP["END"], 0, 0, 0])),
