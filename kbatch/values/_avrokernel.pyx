@@ -28,6 +28,10 @@ indices (for the field path); its partial output is rolled back (every column's 
 derived again from the record index through the parents' offsets) and the record becomes a
 null. Nothing here creates a Python object per record or field, and the GIL is released
 while records are decoded.
+
+The program itself is trusted: its operands index the columns, ``aux``, the constants and the
+code unchecked. Only programs that ``kbatch.values._verify.verify_avro`` accepted are run
+(``AvroProgram.arrays`` hands out nothing else); its docstring is the safety argument.
 """
 
 cimport cython
