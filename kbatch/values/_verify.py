@@ -8,6 +8,8 @@ CPython's ``_validate`` checks a compiled regular expression before its matcher 
 (``Modules/_sre/sre.c``). :func:`verify_avro` refuses a program (:class:`ProgramError`, naming
 the instruction's index, its field path and the operand) unless all of this holds:
 
+0. **Columns**: ``coldesc`` in pre-order with the root first, each of a known kind, a fixed width
+   of one byte or more, a list's one child right after it (the kernel's ``LOOP`` counts it there).
 1. **Operands in range** (a static pass over every instruction, reached or not): the opcode is
    one of ``OPS``; a column operand names a column of ``coldesc`` of the kind (and width) the
    op writes (``STRING`` a binary/string column, ``STRUCT`` a struct column, ``ARRAY`` a list
