@@ -38,6 +38,7 @@ from ._avro_layout import Layout, Slot
 from ._avro_schema import NO_DEFAULT, AvroType, parse_avro_schema
 from ._avrokernel import OPS
 from ._errors import AvroSchemaError
+from ._verify import verify_avro
 
 __all__ = ["AvroProgram", "encode_default", "folded", "min_size"]
 
@@ -80,9 +81,13 @@ class AvroProgram:
         self._subroutines: list[tuple[int, AvroType, Slot, str]] = []
         self._skip_calls: list[tuple[int, AvroType]] = []
         self._entries: dict[Any, int] = {}
+        #: Where records may start: the null record's entry and each writer's (verified).
+        self.entries: list[int] = []
+        self._verified: tuple[int, tuple[Any, ...]] | None = None
         self.null_entry = len(self.code)
         self._null_slots(self.layout.root.col)
         self._op(END)
+        self.entries.append(self.null_entry)
 
     # ------------------------------------------------------------ assembly
 
@@ -91,17 +96,48 @@ class AvroProgram:
         self.paths.append(self._path)
         return len(self.code) - 1
 
+    def _mark(self) -> tuple[int, ...]:
+        """Where everything the compiler queues stands now (see :meth:`_rollback`)."""
+        return (len(self.code), len(self.aux), len(self.consts), len(self.messages), len(self._subroutines),
+                len(self._skip_calls))
+
+    def _rollback(self, mark: tuple[int, ...]) -> None:
+        """Undo everything emitted or queued since ``mark``: the code and its paths, the aux and
+        constant entries, the messages, and the CALLs and GOSUBs waiting to be patched (a queued
+        patch outliving its instruction would be written into whatever code comes next there).
+        The one rollback of the compiler: a NULLABLE that turns out longer than one instruction,
+        and a writer that turns out unresolvable. The queues only grow between a mark and its
+        rollback (:meth:`_drain` empties them wholly, after every mark of one writer but its own)."""
+        code, aux, consts, messages, subroutines, skip_calls = mark
+        del self.code[code:], self.paths[code:], self.aux[aux:], self.consts[consts:], self.messages[messages:]
+        del self._subroutines[subroutines:], self._skip_calls[skip_calls:]
+
     def _fail(self, message: str) -> None:
         self.messages.append(message)
         self._op(FAIL, len(self.messages) - 1)
 
     def arrays(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.uint8],
                               npt.NDArray[np.int32]]:
-        """``(program, aux, consts, coldesc)`` as the kernel takes them."""
-        program = np.asarray(self.code, dtype=np.int32).reshape(-1)
-        aux = np.asarray(self.aux or [0], dtype=np.int32)
-        consts = np.frombuffer(bytes(self.consts) or b"\0", dtype=np.uint8)
-        return program, aux, consts, np.asarray(self.layout.coldesc(), dtype=np.int32)
+        """``(program, aux, consts, coldesc)`` as the kernel takes them (read-only), verified
+        (:func:`~kbatch.values._verify.verify_avro`) once per version of the program (the code
+        only grows, by :meth:`add_writer` and :meth:`add_failure`): the only way to the kernel.
+
+        Raises
+        ------
+        ProgramError
+            When the verifier refuses the program (a bug of this compiler).
+        """
+        if self._verified is None or self._verified[0] != len(self.code):
+            program = np.asarray(self.code, dtype=np.int32).reshape(-1)
+            aux = np.asarray(self.aux or [0], dtype=np.int32)
+            consts = np.frombuffer(bytes(self.consts) or b"\0", dtype=np.uint8)
+            coldesc = np.asarray(self.layout.coldesc(), dtype=np.int32)
+            for array in (program, aux, coldesc):
+                array.setflags(write=False)  # (consts: a view of bytes, read-only already)
+            verify_avro(program, aux, consts, coldesc, self.entries, len(self.messages), self.paths)
+            self._verified = (len(self.code), (program, aux, consts, coldesc))
+        program, aux, consts, coldesc = self._verified[1]
+        return program, aux, consts, coldesc
 
     def add_writer_schema(self, schema: Any) -> int:
         """:meth:`add_writer` for a registry :class:`~kbatch.values.Schema`, compiled once per
@@ -124,25 +160,24 @@ class AvroProgram:
         self._path = "value"
         self._fail(message)
         self._op(END)
+        self.entries.append(entry)
         return entry
 
     def add_writer(self, writer: AvroType) -> int:
         """Compile the code of ``writer`` against the reader; returns its entry instruction."""
         entry = len(self.code)
-        mark = (len(self.aux), len(self.consts), len(self.messages))
+        mark = self._mark()
         self._path = "value"
         try:
             self._emit(writer, self.layout.root, [])
             self._op(END)
             self._drain()
         except AvroSchemaError as exc:
-            del self.code[entry:], self.paths[entry:], self.aux[mark[0]:], self.consts[mark[1]:]
-            del self.messages[mark[2]:]
-            self._subroutines.clear()
-            self._skip_calls.clear()
+            self._rollback(mark)
             self._path = "value"
             self._fail(str(exc))
             self._op(END)
+        self.entries.append(entry)
         return entry
 
     def _drain(self) -> None:
@@ -251,12 +286,13 @@ class AvroProgram:
         k = best_branch(w.branches[null], s.type)
         if k < 0 or s.type.branches[k].kind != "null":
             return False
+        mark = self._mark()
         start = len(self.code)
         self._op(NULLABLE, null, col)
         self._emit(w.branches[1 - null], s, stack)
         if len(self.code) - start == 2 and self.code[start + 1][0] in _ONE_VALUE:
             return True
-        del self.code[start:], self.paths[start:]  # more than one instruction: the general union
+        self._rollback(mark)  # more than one instruction: the general union
         return False
 
     def _null_slots(self, col: int) -> None:
@@ -438,7 +474,12 @@ def best_branch(w: AvroType, r: AvroType) -> int:
 
 
 def min_size(t: AvroType, seen: frozenset[str] = frozenset()) -> int:
-    """The fewest bytes a value of ``t`` is written in (what bounds an item count)."""
+    """The fewest bytes a value of ``t`` is written in (what bounds an item count), at most
+    2**30 (an int32 operand, a map's key byte added; a smaller bound is still a bound)."""
+    return min(_min_size(t, seen), 1 << 30)
+
+
+def _min_size(t: AvroType, seen: frozenset[str]) -> int:
     kind = t.kind
     if kind == "null":
         return 0
@@ -452,7 +493,7 @@ def min_size(t: AvroType, seen: frozenset[str] = frozenset()) -> int:
         if t.name in seen:
             return 1
         inner = seen | {t.name or ""}
-        return sum(min_size(f.type, inner) for f in t.fields)
+        return sum(_min_size(f.type, inner) for f in t.fields)
     return 1
 
 

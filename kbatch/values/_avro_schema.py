@@ -21,6 +21,7 @@ parsed first into the same table of names, then the schema itself.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,9 @@ from ._errors import AvroSchemaError
 
 __all__ = ["NO_DEFAULT", "PRIMITIVES", "AvroField", "AvroType", "parse_avro", "parse_avro_schema"]
 
+#: The largest fixed size (Java's ``Schema.createFixed`` takes an int): every size and count
+#: the compiler derives from one fits the kernel's int32 operands.
+MAX_FIXED_SIZE = 2**31 - 1
 PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 NAMED = ("record", "error", "enum", "fixed")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -217,8 +221,9 @@ class _Parser:
         node = AvroType("record" if kind == "error" else kind, name=full, aliases=aliases)
         if kind == "fixed":
             size = obj.get("size")
-            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-                raise AvroSchemaError(f"fixed {full!r} needs a size >= 0")
+            if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FIXED_SIZE:
+                raise AvroSchemaError(f"fixed {full!r} needs a size from 0 to {MAX_FIXED_SIZE} "
+                                      f"(Java's int), got {size!r}")
             node.size = size
             self.define(node)
             self.logical(node, obj)
@@ -274,7 +279,10 @@ class _Parser:
 
 
 def _max_precision(size: int) -> int:
-    """The most decimal digits a ``size``-byte two's complement number holds."""
+    """The most decimal digits a ``size``-byte two's complement number holds: the spec's (and
+    Java's ``LogicalTypes.Decimal.maxPrecision``) ``floor(log10(2^(8n-1) - 1))``, computed as
+    fastavro does, ``floor(log10(2) * (8n - 1))`` (the same for every size: ``2^k`` is never a
+    power of ten), without the ``8n``-bit integer (``size`` is at most :data:`MAX_FIXED_SIZE`)."""
     if size <= 0:
         return 0
-    return len(str(2 ** (8 * size - 1) - 1)) - 1  # floor(log10(2^(8n-1) - 1)), as the spec says
+    return math.floor(math.log10(2) * (8 * size - 1))

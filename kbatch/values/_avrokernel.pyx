@@ -28,6 +28,10 @@ indices (for the field path); its partial output is rolled back (every column's 
 derived again from the record index through the parents' offsets) and the record becomes a
 null. Nothing here creates a Python object per record or field, and the GIL is released
 while records are decoded.
+
+The program itself is trusted: its operands index the columns, ``aux``, the constants and the
+code unchecked. Only programs that ``kbatch.values._verify.verify_avro`` accepted are run
+(``AvroProgram.arrays`` hands out nothing else); its docstring is the safety argument.
 """
 
 cimport cython
@@ -99,6 +103,7 @@ cdef enum Err:
     E_PRECISION = 18
     E_UUID = 19
     E_TIME = 20
+    E_BLOCK_SIZE = 21
 
 include "_columns.pxi"
 
@@ -138,6 +143,7 @@ ERRORS = {
     E_PRECISION: "decimal has more digits than its precision",
     E_UUID: "uuid string is not 8-4-4-4-12 (or 32) hex digits",
     E_TIME: "time of day outside [00:00, 24:00)",
+    E_BLOCK_SIZE: "array or map block's byte size differs from the bytes of its items",
 }
 #: Loop indices kept per error (for the field path).
 MAX_PATH = 8
@@ -153,6 +159,10 @@ cdef struct Frame:
     int64_t remaining
     int64_t items
     int64_t min_size
+    # a block written with a negative count carries its byte size: where its items must end
+    # (NULL: a block without one), checked when the block's last item is read
+    const uint8_t* block_end
+    int64_t block_size
 
 
 cdef struct Call:
@@ -318,10 +328,12 @@ cdef inline int _length(Machine* m, int64_t size, const uint8_t* p, const uint8_
 
 
 cdef const uint8_t* _count(Machine* m, const uint8_t* p, const uint8_t* end, int64_t min_size, int64_t items,
-                          int64_t* out, int* err) noexcept nogil:
+                          int64_t* out, Frame* f, int* err) noexcept nogil:
     """The next block's item count, checked against the bytes left (or max_items); returns
-    where reading goes on, or NULL with ``err`` set."""
+    where reading goes on, or NULL with ``err`` set. A block of a negative count (``-count``
+    items, then their byte size) sets ``f.block_end`` (else NULL) for its end to be checked."""
     cdef int64_t count, size
+    f.block_end = NULL
     cdef int e = _varint(&p, end, &count)
     if e:
         err[0] = e
@@ -336,10 +348,12 @@ cdef const uint8_t* _count(Machine* m, const uint8_t* p, const uint8_t* end, int
         if e:
             err[0] = e
             return NULL
-        if size < 0:
-            m.err_detail = size
-            err[0] = E_NEG_LENGTH
+        e = _length(m, size, p, end)
+        if e:
+            err[0] = e
             return NULL
+        f.block_end = p + size
+        f.block_size = size
     if count:
         if min_size > 0:
             # count <= bytes left first, so the product cannot overflow (no division here)
@@ -580,11 +594,13 @@ cdef int _run(Machine* m) noexcept nogil:
             if m.depth >= MAX_DEPTH:
                 e = E_DEPTH
                 break
-            if p < end and p[0] < 0x80 and not (p[0] & 1) and ins[3] > 0 and (p[0] >> 1) * ins[3] <= end - p - 1:
+            f = &m.stack[m.depth]
+            if p < end and p[0] < 0x80 and not (p[0] & 1) and ins[3] > 0 and (p[0] >> 1) * <int64_t>ins[3] <= end - p - 1:
                 v = p[0] >> 1  # a one-byte count that fits the bytes left: the common case
                 p += 1
+                f.block_end = NULL
             else:
-                q = _count(m, p, end, ins[3], 0, &vs, &e)
+                q = _count(m, p, end, ins[3], 0, &vs, f, &e)
                 if q == NULL:
                     break
                 p = q
@@ -599,7 +615,6 @@ cdef int _run(Machine* m) noexcept nogil:
                     c.n += 1
                 pc = ins[2]
             else:
-                f = &m.stack[m.depth]
                 m.depth += 1
                 f.col = ins[1]
                 f.body = pc + 1
@@ -614,11 +629,15 @@ cdef int _run(Machine* m) noexcept nogil:
             if f.remaining > 0:
                 pc = f.body
                 continue
+            if f.block_end != NULL and p != f.block_end:  # (corrupt) where readers skipping by size go elsewhere
+                m.err_detail = f.block_size
+                e = E_BLOCK_SIZE
+                break
             if p < end and p[0] == 0:  # the end of the items: the common case
                 v = 0
                 p += 1
             else:
-                q = _count(m, p, end, f.min_size, f.items, &vs, &e)
+                q = _count(m, p, end, f.min_size, f.items, &vs, f, &e)
                 if q == NULL:
                     break
                 p = q
