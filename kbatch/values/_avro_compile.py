@@ -38,7 +38,7 @@ from ._avro_layout import Layout, Slot
 from ._avro_schema import NO_DEFAULT, AvroType, parse_avro_schema
 from ._avrokernel import OPS
 from ._errors import AvroSchemaError
-from ._verify import verify_avro
+from ._avro_verify import verify_avro
 
 __all__ = ["AvroProgram", "encode_default", "folded", "min_size"]
 
@@ -119,7 +119,7 @@ class AvroProgram:
     def arrays(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.uint8],
                               npt.NDArray[np.int32]]:
         """``(program, aux, consts, coldesc)`` as the kernel takes them (read-only), verified
-        (:func:`~kbatch.values._verify.verify_avro`) once per version of the program (the code
+        (:func:`~kbatch.values._avro_verify.verify_avro`) once per version of the program (the code
         only grows, by :meth:`add_writer` and :meth:`add_failure`): the only way to the kernel.
 
         Raises

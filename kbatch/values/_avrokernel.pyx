@@ -30,7 +30,7 @@ null. Nothing here creates a Python object per record or field, and the GIL is r
 while records are decoded.
 
 The program itself is trusted: its operands index the columns, ``aux``, the constants and the
-code unchecked. Only programs that ``kbatch.values._verify.verify_avro`` accepted are run
+code unchecked. Only programs that ``kbatch.values._avro_verify.verify_avro`` accepted are run
 (``AvroProgram.arrays`` hands out nothing else); its docstring is the safety argument.
 """
 
