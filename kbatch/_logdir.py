@@ -191,6 +191,8 @@ class LogDir:
             if not found:
                 self._no_segment(loc, subdirs)
         self.segments = sorted(found, key=lambda s: s.base_offset)
+        for seg in self.segments[:-1]:
+            seg.active = False  # only the last segment may end inside a batch (a torn write)
         for seg in self.segments:
             self.notes.extend(f"{seg.path.name}: {n}" for n in seg.notes)
             seg.note_to = self.notes  # and what a seek finds later (index entries that lie)
