@@ -687,10 +687,11 @@ class Segment:
         return heads["position"].tolist(), nxt, at_end
 
     def frame_headers(
-        self, pos: int, max_bytes: int, on_corruption: OnCorruption = "raise"
+        self, pos: int, max_bytes: int, on_corruption: OnCorruption = "raise", *, record: bool = True
     ) -> tuple[npt.NDArray[Any], int, bool]:
         """:meth:`frame` with the batches' header rows (:data:`kbatch.BATCH_DTYPE`, as :meth:`scan`
-        gives them) instead of their positions: (rows, next position, at end)."""
+        gives them) instead of their positions: (rows, next position, at end). ``record=False``:
+        a range skipped is not recorded in :attr:`skipped` (a look at the end, not a read)."""
         sc = self._scan
         if sc is not None and len(sc) and not self.skipped:  # reuse the cached scan
             starts, ends = self._scan_bounds
@@ -717,7 +718,8 @@ class Segment:
             raise err
         if nxt < 0:
             nxt = self._resync(stop)
-        self._skip(stop, nxt - stop, err.reason)
+        if record:
+            self._skip(stop, nxt - stop, err.reason)
         return heads, nxt, nxt >= self.size
 
     def _resync(self, pos: int) -> int:
@@ -886,7 +888,7 @@ class Segment:
             pos = self.index_position(1 << 62)
             b = np.zeros(0, dtype=BATCH_DTYPE)
             while True:
-                more, pos, at_end = self.frame_headers(pos, 1 << 62, "skip")
+                more, pos, at_end = self.frame_headers(pos, 1 << 62, "skip", record=False)
                 b = more[-1:] if len(more) else b
                 if at_end:
                     break
