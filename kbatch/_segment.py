@@ -319,6 +319,7 @@ class Segment:
         #: write); :class:`LogDir` clears it on every segment but its last.
         self.active = True
         self.note_to: list[str] | None = None
+        self._framed_to = (-1, -1)  # (end position, last offset) of the batches framed last
         self._lies: dict[str, int] = {}
         self._plugin_indexes: dict[str, bytes] = {}
         self._check_manifest()
@@ -704,6 +705,14 @@ class Segment:
         else:
             heads, stop, err, more = scan_headers(self.data, pos, self.size, max_bytes, self.path)
         nxt = -1
+        back = self._goes_back(heads)
+        if back is not None:  # offsets go back: a corrupt baseOffset (not covered by the CRC)
+            k, back_err = back
+            at = int(heads["position"][k])
+            heads, stop, nxt, err = heads[:k], at, at + LOG_OVERHEAD + int(heads["batch_length"][k]), back_err
+        elif len(heads):
+            end = int(heads["position"][-1]) + LOG_OVERHEAD + int(heads["batch_length"][-1])
+            self._framed_to = (end, int(heads["base_offset"][-1]) + int(heads["last_offset_delta"][-1]))
         if err is None:
             if more or stop >= self.size:
                 return heads, stop, not more
@@ -721,6 +730,36 @@ class Segment:
         if record:
             self._skip(stop, nxt - stop, err.reason)
         return heads, nxt, nxt >= self.size
+
+    def _goes_back(self, heads: npt.NDArray[Any]) -> tuple[int, CorruptRecordError] | None:
+        """The first batch of ``heads`` whose offsets do not follow the batch before it, and the
+        error, or None. Offsets rise through a log (compaction removes batches and records but
+        keeps the order), and the CRC does not cover ``baseOffset``: a batch starting at or below
+        the last offset of the batch before it, or below the segment's base offset, has a
+        corrupt one. The odd one out is blamed: the batch before when this one follows the batch
+        before that (a ``baseOffset`` corrupted upwards)."""
+        n = len(heads)
+        if n == 0:
+            return None
+        base = heads["base_offset"].astype(np.int64)
+        last = base + heads["last_offset_delta"].astype(np.int64)
+        first = int(heads["position"][0])
+        prev = self._framed_to[1] if self._framed_to[0] == first and first > 0 else self.base_offset - 1
+        before = np.concatenate(([prev], last[:-1]))
+        bad = np.flatnonzero(base <= before)
+        if len(bad) == 0:
+            return None
+        k = int(bad[0])
+        earlier = prev if k == 1 else int(last[k - 2]) if k >= 2 else None
+        if earlier is not None and int(base[k]) > earlier:
+            k -= 1  # this batch follows the one before the last: that one is the odd one out
+            what = f"baseOffset {int(base[k])} is past the next batch's ({int(base[k + 1])})"
+        else:
+            what = f"baseOffset {int(base[k])} is not past the offset {int(before[k])} before it"
+        at = int(heads["position"][k])
+        reason = (f"the batch at byte {at}: {what}: offsets never go back in a log (compaction keeps their "
+                  "order), a corrupt baseOffset")
+        return k, _corrupt(self.path, reason, at, "baseOffset", at)
 
     def _resync(self, pos: int) -> int:
         """The next position after ``pos`` where a RecordBatch with a valid CRC starts (or the end)."""

@@ -693,3 +693,24 @@ def test_a_corrupt_batch_length_in_the_last_segment_is_damage(tmp_path: Path) ->
     seg_path.write_bytes(raw[: batches[-1][0] + 500])
     table = open_log(path).read()
     assert len(table) == 19750 and table.truncated
+
+
+@pytest.mark.parametrize("bad", [1 << 40, 0], ids=["up", "down"])
+def test_a_base_offset_that_goes_back_is_damage_not_a_gap(tmp_path: Path, bad: int) -> None:
+    # the CRC does not cover baseOffset: offsets that do not rise (compaction keeps their order)
+    # are a corrupt one, blamed on the batch that is out of line, never a gap of compaction
+    path = small_log(tmp_path)
+    seg_path = path / "00000000000000000000.log"
+    raw = bytearray(seg_path.read_bytes())
+    pos, size = frames(bytes(raw))[7][:2]
+    raw[pos : pos + 8] = struct.pack(">q", bad)
+    seg_path.write_bytes(raw)
+    log = open_log(path)
+    with pytest.raises(CorruptRecordError) as info:
+        log.read()
+    assert info.value.field == "baseOffset" and info.value.batch_position == pos and str(seg_path) in str(info.value)
+    log = open_log(path)
+    table = log.read(on_corruption="skip")
+    assert table.records["offset"].tolist() == [o for o in range(60) if not 21 <= o < 24]
+    assert [(s.position, s.length) for s in log.skipped] == [(pos, size)]
+    assert [(u.first, u.end) for u in log.unread()] == [(21, 24)]
