@@ -697,6 +697,24 @@ def _read_ranges(p: Plan, reports: dict[tuple[Any, ...], PartitionReport], conve
     return Ledger(out)
 
 
+def _find_skipped(p: Plan, reports: dict[tuple[Any, ...], PartitionReport], written: dict[tuple[Any, ...], int]
+                  ) -> None:
+    """The batches Spark's executors skipped as corrupt (``--no-fail-on-data-loss``: a CRC that
+    fails, which the driver's header scan cannot see), found again here: a partition that wrote
+    fewer records than its headers promise is read once more on the driver (decoded, nothing
+    written), so that they are in its ``LogDir.skipped`` and the ledger leaves their offsets out."""
+    for d in p.logs:
+        k = range_key(d, p.opts)
+        rep = reports[k]
+        if written.get(k, 0) >= rep.span - rep.control_markers - rep.aborted_records - rep.compacted_offsets \
+                - rep.lost_offsets:
+            continue
+        for a, b in p.pieces.get(k, [p.ranges[k]]):
+            for _table in d.iter_tables(a, b, isolation_level=p.opts.isolation_level, on_corruption="skip",
+                                        verify_crc=p.opts.verify_crc):
+                pass
+
+
 def _reports_and_notes(p: Plan) -> tuple[dict[tuple[Any, ...], PartitionReport], list[str]]:
     """Every partition's report and the notes (then the plan's segments are closed)."""
     try:
@@ -1051,9 +1069,11 @@ def convert_spark(args: argparse.Namespace) -> Summary:
                                              str(sink.staging()))
                 if counts or (values is not None and values.total()) or (len(resumed.held) and len(resumed.converted)):
                     sink.adopt(sum(c[0] for c in counts.values()))
-                    if values is not None and not isinstance(sink, FolderSink):  # dead-letter tables first
-                        values.commit(resumed.converted)
+                    if not p.opts.fail_on_data_loss and not args.where:
+                        _find_skipped(p, reports, {k: c[0] for k, c in counts.items()})
                     converted = _read_ranges(p, reports, resumed.converted)
+                    if values is not None and not isinstance(sink, FolderSink):  # dead-letter tables first
+                        values.commit(converted)
                     commits = sink.commit(resumed.held.advanced(converted), converted)
                 else:
                     sink.abort()  # no _SUCCESS in a folder without data

@@ -28,18 +28,19 @@ def held_offsets(out: Path, fmt: str) -> list[int]:
 
 
 def damage(root: Path, kind: str) -> tuple[Path, bytes, range]:
-    """Damage a copy of ``events-0``: (the file, its bytes before, the offsets it lost)."""
+    """Damage a copy of ``events-0``: (the file, its bytes before, the offsets it lost). ``kind``:
+    ``cut`` (the second segment cut inside its last batch), ``length`` (the first batch of the
+    last segment with a batchLength past the end of the file) or ``crc`` (a value byte of the
+    first batch of the third segment changed: its CRC fails)."""
     segs = sorted((root / "events-0").glob("*.log"))
     assert len(segs) >= 4
-    if kind == "cut":  # the second segment cut inside its last batch
-        seg = segs[1]
-        raw = seg.read_bytes()
-        seg.write_bytes(raw[:-20])
-    else:  # the first batch of the last segment with a batchLength past the end of the file
-        seg = segs[-1]
-        raw = seg.read_bytes()
-        bad = bytearray(raw)
+    seg = {"cut": segs[1], "length": segs[-1], "crc": segs[2]}[kind]
+    raw = seg.read_bytes()
+    bad = bytearray(raw[:-20] if kind == "cut" else raw)
+    if kind == "length":
         bad[8:12] = struct.pack(">i", 1 << 20)
-        seg.write_bytes(bytes(bad))
-    lost_from = int(seg.stem) if kind == "length" else int(segs[2].stem) - 5
+    elif kind == "crc":
+        bad[struct.unpack_from(">i", bad, 8)[0] + 12 - 3] ^= 0xFF  # in the batch's last record
+    seg.write_bytes(bytes(bad))
+    lost_from = int(segs[2].stem) - 5 if kind == "cut" else int(seg.stem)
     return seg, raw, range(lost_from, lost_from + 5)
