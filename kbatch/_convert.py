@@ -237,6 +237,7 @@ class PartitionReport:
     #: the damaged byte ranges skipped: file, bytes [a, b), offsets [x, y) (y None: to the log end), reason
     damaged: list[dict[str, Any]] = field(default_factory=list)
     lost: str = ""  # why the rest of the range was not read (an object gone or cut; --no-fail-on-data-loss)
+    lost_at: int | None = None  # the offset the read stopped at then (the ledger ends there)
     root: str = ""  # the log.dirs root read (with the root columns: --recursive, --replicas all)
     cluster_id: str | None = None  # that root's cluster.id (idem)
     dead_letters: int = 0  # records whose value (or key) did not decode (--values), written as dead letters
@@ -623,7 +624,7 @@ def _report(log: Any, start: int, end: int, opts: Options,
     except StorageError as exc:
         if opts.fail_on_data_loss:
             raise
-        rep.lost = str(exc)
+        rep.lost, rep.lost_at = str(exc), start
         return rep
     if not parts:
         return rep
@@ -689,8 +690,11 @@ def _read_ranges(p: Plan, reports: dict[tuple[Any, ...], PartitionReport], conve
     that the ledger holds only what was read."""
     out = []
     for d in p.logs:
-        gone = _damaged(reports[range_key(d, p.opts)], d)
-        _beyond_copy(reports[range_key(d, p.opts)], d)
+        rep = reports[range_key(d, p.opts)]
+        gone = _damaged(rep, d)
+        if rep.lost_at is not None:  # an object gone or cut since planning: the read stopped there
+            gone.append((rep.lost_at, rep.end))
+        _beyond_copy(rep, d)
         r = converted.get(d.topic, d.partition, d.root if p.opts.root_columns else None)
         if r is not None:
             out.append(r.read(r.start, r.end, gone))
@@ -1144,14 +1148,19 @@ def _arrow_batches(
             rep.records += len(table)
             records += len(table)
             done_bytes += table.consumed_bytes
+            if table.next_offset is not None:
+                reached[range_key(log, opts)] = table.next_offset
         else:  # the partition is done
             rep.skipped_bytes = sum(s.length for s in log.skipped)
             finished_bytes += sum(s.size for s in log.segments)
             done_bytes = max(done_bytes, finished_bytes)
         progress.update(done_bytes, records=records)
 
+    reached: dict[tuple[Any, ...], int] = {}  # the offset each partition's read has reached
+
     def lost(log: Any, exc: KBatchError) -> None:  # --no-fail-on-data-loss: told, not raised
-        reports[range_key(log, opts)].lost = str(exc)
+        rep = reports[range_key(log, opts)]
+        rep.lost, rep.lost_at = str(exc), max(reached.get(range_key(log, opts), rep.start), rep.start)
 
     on_lost = None if opts.fail_on_data_loss else lost
     if not opts.root_columns and not p.pieces:
@@ -1160,6 +1169,9 @@ def _arrow_batches(
     for log in p.logs:  # copies of one partition: ranges by (topic, partition, root); or pieces of a range
         k = range_key(log, opts)
         for piece in p.pieces.get(k, [p.ranges[k]]):
+            if reports[k].lost:  # (the ledger ends where it stopped: no later piece is read)
+                break
+            reached[k] = piece[0]
             batches = read_logs(log, opts, ranges={(log.topic, log.partition): piece}, progress=count, lost=on_lost)
             yield from (with_root(b, log.root, log.cluster_id) for b in batches) if opts.root_columns else batches
 

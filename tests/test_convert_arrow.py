@@ -341,6 +341,10 @@ def test_segment_cut_after_planning_is_reported_without_fail_on_data_loss(tmp_pa
     (p,) = summary["per_partition"]
     assert victim.name in p["lost"] and "the rest not read" in p["why"]
     assert len(read_back(tmp_path / "out")) == 100
+    # the ledger holds what was read, not the planned range: an append goes on from offset 100
+    from kbatch.tables import read_ledger
+
+    assert [(r.start, r.end) for r in read_ledger(tmp_path / "out")[0]] == [(0, 100)]
 
 
 def test_read_committed_says_what_waits_for_an_open_transaction(tmp_path, capsys):
