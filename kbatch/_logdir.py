@@ -670,8 +670,13 @@ class LogDir:
         -------
         RecordTable
             Zero-copy into the mapped segment when one uncompressed chunk holds
-            everything; otherwise a joined copy. A crash-truncated tail ends
-            the log without an error. The same records as without the index
+            everything; otherwise a joined copy. A crash-truncated tail of
+            the last segment (a torn write: nothing valid after it) ends the
+            log without an error; a segment before the last cut inside a
+            batch, or a ``batchLength`` or ``baseOffset`` that cannot be the
+            log's (a valid batch follows, offsets go back), is damage: raised
+            or, with ``on_corruption="skip"``, in :attr:`skipped` (the offsets
+            lost: :meth:`unread`). The same records as without the index
             files: an index entry that does not match the ``.log`` is not used
             and is noted in :attr:`notes`. Its ``topic`` and ``partition`` are this
             directory's, so its Arrow, pandas and Polars forms have them filled in.

@@ -688,11 +688,17 @@ class Segment:
         return heads["position"].tolist(), nxt, at_end
 
     def frame_headers(
-        self, pos: int, max_bytes: int, on_corruption: OnCorruption = "raise", *, record: bool = True
+        self, pos: int, max_bytes: int, on_corruption: OnCorruption = "raise"
     ) -> tuple[npt.NDArray[Any], int, bool]:
         """:meth:`frame` with the batches' header rows (:data:`kbatch.BATCH_DTYPE`, as :meth:`scan`
-        gives them) instead of their positions: (rows, next position, at end). ``record=False``:
-        a range skipped is not recorded in :attr:`skipped` (a look at the end, not a read)."""
+        gives them) instead of their positions: (rows, next position, at end)."""
+        return self._frame_headers(pos, max_bytes, on_corruption, record=True)
+
+    def _frame_headers(
+        self, pos: int, max_bytes: int, on_corruption: OnCorruption, *, record: bool
+    ) -> tuple[npt.NDArray[Any], int, bool]:
+        """:meth:`frame_headers`; ``record=False``: a range skipped is not recorded in
+        :attr:`skipped` (a look at the end, not a read)."""
         sc = self._scan
         if sc is not None and len(sc) and not self.skipped:  # reuse the cached scan
             starts, ends = self._scan_bounds
@@ -927,7 +933,7 @@ class Segment:
             pos = self.index_position(1 << 62)
             b = np.zeros(0, dtype=BATCH_DTYPE)
             while True:
-                more, pos, at_end = self.frame_headers(pos, 1 << 62, "skip", record=False)
+                more, pos, at_end = self._frame_headers(pos, 1 << 62, "skip", record=False)
                 b = more[-1:] if len(more) else b
                 if at_end:
                     break
