@@ -233,7 +233,7 @@ class PartitionReport:
     waiting: int = 0  # offsets after end that wait for an open transaction's marker (read_committed)
     #: offsets past the copy's end that its root's checkpoints say the broker had (a truncated copy)
     beyond_copy: int = 0
-    checkpoint: str = ""  # the checkpoint saying so: "recovery_point 42756"
+    checkpoint: str = ""  # the checkpoint saying so: "recovery_point 42756 is past the copy's end 29945"
     #: the damaged byte ranges skipped: file, bytes [a, b), offsets [x, y) (y None: to the log end), reason
     damaged: list[dict[str, Any]] = field(default_factory=list)
     lost: str = ""  # why the rest of the range was not read (an object gone or cut; --no-fail-on-data-loss)
@@ -271,8 +271,8 @@ class PartitionReport:
             parts.append(f"offsets {self.end}..{self.end + self.waiting - 1} wait for an open transaction's marker "
                          f"(read_committed): a --mode append run continues from offset {self.end}")
         if self.beyond_copy:
-            parts.append(f"this copy lacks {plural(self.beyond_copy, 'offset')} the broker had ({self.checkpoint} "
-                         f"is past the copy's end {self.end}): not converted")
+            parts.append(f"this copy lacks {plural(self.beyond_copy, 'offset')} the broker had ({self.checkpoint}): "
+                         "not converted")
         return ", ".join(parts) if parts else "unexplained"
 
     def line(self) -> str:
@@ -744,9 +744,9 @@ def _beyond_copy(rep: PartitionReport, log: Any) -> None:
     watermark say the broker had (a copy cut short: none of them converted), and which says so."""
     end = log.next_offset
     known = {k: v for k, v in log.checkpoints.items() if k in ("recovery_point", "high_watermark") and v > end}
-    if known and rep.end >= end:
+    if known:
         name = max(known, key=lambda k: known[k])
-        rep.beyond_copy, rep.checkpoint = known[name] - end, f"{name} {known[name]}"
+        rep.beyond_copy, rep.checkpoint = known[name] - end, f"{name} {known[name]} is past the copy's end {end}"
 
 
 def _say(args: argparse.Namespace, msg: str) -> None:

@@ -27,9 +27,10 @@ def _run(*argv: str) -> int:
     return _convert.run(parser.parse_args([*argv, "--engine", "spark", "--json-summary"]))
 
 
-@pytest.mark.parametrize(("fmt", "kind"), [("parquet", "cut"), ("delta", "length"), ("parquet", "crc")])
+@pytest.mark.parametrize(("fmt", "kind"),
+                         [("parquet", "cut"), ("iceberg", "cut"), ("delta", "length"), ("parquet", "crc")])
 def test_spark_damaged_copy_then_repaired(spark, tmp_path, capsys, fmt, kind):
-    pytest.importorskip("deltalake" if fmt == "delta" else "pyarrow")
+    pytest.importorskip({"iceberg": "pyiceberg", "delta": "deltalake"}.get(fmt, "pyarrow"))
     root, out = write_log(tmp_path / "root", "events", 0, N), tmp_path / "out"
     if kind == "length":
         for f in root.glob("*-checkpoint"):
