@@ -90,6 +90,7 @@ from kbatch.tables import (
     Sink,
     TableCommit,
     is_s3,
+    minus,
     open_sink,
     resume,
 )
@@ -227,38 +228,51 @@ class PartitionReport:
     compacted_offsets: int = 0  # offsets with no record on disk (compaction, deleted batches)
     filtered: int = 0  # left out by --where (Spark)
     unread: int = 0  # in batches skipped as corrupt (--no-fail-on-data-loss)
+    lost_offsets: int = 0  # in damaged bytes no batch could be framed in (--no-fail-on-data-loss)
+    held: int = 0  # offsets of [start, end) the table held already (an append reading a hole again)
+    waiting: int = 0  # offsets after end that wait for an open transaction's marker (read_committed)
+    #: offsets past the copy's end that its root's checkpoints say the broker had (a truncated copy)
+    beyond_copy: int = 0
+    checkpoint: str = ""  # the checkpoint saying so: "recovery_point 42756 is past the copy's end 29945"
+    #: the damaged byte ranges skipped: file, bytes [a, b), offsets [x, y) (y None: to the log end), reason
+    damaged: list[dict[str, Any]] = field(default_factory=list)
     lost: str = ""  # why the rest of the range was not read (an object gone or cut; --no-fail-on-data-loss)
+    lost_at: int | None = None  # the offset the read stopped at then (the ledger ends there)
     root: str = ""  # the log.dirs root read (with the root columns: --recursive, --replicas all)
     cluster_id: str | None = None  # that root's cluster.id (idem)
     dead_letters: int = 0  # records whose value (or key) did not decode (--values), written as dead letters
 
     @property
     def span(self) -> int:
-        return max(self.end - self.start, 0)
+        return max(self.end - self.start - self.held, 0)
 
     def why(self) -> str:
         """Why ``records`` differs from the offset span (empty when it does not)."""
-        if self.records == self.span:
+        if self.records == self.span and not (self.held or self.waiting or self.beyond_copy):
             return ""
         parts = []
-        for n, what in (
-            (self.control_markers, "transaction marker"),
-            (self.aborted_records, "aborted record"),
-            (self.compacted_offsets, "offset"),
-            (self.filtered, "record"),
-            (self.unread, "unread record"),
+        for n, what, tail in (
+            (self.control_markers, "transaction marker", ""),
+            (self.aborted_records, "aborted record", ""),
+            (self.compacted_offsets, "offset", " without a record (compaction)"),
+            (self.lost_offsets, "offset", " in damaged bytes (not converted)"),
+            (self.filtered, "record", " filtered by --where"),
+            (self.unread, "unread record", " (corrupt batches skipped)"),
         ):
             if n:
-                tail = {
-                    "offset": " without a record (compaction)",
-                    "record": " filtered by --where",
-                    "unread record": " (corrupt batches skipped)",
-                }
-                parts.append(plural(n, what) + tail.get(what, ""))
+                parts.append(plural(n, what) + tail)
         if self.skipped_bytes:
             parts.append(f"{plural(self.skipped_bytes, 'corrupt byte')} skipped")
+        if self.held:  # an append reading again what an earlier run missed
+            parts.append(f"{plural(self.held, 'offset')} held already, not read again")
         if self.lost:
             parts.append(f"the rest not read: {self.lost}")
+        if self.waiting:
+            parts.append(f"offsets {self.end}..{self.end + self.waiting - 1} wait for an open transaction's marker "
+                         f"(read_committed): a --mode append run continues from offset {self.end}")
+        if self.beyond_copy:
+            parts.append(f"this copy lacks {plural(self.beyond_copy, 'offset')} the broker had ({self.checkpoint}): "
+                         "not converted")
         return ", ".join(parts) if parts else "unexplained"
 
     def line(self) -> str:
@@ -277,6 +291,25 @@ class PartitionReport:
             del d["root"], d["cluster_id"]
         d["why"] = self.why()
         return d
+
+
+def damaged_lines(rep: PartitionReport, tables: Sequence[TableCommit]) -> list[str]:
+    """What the summary says of each damaged byte range ``rep`` skipped: where, the offsets not
+    converted, why, and (a table with an offsets ledger) that a later append reads them."""
+    out = []
+    for d in rep.damaged:
+        a, b = d["bytes"]
+        x, y = d["offsets"]
+        offsets = f"offsets from {x} (the rest of the log)" if y is None else f"offsets {x}..{y - 1}"
+        if y is not None and y <= x:
+            offsets = "no offset"
+        reason = d["reason"].removesuffix(f" in {d['file']}")
+        out.append(f"{rep.topic}-{rep.partition}: {d['file']} bytes {a}..{b - 1} skipped, {offsets} not converted "
+                   f"({reason})")
+    if out and tables:
+        out[-1] += ("; the offsets ledger leaves them out: a --mode append after the copy is repaired "
+                    "converts them, once")
+    return out
 
 
 @dataclass
@@ -359,6 +392,7 @@ class Summary:
         out += [p.line() for p in shown]
         out += [t.line() for t in self.tables]
         out += [f"gap: {g.line()}" for g in self.gaps]
+        out += [f"damaged: {d}" for rep in self.per_partition for d in damaged_lines(rep, self.tables)]
         if self.dead_letters:
             out.append(f"dead letters: {plural(self.dead_letters, 'record')} whose value (or key) did not decode, "
                        f"in {self.dead_letter_path}; the commonest errors:")
@@ -457,6 +491,8 @@ class Plan:
     input_bytes: int
     #: what the search said: replicas chosen, different logs named alike, disagreements
     notes: list[str] = field(default_factory=list)
+    #: for some ranges, the only offsets read (an append reading again what an earlier run missed)
+    pieces: dict[tuple[Any, ...], list[tuple[int, int]]] = field(default_factory=dict)
 
     @property
     def topics(self) -> list[str]:
@@ -559,54 +595,82 @@ def _is_remote(out: str) -> bool:
     return _storage.is_remote(out)
 
 
-def _report(log: Any, start: int, end: int, opts: Options) -> PartitionReport:
-    """A partition's report with the offsets in ``[start, end)`` explained from batch headers alone.
+def _report(log: Any, start: int, end: int, opts: Options,
+            pieces: Sequence[tuple[int, int]] | None = None) -> PartitionReport:
+    """A partition's report with the offsets in ``[start, end)`` (only ``pieces`` of them, when
+    given: the rest is held already) explained from batch headers alone.
 
     Markers are control batches in the range; aborted records are the data batches
     read_committed drops; compacted offsets are the rest of the span that holds no record.
     A segment gone or cut since it was listed raises, or with ``failOnDataLoss=false`` is
-    the report's ``lost`` (the read then stops there too).
+    the report's ``lost`` (the read then stops there too). Damage a header scan finds (a
+    frame that cannot be a batch, a segment cut inside a batch) raises with ``failOnDataLoss``.
     """
     import numpy as np
 
     rep = PartitionReport(log.topic, log.partition, start, end, log_start_offset=log.log_start_offset)
     if opts.root_columns:
         rep.root, rep.cluster_id = log.root, log.cluster_id
+    spans = [(start, end)] if pieces is None else list(pieces)
+    rep.held = max(end - start, 0) - sum(b - a for a, b in spans)
+    if opts.isolation_level == "read_committed":
+        lso = log.transactions(opts.on_corruption)[1]
+        if lso is not None and end == lso:
+            rep.waiting = max(log.next_offset - lso, 0)
     if end <= start:
         return rep
     try:
-        parts = [seg.scan("skip") for seg in log.segments if seg.size]
+        parts = [seg.scan(opts.on_corruption) for seg in log.segments if seg.size]
     except StorageError as exc:
         if opts.fail_on_data_loss:
             raise
-        rep.lost = str(exc)
+        rep.lost, rep.lost_at = str(exc), start
         return rep
     if not parts:
         return rep
     b = np.concatenate(parts)
     base = b["base_offset"].astype(np.int64)
     last = base + b["last_offset_delta"].astype(np.int64)
-    inside = (last >= start) & (base < end)
-    width = np.minimum(last, end - 1) - np.maximum(base, start) + 1
     control = b["is_control"].astype(bool)
     dropped = np.zeros(len(b), dtype=bool)
     if opts.isolation_level == "read_committed":
-        aborted, _lso = log.transactions()
+        aborted, _lso = log.transactions(opts.on_corruption)
         if aborted:
             dropped = aborted_batch_mask(b, [(pid, first) for pid, first, _last in aborted])
-    counts = np.minimum(b["record_count"].astype(np.int64), width)
-    rep.control_markers = int(width[inside & control].sum())
-    rep.aborted_records = int(counts[inside & dropped & ~control].sum())
-    kept = inside & ~control & ~dropped
-    rep.compacted_offsets = max(int(end - start - width[inside].sum() + (width[kept] - counts[kept]).sum()), 0)
+    for lo, hi in spans:
+        inside = (last >= lo) & (base < hi)
+        width = np.minimum(last, hi - 1) - np.maximum(base, lo) + 1
+        counts = np.minimum(b["record_count"].astype(np.int64), width)
+        rep.control_markers += int(width[inside & control].sum())
+        rep.aborted_records += int(counts[inside & dropped & ~control].sum())
+        kept = inside & ~control & ~dropped
+        rep.compacted_offsets += max(int(hi - lo - width[inside].sum() + (width[kept] - counts[kept]).sum()), 0)
     return rep
+
+
+def _damaged(rep: PartitionReport, log: Any) -> list[tuple[int, int]]:
+    """Put in ``rep`` the damaged byte ranges ``log`` skipped so far (``--no-fail-on-data-loss``),
+    the offsets each held, and those of them no batch header framed (counted as compaction by
+    :func:`_report` until now); return the offset ranges not read (a ledger leaves them out)."""
+    before = rep.lost_offsets
+    rep.damaged, rep.lost_offsets, gone = [], 0, []
+    for u in log.unread():
+        s = u.skipped
+        rep.damaged.append({"file": s.path, "bytes": [s.position, s.position + s.length],
+                            "offsets": [u.first, u.end], "reason": s.reason})
+        lo, hi = max(u.first, rep.start), rep.end if u.end is None else min(u.end, rep.end)
+        if hi > lo:
+            gone.append((lo, hi))
+            rep.lost_offsets += max(hi - lo - u.framed, 0)
+    rep.compacted_offsets = max(rep.compacted_offsets + before - rep.lost_offsets, 0)
+    return gone
 
 
 def _finish_report(rep: PartitionReport, records: int, *, filtered: bool) -> None:
     """Set the records written; whatever the headers did not explain went to --where, or was in
     batches skipped as corrupt (a header scan does not check CRCs)."""
     rep.records = records
-    expected = rep.span - rep.control_markers - rep.aborted_records - rep.compacted_offsets
+    expected = rep.span - rep.control_markers - rep.aborted_records - rep.compacted_offsets - rep.lost_offsets
     if records < expected:
         if filtered:
             rep.filtered = expected - records
@@ -614,23 +678,75 @@ def _finish_report(rep: PartitionReport, records: int, *, filtered: bool) -> Non
             rep.unread = expected - records
 
 
+def _reports(p: Plan) -> dict[tuple[Any, ...], PartitionReport]:
+    """Every partition's report before the read (:func:`_report` of its range, or pieces)."""
+    keys = {range_key(d, p.opts): d for d in p.logs}
+    return {k: _report(d, *p.ranges[k], p.opts, p.pieces.get(k)) for k, d in keys.items()}
+
+
+def _read_ranges(p: Plan, reports: dict[tuple[Any, ...], PartitionReport], converted: Ledger) -> Ledger:
+    """After the read: each partition's damaged ranges in its report (:func:`_damaged`), and
+    ``converted`` (the ranges the run set out to read) with the offsets not read left out, so
+    that the ledger holds only what was read."""
+    out = []
+    for d in p.logs:
+        rep = reports[range_key(d, p.opts)]
+        gone = _damaged(rep, d)
+        if rep.lost_at is not None:  # an object gone or cut since planning: the read stopped there
+            gone.append((rep.lost_at, rep.end))
+        _beyond_copy(rep, d)
+        r = converted.get(d.topic, d.partition, d.root if p.opts.root_columns else None)
+        if r is not None:
+            out.append(r.read(r.start, r.end, gone))
+    return Ledger(out)
+
+
+def _find_skipped(p: Plan, reports: dict[tuple[Any, ...], PartitionReport], written: dict[tuple[Any, ...], int]
+                  ) -> None:
+    """The batches Spark's executors skipped as corrupt (``--no-fail-on-data-loss``: a CRC that
+    fails, which the driver's header scan cannot see), found again here: a partition that wrote
+    fewer records than its headers promise is read once more on the driver (decoded, nothing
+    written), so that they are in its ``LogDir.skipped`` and the ledger leaves their offsets out."""
+    for d in p.logs:
+        k = range_key(d, p.opts)
+        rep = reports[k]
+        if written.get(k, 0) >= rep.span - rep.control_markers - rep.aborted_records - rep.compacted_offsets \
+                - rep.lost_offsets:
+            continue
+        for a, b in p.pieces.get(k, [p.ranges[k]]):
+            for _table in d.iter_tables(a, b, isolation_level=p.opts.isolation_level, on_corruption="skip",
+                                        verify_crc=p.opts.verify_crc):
+                pass
+
+
 def _reports_and_notes(p: Plan) -> tuple[dict[tuple[Any, ...], PartitionReport], list[str]]:
     """Every partition's report and the notes (then the plan's segments are closed)."""
     try:
-        reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts)
-                   for d in p.logs}
+        reports = _reports(p)
+        _read_ranges(p, reports, Ledger())  # the damage the header scan skipped (the executors skip it too)
         return reports, p.notes + _notes(p.logs)
     finally:
         p.close()
 
 
 def _notes(logs: Sequence[Any]) -> list[str]:
-    """Every partition's notes (files skipped, indexes and checkpoints not used), checkpoints checked."""
+    """Every partition's notes (files skipped, indexes and checkpoints not used), but for the
+    checkpoints past the copy's end (its report says what the copy lacks: :func:`_beyond_copy`)."""
     out = []
     for d in logs:
-        d.verify_checkpoints()  # adds its findings to d.notes
-        out += [f"{d.topic}-{d.partition}: {n}" for n in d.notes]
+        past = set(d.verify_checkpoints())  # (added to d.notes too)
+        out += [f"{d.topic}-{d.partition}: {n}" for n in d.notes if n not in past]
     return out
+
+
+def _beyond_copy(rep: PartitionReport, log: Any) -> None:
+    """Put in ``rep`` how many offsets past the copy's end its root's recovery point or high
+    watermark say the broker had (a copy cut short: none of them converted), and which says so."""
+    end = log.next_offset
+    known = {k: v for k, v in log.checkpoints.items() if k in ("recovery_point", "high_watermark") and v > end}
+    if known:
+        name = max(known, key=lambda k: known[k])
+        rep.beyond_copy, rep.checkpoint = known[name] - end, f"{name} {known[name]} is past the copy's end {end}"
 
 
 def _say(args: argparse.Namespace, msg: str) -> None:
@@ -820,7 +936,7 @@ def spark_tasks(p: Plan, cores: int) -> tuple[list[tuple[LogSlice, ...]], Option
     if not opts.min_partitions:
         cost = p.input_bytes + SEGMENT_OPEN_COST * sum(len(d.segments) for d in p.logs)
         opts = replace(opts, max_bytes_per_partition=task_bytes(cost, cores))
-    return plan_tasks(plan_slices(p.logs, p.ranges, opts), opts), opts
+    return plan_tasks(plan_slices(p.logs, p.ranges, opts, p.pieces), opts), opts
 
 
 def planned_frame(spark: Any, p: Plan) -> Any:
@@ -957,9 +1073,12 @@ def convert_spark(args: argparse.Namespace) -> Summary:
                                              str(sink.staging()))
                 if counts or (values is not None and values.total()) or (len(resumed.held) and len(resumed.converted)):
                     sink.adopt(sum(c[0] for c in counts.values()))
+                    if not p.opts.fail_on_data_loss and not args.where:
+                        _find_skipped(p, reports, {k: c[0] for k, c in counts.items()})
+                    converted = _read_ranges(p, reports, resumed.converted)
                     if values is not None and not isinstance(sink, FolderSink):  # dead-letter tables first
-                        values.commit(resumed.converted)
-                    commits = sink.commit(resumed.held.advanced(resumed.converted), resumed.converted)
+                        values.commit(converted)
+                    commits = sink.commit(resumed.held.advanced(converted), converted)
                 else:
                     sink.abort()  # no _SUCCESS in a folder without data
                     written = False
@@ -1029,23 +1148,32 @@ def _arrow_batches(
             rep.records += len(table)
             records += len(table)
             done_bytes += table.consumed_bytes
+            if table.next_offset is not None:
+                reached[range_key(log, opts)] = table.next_offset
         else:  # the partition is done
             rep.skipped_bytes = sum(s.length for s in log.skipped)
             finished_bytes += sum(s.size for s in log.segments)
             done_bytes = max(done_bytes, finished_bytes)
         progress.update(done_bytes, records=records)
 
+    reached: dict[tuple[Any, ...], int] = {}  # the offset each partition's read has reached
+
     def lost(log: Any, exc: KBatchError) -> None:  # --no-fail-on-data-loss: told, not raised
-        reports[range_key(log, opts)].lost = str(exc)
+        rep = reports[range_key(log, opts)]
+        rep.lost, rep.lost_at = str(exc), max(reached.get(range_key(log, opts), rep.start), rep.start)
 
     on_lost = None if opts.fail_on_data_loss else lost
-    if not opts.root_columns:
+    if not opts.root_columns and not p.pieces:
         yield from read_logs(p.logs, opts, ranges=p.ranges, progress=count, lost=on_lost)
         return
-    for log in p.logs:  # copies of one partition: ranges by (topic, partition, root)
-        one = {(log.topic, log.partition): p.ranges[range_key(log, opts)]}
-        yield from (with_root(b, log.root, log.cluster_id)
-                    for b in read_logs(log, opts, ranges=one, progress=count, lost=on_lost))
+    for log in p.logs:  # copies of one partition: ranges by (topic, partition, root); or pieces of a range
+        k = range_key(log, opts)
+        for piece in p.pieces.get(k, [p.ranges[k]]):
+            if reports[k].lost:  # (the ledger ends where it stopped: no later piece is read)
+                break
+            reached[k] = piece[0]
+            batches = read_logs(log, opts, ranges={(log.topic, log.partition): piece}, progress=count, lost=on_lost)
+            yield from (with_root(b, log.root, log.cluster_id) for b in batches) if opts.root_columns else batches
 
 
 def _write_orc(reader: Any, folder: Path, args: argparse.Namespace, token: str) -> None:
@@ -1154,8 +1282,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
             sink = _open_sink(args, p.topics, schema.names, _keys(p), side)
             return _convert_to_table(args, p, schema, sink, wall, values)
         import pyarrow.dataset as pads  # not before: it imports pandas (0.5 s), which a rerun never needs
-        reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts)
-                   for d in p.logs}
+        reports = _reports(p)
         _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
                    f"{size(p.input_bytes)} of log")
         # a remote OUT other than S3 (no offsets ledger there): the files staged under OUT, copied in at the end
@@ -1195,6 +1322,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
                     staged.discard()  # nothing to write: OUT is not created
         finally:
             progress.close()
+        _read_ranges(p, reports, Ledger())
         for r in reports.values():
             _finish_report(r, r.records, filtered=False)
         notes = p.notes + _notes(p.logs)
@@ -1330,7 +1458,11 @@ def _resume(args: argparse.Namespace, p: Plan, sink: Sink, wall: float) -> _Resu
                 "from the log start and reports the gap)",
                 table=args.out, gaps=[(g.topic, g.partition, g.start, g.end) for g in gaps])
         for d in p.logs:
-            p.ranges[range_key(d, p.opts)] = ranges[key(d)]
+            k = range_key(d, p.opts)
+            p.ranges[k] = ranges[key(d)]
+            before = held.get(*key(d))
+            if before is not None and before.missing and p.ranges[k][1] > p.ranges[k][0]:
+                p.pieces[k] = minus(*p.ranges[k], before.held())  # what it missed, not what it holds
         p.input_bytes = sum(_bytes_in(d, *p.ranges[range_key(d, p.opts)]) for d in p.logs
                             if p.ranges[range_key(d, p.opts)][1] > p.ranges[range_key(d, p.opts)][0])
     converted = Ledger(OffsetRange(d.topic, d.partition, *p.ranges[range_key(d, p.opts)], *key(d)[2:],
@@ -1359,7 +1491,7 @@ def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink
     r = _resume(args, p, sink, wall)
     if r.done is not None:
         return r.done
-    reports = {range_key(d, p.opts): _report(d, *p.ranges[range_key(d, p.opts)], p.opts) for d in p.logs}
+    reports = _reports(p)
     _say(args, f"kbatch convert (arrow): {plural(len(p.topics), 'topic')}, {plural(len(p.logs), 'partition')}, "
                f"{size(p.input_bytes)} of log to {args.format}")
     progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
@@ -1376,10 +1508,11 @@ def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink
                 sink.adopt(sum(rep.records for rep in reports.values()))
             else:
                 sink.write(batches)
-            if len(r.converted):
+            converted = _read_ranges(p, reports, r.converted)
+            if len(converted):
                 if values is not None:
-                    values.commit(r.converted)
-                commits = sink.commit(r.held.advanced(r.converted), r.converted)
+                    values.commit(converted)
+                commits = sink.commit(r.held.advanced(converted), converted)
             else:
                 sink.abort()
     except TableError as exc:

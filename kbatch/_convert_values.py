@@ -332,7 +332,7 @@ class ValuePlan:
         for row, root in zip(dead.select(["topic", "partition", "offset", "reason"]).to_pylist(), roots,
                              strict=True):
             held = self._held.get(row["topic"], row["partition"], root)
-            fresh = held is None or row["offset"] >= held.end  # an earlier run's commit holds it already
+            fresh = held is None or not held.passed(row["offset"])  # an earlier run's commit holds it already
             keep.append(fresh)
             self.already += not fresh
             if fresh:

@@ -17,7 +17,7 @@ import os
 import posixpath
 from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -62,6 +62,17 @@ logger = logging.getLogger("kbatch.log")
 _SKIPPED_SUFFIXES: Final = (".deleted", ".cleaned", ".swap")
 
 IsolationLevel = Literal["read_uncommitted", "read_committed"]
+
+
+class Unread(NamedTuple):
+    """The offsets of a range :attr:`LogDir.skipped` left out (see :meth:`LogDir.unread`)."""
+
+    skipped: Skipped
+    #: offsets ``[first, end)`` of which no record was read (``end`` None: up to the log end)
+    first: int
+    end: int | None
+    #: how many of them the headers of batches skipped whole (CRC) cover; the rest had no frame
+    framed: int
 
 
 def _overlapping(aborted: list[tuple[int, int, int]], first: int, last: int) -> list[tuple[int, int]]:
@@ -191,6 +202,8 @@ class LogDir:
             if not found:
                 self._no_segment(loc, subdirs)
         self.segments = sorted(found, key=lambda s: s.base_offset)
+        for seg in self.segments[:-1]:
+            seg.active = False  # only the last segment may end inside a batch (a torn write)
         for seg in self.segments:
             self.notes.extend(f"{seg.path.name}: {n}" for n in seg.notes)
             seg.note_to = self.notes  # and what a seek finds later (index entries that lie)
@@ -271,6 +284,32 @@ class LogDir:
     def skipped(self) -> list[Skipped]:
         """Corrupt ranges left out by ``on_corruption="skip"`` so far."""
         return [s for seg in self.segments for s in seg.skipped]
+
+    def unread(self) -> list[Unread]:
+        """The offsets of each range of :attr:`skipped`, of which no record was read.
+
+        From the batch headers around it: :attr:`Unread.first` is one past the last offset of
+        the batch before it (or the segment's base offset), :attr:`Unread.end` the base offset
+        of the batch after it (or of the next segment; None when nothing follows). The records
+        of a batch skipped whole (a CRC that does not verify) are in that range, and so is any
+        offset compaction left without a record there.
+        """
+        out: list[Unread] = []
+        for i, seg in enumerate(self.segments):
+            if not seg.skipped:
+                continue
+            heads = seg.scan("skip")
+            ends = heads["position"].astype(np.int64) + LOG_OVERHEAD + heads["batch_length"].astype(np.int64)
+            last = heads["base_offset"].astype(np.int64) + heads["last_offset_delta"].astype(np.int64)
+            after = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
+            for s in seg.skipped:
+                k = int(np.searchsorted(ends, s.position, "right"))
+                j = int(np.searchsorted(heads["position"], s.position + s.length, "left"))
+                first = int(last[k - 1]) + 1 if k else seg.base_offset
+                end = int(heads["base_offset"][j]) if j < len(heads) else after
+                framed = int((last[k:j] - heads["base_offset"][k:j] + 1).sum())
+                out.append(Unread(s, first, end, framed))
+        return out
 
     def _use_checkpoints(self, by_file: dict[str, dict[tuple[str, int], int]], problems: list[str], root: str) -> None:
         self.notes.extend(f"{root}/{n}" for n in problems)
@@ -631,8 +670,13 @@ class LogDir:
         -------
         RecordTable
             Zero-copy into the mapped segment when one uncompressed chunk holds
-            everything; otherwise a joined copy. A crash-truncated tail ends
-            the log without an error. The same records as without the index
+            everything; otherwise a joined copy. A crash-truncated tail of
+            the last segment (a torn write: nothing valid after it) ends the
+            log without an error; a segment before the last cut inside a
+            batch, or a ``batchLength`` or ``baseOffset`` that cannot be the
+            log's (a valid batch follows, offsets go back), is damage: raised
+            or, with ``on_corruption="skip"``, in :attr:`skipped` (the offsets
+            lost: :meth:`unread`). The same records as without the index
             files: an index entry that does not match the ``.log`` is not used
             and is noted in :attr:`notes`. Its ``topic`` and ``partition`` are this
             directory's, so its Arrow, pandas and Polars forms have them filled in.

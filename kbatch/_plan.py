@@ -793,6 +793,22 @@ def _cut_segment(seg: Any, lo: int, hi: int, target: int) -> list[tuple[int, int
     return out
 
 
+def _within(
+    cuts: list[tuple[int, int, int, tuple[str, ...]]], wanted: Sequence[tuple[int, int]] | None
+) -> list[tuple[int, int, int, tuple[str, ...]]]:
+    """The pieces of ``cuts`` (as :func:`_segment_cuts` gives them) inside the ``wanted`` offset
+    ranges (all of them when None), each cut's bytes shared in proportion to its offsets."""
+    if wanted is None:
+        return cuts
+    out = []
+    for lo, hi, size, names in cuts:
+        for a, b in wanted:
+            x, y = max(lo, a), min(hi, b)
+            if y > x:
+                out.append((x, y, max(size * (y - x) // max(hi - lo, 1), 1), _segments_for(names, x, y)))
+    return out
+
+
 def _segments_for(names: tuple[str, ...], lo: int, hi: int) -> tuple[str, ...]:
     """The names of ``names`` (in offset order) whose offsets can overlap ``[lo, hi)``."""
     bases = [int(n[:20]) for n in names]
@@ -836,12 +852,15 @@ def with_root(batch: Any, root: str, cluster_id: str | None) -> Any:
 
 
 def plan_slices(
-    logs: Sequence[LogDir], ranges: Mapping[tuple[Any, ...], tuple[int, int]], opts: Options
+    logs: Sequence[LogDir], ranges: Mapping[tuple[Any, ...], tuple[int, int]], opts: Options,
+    pieces: Mapping[tuple[Any, ...], Sequence[tuple[int, int]]] | None = None,
 ) -> list[LogSlice]:
     """Cut the chosen offset ranges into slices (see the comment above for the rules).
 
     A planner's cost is constant per segment: each segment's size is read once, and only
     segments larger than the target are scanned (headers only). Slices come largest first.
+    ``pieces``: for some keys of ``ranges``, the only offsets of the range to read (sorted,
+    disjoint; an append reading again what an earlier run missed): slices are cut to them.
     """
     total = 0
     for log in logs:
@@ -860,7 +879,8 @@ def plan_slices(
             aborted, lso = log.transactions(opts.on_corruption)
         where = (log.url, log.topic, log.partition)
         cluster = log.cluster_id if opts.root_columns else None
-        for lo, hi, size, names in _segment_cuts(log, a, b, target):
+        wanted = (pieces or {}).get(range_key(log, opts))
+        for lo, hi, size, names in _within(_segment_cuts(log, a, b, target), wanted):
             limit = opts.max_records_per_partition
             if limit and hi - lo > limit:
                 k = math.ceil((hi - lo) / limit)

@@ -60,6 +60,7 @@ from kbatch._wire import (
     BATCH_OVERHEAD,
     CRC_OFFSET,
     HEADER_SIZE_UP_TO_MAGIC,
+    LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_OVERHEAD_V0,
@@ -252,6 +253,11 @@ class Segment:
         transaction scan: opening reads no index); None when absent. ``index``
         and ``timeindex`` are None too when their entries do not increase, or
         once 8 of their entries were found not to match the ``.log``.
+    active : bool
+        Whether this is the log's active (last) segment, the only one that may end inside a
+        batch (a write torn by a crash): an incomplete batch at the end of another segment,
+        or one followed by a valid batch, is damage (see :meth:`frame`). True for a segment
+        opened alone; :class:`LogDir` clears it on every segment but its last.
     notes : list of str
         Why an index, or an index entry, was not used (an index is checked
         when first read and an entry when a seek first uses it, so notes come
@@ -309,7 +315,11 @@ class Segment:
         self.valid_bytes: int | None = None
         #: (position, length) of an incomplete batch at the end (a crash-truncated tail), once seen.
         self.tail: tuple[int, int] | None = None
+        #: The log's active (last) segment, the only one that may end inside a batch (a torn
+        #: write); :class:`LogDir` clears it on every segment but its last.
+        self.active = True
         self.note_to: list[str] | None = None
+        self._framed_to = (-1, -1)  # (end position, last offset) of the batches framed last
         self._lies: dict[str, int] = {}
         self._plugin_indexes: dict[str, bytes] = {}
         self._check_manifest()
@@ -669,7 +679,10 @@ class Segment:
 
         With ``on_corruption="skip"``, a frame that cannot be a batch is
         recorded in :attr:`skipped` and walking resumes at the next batch whose
-        CRC verifies.
+        CRC verifies. A batch cut by the end of the file ends the walk when this
+        is the :attr:`active` segment and no valid batch follows it (a torn
+        write); otherwise it is damage, raised or skipped as a frame that cannot
+        be a batch is.
         """
         heads, nxt, at_end = self.frame_headers(pos, max_bytes, on_corruption)
         return heads["position"].tolist(), nxt, at_end
@@ -679,6 +692,13 @@ class Segment:
     ) -> tuple[npt.NDArray[Any], int, bool]:
         """:meth:`frame` with the batches' header rows (:data:`kbatch.BATCH_DTYPE`, as :meth:`scan`
         gives them) instead of their positions: (rows, next position, at end)."""
+        return self._frame_headers(pos, max_bytes, on_corruption, record=True)
+
+    def _frame_headers(
+        self, pos: int, max_bytes: int, on_corruption: OnCorruption, *, record: bool
+    ) -> tuple[npt.NDArray[Any], int, bool]:
+        """:meth:`frame_headers`; ``record=False``: a range skipped is not recorded in
+        :attr:`skipped` (a look at the end, not a read)."""
         sc = self._scan
         if sc is not None and len(sc) and not self.skipped:  # reuse the cached scan
             starts, ends = self._scan_bounds
@@ -690,17 +710,105 @@ class Segment:
             heads, stop, err, more = self._frame_remote(pos, max_bytes)
         else:
             heads, stop, err, more = scan_headers(self.data, pos, self.size, max_bytes, self.path)
+        nxt = -1
+        back = self._goes_back(heads)
+        if back is not None:  # offsets go back: a corrupt baseOffset (not covered by the CRC)
+            k, back_err = back
+            at = int(heads["position"][k])
+            heads, stop, nxt, err = heads[:k], at, at + LOG_OVERHEAD + int(heads["batch_length"][k]), back_err
+        elif len(heads):
+            end = int(heads["position"][-1]) + LOG_OVERHEAD + int(heads["batch_length"][-1])
+            self._framed_to = (end, int(heads["base_offset"][-1]) + int(heads["last_offset_delta"][-1]))
         if err is None:
-            if not more and stop < self.size and self.tail is None:
-                self.tail = (stop, self.size - stop)
-                logger.info("%s ends with %d bytes of an incomplete batch at byte %d", self.path,
-                            self.size - stop, stop)
-            return heads, stop, not more
+            if more or stop >= self.size:
+                return heads, stop, not more
+            err, nxt = self._cut_batch(stop)
+            if err is None:  # a torn write at the end of the active segment: the log ends there
+                if self.tail is None:
+                    self.tail = (stop, self.size - stop)
+                    logger.info("%s ends with %d bytes of an incomplete batch at byte %d", self.path,
+                                self.size - stop, stop)
+                return heads, stop, True
         if on_corruption == "raise":
             raise err
-        nxt = _resync(self.data, stop, self.size) if self._reader is None else self._resync_remote(stop)
-        self._skip(stop, nxt - stop, err.reason)
+        if nxt < 0:
+            nxt = self._resync(stop)
+        if record:
+            self._skip(stop, nxt - stop, err.reason)
         return heads, nxt, nxt >= self.size
+
+    def _goes_back(self, heads: npt.NDArray[Any]) -> tuple[int, CorruptRecordError] | None:
+        """The first batch of ``heads`` whose offsets do not follow the batch before it, and the
+        error, or None. Offsets rise through a log (compaction removes batches and records but
+        keeps the order), and the CRC does not cover ``baseOffset``: a batch starting at or below
+        the last offset of the batch before it, or below the segment's base offset, has a
+        corrupt one. The odd one out is blamed: the batch before when this one follows the batch
+        before that (a ``baseOffset`` corrupted upwards)."""
+        n = len(heads)
+        if n == 0:
+            return None
+        base = heads["base_offset"].astype(np.int64)
+        last = base + heads["last_offset_delta"].astype(np.int64)
+        first = int(heads["position"][0])
+        prev = self._framed_to[1] if self._framed_to[0] == first and first > 0 else self.base_offset - 1
+        before = np.concatenate(([prev], last[:-1]))
+        bad = np.flatnonzero(base <= before)
+        if len(bad) == 0:
+            return None
+        k = int(bad[0])
+        earlier = prev if k == 1 else int(last[k - 2]) if k >= 2 else None
+        if earlier is not None and int(base[k]) > earlier:
+            k -= 1  # this batch follows the one before the last: that one is the odd one out
+            what = f"baseOffset {int(base[k])} is past the next batch's ({int(base[k + 1])})"
+        else:
+            what = f"baseOffset {int(base[k])} is not past the offset {int(before[k])} before it"
+        at = int(heads["position"][k])
+        reason = (f"the batch at byte {at}: {what}: offsets never go back in a log (compaction keeps their "
+                  "order), a corrupt baseOffset")
+        return k, _corrupt(self.path, reason, at, "baseOffset", at)
+
+    def _resync(self, pos: int) -> int:
+        """The next position after ``pos`` where a RecordBatch with a valid CRC starts (or the end)."""
+        return _resync(self.data, pos, self.size) if self._reader is None else self._resync_remote(pos)
+
+    def _whole_batch(self, pos: int) -> bool:
+        """Whether the bytes from ``pos`` to the end are one RecordBatch whose CRC verifies."""
+        head = self.view(pos, pos + BATCH_OVERHEAD)
+        return head[MAGIC_OFFSET] == 2 and crc32c(self.view(pos + ATTRIBUTES_OFFSET, self.size)) == \
+            _U32.unpack_from(head, CRC_OFFSET)[0]
+
+    def _cut_batch(self, pos: int) -> tuple[CorruptRecordError | None, int]:
+        """Whether the incomplete batch at ``pos`` (its frame runs past the end of the file) is
+        damage: (the error, where the next valid batch starts) or (None, -1) for a torn write.
+
+        As Kafka's log recovery sees a segment (``FileLogInputStream`` stops at a batch whose
+        length runs past the end; ``LogSegment.recover`` keeps the batches before it and
+        ``LogLoader`` then deletes every later segment): only the active (last) segment of a
+        log may end inside a batch, after a crash, and nothing can follow a torn write. So an
+        incomplete batch ends a segment that is not :attr:`active` only in a cut copy, and a
+        batch whose length runs past the end while a batch with a valid CRC starts after it
+        has a corrupt ``batchLength``: both are damage, never the log's end.
+        """
+        head = bytes(self.view(pos, pos + LOG_OVERHEAD))
+        what = f"the batch at byte {pos}"
+        if len(head) == LOG_OVERHEAD:
+            base, length = _FRAME.unpack_from(head)
+            what += f" (baseOffset {base}, batchLength {length})"
+        left = self.size - pos
+        if not self.active:
+            reason = (f"{what} runs past the end of the segment ({left} bytes left) and a later segment "
+                      "follows: the segment is cut (a damaged or partial copy)")
+            return _corrupt(self.path, reason, pos + LENGTH_OFFSET, "batchLength", pos), self.size
+        nxt = self._resync(pos)
+        if nxt < self.size:
+            after = f"yet a valid batch starts at byte {nxt}"
+        elif left >= BATCH_OVERHEAD and self._whole_batch(pos):
+            after = "yet the bytes to the end are one whole batch (its CRC verifies)"
+        else:
+            return None, -1
+        reason = (f"{what} runs past the end of the file ({left} bytes left) {after}: a corrupt "
+                  "batchLength, not a torn write")
+        return _corrupt(self.path, reason, pos + LENGTH_OFFSET, "batchLength", pos), nxt
 
     def _frame_window(
         self, start: int, max_bytes: int
@@ -825,7 +933,7 @@ class Segment:
             pos = self.index_position(1 << 62)
             b = np.zeros(0, dtype=BATCH_DTYPE)
             while True:
-                more, pos, at_end = self.frame_headers(pos, 1 << 62, "skip")
+                more, pos, at_end = self._frame_headers(pos, 1 << 62, "skip", record=False)
                 b = more[-1:] if len(more) else b
                 if at_end:
                     break

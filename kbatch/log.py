@@ -54,7 +54,7 @@ from __future__ import annotations
 from kbatch._discover import SEGMENT_NAME as SEGMENT_NAME
 from kbatch._discover import partition_name
 from kbatch._logdir import IsolationLevel as IsolationLevel
-from kbatch._logdir import LogDir, open_log, open_logs
+from kbatch._logdir import LogDir, Unread, open_log, open_logs
 from kbatch._logdir import Replicas as Replicas
 from kbatch._logdir import logger as logger
 from kbatch._logwriter import LogWriter
@@ -75,6 +75,7 @@ __all__ = [
     "ScanStats",
     "Segment",
     "Skipped",
+    "Unread",
     "open_log",
     "open_logs",
     "partition_name",

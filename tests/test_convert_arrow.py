@@ -341,3 +341,44 @@ def test_segment_cut_after_planning_is_reported_without_fail_on_data_loss(tmp_pa
     (p,) = summary["per_partition"]
     assert victim.name in p["lost"] and "the rest not read" in p["why"]
     assert len(read_back(tmp_path / "out")) == 100
+    # the ledger holds what was read, not the planned range: an append goes on from offset 100
+    from kbatch.tables import read_ledger
+
+    assert [(r.start, r.end) for r in read_ledger(tmp_path / "out")[0]] == [(0, 100)]
+
+
+def test_read_committed_says_what_waits_for_an_open_transaction(tmp_path, capsys):
+    # issue 40 item 3: the range stops at the open transaction; the line says why and where next
+    with LogWriter(tmp_path / "root", "t", 0) as w:
+        w.append(kbatch.encode([b"c%d" % i for i in range(17)]))
+        w.append(kbatch.encode([b"open"], base_offset=17, producer_id=1, producer_epoch=0, transactional=True))
+        w.append(kbatch.encode([b"x", b"y"], base_offset=18))
+    status, summary = convert(str(tmp_path / "root"), str(tmp_path / "out"), "--isolation-level", "read_committed",
+                              capsys=capsys)
+    (p,) = summary["per_partition"]
+    assert status == 0 and (p["records"], p["end"], p["waiting"]) == (17, 17, 3)
+    assert ("offsets 17..19 wait for an open transaction's marker (read_committed): a --mode append run "
+            "continues from offset 17") in p["why"]
+    assert main(["convert", str(tmp_path / "root"), str(tmp_path / "out2"), "--engine", "arrow",
+                 "--isolation-level", "read_committed"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  t-0:"))
+    assert line.startswith("  t-0: 17 records, offsets 0..16 (offsets 17..19 wait for an open transaction's marker")
+
+
+def test_a_copy_shorter_than_its_checkpoints_says_what_it_lacks_once(tmp_path, capsys):
+    # issue 40 item 6: the recovery point past the copy's end is said in the partition's line (how
+    # many offsets the copy lacks, not converted), not as a note beside a line of other offsets
+    with LogWriter(tmp_path / "root", "t", 0, segment_bytes=300) as w:
+        for i in range(0, 40, 4):
+            w.append(kbatch.encode([b"v%d" % j for j in range(i, i + 4)], base_offset=i))
+    for seg in sorted((tmp_path / "root" / "t-0").glob("*.log"))[-2:]:  # the copy lost its last segments
+        seg.unlink()
+    (tmp_path / "root" / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 40\n")
+    end = open_logs(tmp_path / "root")[0].next_offset
+    assert end < 40
+    assert main(["convert", str(tmp_path / "root"), str(tmp_path / "out"), "--engine", "arrow"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("recovery_point 40") == 1  # said once, in the partition's line
+    line = next(x for x in out.splitlines() if x.startswith("  t-0:"))
+    assert line == (f"  t-0: {end} records, offsets 0..{end - 1} (this copy lacks {40 - end} offsets the broker had "
+                    f"(recovery_point 40 is past the copy's end {end}): not converted)")

@@ -637,3 +637,80 @@ def test_an_empty_partition_is_an_honest_empty(tmp_path):
     log = open_log(meta)
     assert len(log.read()) == 0 and log.topic_id == "AAAAAAAAAAAAAAAAAAAABw"
     assert log.notes == ["no segment (.log): an empty log"]
+
+
+def four_segments(tmp_path: Path) -> Path:
+    """``t-0`` with 20,000 records, 80 batches of 250, in 4 segments (20 batches each)."""
+    with LogWriter(tmp_path, "t", 0, segment_bytes=20 * 6000) as w:
+        for i in range(0, 20000, 250):
+            w.append(kbatch.encode([b"v%06d-%s" % (j, b"x" * 8) for j in range(i, i + 250)], base_offset=i))
+    assert len(list(w.path.glob("*.log"))) == 4
+    return w.path
+
+
+def test_a_segment_cut_inside_a_batch_before_the_last_is_damage(tmp_path: Path) -> None:
+    # not the end of the log (a torn write only ends the active segment): an error, or a skip
+    path = four_segments(tmp_path)
+    seg_path = sorted(path.glob("*.log"))[1]
+    raw = seg_path.read_bytes()
+    pos = frames(raw)[-1][0]
+    seg_path.write_bytes(raw[:-100])
+    log = open_log(path)
+    with pytest.raises(CorruptRecordError) as info:
+        log.read()
+    err = info.value
+    assert str(seg_path) in str(err) and err.batch_position == pos and err.position == pos + 8
+    assert err.field == "batchLength" and "baseOffset 9750" in str(err) and "segment is cut" in str(err)
+    table = open_log(path).read(start_offset=10000)  # a read that does not cross it is fine
+    assert len(table) == 10000
+    log = open_log(path)
+    table = log.read(on_corruption="skip")
+    assert table.records["offset"].tolist() == [o for o in range(20000) if not 9750 <= o < 10000]
+    assert [(s.path, s.position, s.length) for s in log.skipped] == [(str(seg_path), pos, len(raw) - 100 - pos)]
+
+
+def test_a_corrupt_batch_length_in_the_last_segment_is_damage(tmp_path: Path) -> None:
+    # a length that runs past the end while the file goes on (a valid batch follows, or the
+    # bytes to the end are one whole batch) is no torn write: the log does not end there
+    path = four_segments(tmp_path)
+    seg_path = sorted(path.glob("*.log"))[-1]
+    raw = seg_path.read_bytes()
+    batches = frames(raw)
+    for k, lost in ((3, range(15750, 16000)), (len(batches) - 1, range(19750, 20000))):
+        bad = bytearray(raw)
+        pos = batches[k][0]
+        bad[pos + 8 : pos + 12] = struct.pack(">i", 1 << 20)
+        seg_path.write_bytes(bad)
+        log = open_log(path)
+        with pytest.raises(CorruptRecordError) as info:
+            log.read()
+        assert info.value.batch_position == pos and "corrupt batchLength" in str(info.value)
+        log = open_log(path)
+        table = log.read(on_corruption="skip")
+        assert table.records["offset"].tolist() == [o for o in range(20000) if o not in lost]
+        assert [s.position for s in log.skipped] == [pos]
+    # a torn write (the bytes after the cut are the end of the file) still ends the log quietly
+    seg_path.write_bytes(raw[: batches[-1][0] + 500])
+    table = open_log(path).read()
+    assert len(table) == 19750 and table.truncated
+
+
+@pytest.mark.parametrize("bad", [1 << 40, 0], ids=["up", "down"])
+def test_a_base_offset_that_goes_back_is_damage_not_a_gap(tmp_path: Path, bad: int) -> None:
+    # the CRC does not cover baseOffset: offsets that do not rise (compaction keeps their order)
+    # are a corrupt one, blamed on the batch that is out of line, never a gap of compaction
+    path = small_log(tmp_path)
+    seg_path = path / "00000000000000000000.log"
+    raw = bytearray(seg_path.read_bytes())
+    pos, size = frames(bytes(raw))[7][:2]
+    raw[pos : pos + 8] = struct.pack(">q", bad)
+    seg_path.write_bytes(raw)
+    log = open_log(path)
+    with pytest.raises(CorruptRecordError) as info:
+        log.read()
+    assert info.value.field == "baseOffset" and info.value.batch_position == pos and str(seg_path) in str(info.value)
+    log = open_log(path)
+    table = log.read(on_corruption="skip")
+    assert table.records["offset"].tolist() == [o for o in range(60) if not 21 <= o < 24]
+    assert [(s.position, s.length) for s in log.skipped] == [(pos, size)]
+    assert [(u.first, u.end) for u in log.unread()] == [(21, 24)]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from kbatch.tables._delta import DeltaSink
 from kbatch.tables._folder import FolderSink, read_ledger
 from kbatch.tables._iceberg import IcebergSink, default_catalog
-from kbatch.tables._ledger import LEDGER_KEY, Gap, Ledger, OffsetRange, resume
+from kbatch.tables._ledger import LEDGER_KEY, Gap, Ledger, OffsetRange, minus, resume
 from kbatch.tables._open import TABLE_FORMATS, open_sink
 from kbatch.tables._partition import Transform
 from kbatch.tables._remote import is_s3
@@ -38,6 +38,7 @@ __all__ = [
     "Transform",
     "default_catalog",
     "is_s3",
+    "minus",
     "open_sink",
     "read_ledger",
     "resume",

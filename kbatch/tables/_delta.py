@@ -74,7 +74,7 @@ def read_ledger(table: Any, keys: Iterable[Key] = ()) -> tuple[Ledger, int | Non
                 ranges.append(held)
             continue
         ranges.append(OffsetRange(key[0], key[1], held.start if held else end, end, key[2],
-                                  held.cluster_id if held else None))
+                                  held.cluster_id if held else None, held.missing if held else ()))
     if version is None and ranges:
         version = table.version()
     return Ledger(ranges), version

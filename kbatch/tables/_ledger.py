@@ -6,8 +6,10 @@ summary, Delta in the commit info, a Parquet folder in a ledger file), as JSON::
     {"ledger": 1, "ranges": [{"topic": "orders", "partition": 0, "start": 0, "end": 300}, ...]}
 
 with ``root`` and ``clusterId`` on each range when the run read several roots (``--recursive``,
-``--replicas all``), where one partition may come from several logs. A range's ``end`` is the
-next offset to convert: a run with ``--mode append`` starts each partition there
+``--replicas all``), where one partition may come from several logs, and ``missing`` on a range
+with offsets the table does not hold: ``[[start, end], ...]`` inside it, left unread as damaged
+(``--no-fail-on-data-loss``). A range's ``end`` is the next offset to convert: a run with
+``--mode append`` starts each partition there, after reading its missing offsets again
 (:func:`resume`), so a record is committed once, run after run.
 
 >>> led = Ledger([OffsetRange("orders", 0, 0, 300)])
@@ -16,16 +18,19 @@ next offset to convert: a run with ``--mode append`` starts each partition there
 [('orders', 0, 0, 310), ('users', 0, 0, 5)]
 >>> Ledger.from_json(led.to_json()) == led
 True
+>>> hole = OffsetRange("t", 0, 0, 100, missing=((40, 50),))
+>>> Ledger([hole]).advanced([OffsetRange("t", 0, 40, 120)]).get("t", 0).missing  # read again: filled
+()
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["LEDGER_KEY", "Gap", "Ledger", "OffsetRange", "resume"]
+__all__ = ["LEDGER_KEY", "Gap", "Ledger", "OffsetRange", "minus", "resume"]
 
 #: The key of the ledger's JSON in a commit's properties (Iceberg snapshot summary, Delta commit info).
 LEDGER_KEY = "kbatch.ledger"
@@ -34,11 +39,31 @@ LEDGER_KEY = "kbatch.ledger"
 _VERSION = 1
 
 Key = tuple[str, int, "str | None"]
+Span = tuple[int, int]
+
+
+def minus(lo: int, hi: int, holes: Iterable[Span]) -> list[Span]:
+    """The offsets ``[lo, hi)`` without ``holes``, as sorted disjoint non-empty ranges.
+
+    >>> minus(0, 100, [(40, 50), (90, 120)])
+    [(0, 40), (50, 90)]
+    """
+    out = []
+    for a, b in sorted(holes):
+        if a > lo:
+            out.append((lo, min(a, hi)))
+        lo = max(lo, b)
+        if lo >= hi:
+            break
+    if lo < hi:
+        out.append((lo, hi))
+    return [(a, b) for a, b in out if b > a]
 
 
 @dataclass(frozen=True)
 class OffsetRange:
-    """The offsets ``[start, end)`` of one source partition (of one root, when ``root`` is set)."""
+    """The offsets ``[start, end)`` of one source partition (of one root, when ``root`` is set),
+    but for ``missing``: ranges ``[a, b)`` inside it that were not read (damaged bytes skipped)."""
 
     topic: str
     partition: int
@@ -46,6 +71,7 @@ class OffsetRange:
     end: int
     root: str | None = None
     cluster_id: str | None = None
+    missing: tuple[Span, ...] = ()
 
     @property
     def key(self) -> Key:
@@ -64,12 +90,31 @@ class OffsetRange:
         if self.root is not None:
             d["root"] = self.root
             d["clusterId"] = self.cluster_id
+        if self.missing:
+            d["missing"] = [list(m) for m in self.missing]
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> OffsetRange:
+        missing = tuple((int(a), int(b)) for a, b in d.get("missing", ()))
         return cls(str(d["topic"]), int(d["partition"]), int(d["start"]), int(d["end"]),
-                   d.get("root"), d.get("clusterId"))
+                   d.get("root"), d.get("clusterId"), missing)
+
+    def held(self) -> list[Span]:
+        """The offset ranges the table holds: ``[start, end)`` without :attr:`missing`."""
+        return minus(self.start, self.end, self.missing)
+
+    def passed(self, offset: int) -> bool:
+        """Whether runs converted ``offset`` already: below :attr:`end` and not :attr:`missing`."""
+        return offset < self.end and not any(a <= offset < b for a, b in self.missing)
+
+    def read(self, start: int, end: int, unread: Sequence[Span] = ()) -> OffsetRange:
+        """This range (of a partition) when a run read ``[start, end)`` but for ``unread``:
+        ``end`` clipped to the first offset unread at the end, the rest of ``unread`` missing."""
+        holes = sorted((max(a, start), min(b, end)) for a, b in unread if min(b, end) > max(a, start))
+        while holes and holes[-1][1] >= end:
+            end = holes.pop()[0]
+        return replace(self, start=start, end=max(start, end), missing=tuple(h for h in holes if h[0] < end))
 
 
 class Ledger:
@@ -125,12 +170,17 @@ class Ledger:
 
     def advanced(self, converted: Iterable[OffsetRange]) -> Ledger:
         """This ledger after a commit of ``converted``: each partition's ``end`` moves to the
-        converted range's ``end``, its ``start`` stays where the table's first range began."""
+        converted range's ``end``, its ``start`` stays where the table's first range began; the
+        offsets it held missing that the run read are held now, those the run missed missing."""
         out = dict(self._ranges)
         for r in converted:
             old = out.get(r.key)
-            out[r.key] = r if old is None else OffsetRange(r.topic, r.partition, old.start, max(old.end, r.end),
-                                                           r.root, r.cluster_id)
+            if old is None:
+                out[r.key] = r
+                continue
+            missing = [m for m in old.missing if not (r.start <= m[0] and m[1] <= r.end)]
+            out[r.key] = OffsetRange(r.topic, r.partition, old.start, max(old.end, r.end), r.root, r.cluster_id,
+                                     tuple(sorted({*missing, *r.missing})))
         return Ledger(out.values())
 
     def to_json(self) -> str:
@@ -184,8 +234,10 @@ def resume(
     Returns
     -------
     ranges, gaps
-        The ranges to convert (``start == end``: nothing new) and the partitions whose log
-        start moved past the ledger's ``end`` (they resume at the log start).
+        The ranges to convert (``start == end``: nothing new), from the first offset the ledger
+        holds missing if any (a reader leaves out what it holds: :func:`minus` of
+        :meth:`OffsetRange.held`), and the partitions whose log start moved past the ledger's
+        ``end`` (they resume at the log start).
 
     >>> led = Ledger([OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 0, 10)])
     >>> resume(led, {("t", 0, None): (0, 12), ("t", 1, None): (15, 20)}, {("t", 0, None): 0, ("t", 1, None): 15})
@@ -201,5 +253,8 @@ def resume(
             if first > start:
                 gaps.append(Gap(key[0], key[1], start, first, key[2]))
                 start = first
+            holes = [max(a, first) for a, b in held.missing if b > first]
+            if holes:  # read again from the first offset missing (what is held is not read: minus)
+                start = min(holes[0], start)
         out[key] = (start, max(start, end))
     return out, gaps
