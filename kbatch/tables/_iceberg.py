@@ -36,7 +36,7 @@ from typing import Any, Final, cast
 
 from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
-from kbatch.tables._iceberg_files import append_files
+from kbatch.tables._iceberg_files import append_files, write_files
 from kbatch.tables._ledger import LEDGER_KEY, Ledger
 from kbatch.tables._partition import DEFAULT, Transform, parse
 from kbatch.tables._remote import iceberg_properties
@@ -190,6 +190,9 @@ class IcebergSink(Sink):
         self._counts: dict[str, int] = {}
         self._base: dict[str, int | None] = {}
         self._staging: Path | None = None
+        #: the data files this run wrote, by topic, not yet committed (deleted by an abort)
+        self._files: dict[str, list[tuple[str, Any]]] = {}
+        self._run = f"{os.getpid()}-{os.urandom(4).hex()}"
 
     def identifier(self, topic: str) -> str:
         return f"{self.namespace}.{topic}{self.table_suffix}"
@@ -258,15 +261,21 @@ class IcebergSink(Sink):
             raise TableError(f"table {self.identifier(topic)}: this run's columns do not fit the table's schema "
                              f"{table.schema().schema_id}: {exc}", table=self.identifier(topic)) from None
 
-    def _flush(self, topic: str, properties: dict[str, str] | None = None) -> None:
+    def _flush(self, topic: str) -> None:
+        """Write ``topic``'s buffered rows as data files of its table (no snapshot yet: the commit
+        appends them, :mod:`kbatch.tables._iceberg_files`)."""
         import pyarrow as pa
 
         batches = self._buffers.pop(topic, [])
-        txn = self._txn(topic)
-        schema = self.schema_of(topic)
-        table = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
-        if batches or properties:
-            txn.append(table, snapshot_properties=properties or {})
+        txn = self._txn(topic)  # the table made and its schema evolved before the files are written
+        if not batches:
+            return
+        codec = txn.table_metadata.properties.get("write.parquet.compression-codec", "zstd")
+        name = f"{self._run}-{len(self._files.get(topic, [])):05d}"
+        files = write_files(txn.table_metadata, self._tables[topic].io,
+                            pa.Table.from_batches(batches, schema=self.schema_of(topic)), name,
+                            "none" if codec == "uncompressed" else codec)
+        self._files.setdefault(topic, []).extend(files)
 
     def _upsert(self, topic: str) -> None:
         """Replace or insert the latest row of each key of the run, delete the keys it ends with a tombstone."""
@@ -356,24 +365,23 @@ class IcebergSink(Sink):
         from pyiceberg.exceptions import CommitFailedException
 
         staged = self._take_staged()
-        topics = sorted(set(converted.topics()) | set(self._buffers) | set(self._txns) | set(staged))
+        topics = sorted(set(converted.topics()) | set(self._buffers) | set(self._txns) | set(staged)
+                        | set(self._files))
         for topic in topics:
             props = {LEDGER_KEY: ledger.for_topic(topic).to_json(),
                      **{k: v for k, v in self.properties.items() if k == "kbatch.version"}}
-            if topic in staged:
-                self._flush(topic)
-                append_files(self._txn(topic), self._tables[topic].io, staged[topic], props)
-            elif self.upsert:
+            if self.upsert:
                 self._upsert(topic)
-                self._flush(topic, props)
-            else:
-                self._flush(topic, props)
+            self._flush(topic)
+            files = [*self._files.get(topic, []), *staged.get(topic, [])]
+            append_files(self._txn(topic), self._tables[topic].io, files, props)
         reached("before-commit")
         out = []
         for topic in topics:
             name = self.identifier(topic)
             try:
                 table = self._txns.pop(topic).commit_transaction()
+                self._files.pop(topic, None)  # the table's now
                 self._made_out = False  # OUT holds a commit now: an abort must not remove it
             except CommitFailedException as exc:
                 self.abort()
@@ -396,6 +404,11 @@ class IcebergSink(Sink):
         self._drop_staging()
         self._txns.clear()
         self._buffers.clear()
+        for topic, files in self._files.items():  # written by this run, in no snapshot
+            for uri, _ in files:
+                with contextlib.suppress(Exception):
+                    self._tables[topic].io.delete(uri)
+        self._files.clear()
         if self._made_out and not self._anything_committed():
             shutil.rmtree(self.out, ignore_errors=True)  # a first run that failed: OUT as it was (none)
         self._made_out = False
