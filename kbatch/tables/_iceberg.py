@@ -38,6 +38,7 @@ from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
 from kbatch.tables._iceberg_files import append_files, write_files
 from kbatch.tables._ledger import LEDGER_KEY, Ledger
+from kbatch.tables._outlock import OutLock
 from kbatch.tables._partition import DEFAULT, Transform, parse
 from kbatch.tables._remote import iceberg_properties
 from kbatch.tables._sink import Sink, TableCommit, count_rows, nullable, staged_files
@@ -154,7 +155,7 @@ class IcebergSink(Sink):
             self.properties["write.parquet.compression-codec"] = codec
         options = dict(catalog_options or {})
         local = "://" not in self.out
-        self._made_out = False
+        self._lock: OutLock | None = None  # the default catalog's OUT, shared with the runs writing to it
         if not local:
             options = {**iceberg_properties(self.out, storage_options or {}), **options}
         if catalog is None and not local:
@@ -167,12 +168,12 @@ class IcebergSink(Sink):
                 Path(str(options["uri"])[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         elif catalog is None:
             path = Path(self.out).resolve()
-            self._made_out = not path.exists()
-            path.mkdir(parents=True, exist_ok=True)
+            self._lock = OutLock(path)
             options = {**_default_options(path), **options}
         elif "warehouse" not in options:
             options["warehouse"] = Path(self.out).resolve().as_uri() if local else self.out
-        self.catalog = load_catalog(catalog or CATALOG_NAME, **options)
+        with self._lock.alone("catalog.db") if self._lock is not None else contextlib.nullcontext():
+            self.catalog = load_catalog(catalog or CATALOG_NAME, **options)  # makes its tables once
         self._tables: dict[str, Any] = {}
         self._held: dict[str, tuple[Ledger, int | None]] = {}
         for topic in topics:
@@ -382,7 +383,8 @@ class IcebergSink(Sink):
             try:
                 table = self._txns.pop(topic).commit_transaction()
                 self._files.pop(topic, None)  # the table's now
-                self._made_out = False  # OUT holds a commit now: an abort must not remove it
+                if self._lock is not None:
+                    self._lock.made = False  # OUT holds a commit now: an abort must not remove it
             except CommitFailedException as exc:
                 self.abort()
                 raise CommitConflictError(f"table {name}: another run committed after this one read its ledger "
@@ -398,6 +400,8 @@ class IcebergSink(Sink):
             self._held[topic] = (ledger.for_topic(topic), snap.snapshot_id)
             records = self._applied.get(topic, records)  # upsert: the keys replaced, inserted or deleted
             out.append(TableCommit(name, str(snap.snapshot_id), records, size, list(converted.for_topic(topic))))
+        if self._lock is not None:
+            self._lock.close()
         return out
 
     def abort(self) -> None:
@@ -409,9 +413,11 @@ class IcebergSink(Sink):
                 with contextlib.suppress(Exception):
                     self._tables[topic].io.delete(uri)
         self._files.clear()
-        if self._made_out and not self._anything_committed():
-            shutil.rmtree(self.out, ignore_errors=True)  # a first run that failed: OUT as it was (none)
-        self._made_out = False
+        if self._lock is not None:
+            # a first run that failed: OUT as it was (none), unless another run uses it or committed
+            if self._lock.made and not self._anything_committed():
+                self._lock.remove_if_alone()
+            self._lock.close()
 
     def _anything_committed(self) -> bool:
         """Whether a table of the namespace has a snapshot (this run's or another's)."""
