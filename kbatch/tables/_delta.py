@@ -378,10 +378,7 @@ class DeltaSink(Sink):
                 self.abort()
                 if not isinstance(exc, CommitFailedError) and "already exists" not in str(exc):
                     raise TableError(f"table {uri}: {exc}", table=uri) from None
-                # a concurrent commit, or a table another run created after this one looked
-                raise CommitConflictError(f"table {uri}: another run committed after this one read its ledger "
-                                          f"({exc}): nothing of this run committed to it; run again to append what "
-                                          "is left", table=uri) from None
+                raise self._conflict(uri) from None  # a concurrent commit, or a table made after this run looked
             table = DeltaTable(uri, storage_options=self.storage)
             self._tables[topic] = table
             self._held[topic] = (mine, table.version())
@@ -436,9 +433,19 @@ class DeltaSink(Sink):
         again = DeltaTable(uri, storage_options=self.storage)
         held, _ = self._held.get(topic, (Ledger(), None))
         if read_ledger(again, self._topic_keys(topic))[0] != held:
-            raise CommitConflictError(f"table {uri}: another run committed after this one read its ledger: "
-                                      "nothing of this run committed to it; run again", table=uri)
+            raise self._conflict(uri)
         self._tables[topic] = again
+
+    def _conflict(self, uri: str) -> CommitConflictError:
+        """The error of a commit another run made first: its version, and what to do (no library text)."""
+        from deltalake import DeltaTable
+
+        try:
+            theirs = f"version {DeltaTable(uri, storage_options=self.storage).version()} of table {uri}"
+        except Exception:  # noqa: BLE001 - the table cannot be read now: the message without its version
+            theirs = f"to table {uri}"
+        return CommitConflictError(f"another run committed {theirs} after this one read it: nothing of this run "
+                                   "was committed to it; run again to append what is left", table=uri)
 
     def _merge(self, topic: str, props: Any) -> int:
         """Merge the run's latest record per key into the topic's table (created empty first if

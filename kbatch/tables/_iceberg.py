@@ -385,11 +385,16 @@ class IcebergSink(Sink):
                 self._files.pop(topic, None)  # the table's now
                 if self._lock is not None:
                     self._lock.made = False  # OUT holds a commit now: an abort must not remove it
-            except CommitFailedException as exc:
+            except CommitFailedException:
                 self.abort()
-                raise CommitConflictError(f"table {name}: another run committed after this one read its ledger "
-                                          f"({exc}): nothing of this run committed to it; run again to append what "
-                                          "is left", table=name) from None
+                try:
+                    snap = self.catalog.load_table(name).metadata.current_snapshot()
+                    theirs = f"snapshot {snap.snapshot_id} of table {name}" if snap is not None else f"to table {name}"
+                except Exception:  # noqa: BLE001 - the table cannot be read now: the message without its snapshot
+                    theirs = f"to table {name}"
+                raise CommitConflictError(f"another run committed {theirs} after this one read it: nothing of this "
+                                          "run was committed to it; run again to append what is left",
+                                          table=name) from None
             snap = table.metadata.current_snapshot()
             records = size = 0
             s = snap
