@@ -336,6 +336,8 @@ class Summary:
             else f"nothing written: {self.out} left as it was"
         )
         verb = "appended" if self.mode == "append" and self.written else "converted"
+        if any(c.upsert is not None for c in self.tables):  # the rows changed are the tables' lines
+            verb, where = "read", f"upserted into {self.format} in {self.out} ({size(self.output_bytes)} written)"
         if self.since:
             return [f"nothing new since {', '.join(self.since)}: no record read, nothing committed"]
         out = [
@@ -494,9 +496,11 @@ def plan(args: argparse.Namespace) -> Plan:
         raise UsageError("--catalog, --catalog-option and --namespace are for --format iceberg")
     if args.partition_by and args.format not in ("iceberg", "delta"):
         raise UsageError("--partition-by is for --format iceberg or delta")
-    if getattr(args, "upsert", False) and (args.format not in ("iceberg", "delta") or args.engine != "arrow"):
-        raise UsageError("--upsert needs --format iceberg or delta (with --engine arrow): a folder of files has no "
-                         "rows to replace")
+    if getattr(args, "upsert", False) and args.format not in ("iceberg", "delta"):
+        raise UsageError("--upsert needs --format iceberg or delta: a folder of files has no rows to replace")
+    if getattr(args, "upsert", False) and args.engine != "arrow":
+        raise UsageError(f"--upsert runs on the arrow engine (the merge is one process's): use --engine arrow, the "
+                         f"default for --format {args.format}")
     if getattr(args, "upsert", False) and args.mode == "overwrite":
         raise UsageError("--upsert merges into the table: use --mode append (or a new OUT), not overwrite")
     if args.format in ("iceberg", "delta") and _is_remote(args.out) and args.engine == "spark":

@@ -80,6 +80,14 @@ def read_ledger(table: Any, keys: Iterable[Key] = ()) -> tuple[Ledger, int | Non
     return Ledger(ranges), version
 
 
+def _files(table: Any) -> dict[str, tuple[int, int]]:
+    """The data files of ``table`` (a ``deltalake.DeltaTable``): path -> (bytes, rows)."""
+    import pyarrow as pa
+
+    adds = pa.table(table.get_add_actions(flatten=True)).select(["path", "size_bytes", "num_records"]).to_pylist()
+    return {a["path"]: (int(a["size_bytes"] or 0), int(a["num_records"] or 0)) for a in adds}
+
+
 def _derive(batch: Any, partition: Sequence[Transform]) -> Any:
     """``batch`` with the derived partition columns appended."""
     import pyarrow as pa
@@ -357,12 +365,16 @@ class DeltaSink(Sink):
             uri = self.uri(topic)
             try:
                 if self.upsert:
-                    records = self._merge(topic, props)
+                    before = _files(self._tables[topic]) if topic in self._tables else {}
+                    changed = self._merge(topic, props)
                     table = DeltaTable(uri, storage_options=self.storage)
                     self._tables[topic] = table
                     self._held[topic] = (mine, table.version())
-                    out.append(TableCommit(uri, str(table.version()), records, 0, list(converted.for_topic(topic)),
-                                           kind="version"))
+                    after = _files(table)
+                    written = sum(size for path, (size, _) in after.items() if path not in before)
+                    upsert = {**changed, "rows": sum(rows for _, rows in after.values())}
+                    out.append(TableCommit(uri, str(table.version()), self._counts.get(topic, 0), written,
+                                           list(converted.for_topic(topic)), kind="version", upsert=upsert))
                     continue
                 if topic in self._tables:
                     self._evolve(topic)
@@ -447,9 +459,9 @@ class DeltaSink(Sink):
         return CommitConflictError(f"another run committed {theirs} after this one read it: nothing of this run "
                                    "was committed to it; run again to append what is left", table=uri)
 
-    def _merge(self, topic: str, props: Any) -> int:
+    def _merge(self, topic: str, props: Any) -> dict[str, int]:
         """Merge the run's latest record per key into the topic's table (created empty first if
-        new); the number of keys replaced, inserted or deleted."""
+        new); the rows it ``inserted``, ``updated`` and ``deleted``."""
         import pyarrow as pa
         from deltalake import DeltaTable
 
@@ -463,13 +475,14 @@ class DeltaSink(Sink):
         if topic not in self._tables:
             DeltaTable.create(uri, schema, mode="error", partition_by=self.partition_columns or None,
                               description=self._description(), storage_options=self.storage)
-        (DeltaTable(uri, storage_options=self.storage)
-         .merge(source, predicate="t.key = s.key", source_alias="s", target_alias="t", commit_properties=props)
-         .when_matched_delete(predicate="s.value IS NULL")
-         .when_matched_update_all()
-         .when_not_matched_insert_all(predicate="s.value IS NOT NULL")
-         .execute())
-        return int(live.num_rows) + len(dead)
+        metrics = (DeltaTable(uri, storage_options=self.storage)
+                   .merge(source, predicate="t.key = s.key", source_alias="s", target_alias="t",
+                          commit_properties=props)
+                   .when_matched_delete(predicate="s.value IS NULL")
+                   .when_matched_update_all()
+                   .when_not_matched_insert_all(predicate="s.value IS NOT NULL")
+                   .execute())
+        return {what: int(metrics.get(f"num_target_rows_{what}", 0)) for what in ("inserted", "updated", "deleted")}
 
     def _description(self) -> str:
         return (f"Kafka topic records written by kbatch {self.properties.get('kbatch.version', '')} from "

@@ -147,7 +147,7 @@ class IcebergSink(Sink):
         self.table_suffix = table_suffix
         self.namespace = namespace or DEFAULT_NAMESPACE
         self.upsert = upsert
-        self._applied: dict[str, int] = {}
+        self._applied: dict[str, dict[str, int]] = {}  # --upsert: rows inserted, updated, deleted
         self.partition = parse(partition_by or DEFAULT, columns)
         self.properties = dict(properties or {})
         if compression:  # else pyiceberg's default, zstd
@@ -279,7 +279,8 @@ class IcebergSink(Sink):
         self._files.setdefault(topic, []).extend(files)
 
     def _upsert(self, topic: str) -> None:
-        """Replace or insert the latest row of each key of the run, delete the keys it ends with a tombstone."""
+        """Replace or insert the latest row of each key of the run, delete the keys it ends with a
+        tombstone; the rows inserted, updated and deleted kept for the report."""
         import pyarrow as pa
         from pyiceberg.expressions import In
 
@@ -288,11 +289,17 @@ class IcebergSink(Sink):
         batches = self._buffers.pop(topic, [])
         live, dead = latest_per_key(pa.Table.from_batches(batches, schema=self.schema_of(topic)))
         txn = self._txn(topic)
+        before = self._tables[topic]
+        deleting = cast(Any, In)("key", dead) if dead else None  # In's pydantic signature hides (term, literals)
+        deleted = (before.scan(row_filter=deleting).count()
+                   if deleting is not None and before.metadata.current_snapshot() is not None else 0)
+        inserted = updated = 0
         if live.num_rows:
-            txn.upsert(live, join_cols=["key"])
-        if dead:
-            txn.delete(cast(Any, In)("key", dead))  # In's pydantic signature hides (term, literals)
-        self._applied[topic] = live.num_rows + len(dead)
+            result = txn.upsert(live, join_cols=["key"])
+            inserted, updated = result.rows_inserted, result.rows_updated
+        if deleted:  # a key no row holds is nothing to delete (pyiceberg would warn)
+            txn.delete(deleting)
+        self._applied[topic] = {"inserted": inserted, "updated": updated, "deleted": deleted}
 
     def write(self, batches: Iterable[Any]) -> None:
         """Buffer each topic's batches; a topic's buffer is appended (a snapshot of the commit) when
@@ -403,8 +410,12 @@ class IcebergSink(Sink):
                 size += int(s.summary.get("added-files-size", 0) or 0)
                 s = table.metadata.snapshot_by_id(s.parent_snapshot_id) if s.parent_snapshot_id else None
             self._held[topic] = (ledger.for_topic(topic), snap.snapshot_id)
-            records = self._applied.get(topic, records)  # upsert: the keys replaced, inserted or deleted
-            out.append(TableCommit(name, str(snap.snapshot_id), records, size, list(converted.for_topic(topic))))
+            upsert = self._applied.pop(topic, None)
+            if upsert is not None:  # the records read; the rows changed and the table's rows after
+                records = self._counts.get(topic, 0)
+                upsert["rows"] = int(snap.summary.get("total-records", 0) or 0)
+            out.append(TableCommit(name, str(snap.snapshot_id), records, size, list(converted.for_topic(topic)),
+                                   upsert=upsert))
         if self._lock is not None:
             self._lock.close()
         return out

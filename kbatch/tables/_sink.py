@@ -51,16 +51,28 @@ class TableCommit:
     ranges: list[OffsetRange] = field(default_factory=list)
     #: what the id is: "snapshot", "version", "commit"
     kind: str = "snapshot"
+    #: ``--upsert``: the rows the commit ``inserted``, ``updated`` and ``deleted``, and the table's
+    #: ``rows`` after it (``records`` is then the records read)
+    upsert: dict[str, int] | None = None
 
     def line(self) -> str:
         from kbatch._progress import plural, size
 
+        if self.upsert is not None:
+            u = self.upsert
+            return (f"table {self.table}: {self.kind} {self.snapshot}, {plural(self.records, 'record')} read from "
+                    f"{plural(len(self.ranges), 'partition')}: {u['inserted']:,} rows inserted, {u['updated']:,} "
+                    f"updated, {u['deleted']:,} deleted; {plural(u['rows'], 'row')} in the table "
+                    f"({size(self.bytes)} written)")
         return (f"table {self.table}: {self.kind} {self.snapshot}, {plural(self.records, 'record')} "
                 f"({size(self.bytes)}) from {plural(len(self.ranges), 'partition')}")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"table": self.table, self.kind: self.snapshot, "records": self.records, "bytes": self.bytes,
-                "ranges": [r.as_dict() for r in self.ranges]}
+        out = {"table": self.table, self.kind: self.snapshot, "records": self.records, "bytes": self.bytes,
+               "ranges": [r.as_dict() for r in self.ranges]}
+        if self.upsert is not None:
+            out["upsert"] = dict(self.upsert)
+        return out
 
 
 def count_rows(batches: Iterable[Any], counts: dict[str, int]) -> Iterator[Any]:
