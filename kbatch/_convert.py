@@ -1005,7 +1005,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
         mode=args.mode,
         left_out=p.left_out,
         per_partition=list(reports.values()),
-        notes=resumed.notes + notes,
+        notes=resumed.notes + notes + [n for c in commits for n in c.notes],
         tables=commits,
         gaps=resumed.gaps,
         **dead,
@@ -1407,7 +1407,8 @@ def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink
         len(p.topics), len(p.logs), sum(rep.records for rep in reports.values()), p.input_bytes,
         sum(c.bytes for c in commits), time.perf_counter() - wall, "arrow", args.format, args.out,
         written=bool(commits), mode=args.mode, left_out=p.left_out, per_partition=list(reports.values()),
-        notes=r.notes + p.notes + _notes(p.logs), tables=commits, gaps=r.gaps, **dead,
+        notes=r.notes + p.notes + _notes(p.logs) + [n for c in commits for n in c.notes], tables=commits,
+        gaps=r.gaps, **dead,
     )
 
 

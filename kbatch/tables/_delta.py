@@ -38,7 +38,16 @@ from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import LEDGER_KEY, Key, Ledger, OffsetRange
 from kbatch.tables._partition import DEFAULT, Transform, parse
 from kbatch.tables._remote import delta_options, pyarrow_url
-from kbatch.tables._sink import Sink, TableCommit, by_topic, count_rows, nullable, staged_files
+from kbatch.tables._sink import (
+    Sink,
+    TableCommit,
+    added_columns,
+    by_topic,
+    count_rows,
+    nullable,
+    older_rows_note,
+    staged_files,
+)
 
 __all__ = ["DeltaSink", "app_id", "read_ledger", "type_change"]
 
@@ -233,6 +242,7 @@ class DeltaSink(Sink):
                 self._held[topic] = read_ledger(table, self._topic_keys(topic))
         self._actions: dict[str, list[Any]] = {}
         self._counts: dict[str, int] = {}
+        self._notes: dict[str, list[str]] = {}  # by topic, for the commit's report
         self._written: list[str] = []  # files of the filesystem (self.fs; local paths without)
         self._writes = 0
         self._staging: Path | None = None
@@ -395,7 +405,8 @@ class DeltaSink(Sink):
             self._tables[topic] = table
             self._held[topic] = (mine, table.version())
             out.append(TableCommit(uri, str(table.version()), sum(json.loads(a.stats)["numRecords"] for a in actions),
-                                   sum(a.size for a in actions), list(converted.for_topic(topic)), kind="version"))
+                                   sum(a.size for a in actions), list(converted.for_topic(topic)), kind="version",
+                                   notes=self._notes.pop(topic, [])))
             name = topic + self.table_suffix
             folder = f"{Path(self.root, name).as_posix() if self.fs is None else f'{self.root}/{name}'}/"
             self._written = [p for p in self._written if not p.startswith(folder)]
@@ -426,6 +437,9 @@ class DeltaSink(Sink):
         new = [f for f in schema if theirs.get_field_index(f.name) < 0]
         if not new and not changed:
             return
+        added = added_columns(theirs, schema)  # Delta keeps no default for the rows written before
+        if added:
+            self._notes[topic] = [older_rows_note(uri, added)]
         for f, old in changed:  # fields added: merged; a field's type changed: refused
             found = type_change(old.type, f.type, f.name)
             if found:

@@ -41,7 +41,15 @@ from kbatch.tables._ledger import LEDGER_KEY, Ledger
 from kbatch.tables._outlock import OutLock
 from kbatch.tables._partition import DEFAULT, Transform, parse
 from kbatch.tables._remote import iceberg_properties
-from kbatch.tables._sink import Sink, TableCommit, count_rows, nullable, staged_files
+from kbatch.tables._sink import (
+    Sink,
+    TableCommit,
+    added_columns,
+    count_rows,
+    nullable,
+    older_rows_note,
+    staged_files,
+)
 
 __all__ = ["CATALOG_NAME", "DEFAULT_NAMESPACE", "IcebergSink", "default_catalog", "read_ledger"]
 
@@ -193,6 +201,7 @@ class IcebergSink(Sink):
         self._staging: Path | None = None
         #: the data files this run wrote, by topic, not yet committed (deleted by an abort)
         self._files: dict[str, list[tuple[str, Any]]] = {}
+        self._notes: dict[str, list[str]] = {}  # by topic, for the commit's report
         self._run = f"{os.getpid()}-{os.urandom(4).hex()}"
 
     def identifier(self, topic: str) -> str:
@@ -261,6 +270,10 @@ class IcebergSink(Sink):
         except (ValueError, ValidationError) as exc:
             raise TableError(f"table {self.identifier(topic)}: this run's columns do not fit the table's schema "
                              f"{table.schema().schema_id}: {exc}", table=self.identifier(topic)) from None
+        # pyiceberg writes format v2 tables, whose columns have no initial-default (v3's) for older rows
+        added = added_columns(table.schema().as_arrow(), txn.table_metadata.schema().as_arrow())
+        if added and table.metadata.current_snapshot() is not None:
+            self._notes[topic] = [older_rows_note(self.identifier(topic), added)]
 
     def _flush(self, topic: str) -> None:
         """Write ``topic``'s buffered rows as data files of its table (no snapshot yet: the commit
@@ -415,7 +428,7 @@ class IcebergSink(Sink):
                 records = self._counts.get(topic, 0)
                 upsert["rows"] = int(snap.summary.get("total-records", 0) or 0)
             out.append(TableCommit(name, str(snap.snapshot_id), records, size, list(converted.for_topic(topic)),
-                                   upsert=upsert))
+                                   upsert=upsert, notes=self._notes.pop(topic, [])))
         if self._lock is not None:
             self._lock.close()
         return out
