@@ -281,38 +281,57 @@ class IcebergSink(Sink):
         import pyarrow as pa
 
         batches = self._buffers.pop(topic, [])
-        txn = self._txn(topic)  # the table made and its schema evolved before the files are written
-        if not batches:
-            return
+        self._txn(topic)  # the table made and its schema evolved before the files are written
+        if batches:
+            self._write(topic, pa.Table.from_batches(batches, schema=self.schema_of(topic)))
+
+    def _write(self, topic: str, rows: Any) -> None:
+        """Write ``rows`` (a ``pyarrow.Table``) as data files of ``topic``'s table, for the commit."""
+        txn = self._txns[topic]
         codec = txn.table_metadata.properties.get("write.parquet.compression-codec", "zstd")
         name = f"{self._run}-{len(self._files.get(topic, [])):05d}"
-        files = write_files(txn.table_metadata, self._tables[topic].io,
-                            pa.Table.from_batches(batches, schema=self.schema_of(topic)), name,
+        files = write_files(txn.table_metadata, self._tables[topic].io, rows, name,
                             "none" if codec == "uncompressed" else codec)
         self._files.setdefault(topic, []).extend(files)
 
-    def _upsert(self, topic: str) -> None:
+    def _upsert(self, topic: str) -> list[Any]:
         """Replace or insert the latest row of each key of the run, delete the keys it ends with a
-        tombstone; the rows inserted, updated and deleted kept for the report."""
+        tombstone, as kbatch's own files (pyiceberg's ``upsert`` would rewrite the rows kept, a
+        null list of structs as ``[]``): the table's files holding one of the run's keys are
+        read, their other rows written again with the run's live rows; the files replaced are
+        returned (the commit's snapshot removes them). The rows inserted, updated and deleted are
+        kept for the report."""
         import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
         from pyiceberg.expressions import In
 
         from kbatch.tables._upsert import latest_per_key
 
         batches = self._buffers.pop(topic, [])
         live, dead = latest_per_key(pa.Table.from_batches(batches, schema=self.schema_of(topic)))
-        txn = self._txn(topic)
-        before = self._tables[topic]
-        deleting = cast(Any, In)("key", dead) if dead else None  # In's pydantic signature hides (term, literals)
-        deleted = (before.scan(row_filter=deleting).count()
-                   if deleting is not None and before.metadata.current_snapshot() is not None else 0)
-        inserted = updated = 0
-        if live.num_rows:
-            result = txn.upsert(live, join_cols=["key"])
-            inserted, updated = result.rows_inserted, result.rows_updated
-        if deleted:  # a key no row holds is nothing to delete (pyiceberg would warn)
-            txn.delete(deleting)
-        self._applied[topic] = {"inserted": inserted, "updated": updated, "deleted": deleted}
+        self._txn(topic)
+        table = self._tables[topic]
+        keys = pa.concat_arrays([live.column("key").combine_chunks(), pa.array(dead, live.schema.field("key").type)])
+        replaced, kept, found = [], [], []
+        if len(keys) and table.metadata.current_snapshot() is not None:
+            for task in table.scan(row_filter=cast(Any, In)("key", keys.to_pylist())).plan_files():
+                with table.io.new_input(task.file.file_path).open() as f:
+                    rows = pq.read_table(f)  # as the file holds them: its nulls kept
+                hit = pc.is_in(rows.column("key"), value_set=keys)
+                if not pc.any(hit).as_py():
+                    continue
+                replaced.append(task.file)
+                kept.append(rows.filter(pc.invert(hit)))
+                found.append(rows.filter(hit).column("key"))
+        held = pa.chunked_array(found, keys.type) if found else pa.chunked_array([], keys.type)
+        updated = pc.sum(pc.is_in(live.column("key"), value_set=held)).as_py() or 0
+        deleted = len(held) - updated
+        self._applied[topic] = {"inserted": live.num_rows - updated, "updated": updated, "deleted": deleted}
+        for rows in (*kept, live):  # each file's rows kept with its own columns
+            if rows.num_rows:
+                self._write(topic, rows)
+        return replaced
 
     def write(self, batches: Iterable[Any]) -> None:
         """Buffer each topic's batches; a topic's buffer is appended (a snapshot of the commit) when
@@ -391,11 +410,10 @@ class IcebergSink(Sink):
         for topic in topics:
             props = {LEDGER_KEY: ledger.for_topic(topic).to_json(),
                      **{k: v for k, v in self.properties.items() if k == "kbatch.version"}}
-            if self.upsert:
-                self._upsert(topic)
+            replaced = self._upsert(topic) if self.upsert else []
             self._flush(topic)
             files = [*self._files.get(topic, []), *staged.get(topic, [])]
-            append_files(self._txn(topic), self._tables[topic].io, files, props)
+            append_files(self._txn(topic), self._tables[topic].io, files, props, replaced)
         reached("before-commit")
         out = []
         for topic in topics:

@@ -100,11 +100,13 @@ def write_files(metadata: Any, io: Any, rows: Any, name: str, compression: str) 
     return out
 
 
-def append_files(txn: Any, io: Any, files: Sequence[tuple[str, Any]], properties: Mapping[str, str]) -> None:
+def append_files(txn: Any, io: Any, files: Sequence[tuple[str, Any]], properties: Mapping[str, str],
+                 replaced: Sequence[Any] = ()) -> None:
     """Append ``files`` to ``txn``'s table in one snapshot with ``properties`` in its summary (a
     snapshot of no files when there are none); each is ``(uri, its partition)``: the ``Record``
     :func:`write_files` gave, or the folder values by partition field name another writer split
-    it by. The files must hold the table's columns."""
+    it by. The files must hold the table's columns. ``replaced``: data files of the table
+    (``DataFile``) the same snapshot removes (an overwrite: the rows kept of them are in ``files``)."""
     import pyarrow.parquet as pq
     from pyiceberg.io.pyarrow import (
         compute_statistics_plan,
@@ -123,7 +125,10 @@ def append_files(txn: Any, io: Any, files: Sequence[tuple[str, Any]], properties
     schema = metadata.schema()
     plan = compute_statistics_plan(schema, metadata.properties)
     mapping = parquet_path_to_id_mapping(schema)
-    with txn.update_snapshot(snapshot_properties=dict(properties)).fast_append() as append:
+    update = txn.update_snapshot(snapshot_properties=dict(properties))
+    with update.overwrite() if replaced else update.fast_append() as append:
+        for old in replaced:
+            append.delete_data_file(old)
         for uri, folders in files:
             source = io.new_input(uri)
             with source.open() as f:
