@@ -312,21 +312,24 @@ class IcebergSink(Sink):
         live, dead = latest_per_key(pa.Table.from_batches(batches, schema=self.schema_of(topic)))
         self._txn(topic)
         table = self._tables[topic]
-        keys = pa.concat_arrays([live.column("key").combine_chunks(), pa.array(dead, live.schema.field("key").type)])
+        kind = live.schema.field("key").type
+        gone = pa.array(dead, kind)
+        keys = pa.concat_arrays([live.column("key").combine_chunks(), gone])
         replaced, kept, found = [], [], []
         if len(keys) and table.metadata.current_snapshot() is not None:
             for task in table.scan(row_filter=cast(Any, In)("key", keys.to_pylist())).plan_files():
                 with table.io.new_input(task.file.file_path).open() as f:
                     rows = pq.read_table(f)  # as the file holds them: its nulls kept
-                hit = pc.is_in(rows.column("key"), value_set=keys)
+                their = rows.column("key").cast(kind)  # an older writer's large_binary
+                hit = pc.is_in(their, value_set=keys)
                 if not pc.any(hit).as_py():
                     continue
                 replaced.append(task.file)
                 kept.append(rows.filter(pc.invert(hit)))
-                found.append(rows.filter(hit).column("key"))
-        held = pa.chunked_array(found, keys.type) if found else pa.chunked_array([], keys.type)
+                found.append(their.filter(hit).combine_chunks())
+        held = pa.concat_arrays(found) if found else pa.array([], kind)
         updated = pc.sum(pc.is_in(live.column("key"), value_set=held)).as_py() or 0
-        deleted = len(held) - updated
+        deleted = pc.sum(pc.is_in(held, value_set=gone)).as_py() or 0
         self._applied[topic] = {"inserted": live.num_rows - updated, "updated": updated, "deleted": deleted}
         for rows in (*kept, live):  # each file's rows kept with its own columns
             if rows.num_rows:
