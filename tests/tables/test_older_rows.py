@@ -35,8 +35,8 @@ def test_fields_a_reader_schema_adds_read_null_in_older_rows_and_the_summary_say
     second = summary_of(convert_cli(*args))  # the latest, V2: status (default "NEW") and note added
     said = [n for n in second["notes"] if "read null" in n]
     name = "kafka.orders" if kind == "iceberg" else str(out / "orders")
-    assert said == [f"table {name}: the rows written before this run read null in value.status, value.note (added "
-                    "now): the table keeps no value for older rows, a reader schema's default included"]
+    assert said == [(f"table {name}: the rows written before this run read null in value.status, value.note (added "
+                     "now): the table keeps no value for older rows, a reader schema's default included")]
     values = _values(out, kind)
     assert {values[o]["status"] for o in older} == {None}  # what the note says
     assert {v["status"] for o, v in values.items() if o not in older and v is not None} <= {"NEW", "PAID"}
