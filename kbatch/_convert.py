@@ -369,6 +369,8 @@ class Summary:
             else f"nothing written: {self.out} left as it was"
         )
         verb = "appended" if self.mode == "append" and self.written else "converted"
+        if any(c.upsert is not None for c in self.tables):  # the rows changed are the tables' lines
+            verb, where = "read", f"upserted into {self.format} in {self.out} ({size(self.output_bytes)} written)"
         if self.since:
             return [f"nothing new since {', '.join(self.since)}: no record read, nothing committed"]
         out = [
@@ -530,9 +532,11 @@ def plan(args: argparse.Namespace) -> Plan:
         raise UsageError("--catalog, --catalog-option and --namespace are for --format iceberg")
     if args.partition_by and args.format not in ("iceberg", "delta"):
         raise UsageError("--partition-by is for --format iceberg or delta")
-    if getattr(args, "upsert", False) and (args.format not in ("iceberg", "delta") or args.engine != "arrow"):
-        raise UsageError("--upsert needs --format iceberg or delta (with --engine arrow): a folder of files has no "
-                         "rows to replace")
+    if getattr(args, "upsert", False) and args.format not in ("iceberg", "delta"):
+        raise UsageError("--upsert needs --format iceberg or delta: a folder of files has no rows to replace")
+    if getattr(args, "upsert", False) and args.engine != "arrow":
+        raise UsageError(f"--upsert runs on the arrow engine (the merge is one process's): use --engine arrow, the "
+                         f"default for --format {args.format}")
     if getattr(args, "upsert", False) and args.mode == "overwrite":
         raise UsageError("--upsert merges into the table: use --mode append (or a new OUT), not overwrite")
     if args.format in ("iceberg", "delta") and _is_remote(args.out) and args.engine == "spark":
@@ -1120,7 +1124,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
         mode=args.mode,
         left_out=p.left_out,
         per_partition=list(reports.values()),
-        notes=resumed.notes + notes,
+        notes=resumed.notes + notes + [n for c in commits for n in c.notes],
         tables=commits,
         gaps=resumed.gaps,
         **dead,
@@ -1536,7 +1540,8 @@ def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink
         len(p.topics), len(p.logs), sum(rep.records for rep in reports.values()), p.input_bytes,
         sum(c.bytes for c in commits), time.perf_counter() - wall, "arrow", args.format, args.out,
         written=bool(commits), mode=args.mode, left_out=p.left_out, per_partition=list(reports.values()),
-        notes=r.notes + p.notes + _notes(p.logs), tables=commits, gaps=r.gaps, **dead,
+        notes=r.notes + p.notes + _notes(p.logs) + [n for c in commits for n in c.notes], tables=commits,
+        gaps=r.gaps, **dead,
     )
 
 

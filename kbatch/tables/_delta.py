@@ -38,7 +38,16 @@ from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import LEDGER_KEY, Key, Ledger, OffsetRange
 from kbatch.tables._partition import DEFAULT, Transform, parse
 from kbatch.tables._remote import delta_options, pyarrow_url
-from kbatch.tables._sink import Sink, TableCommit, by_topic, count_rows, nullable, staged_files
+from kbatch.tables._sink import (
+    Sink,
+    TableCommit,
+    added_columns,
+    by_topic,
+    count_rows,
+    nullable,
+    older_rows_note,
+    staged_files,
+)
 
 __all__ = ["DeltaSink", "app_id", "read_ledger", "type_change"]
 
@@ -78,6 +87,14 @@ def read_ledger(table: Any, keys: Iterable[Key] = ()) -> tuple[Ledger, int | Non
     if version is None and ranges:
         version = table.version()
     return Ledger(ranges), version
+
+
+def _files(table: Any) -> dict[str, tuple[int, int]]:
+    """The data files of ``table`` (a ``deltalake.DeltaTable``): path -> (bytes, rows)."""
+    import pyarrow as pa
+
+    adds = pa.table(table.get_add_actions(flatten=True)).select(["path", "size_bytes", "num_records"]).to_pylist()
+    return {a["path"]: (int(a["size_bytes"] or 0), int(a["num_records"] or 0)) for a in adds}
 
 
 def _derive(batch: Any, partition: Sequence[Transform]) -> Any:
@@ -225,6 +242,7 @@ class DeltaSink(Sink):
                 self._held[topic] = read_ledger(table, self._topic_keys(topic))
         self._actions: dict[str, list[Any]] = {}
         self._counts: dict[str, int] = {}
+        self._notes: dict[str, list[str]] = {}  # by topic, for the commit's report
         self._written: list[str] = []  # files of the filesystem (self.fs; local paths without)
         self._writes = 0
         self._staging: Path | None = None
@@ -357,12 +375,16 @@ class DeltaSink(Sink):
             uri = self.uri(topic)
             try:
                 if self.upsert:
-                    records = self._merge(topic, props)
+                    before = _files(self._tables[topic]) if topic in self._tables else {}
+                    changed = self._merge(topic, props)
                     table = DeltaTable(uri, storage_options=self.storage)
                     self._tables[topic] = table
                     self._held[topic] = (mine, table.version())
-                    out.append(TableCommit(uri, str(table.version()), records, 0, list(converted.for_topic(topic)),
-                                           kind="version"))
+                    after = _files(table)
+                    written = sum(size for path, (size, _) in after.items() if path not in before)
+                    upsert = {**changed, "rows": sum(rows for _, rows in after.values())}
+                    out.append(TableCommit(uri, str(table.version()), self._counts.get(topic, 0), written,
+                                           list(converted.for_topic(topic)), kind="version", upsert=upsert))
                     continue
                 if topic in self._tables:
                     self._evolve(topic)
@@ -378,15 +400,13 @@ class DeltaSink(Sink):
                 self.abort()
                 if not isinstance(exc, CommitFailedError) and "already exists" not in str(exc):
                     raise TableError(f"table {uri}: {exc}", table=uri) from None
-                # a concurrent commit, or a table another run created after this one looked
-                raise CommitConflictError(f"table {uri}: another run committed after this one read its ledger "
-                                          f"({exc}): nothing of this run committed to it; run again to append what "
-                                          "is left", table=uri) from None
+                raise self._conflict(uri) from None  # a concurrent commit, or a table made after this run looked
             table = DeltaTable(uri, storage_options=self.storage)
             self._tables[topic] = table
             self._held[topic] = (mine, table.version())
             out.append(TableCommit(uri, str(table.version()), sum(json.loads(a.stats)["numRecords"] for a in actions),
-                                   sum(a.size for a in actions), list(converted.for_topic(topic)), kind="version"))
+                                   sum(a.size for a in actions), list(converted.for_topic(topic)), kind="version",
+                                   notes=self._notes.pop(topic, [])))
             name = topic + self.table_suffix
             folder = f"{Path(self.root, name).as_posix() if self.fs is None else f'{self.root}/{name}'}/"
             self._written = [p for p in self._written if not p.startswith(folder)]
@@ -417,6 +437,9 @@ class DeltaSink(Sink):
         new = [f for f in schema if theirs.get_field_index(f.name) < 0]
         if not new and not changed:
             return
+        added = added_columns(theirs, schema)  # Delta keeps no default for the rows written before
+        if added:
+            self._notes[topic] = [older_rows_note(uri, added)]
         for f, old in changed:  # fields added: merged; a field's type changed: refused
             found = type_change(old.type, f.type, f.name)
             if found:
@@ -436,13 +459,23 @@ class DeltaSink(Sink):
         again = DeltaTable(uri, storage_options=self.storage)
         held, _ = self._held.get(topic, (Ledger(), None))
         if read_ledger(again, self._topic_keys(topic))[0] != held:
-            raise CommitConflictError(f"table {uri}: another run committed after this one read its ledger: "
-                                      "nothing of this run committed to it; run again", table=uri)
+            raise self._conflict(uri)
         self._tables[topic] = again
 
-    def _merge(self, topic: str, props: Any) -> int:
+    def _conflict(self, uri: str) -> CommitConflictError:
+        """The error of a commit another run made first: its version, and what to do (no library text)."""
+        from deltalake import DeltaTable
+
+        try:
+            theirs = f"version {DeltaTable(uri, storage_options=self.storage).version()} of table {uri}"
+        except Exception:  # noqa: BLE001 - the table cannot be read now: the message without its version
+            theirs = f"to table {uri}"
+        return CommitConflictError(f"another run committed {theirs} after this one read it: nothing of this run "
+                                   "was committed to it; run again to append what is left", table=uri)
+
+    def _merge(self, topic: str, props: Any) -> dict[str, int]:
         """Merge the run's latest record per key into the topic's table (created empty first if
-        new); the number of keys replaced, inserted or deleted."""
+        new); the rows it ``inserted``, ``updated`` and ``deleted``."""
         import pyarrow as pa
         from deltalake import DeltaTable
 
@@ -456,13 +489,14 @@ class DeltaSink(Sink):
         if topic not in self._tables:
             DeltaTable.create(uri, schema, mode="error", partition_by=self.partition_columns or None,
                               description=self._description(), storage_options=self.storage)
-        (DeltaTable(uri, storage_options=self.storage)
-         .merge(source, predicate="t.key = s.key", source_alias="s", target_alias="t", commit_properties=props)
-         .when_matched_delete(predicate="s.value IS NULL")
-         .when_matched_update_all()
-         .when_not_matched_insert_all(predicate="s.value IS NOT NULL")
-         .execute())
-        return int(live.num_rows) + len(dead)
+        metrics = (DeltaTable(uri, storage_options=self.storage)
+                   .merge(source, predicate="t.key = s.key", source_alias="s", target_alias="t",
+                          commit_properties=props)
+                   .when_matched_delete(predicate="s.value IS NULL")
+                   .when_matched_update_all()
+                   .when_not_matched_insert_all(predicate="s.value IS NOT NULL")
+                   .execute())
+        return {what: int(metrics.get(f"num_target_rows_{what}", 0)) for what in ("inserted", "updated", "deleted")}
 
     def _description(self) -> str:
         return (f"Kafka topic records written by kbatch {self.properties.get('kbatch.version', '')} from "

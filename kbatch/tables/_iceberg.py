@@ -36,11 +36,20 @@ from typing import Any, Final, cast
 
 from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
-from kbatch.tables._iceberg_files import append_files
+from kbatch.tables._iceberg_files import append_files, write_files
 from kbatch.tables._ledger import LEDGER_KEY, Ledger
+from kbatch.tables._outlock import OutLock
 from kbatch.tables._partition import DEFAULT, Transform, parse
 from kbatch.tables._remote import iceberg_properties
-from kbatch.tables._sink import Sink, TableCommit, count_rows, nullable, staged_files
+from kbatch.tables._sink import (
+    Sink,
+    TableCommit,
+    added_columns,
+    count_rows,
+    nullable,
+    older_rows_note,
+    staged_files,
+)
 
 __all__ = ["CATALOG_NAME", "DEFAULT_NAMESPACE", "IcebergSink", "default_catalog", "read_ledger"]
 
@@ -146,7 +155,7 @@ class IcebergSink(Sink):
         self.table_suffix = table_suffix
         self.namespace = namespace or DEFAULT_NAMESPACE
         self.upsert = upsert
-        self._applied: dict[str, int] = {}
+        self._applied: dict[str, dict[str, int]] = {}  # --upsert: rows inserted, updated, deleted
         self.partition = parse(partition_by or DEFAULT, columns)
         self.properties = dict(properties or {})
         if compression:  # else pyiceberg's default, zstd
@@ -154,7 +163,7 @@ class IcebergSink(Sink):
             self.properties["write.parquet.compression-codec"] = codec
         options = dict(catalog_options or {})
         local = "://" not in self.out
-        self._made_out = False
+        self._lock: OutLock | None = None  # the default catalog's OUT, shared with the runs writing to it
         if not local:
             options = {**iceberg_properties(self.out, storage_options or {}), **options}
         if catalog is None and not local:
@@ -167,12 +176,12 @@ class IcebergSink(Sink):
                 Path(str(options["uri"])[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         elif catalog is None:
             path = Path(self.out).resolve()
-            self._made_out = not path.exists()
-            path.mkdir(parents=True, exist_ok=True)
+            self._lock = OutLock(path)
             options = {**_default_options(path), **options}
         elif "warehouse" not in options:
             options["warehouse"] = Path(self.out).resolve().as_uri() if local else self.out
-        self.catalog = load_catalog(catalog or CATALOG_NAME, **options)
+        with self._lock.alone("catalog.db") if self._lock is not None else contextlib.nullcontext():
+            self.catalog = load_catalog(catalog or CATALOG_NAME, **options)  # makes its tables once
         self._tables: dict[str, Any] = {}
         self._held: dict[str, tuple[Ledger, int | None]] = {}
         for topic in topics:
@@ -190,6 +199,10 @@ class IcebergSink(Sink):
         self._counts: dict[str, int] = {}
         self._base: dict[str, int | None] = {}
         self._staging: Path | None = None
+        #: the data files this run wrote, by topic, not yet committed (deleted by an abort)
+        self._files: dict[str, list[tuple[str, Any]]] = {}
+        self._notes: dict[str, list[str]] = {}  # by topic, for the commit's report
+        self._run = f"{os.getpid()}-{os.urandom(4).hex()}"
 
     def identifier(self, topic: str) -> str:
         return f"{self.namespace}.{topic}{self.table_suffix}"
@@ -257,32 +270,71 @@ class IcebergSink(Sink):
         except (ValueError, ValidationError) as exc:
             raise TableError(f"table {self.identifier(topic)}: this run's columns do not fit the table's schema "
                              f"{table.schema().schema_id}: {exc}", table=self.identifier(topic)) from None
+        # pyiceberg writes format v2 tables, whose columns have no initial-default (v3's) for older rows
+        added = added_columns(table.schema().as_arrow(), txn.table_metadata.schema().as_arrow())
+        if added and table.metadata.current_snapshot() is not None:
+            self._notes[topic] = [older_rows_note(self.identifier(topic), added)]
 
-    def _flush(self, topic: str, properties: dict[str, str] | None = None) -> None:
+    def _flush(self, topic: str) -> None:
+        """Write ``topic``'s buffered rows as data files of its table (no snapshot yet: the commit
+        appends them, :mod:`kbatch.tables._iceberg_files`)."""
         import pyarrow as pa
 
         batches = self._buffers.pop(topic, [])
-        txn = self._txn(topic)
-        schema = self.schema_of(topic)
-        table = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
-        if batches or properties:
-            txn.append(table, snapshot_properties=properties or {})
+        self._txn(topic)  # the table made and its schema evolved before the files are written
+        if batches:
+            self._write(topic, pa.Table.from_batches(batches, schema=self.schema_of(topic)))
 
-    def _upsert(self, topic: str) -> None:
-        """Replace or insert the latest row of each key of the run, delete the keys it ends with a tombstone."""
+    def _write(self, topic: str, rows: Any) -> None:
+        """Write ``rows`` (a ``pyarrow.Table``) as data files of ``topic``'s table, for the commit."""
+        txn = self._txns[topic]
+        codec = txn.table_metadata.properties.get("write.parquet.compression-codec", "zstd")
+        name = f"{self._run}-{len(self._files.get(topic, [])):05d}"
+        files = write_files(txn.table_metadata, self._tables[topic].io, rows, name,
+                            "none" if codec == "uncompressed" else codec)
+        self._files.setdefault(topic, []).extend(files)
+
+    def _upsert(self, topic: str) -> list[Any]:
+        """Replace or insert the latest row of each key of the run, delete the keys it ends with a
+        tombstone, as kbatch's own files (pyiceberg's ``upsert`` would rewrite the rows kept, a
+        null list of structs as ``[]``): the table's files holding one of the run's keys are
+        read, their other rows written again with the run's live rows; the files replaced are
+        returned (the commit's snapshot removes them). The rows inserted, updated and deleted are
+        kept for the report."""
         import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
         from pyiceberg.expressions import In
 
         from kbatch.tables._upsert import latest_per_key
 
         batches = self._buffers.pop(topic, [])
         live, dead = latest_per_key(pa.Table.from_batches(batches, schema=self.schema_of(topic)))
-        txn = self._txn(topic)
-        if live.num_rows:
-            txn.upsert(live, join_cols=["key"])
-        if dead:
-            txn.delete(cast(Any, In)("key", dead))  # In's pydantic signature hides (term, literals)
-        self._applied[topic] = live.num_rows + len(dead)
+        self._txn(topic)
+        table = self._tables[topic]
+        kind = live.schema.field("key").type
+        gone = pa.array(dead, kind)
+        keys = pa.concat_arrays([live.column("key").combine_chunks(), gone])
+        replaced, kept, found = [], [], []
+        if len(keys) and table.metadata.current_snapshot() is not None:
+            for task in table.scan(row_filter=cast(Any, In)("key", keys.to_pylist())).plan_files():
+                with table.io.new_input(task.file.file_path).open() as f:
+                    rows = pq.read_table(f)  # as the file holds them: its nulls kept
+                their = rows.column("key").cast(kind)  # an older writer's large_binary
+                hit = pc.is_in(their, value_set=keys)
+                if not pc.any(hit).as_py():
+                    continue
+                replaced.append(task.file)
+                kept.append(rows.filter(pc.invert(hit)))
+                found.append(their.filter(hit).combine_chunks())
+        held = pa.concat_arrays(found) if found else pa.array([], kind)
+        updated = pc.sum(pc.is_in(live.column("key"), value_set=held)).as_py() or 0
+        deleted = pc.sum(pc.is_in(held, value_set=gone)).as_py() or 0
+        self._applied[topic] = {"inserted": live.num_rows - updated, "updated": updated, "deleted": deleted}
+        for rows in (*kept, live):  # each file's rows kept with its own columns
+            if rows.num_rows:
+                self._write(topic, rows)
+        return replaced
 
     def write(self, batches: Iterable[Any]) -> None:
         """Buffer each topic's batches; a topic's buffer is appended (a snapshot of the commit) when
@@ -356,30 +408,34 @@ class IcebergSink(Sink):
         from pyiceberg.exceptions import CommitFailedException
 
         staged = self._take_staged()
-        topics = sorted(set(converted.topics()) | set(self._buffers) | set(self._txns) | set(staged))
+        topics = sorted(set(converted.topics()) | set(self._buffers) | set(self._txns) | set(staged)
+                        | set(self._files))
         for topic in topics:
             props = {LEDGER_KEY: ledger.for_topic(topic).to_json(),
                      **{k: v for k, v in self.properties.items() if k == "kbatch.version"}}
-            if topic in staged:
-                self._flush(topic)
-                append_files(self._txn(topic), self._tables[topic].io, staged[topic], props)
-            elif self.upsert:
-                self._upsert(topic)
-                self._flush(topic, props)
-            else:
-                self._flush(topic, props)
+            replaced = self._upsert(topic) if self.upsert else []
+            self._flush(topic)
+            files = [*self._files.get(topic, []), *staged.get(topic, [])]
+            append_files(self._txn(topic), self._tables[topic].io, files, props, replaced)
         reached("before-commit")
         out = []
         for topic in topics:
             name = self.identifier(topic)
             try:
                 table = self._txns.pop(topic).commit_transaction()
-                self._made_out = False  # OUT holds a commit now: an abort must not remove it
-            except CommitFailedException as exc:
+                self._files.pop(topic, None)  # the table's now
+                if self._lock is not None:
+                    self._lock.made = False  # OUT holds a commit now: an abort must not remove it
+            except CommitFailedException:
                 self.abort()
-                raise CommitConflictError(f"table {name}: another run committed after this one read its ledger "
-                                          f"({exc}): nothing of this run committed to it; run again to append what "
-                                          "is left", table=name) from None
+                try:
+                    snap = self.catalog.load_table(name).metadata.current_snapshot()
+                    theirs = f"snapshot {snap.snapshot_id} of table {name}" if snap is not None else f"to table {name}"
+                except Exception:  # noqa: BLE001 - the table cannot be read now: the message without its snapshot
+                    theirs = f"to table {name}"
+                raise CommitConflictError(f"another run committed {theirs} after this one read it: nothing of this "
+                                          "run was committed to it; run again to append what is left",
+                                          table=name) from None
             snap = table.metadata.current_snapshot()
             records = size = 0
             s = snap
@@ -388,17 +444,30 @@ class IcebergSink(Sink):
                 size += int(s.summary.get("added-files-size", 0) or 0)
                 s = table.metadata.snapshot_by_id(s.parent_snapshot_id) if s.parent_snapshot_id else None
             self._held[topic] = (ledger.for_topic(topic), snap.snapshot_id)
-            records = self._applied.get(topic, records)  # upsert: the keys replaced, inserted or deleted
-            out.append(TableCommit(name, str(snap.snapshot_id), records, size, list(converted.for_topic(topic))))
+            upsert = self._applied.pop(topic, None)
+            if upsert is not None:  # the records read; the rows changed and the table's rows after
+                records = self._counts.get(topic, 0)
+                upsert["rows"] = int(snap.summary.get("total-records", 0) or 0)
+            out.append(TableCommit(name, str(snap.snapshot_id), records, size, list(converted.for_topic(topic)),
+                                   upsert=upsert, notes=self._notes.pop(topic, [])))
+        if self._lock is not None:
+            self._lock.close()
         return out
 
     def abort(self) -> None:
         self._drop_staging()
         self._txns.clear()
         self._buffers.clear()
-        if self._made_out and not self._anything_committed():
-            shutil.rmtree(self.out, ignore_errors=True)  # a first run that failed: OUT as it was (none)
-        self._made_out = False
+        for topic, files in self._files.items():  # written by this run, in no snapshot
+            for uri, _ in files:
+                with contextlib.suppress(Exception):
+                    self._tables[topic].io.delete(uri)
+        self._files.clear()
+        if self._lock is not None:
+            # a first run that failed: OUT as it was (none), unless another run uses it or committed
+            if self._lock.made and not self._anything_committed():
+                self._lock.remove_if_alone()
+            self._lock.close()
 
     def _anything_committed(self) -> bool:
         """Whether a table of the namespace has a snapshot (this run's or another's)."""

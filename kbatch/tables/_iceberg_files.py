@@ -1,5 +1,11 @@
-"""Parquet files another writer made (Spark's executors), registered into an Iceberg table:
-:func:`append_files`.
+"""Iceberg data files written by kbatch, registered into a table: :func:`write_files` (the arrow
+engine's rows) and :func:`append_files` (those files, or the Parquet Spark's executors staged).
+
+Both engines write the Parquet themselves and the table only commits the files: pyiceberg's own
+``append`` rewrites the rows to the table's schema and turns a null list (``headers``, a nullable
+array of records in a value) into an empty one in the files, where kbatch's writer keeps them as
+they are. The files carry no field ids; the table's name mapping (``schema.name-mapping.default``,
+set at the first commit, kept in step by every schema change) maps their columns by name.
 
 pyiceberg's ``add_files`` finds each file's partition from its column statistics (the lower
 and upper bound under the transform must agree), which only order-preserving transforms allow
@@ -17,7 +23,7 @@ from typing import Any
 
 from kbatch.errors import TableError
 
-__all__ = ["NULL_FOLDER", "append_files"]
+__all__ = ["NULL_FOLDER", "append_files", "write_files"]
 
 #: The folder value Hive-style writers (Spark) give a null partition value.
 NULL_FOLDER = "__HIVE_DEFAULT_PARTITION__"
@@ -52,10 +58,55 @@ def _partition(metadata: Any, stats: Any, folders: Mapping[str, str], path: str)
     return Record(*values)
 
 
-def append_files(txn: Any, io: Any, files: Sequence[tuple[str, Mapping[str, str]]],
-                 properties: Mapping[str, str]) -> None:
-    """Append ``files`` (``(uri, folder values by partition field name)``) to ``txn``'s table in
-    one snapshot with ``properties`` in its summary; the files must hold the table's columns."""
+def write_files(metadata: Any, io: Any, rows: Any, name: str, compression: str) -> list[tuple[str, Any]]:
+    """Write ``rows`` (a ``pyarrow.Table`` of the table's columns, or some of them) as Parquet into
+    the ``data`` folder of the table ``metadata`` describes, one file per partition of its spec,
+    each file named ``<name>-<n>.parquet``; ``(uri, the partition Record)`` of each, for
+    :func:`append_files`. The rows are written as they are (their nulls kept, at any depth)."""
+    import functools
+    import operator
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
+
+    spec, schema = metadata.spec(), metadata.schema()
+    names = [f"kbatch_partition_{i}" for i in range(len(spec.fields))]
+    keyed = rows
+    for field, column in zip(spec.fields, names, strict=True):
+        path = str(schema.find_column_name(field.source_id))
+        source = rows.column(path.split(".")[0])
+        for part in path.split(".")[1:]:  # a field of a struct column
+            source = pc.struct_field(source, part)
+        transform = field.transform.pyarrow_transform(schema.find_field(field.source_id).field_type)
+        keyed = keyed.append_column(column, transform(source))
+    keys = keyed.select(names).group_by(names, use_threads=False).aggregate([]).to_pylist() if names else [{}]
+    location = metadata.location.rstrip("/")
+    out = []
+    for n, key in enumerate(keys):
+        part = rows
+        if names:
+            where = functools.reduce(operator.and_, [pc.field(c) == key[c] if key[c] is not None
+                                                     else pc.field(c).is_null() for c in names])
+            part = keyed.filter(where).select(rows.column_names)
+        pkey = PartitionKey(field_values=[PartitionFieldValue(field=f, value=key[c])
+                                          for f, c in zip(spec.fields, names, strict=True)],
+                            partition_spec=spec, schema=schema)
+        folder = f"{location}/data/{pkey.to_path()}" if names else f"{location}/data"
+        uri = f"{folder}/{name}-{n:05d}.parquet"
+        with io.new_output(uri).create(overwrite=False) as f:
+            pq.write_table(part, f, compression=compression)
+        out.append((uri, pkey.partition))
+    return out
+
+
+def append_files(txn: Any, io: Any, files: Sequence[tuple[str, Any]], properties: Mapping[str, str],
+                 replaced: Sequence[Any] = ()) -> None:
+    """Append ``files`` to ``txn``'s table in one snapshot with ``properties`` in its summary (a
+    snapshot of no files when there are none); each is ``(uri, its partition)``: the ``Record``
+    :func:`write_files` gave, or the folder values by partition field name another writer split
+    it by. The files must hold the table's columns. ``replaced``: data files of the table
+    (``DataFile``) the same snapshot removes (an overwrite: the rows kept of them are in ``files``)."""
     import pyarrow.parquet as pq
     from pyiceberg.io.pyarrow import (
         compute_statistics_plan,
@@ -64,6 +115,7 @@ def append_files(txn: Any, io: Any, files: Sequence[tuple[str, Mapping[str, str]
     )
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
     from pyiceberg.table import TableProperties
+    from pyiceberg.typedef import Record
 
     metadata = txn.table_metadata
     if metadata.name_mapping() is None:  # the files carry no field ids: readers map columns by name
@@ -73,7 +125,10 @@ def append_files(txn: Any, io: Any, files: Sequence[tuple[str, Mapping[str, str]
     schema = metadata.schema()
     plan = compute_statistics_plan(schema, metadata.properties)
     mapping = parquet_path_to_id_mapping(schema)
-    with txn.update_snapshot(snapshot_properties=dict(properties)).fast_append() as append:
+    update = txn.update_snapshot(snapshot_properties=dict(properties))
+    with update.overwrite() if replaced else update.fast_append() as append:
+        for old in replaced:
+            append.delete_data_file(old)
         for uri, folders in files:
             source = io.new_input(uri)
             with source.open() as f:
@@ -81,6 +136,7 @@ def append_files(txn: Any, io: Any, files: Sequence[tuple[str, Mapping[str, str]
             stats = data_file_statistics_from_parquet_metadata(meta, plan, mapping)
             append.append_data_file(DataFile.from_args(
                 content=DataFileContent.DATA, file_path=uri, file_format=FileFormat.PARQUET,
-                partition=_partition(metadata, stats, folders, uri), file_size_in_bytes=len(source),
+                partition=folders if isinstance(folders, Record) else _partition(metadata, stats, folders, uri),
+                file_size_in_bytes=len(source),
                 sort_order_id=None, spec_id=metadata.default_spec_id, equality_ids=None, key_metadata=None,
                 **stats.to_serialized_dict()))

@@ -35,7 +35,8 @@ from kbatch.tables._partition import Transform
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
     from typing_extensions import Self
 
-__all__ = ["Sink", "TableCommit", "by_topic", "count_rows", "nullable", "staged_files"]
+__all__ = ["Sink", "TableCommit", "added_columns", "by_topic", "count_rows", "older_rows_note", "nullable",
+           "staged_files"]
 
 
 @dataclass
@@ -51,16 +52,30 @@ class TableCommit:
     ranges: list[OffsetRange] = field(default_factory=list)
     #: what the id is: "snapshot", "version", "commit"
     kind: str = "snapshot"
+    #: ``--upsert``: the rows the commit ``inserted``, ``updated`` and ``deleted``, and the table's
+    #: ``rows`` after it (``records`` is then the records read)
+    upsert: dict[str, int] | None = None
+    #: what the summary says once about this table (columns added that older rows read as null)
+    notes: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         from kbatch._progress import plural, size
 
+        if self.upsert is not None:
+            u = self.upsert
+            return (f"table {self.table}: {self.kind} {self.snapshot}, {plural(self.records, 'record')} read from "
+                    f"{plural(len(self.ranges), 'partition')}: {u['inserted']:,} rows inserted, {u['updated']:,} "
+                    f"updated, {u['deleted']:,} deleted; {plural(u['rows'], 'row')} in the table "
+                    f"({size(self.bytes)} written)")
         return (f"table {self.table}: {self.kind} {self.snapshot}, {plural(self.records, 'record')} "
                 f"({size(self.bytes)}) from {plural(len(self.ranges), 'partition')}")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"table": self.table, self.kind: self.snapshot, "records": self.records, "bytes": self.bytes,
-                "ranges": [r.as_dict() for r in self.ranges]}
+        out = {"table": self.table, self.kind: self.snapshot, "records": self.records, "bytes": self.bytes,
+               "ranges": [r.as_dict() for r in self.ranges]}
+        if self.upsert is not None:
+            out["upsert"] = dict(self.upsert)
+        return out
 
 
 def count_rows(batches: Iterable[Any], counts: dict[str, int]) -> Iterator[Any]:
@@ -112,6 +127,30 @@ def nullable(schema: Any) -> Any:
         return t
 
     return pa.schema([field(f) for f in schema], metadata=schema.metadata)
+
+
+def added_columns(old: Any, new: Any) -> list[str]:
+    """The columns and struct fields of ``new`` that ``old`` lacks (``pyarrow.Schema``), as dotted
+    paths (``value.channel``), a field whose struct is new itself left out."""
+    import pyarrow as pa
+
+    def walk(olds: Any, news: Any, prefix: str) -> list[str]:
+        have = {f.name: f for f in olds}
+        out = []
+        for f in news:
+            if f.name not in have:
+                out.append(prefix + f.name)
+            elif pa.types.is_struct(f.type) and pa.types.is_struct(have[f.name].type):
+                out += walk(list(have[f.name].type), list(f.type), f"{prefix}{f.name}.")
+        return out
+
+    return walk(list(old), list(new), "")
+
+
+def older_rows_note(table: str, columns: list[str]) -> str:
+    """The summary's note on ``columns`` added to ``table``, which holds rows: they read null there."""
+    return (f"table {table}: the rows written before this run read null in {', '.join(columns)} (added now): "
+            "the table keeps no value for older rows, a reader schema's default included")
 
 
 def staged_files(folder: Path) -> list[tuple[str, str, Path]]:

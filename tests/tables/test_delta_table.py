@@ -110,8 +110,11 @@ def test_concurrent_runs_second_fails_cleanly(tmp_path):
         s.open(kafka_batch(range(0)).schema)
         s.write([kafka_batch(range(10, 20))])
     a.commit(Ledger([OffsetRange("t", 0, 0, 20)]), Ledger([OffsetRange("t", 0, 10, 20)]))
-    with pytest.raises(CommitConflictError, match="another run committed"):
+    with pytest.raises(CommitConflictError) as conflict:
         b.commit(Ledger([OffsetRange("t", 0, 0, 20)]), Ledger([OffsetRange("t", 0, 10, 20)]))
+    # one line naming the other run's version and what to do, no library text (issue 40, item 5)
+    assert str(conflict.value) == (f"another run committed version 1 of table {out / 't'} after this one read it: "
+                                   "nothing of this run was committed to it; run again to append what is left")
     table = deltalake.DeltaTable(str(out / "t"))
     assert sorted(table.to_pyarrow_table()["offset"].to_pylist()) == list(range(20))
     assert len(list((out / "t").rglob("*.parquet"))) == 2  # the loser's files deleted

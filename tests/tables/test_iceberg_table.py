@@ -129,10 +129,14 @@ def test_concurrent_runs_second_fails_cleanly(tmp_path):
         s.open(kafka_batch(range(0)).schema)
         s.write([kafka_batch(range(10, 20))])
     a.commit(Ledger([OffsetRange("t", 0, 0, 20)]), Ledger([OffsetRange("t", 0, 10, 20)]))
-    with pytest.raises(CommitConflictError, match="another run committed"):
+    with pytest.raises(CommitConflictError) as conflict:
         b.commit(Ledger([OffsetRange("t", 0, 0, 20)]), Ledger([OffsetRange("t", 0, 10, 20)]))
     table = default_catalog(out).load_table("kafka.t")
     assert sorted(table.scan().to_arrow()["offset"].to_pylist()) == list(range(20))
+    # one line naming the other run's snapshot and what to do, no library text (issue 40, item 5)
+    assert str(conflict.value) == (f"another run committed snapshot {table.current_snapshot().snapshot_id} of table "
+                                   "kafka.t after this one read it: nothing of this run was committed to it; run "
+                                   "again to append what is left")
 
 
 def test_a_first_run_that_loses_a_table_keeps_the_other_runs_commit(tmp_path):

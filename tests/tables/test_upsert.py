@@ -4,10 +4,13 @@ two runs; a Parquet folder refuses it."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from support.tables import convert_cli, summary_of
+from support.tables import REPO, convert_cli, summary_of
 
 import kbatch
 from kbatch.log import LogWriter, open_logs
@@ -55,11 +58,20 @@ def test_upsert_keeps_the_latest_per_key_across_runs(tmp_path, fmt):
     pytest.importorskip("pyiceberg" if fmt == "iceberg" else "deltalake")
     root, out = write_kv(tmp_path / "root", RUN1), tmp_path / "out"
     first = summary_of(convert_cli(str(root), str(out), "--format", fmt, "--upsert"))
-    assert first["records"] == 6 and first["tables"][0]["records"] == 4  # a, b, c; e deleted
+    # records read; rows inserted (a, b, c), updated, deleted (e was never in the table); rows after
+    assert first["records"] == 6 and first["tables"][0]["records"] == 6
+    assert first["tables"][0]["upsert"] == {"inserted": 3, "updated": 0, "deleted": 0, "rows": 3}
+    assert first["tables"][0]["bytes"] > 0 and first["output_bytes"] == first["tables"][0]["bytes"]
     assert table_rows(out, fmt) == compacted(root) == {b"a": (3, b"2"), b"b": (1, b"1"), b"c": (2, b"1")}
     write_kv(root, RUN1 + RUN2)
-    second = summary_of(convert_cli(str(root), str(out), "--format", fmt, "--upsert", "--mode", "append"))
-    assert second["records"] == 7 and second["tables"][0]["ranges"][0]["start"] == 6
+    second = convert_cli(str(root), str(out), "--format", fmt, "--upsert", "--mode", "append", json_summary=False)
+    assert second.returncode == 0, second.stderr
+    # d, e inserted; a, c updated; b deleted; a, c, d, e in the table (issue 40, item 1)
+    line = next(x for x in second.stdout.splitlines() if x.startswith("table "))
+    assert line.endswith("7 records read from 1 partition: 2 rows inserted, 2 updated, 1 deleted; 4 rows in the "
+                         f"table ({line.rsplit('(', 1)[1]}") and "(0 B written)" not in line
+    assert second.stdout.splitlines()[0].startswith("read 7 records from 1 topic, 1 partition")
+    assert f"upserted into {fmt} in {out}" in second.stdout.splitlines()[0]
     assert table_rows(out, fmt) == compacted(root)
     assert set(compacted(root)) == {b"a", b"c", b"d", b"e"}
 
@@ -69,6 +81,17 @@ def test_parquet_refuses_upsert(tmp_path):
     proc = convert_cli(str(root), str(tmp_path / "out"), "--upsert")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "--upsert needs --format iceberg or delta" in proc.stderr
+
+
+def test_upsert_with_spark_says_it_runs_on_the_arrow_engine(tmp_path):
+    root = write_kv(tmp_path / "root", RUN1)
+    argv = [sys.executable, "-m", "kbatch", "convert", str(root), str(tmp_path / "out"), "--format", "delta",
+            "--upsert", "--engine", "spark"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          timeout=300)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1  # one line, before any Spark starts
+    assert "--upsert runs on the arrow engine" in proc.stderr and "--engine arrow" in proc.stderr
+    assert "needs --format" not in proc.stderr  # the format is right (issue 40, item 4)
 
 
 def test_upsert_with_overwrite_is_refused(tmp_path):
