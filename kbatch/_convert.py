@@ -91,6 +91,7 @@ from kbatch.tables import (
     TableCommit,
     is_s3,
     open_sink,
+    read_recipe,
     resume,
 )
 
@@ -308,6 +309,8 @@ class Summary:
     dead_letters: int = 0
     dead_letter_path: str = ""
     value_errors: list[dict[str, Any]] = field(default_factory=list)
+    #: a Parquet folder: how each reader reads a topic of it (kbatch.tables._folderschema)
+    read: list[str] = field(default_factory=list)
 
     @property
     def records_per_second(self) -> float:
@@ -358,6 +361,7 @@ class Summary:
             shown = sorted(shown, key=lambda p: p.why() == "")[:SHOWN]
         out += [p.line() for p in shown]
         out += [t.line() for t in self.tables]
+        out += self.read
         out += [f"gap: {g.line()}" for g in self.gaps]
         if self.dead_letters:
             out.append(f"dead letters: {plural(self.dead_letters, 'record')} whose value (or key) did not decode, "
@@ -1432,6 +1436,8 @@ def run(args: argparse.Namespace) -> int:
     except (KBatchError, ConvertError, OSError) as exc:
         print(f"kbatch convert: error: {exc}", file=sys.stderr)
         return 1
+    if args.format == "parquet" and summary.written and not _is_remote(args.out):
+        summary.read = read_recipe(args.out, not args.no_partition_by_topic)
     if args.json_summary:
         print(json.dumps(summary.as_dict()))
     elif not args.quiet:
