@@ -554,7 +554,7 @@ def plan(args: argparse.Namespace) -> Plan:
     left_out: dict[str, int] = {}
     if (not remote_root and args.subscribe is None and args.assign is None and not opts.include_internal
             and Path(logs[0].path) != root):
-        left_out = {t: n for t, n in topics_in(root).items() if t in INTERNAL_TOPICS}
+        left_out = {t: n for t, n in topics_in(root, opts.recursive).items() if t in INTERNAL_TOPICS}
     input_bytes = sum(s.size for d in logs for s in d.segments)
     return Plan(opts, logs, ranges, left_out, input_bytes, found)
 
