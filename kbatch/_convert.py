@@ -69,8 +69,9 @@ from kbatch._plan import (
 from kbatch._progress import Progress, plural, size
 from kbatch._sparkstart import JAVA_VERSIONS, JavaError, MasterError, check_master, start_session
 from kbatch._staging import MODES, check_target, has_data_files
-from kbatch._txn import aborted_batch_mask
+from kbatch._txn import ABORT, COMMIT, aborted_batch_mask
 from kbatch._version import __version__
+from kbatch._wire import CONTROL_RECORD_TYPES
 from kbatch.arrow import kafka_schema
 from kbatch.errors import (
     KBatchError,
@@ -223,7 +224,10 @@ class PartitionReport:
     records: int = 0
     skipped_bytes: int = 0
     log_start_offset: int = 0
-    control_markers: int = 0  # transaction markers in the range (an offset each, no record)
+    control_markers: int = 0  # control records in the range (an offset each, no record): markers and KRaft's
+    #: the control records that are not transaction markers, by Kafka's ControlRecordType name
+    #: (LEADER_CHANGE, SNAPSHOT_HEADER, ...: KRaft's, in __cluster_metadata)
+    control_types: dict[str, int] = field(default_factory=dict)
     aborted_records: int = 0  # left out by read_committed
     compacted_offsets: int = 0  # offsets with no record on disk (compaction, deleted batches)
     filtered: int = 0  # left out by --where (Spark)
@@ -242,8 +246,12 @@ class PartitionReport:
         if self.records == self.span:
             return ""
         parts = []
+        kraft = sum(self.control_types.values())
+        if kraft:
+            named = ", ".join(f"{name} {n}" for name, n in sorted(self.control_types.items()))
+            parts.append(f"{plural(kraft, 'KRaft control record')} ({named})")
         for n, what in (
-            (self.control_markers, "transaction marker"),
+            (self.control_markers - kraft, "transaction marker"),
             (self.aborted_records, "aborted record"),
             (self.compacted_offsets, "offset"),
             (self.filtered, "record"),
@@ -600,6 +608,11 @@ def _report(log: Any, start: int, end: int, opts: Options) -> PartitionReport:
             dropped = aborted_batch_mask(b, [(pid, first) for pid, first, _last in aborted])
     counts = np.minimum(b["record_count"].astype(np.int64), width)
     rep.control_markers = int(width[inside & control].sum())
+    kinds = b["control_type"].astype(np.int64)
+    others = inside & control & (kinds != ABORT) & (kinds != COMMIT)
+    for kind in np.unique(kinds[others]).tolist():
+        name = CONTROL_RECORD_TYPES.get(kind, f"UNKNOWN({kind})")
+        rep.control_types[name] = int(width[others & (kinds == kind)].sum())
     rep.aborted_records = int(counts[inside & dropped & ~control].sum())
     kept = inside & ~control & ~dropped
     rep.compacted_offsets = max(int(end - start - width[inside].sum() + (width[kept] - counts[kept]).sum()), 0)

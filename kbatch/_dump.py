@@ -72,7 +72,7 @@ from kbatch._dumpinternal import control_json, topic_parser
 from kbatch._dumpvalues import AvroDecoder, AvroText
 from kbatch._kafkajson import KafkaJson
 from kbatch._producer_snapshot import read_snapshot
-from kbatch._wire import ATTRIBUTES_OFFSET, CODEC_NAMES, LEGACY_MAGIC_OFFSET, LOG_OVERHEAD
+from kbatch._wire import ATTRIBUTES_OFFSET, CODEC_NAMES, CONTROL_RECORD_TYPES, LEGACY_MAGIC_OFFSET, LOG_OVERHEAD
 from kbatch.errors import KBatchError
 from kbatch.log import (
     OFFSET_INDEX_DTYPE,
@@ -94,8 +94,7 @@ _INT_MAX = 2**31 - 1
 _Head = dict[str, Any]
 _TS_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
 #: Kafka's ControlRecordType (clients/.../record/ControlRecordType.java).
-CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
-                 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
+CONTROL_TYPES = CONTROL_RECORD_TYPES
 _DEFAULT_MAX_MESSAGE = 5 * 1024 * 1024
 _DECODERS = ("string", "long", "int", "hex", "base64")
 #: Decoders through a schema registry (kbatch.values): the value's language.

@@ -341,3 +341,30 @@ def test_segment_cut_after_planning_is_reported_without_fail_on_data_loss(tmp_pa
     (p,) = summary["per_partition"]
     assert victim.name in p["lost"] and "the rest not read" in p["why"]
     assert len(read_back(tmp_path / "out")) == 100
+
+
+def test_kraft_control_records_are_named_not_counted_as_transaction_markers(tmp_path, capsys):
+    """Issue 35 item 8: a __cluster_metadata-0 (LeaderChange, KRaftVersion, KRaftVoters control
+    batches between metadata records) is summarised with each control type by Kafka's
+    ControlRecordType name; transaction markers of another topic are still markers."""
+    from support.control_batches import KRAFT_VERSION, LEADER_CHANGE, control_batch
+
+    root = tmp_path / "root"
+    with LogWriter(root, "__cluster_metadata", 0) as w:
+        w.append(control_batch([(2, LEADER_CHANGE)], 0))
+        w.append(control_batch([(5, KRAFT_VERSION)], 1))
+        w.append(control_batch([(6, b"\x00\x00\x01\x00")], 2))
+        w.append(kbatch.encode([b"\x01\x02", b"\x01\x03"], base_offset=3, timestamps=[60, 61]))
+        w.append(control_batch([(2, LEADER_CHANGE)], 5))
+    with LogWriter(root, "payments", 0) as w:
+        w.append(kbatch.encode([b"a", b"b"], base_offset=0, producer_id=7, producer_epoch=0, base_sequence=0,
+                               transactional=True, timestamps=[1, 2]))
+        w.append(kbatch.encode_control("commit", 7, 0, base_offset=2, timestamp=3))
+    assert main(["convert", str(root), str(tmp_path / "out"), "--engine", "arrow", "--include-internal",
+                 "--json-summary"]) == 0
+    parts = {p["topic"]: p for p in json.loads(capsys.readouterr().out)["per_partition"]}
+    meta = parts["__cluster_metadata"]
+    assert meta["records"] == 2 and meta["control_types"] == {"LEADER_CHANGE": 2, "KRAFT_VERSION": 1,
+                                                              "KRAFT_VOTERS": 1}
+    assert meta["why"] == "4 KRaft control records (KRAFT_VERSION 1, KRAFT_VOTERS 1, LEADER_CHANGE 2)"
+    assert parts["payments"]["why"] == "1 transaction marker" and parts["payments"]["control_types"] == {}
