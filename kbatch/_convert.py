@@ -129,8 +129,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--engine",
         choices=("spark", "arrow"),
         default=None,
-        help="spark (default; arrow for iceberg and delta): the kafka-log data source; arrow: in-process with "
-             "pyarrow, no Spark",
+        help="spark: the kafka-log data source (the default for parquet, orc and json); arrow: in-process with "
+             "pyarrow, no Spark (the default for iceberg, delta and --values); the summary's time line says "
+             "which ran and, when not given, why",
     )
     parser.add_argument("--catalog", default=None, metavar="NAME",
                         help="iceberg: a catalog pyiceberg's load_catalog knows (default: SQLite at OUT/catalog.db, "
@@ -317,6 +318,8 @@ class Summary:
     dead_letters: int = 0
     dead_letter_path: str = ""
     value_errors: list[dict[str, Any]] = field(default_factory=list)
+    #: why this engine ran when ``--engine`` was not given ("the default for --values"), else empty
+    engine_default: str = ""
     #: a Parquet folder: how each reader reads a topic of it (kbatch.tables._folderschema)
     read: list[str] = field(default_factory=list)
 
@@ -356,11 +359,12 @@ class Summary:
             ),
         ]
         speed = f"{self.job_records_per_second:,.0f} records/s ({rate}/s of log)"
+        engine = f"engine {self.engine}" + (f" ({self.engine_default})" if self.engine_default else "")
         if self.engine == "spark":  # the JVM's start-up apart: it says nothing of the job's speed
             out.append(f"time {self.seconds:.1f} s: Spark start-up {self.startup_seconds:.1f} s, then the job "
-                       f"{self.job_seconds:.1f} s at {speed}, engine spark")
+                       f"{self.job_seconds:.1f} s at {speed}, {engine}")
         else:
-            out.append(f"time {self.seconds:.1f} s, {speed}, engine {self.engine}")
+            out.append(f"time {self.seconds:.1f} s, {speed}, {engine}")
         if self.left_out:
             names = ", ".join(f"{t} ({plural(n, 'partition')})" for t, n in sorted(self.left_out.items()))
             out.append(f"left out internal topics: {names}; pass --include-internal or --subscribe to include them")
@@ -480,9 +484,16 @@ class Plan:
 
 
 def _default_engine(args: argparse.Namespace) -> None:
-    """``--engine``'s default: arrow for the formats only it writes (iceberg, delta), spark otherwise."""
-    if getattr(args, "engine", None) is None:  # no JVM where none is needed (nor able, for typed values yet)
-        args.engine = "arrow" if args.format in ("iceberg", "delta") or requested(args) else "spark"
+    """``--engine``'s default, one rule: arrow for iceberg, delta and typed values (``--values``,
+    ``--keys``), spark otherwise; ``args.engine_default`` says why, for the summary (empty when
+    ``--engine`` was given)."""
+    if getattr(args, "engine", None) is None:  # no JVM where none is needed
+        why = f"--format {args.format}" if args.format in ("iceberg", "delta") else \
+            "--values" if requested(args) else ""
+        args.engine = "arrow" if why else "spark"
+        args.engine_default = f"the default for {why or f'--format {args.format}'}"
+    elif not hasattr(args, "engine_default"):
+        args.engine_default = ""
 
 
 def plan(args: argparse.Namespace) -> Plan:
@@ -1449,6 +1460,7 @@ def run(args: argparse.Namespace) -> int:
     except (KBatchError, ConvertError, OSError) as exc:
         print(f"kbatch convert: error: {exc}", file=sys.stderr)
         return 1
+    summary.engine_default = args.engine_default
     if args.format == "parquet" and summary.written and not _is_remote(args.out):
         summary.read = read_recipe(args.out, not args.no_partition_by_topic)
     if args.json_summary:

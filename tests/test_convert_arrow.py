@@ -368,3 +368,17 @@ def test_kraft_control_records_are_named_not_counted_as_transaction_markers(tmp_
                                                               "KRAFT_VOTERS": 1}
     assert meta["why"] == "4 KRaft control records (KRAFT_VERSION 1, KRAFT_VOTERS 1, LEADER_CHANGE 2)"
     assert parts["payments"]["why"] == "1 transaction marker" and parts["payments"]["control_types"] == {}
+
+
+def test_the_default_engine_is_one_rule_said_in_help_and_summary(sample, tmp_path, capsys):
+    """Issue 35 item 10c: without --engine, typed values run the arrow engine and the summary
+    says so and why; --help states the same rule."""
+    assert main(["convert", str(sample), str(tmp_path / "out"), "--values", "json", "--subscribe", "orders"]) == 0
+    time_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("time "))
+    assert time_line.endswith(", engine arrow (the default for --values)"), time_line
+    assert main(["convert", str(sample), str(tmp_path / "o2"), "--engine", "arrow", "--json-summary"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["engine"] == "arrow" and summary["engine_default"] == ""
+    assert main(["convert", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the default for parquet, orc and json" in text and "the default for iceberg, delta and --values" in text
