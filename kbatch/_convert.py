@@ -318,6 +318,9 @@ class Summary:
     dead_letters: int = 0
     dead_letter_path: str = ""
     value_errors: list[dict[str, Any]] = field(default_factory=list)
+    #: whether OUT was there before the run (a run that writes nothing leaves it as it was, or
+    #: does not create it)
+    out_existed: bool = True
     #: why this engine ran when ``--engine`` was not given ("the default for --values"), else empty
     engine_default: str = ""
     #: a Parquet folder: how each reader reads a topic of it (kbatch.tables._folderschema)
@@ -347,7 +350,8 @@ class Summary:
         where = (
             f"to {self.format} in {self.out} ({size(self.output_bytes)})"
             if self.written
-            else f"nothing written: {self.out} left as it was"
+            else f"nothing written: {self.out} left as it was" if self.out_existed
+            else f"nothing written: {self.out} not created"
         )
         verb = "appended" if self.mode == "append" and self.written else "converted"
         if self.since:
@@ -372,6 +376,8 @@ class Summary:
         if len(shown) > SHOWN:  # many partitions: the ones with something to explain first
             shown = sorted(shown, key=lambda p: p.why() == "")[:SHOWN]
         out += [p.line() for p in shown]
+        if len(self.per_partition) > len(shown):  # right after the partitions it continues
+            out.append(f"  ... {plural(len(self.per_partition) - len(shown), 'more partition')} (--json-summary)")
         out += [t.line() for t in self.tables]
         out += self.read
         out += [f"gap: {g.line()}" for g in self.gaps]
@@ -379,8 +385,6 @@ class Summary:
             out.append(f"dead letters: {plural(self.dead_letters, 'record')} whose value (or key) did not decode, "
                        f"in {self.dead_letter_path}; the commonest errors:")
             out += [f"  {e['count']} x {e['reason']} (first: {e['example']})" for e in self.value_errors]
-        if len(self.per_partition) > len(shown):
-            out.append(f"  ... {plural(len(self.per_partition) - len(shown), 'more partition')} (--json-summary)")
         out += [f"note: {n}" for n in self.notes[:SHOWN]]
         if len(self.notes) > SHOWN:
             out.append(f"note: ... {plural(len(self.notes) - SHOWN, 'more note')} (--json-summary)")
@@ -1449,6 +1453,7 @@ def run(args: argparse.Namespace) -> int:
     failed (corrupt data, Spark); each error is one line on stderr, OUT left as it was.
     """
     _default_engine(args)
+    existed = _is_remote(args.out) or os.path.lexists(args.out)
     try:
         summary = convert_arrow(args) if args.engine == "arrow" else convert_spark(args)
     except UsageError as exc:
@@ -1461,6 +1466,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kbatch convert: error: {exc}", file=sys.stderr)
         return 1
     summary.engine_default = args.engine_default
+    summary.out_existed = existed
     if args.format == "parquet" and summary.written and not _is_remote(args.out):
         summary.read = read_recipe(args.out, not args.no_partition_by_topic)
     if args.json_summary:

@@ -382,3 +382,27 @@ def test_the_default_engine_is_one_rule_said_in_help_and_summary(sample, tmp_pat
     assert main(["convert", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "the default for parquet, orc and json" in text and "the default for iceberg, delta and --values" in text
+
+
+def test_the_summary_says_what_it_did_to_out_and_lists_partitions_in_order(sample, tmp_path, capsys):
+    """Issue 35 item 10f: a run writing nothing says OUT was not created when it was not there;
+    the "... more partitions" line follows the partitions it continues, before the table line."""
+    empty = ["--subscribe", "orders", "--starting-offsets", '{"orders": {"0": 300, "1": 300, "2": 300}}']
+    assert main(["convert", str(sample), str(tmp_path / "none"), "--engine", "arrow", *empty]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.endswith(f"nothing written: {tmp_path / 'none'} not created"), first
+    assert not (tmp_path / "none").exists()
+    (tmp_path / "there").mkdir()
+    assert main(["convert", str(sample), str(tmp_path / "there"), "--engine", "arrow", "--mode", "overwrite",
+                 *empty]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith(f"nothing written: {tmp_path / 'there'} left as it was")
+    root = tmp_path / "many"
+    for p in range(_convert.SHOWN + 3):
+        with LogWriter(root, "t", p) as w:
+            w.append(kbatch.encode([b"v"], timestamps=[1]))
+    assert main(["convert", str(root), str(tmp_path / "out"), "--engine", "arrow"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  ... "))
+    assert lines[at] == "  ... 3 more partitions (--json-summary)"
+    assert all(line.startswith("  t-") for line in lines[at - _convert.SHOWN:at])
+    assert lines[at + 1].startswith(f"table {tmp_path / 'out'}: commit 1")
