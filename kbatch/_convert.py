@@ -820,6 +820,38 @@ def _quiet_spark_errors(spark: Any) -> None:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
+class _NotPy4J:
+    """A logging filter: drops the records Py4J logs on the root logger (``logging.exception``
+    of a call cut by Ctrl-C), which would print a traceback."""
+
+    @staticmethod
+    def filter(record: Any) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
+def _plain_interrupts() -> None:
+    """Ctrl-C under Spark as under the arrow engine: ``KeyboardInterrupt`` in the main thread,
+    reported by ``kbatch`` in one line (status 130), the JVM's jobs ended with the session.
+
+    PySpark's SIGINT handler calls ``cancelAllJobs`` through Py4J from inside the signal, while
+    the main thread waits in a Py4J call on the same connection: a reentrant read, and Py4J
+    logs both failures with their tracebacks on the root logger. The default handler replaces
+    it; the root logger drops Py4J's records (and keeps Python's last-resort output for the
+    others, so that Py4J's ``logging.exception`` installs no handler of its own)."""
+    import logging
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    root = logging.getLogger()
+    if not root.handlers and logging.lastResort is not None:
+        root.addHandler(logging.lastResort)
+    if not any(isinstance(f, _NotPy4J) for f in root.filters):
+        root.addFilter(_NotPy4J())
+
+
 def _filtered(args: argparse.Namespace, df: Any) -> Any:
     """``df`` with ``--where`` applied (a filter Spark cannot analyse: UsageError)."""
     if args.where:
@@ -943,6 +975,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     startup = time.perf_counter() - t0
     reports, notes = explained.result()
     _quiet_spark_errors(spark)
+    _plain_interrupts()
     _say(args, f"Spark {spark.version} at {spark.sparkContext.master} ({startup:.1f} s to start)")
     df = planned_frame(spark, p)
     progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
