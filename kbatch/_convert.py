@@ -1007,10 +1007,15 @@ def convert_spark(args: argparse.Namespace) -> Summary:
                 elif values is not None:  # each topic decoded by the executors, its dead letters beside
                     assert isinstance(sink, FolderSink)  # --values: a local parquet OUT (check_arguments)
                     folder = str(sink.folder)
+                    if values.side_folder is None:  # --dead-letter PATH outside OUT: a folder sink of its own
+                        values.start(sink)
                     write_values(spark, *spark_tasks(p, spark.sparkContext.defaultParallelism), p.topics, values,
                                  folder, lambda frame: _write_spark(spark, args, frame, folder))
                     counts = _written_counts(spark, args, folder)
-                    count_dead_letters(values, folder)
+                    if values.side_folder is None:
+                        take_dead_letters(values, folder)  # committed to PATH just before the data
+                    else:
+                        count_dead_letters(values, folder)  # committed with the data
                 elif isinstance(sink, (FolderSink, RemoteFolderSink)):
                     _write_spark(spark, args, df, str(sink.folder))
                     counts = _written_counts(spark, args, str(sink.folder))
@@ -1022,7 +1027,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
                                              str(sink.staging()))
                 if counts or (values is not None and values.total()) or (len(resumed.held) and len(resumed.converted)):
                     sink.adopt(sum(c[0] for c in counts.values()))
-                    if values is not None and not isinstance(sink, FolderSink):  # dead-letter tables first
+                    if values is not None:  # dead letters kept apart (tables, --dead-letter PATH) first
                         values.commit(resumed.converted)
                     commits = sink.commit(resumed.held.advanced(resumed.converted), resumed.converted)
                 else:
