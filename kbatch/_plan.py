@@ -42,6 +42,7 @@ __all__ = [
     "SEGMENT_OPEN_COST",
     "LogSlice",
     "Options",
+    "Wanted",
     "check_option_names",
     "offsets_json",
     "open_slice",
