@@ -1505,7 +1505,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     summary.engine_default = args.engine_default
     summary.out_existed = existed
-    if args.format == "parquet" and summary.written and not _is_remote(args.out):
+    if args.format == "parquet" and summary.written and _has_ledger(args.out):  # local or s3: _common_metadata
         summary.read = read_recipe(args.out, not args.no_partition_by_topic)
     if args.json_summary:
         print(json.dumps(summary.as_dict()))

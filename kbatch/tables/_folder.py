@@ -41,7 +41,7 @@ from typing import Any
 
 from kbatch._staging import StagedOutput
 from kbatch.errors import CommitConflictError, TableError
-from kbatch.tables._folderschema import COMMON_METADATA, folder_schema, write_common_metadata
+from kbatch.tables._folderschema import COMMON_METADATA, folder_schema, read_common_metadata, summarize
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import Ledger
 from kbatch.tables._sink import Sink, TableCommit, by_topic, count_rows
@@ -281,42 +281,30 @@ class FolderSink(Sink):
                             kind="commit")]
 
     def _schemas(self, data: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
-        """Write ``_common_metadata`` into each folder of this run's Parquet ``data`` files (the
-        merged schema of the files already in OUT there and of this run's,
-        :mod:`kbatch.tables._folderschema`); return them as ``(relative path, bytes)``. Raises
-        :class:`~kbatch.errors.TableError` (this run aborted) for a column no reader could merge."""
+        """Write ``_common_metadata`` into each folder of this run's Parquet ``data`` files
+        (:func:`kbatch.tables._folderschema.summarize`); return them as ``(relative path, bytes)``.
+        Raises :class:`~kbatch.errors.TableError` (this run aborted) for a column no reader could
+        merge with the files there."""
         if self.format != "parquet":
             return []
-        by_folder: dict[str, list[str]] = {}
-        for rel, _ in data:
-            by_folder.setdefault(Path(rel).parent.as_posix(), []).append(rel)
-        partition = "topic" if self.partition_by_topic else None
-        out = []
-        for rel_dir, names in sorted(by_folder.items()):
-            there = self.out / rel_dir
-            try:
-                schema = folder_schema([self.folder / n for n in names], str(there), self._schema_there(there))
-            except TableError:
-                self.abort()
-                raise
-            write_common_metadata(self.folder / rel_dir, schema, partition)
-            rel = (Path(rel_dir) / COMMON_METADATA).as_posix()
-            out.append((rel, (self.folder / rel).stat().st_size))
-        return out
+        try:
+            written = summarize([rel for rel, _ in data], str(self.folder), str(self.out),
+                                "topic" if self.partition_by_topic else None,
+                                lambda folder: self._schema_there(self.out / folder))
+        except TableError:
+            self.abort()
+            raise
+        return [(rel, (self.folder / rel).stat().st_size) for rel in written]
 
     def _schema_there(self, there: Path) -> Any:
         """The schema of the Parquet files already in folder ``there`` of OUT (its
         ``_common_metadata``, else their footers: a folder an earlier version wrote), or None."""
-        import pyarrow.parquet as pq
 
         if not self.incremental or not there.is_dir():
             return None
         summary = there / COMMON_METADATA
         if summary.is_file():
-            schema = pq.read_schema(summary).remove_metadata()
-            if self.partition_by_topic and "topic" in schema.names:
-                schema = schema.remove(schema.get_field_index("topic"))
-            return schema
+            return read_common_metadata(summary, "topic" if self.partition_by_topic else None)
         files = sorted(p for p in there.iterdir() if p.is_file() and not p.name.startswith((".", "_")))
         return folder_schema(files, str(there))
 

@@ -23,13 +23,14 @@ and both types, and the commit is refused.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from pathlib import Path
+import posixpath
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kbatch.errors import TableError
 
-__all__ = ["COMMON_METADATA", "READERS", "folder_schema", "merge", "read_recipe", "write_common_metadata"]
+__all__ = ["COMMON_METADATA", "READERS", "folder_schema", "merge", "read_common_metadata", "read_recipe",
+           "summarize", "write_common_metadata"]
 
 COMMON_METADATA = "_common_metadata"
 
@@ -91,19 +92,51 @@ def merge(old: Any, new: Any, where: str) -> Any:
     return pa.schema(_merge_fields(list(old), list(new), "", where))
 
 
-def folder_schema(files: Iterable[str | os.PathLike[str]], where: str, start: Any = None) -> Any:
+def folder_schema(files: Iterable[str | os.PathLike[str]], where: str, start: Any = None,
+                  filesystem: Any = None) -> Any:
     """:func:`merge` of ``start`` (a schema, or None) and the schemas of the Parquet ``files``
-    (their footers), without schema-level metadata (Spark's own schema key would outrank the
-    merged one)."""
+    (their footers; paths of ``filesystem``, local without), without schema-level metadata
+    (Spark's own schema key would outrank the merged one)."""
     import pyarrow.parquet as pq
 
     schema = start
     for f in files:
-        schema = merge(schema, pq.read_schema(f).remove_metadata(), where)
+        schema = merge(schema, pq.read_schema(str(f), filesystem=filesystem).remove_metadata(), where)
     return schema
 
 
-def write_common_metadata(folder: Path, schema: Any, partition_column: str | None) -> None:
+def summarize(data: Iterable[str], staged: str, where: str, partition_column: str | None,
+              there: Callable[[str], Any], filesystem: Any = None) -> list[str]:
+    """Write ``_common_metadata`` into each folder of the Parquet files ``data`` (paths relative
+    to the staging folder ``staged``, of ``filesystem``): the merged schema of the files already
+    in OUT's folder of that name (``there(folder)``: a schema, or None) and of this run's.
+    Returns the written files, relative to ``staged``. ``where`` (OUT) names the folder in the
+    :class:`~kbatch.errors.TableError` of a column no reader could merge."""
+    by_folder: dict[str, list[str]] = {}
+    for rel in data:
+        by_folder.setdefault(posixpath.dirname(rel), []).append(rel)
+    written = []
+    for folder, names in sorted(by_folder.items()):
+        named = f"{where}/{folder}" if folder else where
+        schema = folder_schema([f"{staged}/{n}" for n in names], named, there(folder), filesystem)
+        write_common_metadata(f"{staged}/{folder}" if folder else staged, schema, partition_column, filesystem)
+        written.append(posixpath.join(folder, COMMON_METADATA))
+    return written
+
+
+def read_common_metadata(path: str | os.PathLike[str], partition_column: str | None, filesystem: Any = None) -> Any:
+    """The schema a ``_common_metadata`` at ``path`` holds, without ``partition_column`` (the
+    files' own columns, as :func:`folder_schema` gives them)."""
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(str(path), filesystem=filesystem).remove_metadata()
+    if partition_column and partition_column in schema.names:
+        schema = schema.remove(schema.get_field_index(partition_column))
+    return schema
+
+
+def write_common_metadata(folder: str | os.PathLike[str], schema: Any, partition_column: str | None,
+                          filesystem: Any = None) -> None:
     """``folder/_common_metadata`` holding ``schema`` (and ``partition_column`` as a string column
     after it, the hive folder's name read back as a column; left out if the files have it)."""
     import pyarrow as pa
@@ -111,7 +144,7 @@ def write_common_metadata(folder: Path, schema: Any, partition_column: str | Non
 
     if partition_column and partition_column not in schema.names:
         schema = schema.append(pa.field(partition_column, pa.string()))
-    pq.write_metadata(schema.remove_metadata(), str(folder / COMMON_METADATA))
+    pq.write_metadata(schema.remove_metadata(), f"{folder}/{COMMON_METADATA}", filesystem=filesystem)
 
 
 #: How each reader reads one folder of a Parquet OUT with its ``_common_metadata``: Python over the
