@@ -44,7 +44,7 @@ from typing import Any
 import pyarrow as pa
 
 from ._errors import JsonSchemaError
-from ._schema import Schema, lone_surrogate
+from ._schema import Schema
 
 __all__ = ["arrow_to_json_schema", "json_schema_type", "parse_json_schema_text"]
 
@@ -172,10 +172,6 @@ class _Compiler:
             required = set(node.get("required") or ())
             fields = []
             for name, sub in props.items():
-                if lone_surrogate(name) >= 0:  # no UTF-8 JSON value has such a key, no Arrow field such a name
-                    shown = _escape(name.encode("utf-8", "backslashreplace").decode())
-                    raise JsonSchemaError("a property name that is not valid Unicode (a lone surrogate)",
-                                          pointer=f"{pointer}/properties/{shown}")
                 t, nullable = self.type_of(sub, f"{pointer}/properties/{_escape(name)}", doc)
                 fields.append(pa.field(name, t, nullable=nullable or name not in required or t == pa.null()))
             return pa.struct(fields)

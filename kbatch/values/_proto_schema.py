@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ._errors import ProtobufSchemaError
-from ._schema import Schema, lone_surrogate
+from ._schema import Schema
 
 __all__ = ["ProtoSchema", "compile_proto", "load_proto", "root_message"]
 
@@ -156,11 +156,6 @@ def compile_proto(schema: Schema | str, message: str | None = None) -> ProtoSche
         raise ProtobufSchemaError("compiling .proto text needs grpcio-tools: pip install 'kbatch[protobuf]'") \
             from exc
     wkt = Path(protoc.__file__).resolve().parent / "_proto"
-    for name, dep in ((None, schema), *schema.dependencies):
-        if (at := lone_surrogate(dep.text)) >= 0:  # protoc reads UTF-8 files
-            what = f"schema {schema.id}" if schema.id is not None else "the schema"
-            raise ProtobufSchemaError(f"{what if name is None else f'{what}: reference {name!r}'} is not valid "
-                                      f"Unicode: a lone surrogate at character {at}")
     # a schema may be a base64 FileDescriptorProto (what confluent-kafka-python's serializer
     # registers): protoc compiles a stub importing its text dependencies, the rest is added as is
     given = _serialized(schema.text, descriptor_pb2)

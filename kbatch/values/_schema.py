@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "DEFAULT_CONTEXT",
-    "lone_surrogate",
     "SCHEMA_TYPES",
     "Schema",
     "SchemaReference",
@@ -183,32 +182,17 @@ class Schema:
         object.__setattr__(self, "schema_type", schema_type_name(self.schema_type))
 
 
-def lone_surrogate(text: str) -> int:
-    """Where ``text`` holds a lone surrogate (JSON's ``"\\ud800"`` read into a string), which no
-    UTF-8 can hold; -1 when it holds none.
-
-    >>> lone_surrogate("ok"), lone_surrogate("a\\ud800".encode().decode("unicode_escape"))
-    (-1, 1)
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return exc.start
-    return -1
-
-
 def guid_of(text: str, references: tuple[SchemaReference, ...] = ()) -> uuid.UUID:
     """A schema's GUID as Confluent computes it when it has no metadata or rule set: the MD5 of
     the text (UTF-8) and of each reference's name, subject and version (big-endian int32),
-    read as a UUID. A lone surrogate (JSON's ``"\\ud800"``) is ``?``, as Java's
-    ``getBytes(UTF_8)`` writes it.
+    read as a UUID.
 
     >>> str(guid_of('"string"'))
     '095d71cf-1255-6b9d-5e33-0ad575b3df5d'
     """
-    md5 = hashlib.md5(text.encode("utf-8", "replace"), usedforsecurity=False)
+    md5 = hashlib.md5(text.encode("utf-8"), usedforsecurity=False)
     for ref in references:
-        md5.update(ref.name.encode("utf-8", "replace"))
-        md5.update(ref.subject.encode("utf-8", "replace"))
+        md5.update(ref.name.encode("utf-8"))
+        md5.update(ref.subject.encode("utf-8"))
         md5.update((ref.version & 0xFFFFFFFF).to_bytes(4, "big"))
     return uuid.UUID(bytes=md5.digest())

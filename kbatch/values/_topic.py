@@ -34,8 +34,6 @@ __all__ = ["DEFAULT_TOPIC", "find_schemas_log", "replay", "replay_log"]
 #: The registry's default ``kafkastore.topic``.
 DEFAULT_TOPIC = "_schemas"
 _SCHEMA_KEYS = ("SCHEMA", "DELETE_SUBJECT", "CLEAR_SUBJECT")
-# what json.loads raises on bytes that are not (readable) JSON: nested too deep is RecursionError
-_NOT_JSON = (ValueError, UnicodeDecodeError, RecursionError)
 
 
 def find_schemas_log(
@@ -86,8 +84,8 @@ def replay(records: Any, store: SchemaStore | None = None) -> SchemaStore:
 def _apply(store: SchemaStore, offset: int, key: bytes | None, value: bytes | None) -> None:
     try:
         k = json.loads(key) if key is not None else None
-    except _NOT_JSON as exc:
-        store.notes.append(f"offset {offset}: key is not JSON{_why(exc)}, record skipped")
+    except (ValueError, UnicodeDecodeError):
+        store.notes.append(f"offset {offset}: key is not JSON, record skipped")
         return
     if not isinstance(k, dict) or not isinstance(k.get("keytype"), str):
         store.notes.append(f"offset {offset}: key {k!r} has no keytype, record skipped")
@@ -100,8 +98,8 @@ def _apply(store: SchemaStore, offset: int, key: bytes | None, value: bytes | No
     if value is not None and value.strip():
         try:
             v = json.loads(value)
-        except _NOT_JSON as exc:
-            store.notes.append(f"offset {offset}: {keytype} value is not JSON{_why(exc)}, record skipped")
+        except (ValueError, UnicodeDecodeError):
+            store.notes.append(f"offset {offset}: {keytype} value is not JSON, record skipped")
             return
         if v is not None and not isinstance(v, dict):
             store.notes.append(f"offset {offset}: {keytype} value is not a JSON object, record skipped")
@@ -122,7 +120,3 @@ def _apply(store: SchemaStore, offset: int, key: bytes | None, value: bytes | No
         store.delete_subject(v, offset)
     else:
         store.clear_subject(v, offset)
-
-
-def _why(exc: Exception) -> str:
-    return " (nested too deeply to read)" if isinstance(exc, RecursionError) else ""
