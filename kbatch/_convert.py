@@ -69,8 +69,9 @@ from kbatch._plan import (
 from kbatch._progress import Progress, plural, size
 from kbatch._sparkstart import JAVA_VERSIONS, JavaError, MasterError, check_master, start_session
 from kbatch._staging import MODES, check_target, has_data_files
-from kbatch._txn import aborted_batch_mask
+from kbatch._txn import ABORT, COMMIT, aborted_batch_mask
 from kbatch._version import __version__
+from kbatch._wire import CONTROL_RECORD_TYPES
 from kbatch.arrow import kafka_schema
 from kbatch.errors import (
     KBatchError,
@@ -92,6 +93,7 @@ from kbatch.tables import (
     is_s3,
     minus,
     open_sink,
+    read_recipe,
     resume,
 )
 
@@ -128,8 +130,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--engine",
         choices=("spark", "arrow"),
         default=None,
-        help="spark (default; arrow for iceberg and delta): the kafka-log data source; arrow: in-process with "
-             "pyarrow, no Spark",
+        help="spark: the kafka-log data source (the default for parquet, orc and json); arrow: in-process with "
+             "pyarrow, no Spark (the default for iceberg, delta and --values); the summary's time line says "
+             "which ran and, when not given, why",
     )
     parser.add_argument("--catalog", default=None, metavar="NAME",
                         help="iceberg: a catalog pyiceberg's load_catalog knows (default: SQLite at OUT/catalog.db, "
@@ -223,7 +226,10 @@ class PartitionReport:
     records: int = 0
     skipped_bytes: int = 0
     log_start_offset: int = 0
-    control_markers: int = 0  # transaction markers in the range (an offset each, no record)
+    control_markers: int = 0  # control records in the range (an offset each, no record): markers and KRaft's
+    #: the control records that are not transaction markers, by Kafka's ControlRecordType name
+    #: (LEADER_CHANGE, SNAPSHOT_HEADER, ...: KRaft's, in __cluster_metadata)
+    control_types: dict[str, int] = field(default_factory=dict)
     aborted_records: int = 0  # left out by read_committed
     compacted_offsets: int = 0  # offsets with no record on disk (compaction, deleted batches)
     filtered: int = 0  # left out by --where (Spark)
@@ -251,8 +257,12 @@ class PartitionReport:
         if self.records == self.span and not (self.held or self.waiting or self.beyond_copy):
             return ""
         parts = []
+        kraft = sum(self.control_types.values())
+        if kraft:
+            named = ", ".join(f"{name} {n}" for name, n in sorted(self.control_types.items()))
+            parts.append(f"{plural(kraft, 'KRaft control record')} ({named})")
         for n, what, tail in (
-            (self.control_markers, "transaction marker", ""),
+            (self.control_markers - kraft, "transaction marker", ""),
             (self.aborted_records, "aborted record", ""),
             (self.compacted_offsets, "offset", " without a record (compaction)"),
             (self.lost_offsets, "offset", " in damaged bytes (not converted)"),
@@ -341,6 +351,13 @@ class Summary:
     dead_letters: int = 0
     dead_letter_path: str = ""
     value_errors: list[dict[str, Any]] = field(default_factory=list)
+    #: whether OUT was there before the run (a run that writes nothing leaves it as it was, or
+    #: does not create it)
+    out_existed: bool = True
+    #: why this engine ran when ``--engine`` was not given ("the default for --values"), else empty
+    engine_default: str = ""
+    #: a Parquet folder: how each reader reads a topic of it (kbatch.tables._folderschema)
+    read: list[str] = field(default_factory=list)
 
     @property
     def records_per_second(self) -> float:
@@ -366,7 +383,8 @@ class Summary:
         where = (
             f"to {self.format} in {self.out} ({size(self.output_bytes)})"
             if self.written
-            else f"nothing written: {self.out} left as it was"
+            else f"nothing written: {self.out} left as it was" if self.out_existed
+            else f"nothing written: {self.out} not created"
         )
         verb = "appended" if self.mode == "append" and self.written else "converted"
         if any(c.upsert is not None for c in self.tables):  # the rows changed are the tables' lines
@@ -380,11 +398,12 @@ class Summary:
             ),
         ]
         speed = f"{self.job_records_per_second:,.0f} records/s ({rate}/s of log)"
+        engine = f"engine {self.engine}" + (f" ({self.engine_default})" if self.engine_default else "")
         if self.engine == "spark":  # the JVM's start-up apart: it says nothing of the job's speed
             out.append(f"time {self.seconds:.1f} s: Spark start-up {self.startup_seconds:.1f} s, then the job "
-                       f"{self.job_seconds:.1f} s at {speed}, engine spark")
+                       f"{self.job_seconds:.1f} s at {speed}, {engine}")
         else:
-            out.append(f"time {self.seconds:.1f} s, {speed}, engine {self.engine}")
+            out.append(f"time {self.seconds:.1f} s, {speed}, {engine}")
         if self.left_out:
             names = ", ".join(f"{t} ({plural(n, 'partition')})" for t, n in sorted(self.left_out.items()))
             out.append(f"left out internal topics: {names}; pass --include-internal or --subscribe to include them")
@@ -392,15 +411,16 @@ class Summary:
         if len(shown) > SHOWN:  # many partitions: the ones with something to explain first
             shown = sorted(shown, key=lambda p: p.why() == "")[:SHOWN]
         out += [p.line() for p in shown]
+        if len(self.per_partition) > len(shown):  # right after the partitions it continues
+            out.append(f"  ... {plural(len(self.per_partition) - len(shown), 'more partition')} (--json-summary)")
         out += [t.line() for t in self.tables]
+        out += self.read
         out += [f"gap: {g.line()}" for g in self.gaps]
         out += [f"damaged: {d}" for rep in self.per_partition for d in damaged_lines(rep, self.tables)]
         if self.dead_letters:
             out.append(f"dead letters: {plural(self.dead_letters, 'record')} whose value (or key) did not decode, "
                        f"in {self.dead_letter_path}; the commonest errors:")
             out += [f"  {e['count']} x {e['reason']} (first: {e['example']})" for e in self.value_errors]
-        if len(self.per_partition) > len(shown):
-            out.append(f"  ... {plural(len(self.per_partition) - len(shown), 'more partition')} (--json-summary)")
         out += [f"note: {n}" for n in self.notes[:SHOWN]]
         if len(self.notes) > SHOWN:
             out.append(f"note: ... {plural(len(self.notes) - SHOWN, 'more note')} (--json-summary)")
@@ -506,9 +526,16 @@ class Plan:
 
 
 def _default_engine(args: argparse.Namespace) -> None:
-    """``--engine``'s default: arrow for the formats only it writes (iceberg, delta), spark otherwise."""
-    if getattr(args, "engine", None) is None:  # no JVM where none is needed (nor able, for typed values yet)
-        args.engine = "arrow" if args.format in ("iceberg", "delta") or requested(args) else "spark"
+    """``--engine``'s default, one rule: arrow for iceberg, delta and typed values (``--values``,
+    ``--keys``), spark otherwise; ``args.engine_default`` says why, for the summary (empty when
+    ``--engine`` was given)."""
+    if getattr(args, "engine", None) is None:  # no JVM where none is needed
+        why = f"--format {args.format}" if args.format in ("iceberg", "delta") else \
+            "--values" if requested(args) else ""
+        args.engine = "arrow" if why else "spark"
+        args.engine_default = f"the default for {why or f'--format {args.format}'}"
+    elif not hasattr(args, "engine_default"):
+        args.engine_default = ""
 
 
 def plan(args: argparse.Namespace) -> Plan:
@@ -590,7 +617,7 @@ def plan(args: argparse.Namespace) -> Plan:
     left_out: dict[str, int] = {}
     if (not remote_root and args.subscribe is None and args.assign is None and not opts.include_internal
             and Path(logs[0].path) != root):
-        left_out = {t: n for t, n in topics_in(root).items() if t in INTERNAL_TOPICS}
+        left_out = {t: n for t, n in topics_in(root, opts.recursive).items() if t in INTERNAL_TOPICS}
     input_bytes = sum(s.size for d in logs for s in d.segments)
     return Plan(opts, logs, ranges, left_out, input_bytes, found)
 
@@ -641,11 +668,17 @@ def _report(log: Any, start: int, end: int, opts: Options,
         aborted, _lso = log.transactions(opts.on_corruption)
         if aborted:
             dropped = aborted_batch_mask(b, [(pid, first) for pid, first, _last in aborted])
+    kinds = b["control_type"].astype(np.int64)
+    others = control & (kinds != ABORT) & (kinds != COMMIT)
     for lo, hi in spans:
         inside = (last >= lo) & (base < hi)
         width = np.minimum(last, hi - 1) - np.maximum(base, lo) + 1
         counts = np.minimum(b["record_count"].astype(np.int64), width)
         rep.control_markers += int(width[inside & control].sum())
+        for kind in np.unique(kinds[inside & others]).tolist():
+            name = CONTROL_RECORD_TYPES.get(kind, f"UNKNOWN({kind})")
+            n = int(width[inside & others & (kinds == kind)].sum())
+            rep.control_types[name] = rep.control_types.get(name, 0) + n
         rep.aborted_records += int(counts[inside & dropped & ~control].sum())
         kept = inside & ~control & ~dropped
         rep.compacted_offsets += max(int(hi - lo - width[inside].sum() + (width[kept] - counts[kept]).sum()), 0)
@@ -908,6 +941,38 @@ def _quiet_spark_errors(spark: Any) -> None:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
+class _NotPy4J:
+    """A logging filter: drops the records Py4J logs on the root logger (``logging.exception``
+    of a call cut by Ctrl-C), which would print a traceback."""
+
+    @staticmethod
+    def filter(record: Any) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
+def _plain_interrupts() -> None:
+    """Ctrl-C under Spark as under the arrow engine: ``KeyboardInterrupt`` in the main thread,
+    reported by ``kbatch`` in one line (status 130), the JVM's jobs ended with the session.
+
+    PySpark's SIGINT handler calls ``cancelAllJobs`` through Py4J from inside the signal, while
+    the main thread waits in a Py4J call on the same connection: a reentrant read, and Py4J
+    logs both failures with their tracebacks on the root logger. The default handler replaces
+    it; the root logger drops Py4J's records (and keeps Python's last-resort output for the
+    others, so that Py4J's ``logging.exception`` installs no handler of its own)."""
+    import logging
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    root = logging.getLogger()
+    if not root.handlers and logging.lastResort is not None:
+        root.addHandler(logging.lastResort)
+    if not any(isinstance(f, _NotPy4J) for f in root.filters):
+        root.addFilter(_NotPy4J())
+
+
 def _filtered(args: argparse.Namespace, df: Any) -> Any:
     """``df`` with ``--where`` applied (a filter Spark cannot analyse: UsageError)."""
     if args.where:
@@ -1031,6 +1096,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     startup = time.perf_counter() - t0
     reports, notes = explained.result()
     _quiet_spark_errors(spark)
+    _plain_interrupts()
     _say(args, f"Spark {spark.version} at {spark.sparkContext.master} ({startup:.1f} s to start)")
     df = planned_frame(spark, p)
     progress = Progress(p.input_bytes, enabled=_progress_enabled(args))
@@ -1062,10 +1128,15 @@ def convert_spark(args: argparse.Namespace) -> Summary:
                 elif values is not None:  # each topic decoded by the executors, its dead letters beside
                     assert isinstance(sink, FolderSink)  # --values: a local parquet OUT (check_arguments)
                     folder = str(sink.folder)
+                    if values.side_folder is None:  # --dead-letter PATH outside OUT: a folder sink of its own
+                        values.start(sink)
                     write_values(spark, *spark_tasks(p, spark.sparkContext.defaultParallelism), p.topics, values,
                                  folder, lambda frame: _write_spark(spark, args, frame, folder))
                     counts = _written_counts(spark, args, folder)
-                    count_dead_letters(values, folder)
+                    if values.side_folder is None:
+                        take_dead_letters(values, folder)  # committed to PATH just before the data
+                    else:
+                        count_dead_letters(values, folder)  # committed with the data
                 elif isinstance(sink, (FolderSink, RemoteFolderSink)):
                     _write_spark(spark, args, df, str(sink.folder))
                     counts = _written_counts(spark, args, str(sink.folder))
@@ -1080,7 +1151,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
                     if not p.opts.fail_on_data_loss and not args.where:
                         _find_skipped(p, reports, {k: c[0] for k, c in counts.items()})
                     converted = _read_ranges(p, reports, resumed.converted)
-                    if values is not None and not isinstance(sink, FolderSink):  # dead-letter tables first
+                    if values is not None:  # dead letters kept apart (tables, --dead-letter PATH) first
                         values.commit(converted)
                     commits = sink.commit(resumed.held.advanced(converted), converted)
                 else:
@@ -1559,6 +1630,7 @@ def run(args: argparse.Namespace) -> int:
     failed (corrupt data, Spark); each error is one line on stderr, OUT left as it was.
     """
     _default_engine(args)
+    existed = _is_remote(args.out) or os.path.lexists(args.out)
     try:
         summary = convert_arrow(args) if args.engine == "arrow" else convert_spark(args)
     except UsageError as exc:
@@ -1570,6 +1642,10 @@ def run(args: argparse.Namespace) -> int:
     except (KBatchError, ConvertError, OSError) as exc:
         print(f"kbatch convert: error: {exc}", file=sys.stderr)
         return 1
+    summary.engine_default = args.engine_default
+    summary.out_existed = existed
+    if args.format == "parquet" and summary.written and _has_ledger(args.out):  # local or s3: _common_metadata
+        summary.read = read_recipe(args.out, not args.no_partition_by_topic)
     if args.json_summary:
         print(json.dumps(summary.as_dict()))
     elif not args.quiet:

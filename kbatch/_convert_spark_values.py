@@ -13,7 +13,9 @@ Iceberg and Delta (``--format iceberg|delta``): the good rows go to the table si
 folder (:func:`kbatch.spark._staged.write_staged`, plain Parquet, no Iceberg or Delta jar), the
 dead letters to its hidden ``_dead_letter`` folder; the driver reads those back into the plan
 (:func:`take_dead_letters`: counted, those an earlier run committed left out) and commits them
-into the ``<topic>__dead_letter`` tables just before the data, as the arrow engine does.
+into the ``<topic>__dead_letter`` tables just before the data, as the arrow engine does. A
+Parquet OUT with ``--dead-letter PATH`` outside it goes the same way: the executors write the
+dead letters beside the data, the driver commits them to PATH's folder just before the data.
 """
 
 from __future__ import annotations
@@ -109,7 +111,12 @@ def _dead_letter_table(values: ValuePlan, folder: str) -> Any:
 
 def take_dead_letters(values: ValuePlan, folder: str) -> None:
     """Hand the dead letters the executors wrote under ``folder`` to ``values`` (after
-    ``values.start``), which commits them into the dead-letter tables (Iceberg, Delta)."""
+    ``values.start``), which commits them apart from the data: into the dead-letter tables
+    (Iceberg, Delta) or the folder of ``--dead-letter PATH``. Their files in ``folder`` are then
+    removed (nothing of them moves in with the data)."""
+    import shutil
+
     table = _dead_letter_table(values, folder)
     if table is not None and table.num_rows:
         values.set_aside(table)
+    shutil.rmtree(Path(folder) / (values.side_folder or "_dead_letter"), ignore_errors=True)

@@ -486,9 +486,6 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise _usage("--values json (plain JSON) takes --keys json only")
     if args.keys == "json" and args.values not in (None, "json"):
         raise _usage("--keys json (plain JSON) goes with --values json")
-    if _dead_letter_place(args)[1] is not None and args.engine == "spark" and args.format == "parquet":
-        raise _usage("--dead-letter outside OUT is written by --engine arrow; with --engine spark the dead letters "
-                     "go to a hidden folder of OUT (default OUT/_dead_letter)")
 
 
 def plan_values(args: argparse.Namespace, topics: list[str], source: Any, logs: Iterable[Any] = ()) -> ValuePlan | None:

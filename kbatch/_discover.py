@@ -236,11 +236,22 @@ def misnamed_logs(url: str, names: Sequence[str], skipped: bool) -> str | None:
     return f"{url} holds no segment: its .log files ({shown}) are not named as segments ({rule})"
 
 
-def topics_in(folder: Path) -> dict[str, int]:
+def topics_in(folder: Path, recursive: bool = False) -> dict[str, int]:
     """Topic -> number of partition directories (named ``<topic>-<partition>``, not being
     deleted or moved, as :func:`find_partitions` counts them) right in a local ``folder``;
-    ``{}`` when it cannot be listed."""
+    ``{}`` when it cannot be listed. ``recursive``: at any depth, as a recursive search finds
+    them, each partition number counted once (replicas under several roots are one partition)."""
     topics: dict[str, int] = {}
+    if recursive:
+        try:
+            found, _ = find_partitions(_storage.locate(str(folder)), True, [])
+        except (OSError, LayoutError):
+            return topics
+        numbers: dict[str, set[int]] = {}
+        for f in found:
+            topic, partition, _ = partition_name(PurePosixPath(f.location.path))
+            numbers.setdefault(topic, set()).add(partition)
+        return {t: len(ps) for t, ps in sorted(numbers.items())}
     try:
         entries = sorted(folder.iterdir())
     except OSError:

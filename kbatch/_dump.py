@@ -72,7 +72,7 @@ from kbatch._dumpinternal import control_json, topic_parser
 from kbatch._dumpvalues import AvroDecoder, AvroText
 from kbatch._kafkajson import KafkaJson
 from kbatch._producer_snapshot import read_snapshot
-from kbatch._wire import ATTRIBUTES_OFFSET, CODEC_NAMES, LEGACY_MAGIC_OFFSET, LOG_OVERHEAD
+from kbatch._wire import ATTRIBUTES_OFFSET, CODEC_NAMES, CONTROL_RECORD_TYPES, LEGACY_MAGIC_OFFSET, LOG_OVERHEAD
 from kbatch.errors import KBatchError
 from kbatch.log import (
     OFFSET_INDEX_DTYPE,
@@ -94,8 +94,7 @@ _INT_MAX = 2**31 - 1
 _Head = dict[str, Any]
 _TS_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
 #: Kafka's ControlRecordType (clients/.../record/ControlRecordType.java).
-CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
-                 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
+CONTROL_TYPES = CONTROL_RECORD_TYPES
 _DEFAULT_MAX_MESSAGE = 5 * 1024 * 1024
 _DECODERS = ("string", "long", "int", "hex", "base64")
 #: Decoders through a schema registry (kbatch.values): the value's language.
@@ -346,7 +345,7 @@ class _Ctx:
         self.mismatches: dict[str, list[tuple[int, int]]] = {}
         self.problems: list[str] = []
         self.undecoded: dict[str, list[tuple[int, str]]] = {}
-        #: directory -> the entries in it not dumped (text mode: one summary line at the end)
+        #: directory -> the entries in it not dumped (listed at the end: one stderr line, or a JSON line each)
         self.not_dumped: dict[str, list[str]] = {}
         self.rc = 0
         keys, vals = args.key_decoder in _REGISTRY_DECODERS, args.value_decoder in _REGISTRY_DECODERS
@@ -778,8 +777,8 @@ def _file_order(path: Path) -> tuple[int, int, str]:
 
 def _expand(name: str, ctx: _Ctx) -> list[Any]:
     """``name`` itself, or for a directory the files in it that dump knows, in offset order (the
-    entries it leaves out are kept for one stderr line at the end of the run, or with ``--json``
-    written as one line per directory). A URL is one remote file
+    entries it leaves out are listed at the end of the run: one stderr line, or with ``--json``
+    one ``"type":"not_dumped"`` line per directory; they leave the exit status as it is). A URL is one remote file
     (:class:`kbatch._storage.StoragePath`)."""
     if _storage.is_remote(name):
         options = _storage.parse_options(getattr(ctx.args, "storage_option", None))
@@ -793,10 +792,7 @@ def _expand(name: str, ctx: _Ctx) -> list[Any]:
         (known if child.is_file() and child.suffix in _SUFFIX_ORDER else other).append(child)
     if other:
         names = sorted(c.name + ("/" if c.is_dir() else "") for c in other)
-        if ctx.o.json:  # one line per directory: machines get every name
-            ctx.o.error(f"kbatch dump: {path}: {_NOT_DUMPED}: {', '.join(names)}", file=str(path), skipped=names)
-        else:
-            ctx.not_dumped[str(path)] = names
+        ctx.not_dumped[str(path)] = names
     return sorted(known, key=_file_order)
 
 
@@ -883,7 +879,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     for name, pairs in ctx.gaps.items():
         o.error(f"Non-consecutive offsets in {name}" + "".join(f"\n  {a} is followed by {b}" for a, b in pairs),
                 file=name)
-    if ctx.not_dumped:
+    if ctx.not_dumped and o.json:  # one line per directory: machines get every name; not an error
+        for where, names in ctx.not_dumped.items():
+            o.line("", type="not_dumped", message=f"kbatch dump: {where}: {_NOT_DUMPED}: {', '.join(names)}",
+                   file=where, skipped=names)
+    elif ctx.not_dumped:
         o.error(_not_dumped_line(ctx.not_dumped))
     o.flush()
     return max(rc, ctx.rc)

@@ -15,7 +15,7 @@ import itertools
 import logging
 import os
 import posixpath
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
@@ -903,7 +903,7 @@ def _nothing_found(loc: _storage.Location) -> None:
 
 def open_logs(
     root: str | os.PathLike[str],
-    topics: Sequence[str] | None = None,
+    topics: Container[str] | None = None,
     notes: list[str] | None = None,
     *,
     recursive: bool = False,
@@ -919,8 +919,9 @@ def open_logs(
     ----------
     root : str or Path
         A local path, ``file://`` or a URL (``s3://bucket/backup``, ...), as :func:`open_log`.
-    topics : sequence of str, optional
-        Only these topics.
+    topics : sequence of str (or any container of names), optional
+        Only these topics: the directories of others are not opened (nor compared as
+        replicas, nor noted).
     notes : list, optional
         Receives what was skipped and why, and the replica choices.
     recursive : bool, default False

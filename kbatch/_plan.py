@@ -16,7 +16,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ __all__ = [
     "SEGMENT_OPEN_COST",
     "LogSlice",
     "Options",
+    "Wanted",
     "check_option_names",
     "offsets_json",
     "open_slice",
@@ -457,16 +458,38 @@ def _is_partition_dir(path: Path) -> bool:
     return path.is_dir() and any(p.suffix == ".log" for p in path.iterdir())
 
 
-def _open_root(opts: Options, notes: list[str] | None = None) -> list[LogDir]:
-    """The partition directories under ``opts.path``: a local path as before; a URL (``s3://``,
-    ...) listed once, with ``storage.*`` options; ``recursiveFileLookup``: at any depth, every
-    different log and one replica of each (``replicas``). Replicas that disagree raise
-    (``failOnDataLoss``) or are noted. Notes go to ``notes``, else are logged as warnings."""
+class Wanted:
+    """``topic in Wanted(opts)``: whether the options select a topic (``assign``, ``subscribe``,
+    else ``subscribePattern`` or every topic, Kafka's internal ones only with
+    ``includeInternalTopics``). The search opens no other topic's directories, so it neither
+    notes nor compares the replicas of a topic it does not read."""
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self._rx = re.compile(opts.subscribe_pattern if opts.subscribe_pattern is not None else ".*")
+
+    def __contains__(self, topic: object) -> bool:
+        o = self.opts
+        if not isinstance(topic, str):
+            return False
+        if o.assign is not None:
+            return topic in o.assign
+        if o.subscribe is not None:
+            return topic in o.subscribe
+        return (o.include_internal or topic not in INTERNAL_TOPICS) and bool(self._rx.fullmatch(topic))
+
+
+def _open_root(opts: Options, notes: list[str] | None = None, wanted: Container[str] | None = None) -> list[LogDir]:
+    """The partition directories under ``opts.path`` of the topics ``wanted`` holds (all without):
+    a local path as before; a URL (``s3://``, ...) listed once, with ``storage.*`` options;
+    ``recursiveFileLookup``: at any depth, every different log and one replica of each
+    (``replicas``). Replicas that disagree raise (``failOnDataLoss``) or are noted. Notes go to
+    ``notes``, else are logged as warnings."""
     try:
         if opts.recursive or is_remote(opts.path):
             said: list[str] = []
             try:
-                logs = open_logs(opts.path, notes=said, recursive=opts.recursive, replicas=opts.replicas,  # type: ignore[arg-type]
+                logs = open_logs(opts.path, wanted, notes=said, recursive=opts.recursive, replicas=opts.replicas,  # type: ignore[arg-type]
                                  on_disagreement="raise" if opts.fail_on_data_loss else "note",
                                  storage_options=opts.storage_options or None)
             except LayoutError as exc:
@@ -488,7 +511,7 @@ def _open_root(opts: Options, notes: list[str] | None = None) -> list[LogDir]:
         root = Path(opts.path)
         if not root.exists():
             raise FileNotFoundError(f"no such log directory: {root}")
-        return [open_log(root)] if _is_partition_dir(root) else open_logs(root)
+        return [open_log(root)] if _is_partition_dir(root) else open_logs(root, wanted)
     except LayoutError as exc:
         if not exc.deeper:
             raise
@@ -518,7 +541,7 @@ def select_logs(opts: Options, notes: list[str] | None = None) -> list[LogDir]:
         No partition directory where one was expected (the message says what is there).
     """
     root = opts.path
-    logs = _open_root(opts, notes)
+    logs = _open_root(opts, notes, Wanted(opts))
     if opts.streaming and len({(d.topic, d.partition) for d in logs}) < len(logs):
         twice = sorted({f"{d.topic}-{d.partition}" for d in logs
                         if sum((e.topic, e.partition) == (d.topic, d.partition) for e in logs) > 1})
@@ -536,12 +559,8 @@ def select_logs(opts: Options, notes: list[str] | None = None) -> list[LogDir]:
             raise ValueError(f"assign names partitions that are not under {root}: {missing}")
         wanted = {(t, p) for t, ps in opts.assign.items() for p in ps}
         chosen = [d for d in logs if (d.topic, d.partition) in wanted]
-    elif opts.subscribe is not None:
-        chosen = [d for d in logs if d.topic in opts.subscribe]
     else:
-        rx = re.compile(opts.subscribe_pattern if opts.subscribe_pattern is not None else ".*")
-        hidden = frozenset() if opts.include_internal else INTERNAL_TOPICS
-        chosen = [d for d in logs if d.topic not in hidden and rx.fullmatch(d.topic)]
+        chosen = [d for d in logs if d.topic in Wanted(opts)]
     for d in logs:
         if d not in chosen:
             d.close()

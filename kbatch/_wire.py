@@ -29,6 +29,7 @@ __all__ = [
     "BATCH_OVERHEAD",
     "CODEC_IDS",
     "CODEC_NAMES",
+    "CONTROL_RECORD_TYPES",
     "CONTROL_TYPES",
     "CRC_OFFSET",
     "GZIP",
@@ -105,6 +106,10 @@ CODEC_IDS: Final = {name: codec for codec, name in CODEC_NAMES.items()}
 TIMESTAMP_TYPES: Final = {"create": 0, "log_append": 1}
 #: Control record types (a control batch's record key: version int16, type int16).
 CONTROL_TYPES: Final = {"abort": 0, "commit": 1}
+#: Kafka's ControlRecordType (clients/.../record/ControlRecordType.java): a control record key's
+#: type -> its name (0, 1: transaction markers; 2-6: KRaft's records in ``__cluster_metadata``).
+CONTROL_RECORD_TYPES: Final = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
+                               4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
 
 
 

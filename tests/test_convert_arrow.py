@@ -382,3 +382,68 @@ def test_a_copy_shorter_than_its_checkpoints_says_what_it_lacks_once(tmp_path, c
     line = next(x for x in out.splitlines() if x.startswith("  t-0:"))
     assert line == (f"  t-0: {end} records, offsets 0..{end - 1} (this copy lacks {40 - end} offsets the broker had "
                     f"(recovery_point 40 is past the copy's end {end}): not converted)")
+
+
+def test_kraft_control_records_are_named_not_counted_as_transaction_markers(tmp_path, capsys):
+    """Issue 35 item 8: a __cluster_metadata-0 (LeaderChange, KRaftVersion, KRaftVoters control
+    batches between metadata records) is summarised with each control type by Kafka's
+    ControlRecordType name; transaction markers of another topic are still markers."""
+    from support.control_batches import KRAFT_VERSION, LEADER_CHANGE, control_batch
+
+    root = tmp_path / "root"
+    with LogWriter(root, "__cluster_metadata", 0) as w:
+        w.append(control_batch([(2, LEADER_CHANGE)], 0))
+        w.append(control_batch([(5, KRAFT_VERSION)], 1))
+        w.append(control_batch([(6, b"\x00\x00\x01\x00")], 2))
+        w.append(kbatch.encode([b"\x01\x02", b"\x01\x03"], base_offset=3, timestamps=[60, 61]))
+        w.append(control_batch([(2, LEADER_CHANGE)], 5))
+    with LogWriter(root, "payments", 0) as w:
+        w.append(kbatch.encode([b"a", b"b"], base_offset=0, producer_id=7, producer_epoch=0, base_sequence=0,
+                               transactional=True, timestamps=[1, 2]))
+        w.append(kbatch.encode_control("commit", 7, 0, base_offset=2, timestamp=3))
+    assert main(["convert", str(root), str(tmp_path / "out"), "--engine", "arrow", "--include-internal",
+                 "--json-summary"]) == 0
+    parts = {p["topic"]: p for p in json.loads(capsys.readouterr().out)["per_partition"]}
+    meta = parts["__cluster_metadata"]
+    assert meta["records"] == 2 and meta["control_types"] == {"LEADER_CHANGE": 2, "KRAFT_VERSION": 1,
+                                                              "KRAFT_VOTERS": 1}
+    assert meta["why"] == "4 KRaft control records (KRAFT_VERSION 1, KRAFT_VOTERS 1, LEADER_CHANGE 2)"
+    assert parts["payments"]["why"] == "1 transaction marker" and parts["payments"]["control_types"] == {}
+
+
+def test_the_default_engine_is_one_rule_said_in_help_and_summary(sample, tmp_path, capsys):
+    """Issue 35 item 10c: without --engine, typed values run the arrow engine and the summary
+    says so and why; --help states the same rule."""
+    assert main(["convert", str(sample), str(tmp_path / "out"), "--values", "json", "--subscribe", "orders"]) == 0
+    time_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("time "))
+    assert time_line.endswith(", engine arrow (the default for --values)"), time_line
+    assert main(["convert", str(sample), str(tmp_path / "o2"), "--engine", "arrow", "--json-summary"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["engine"] == "arrow" and summary["engine_default"] == ""
+    assert main(["convert", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the default for parquet, orc and json" in text and "the default for iceberg, delta and --values" in text
+
+
+def test_the_summary_says_what_it_did_to_out_and_lists_partitions_in_order(sample, tmp_path, capsys):
+    """Issue 35 item 10f: a run writing nothing says OUT was not created when it was not there;
+    the "... more partitions" line follows the partitions it continues, before the table line."""
+    empty = ["--subscribe", "orders", "--starting-offsets", '{"orders": {"0": 300, "1": 300, "2": 300}}']
+    assert main(["convert", str(sample), str(tmp_path / "none"), "--engine", "arrow", *empty]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.endswith(f"nothing written: {tmp_path / 'none'} not created"), first
+    assert not (tmp_path / "none").exists()
+    (tmp_path / "there").mkdir()
+    assert main(["convert", str(sample), str(tmp_path / "there"), "--engine", "arrow", "--mode", "overwrite",
+                 *empty]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith(f"nothing written: {tmp_path / 'there'} left as it was")
+    root = tmp_path / "many"
+    for p in range(_convert.SHOWN + 3):
+        with LogWriter(root, "t", p) as w:
+            w.append(kbatch.encode([b"v"], timestamps=[1]))
+    assert main(["convert", str(root), str(tmp_path / "out"), "--engine", "arrow"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  ... "))
+    assert lines[at] == "  ... 3 more partitions (--json-summary)"
+    assert all(line.startswith("  t-") for line in lines[at - _convert.SHOWN:at])
+    assert lines[at + 1].startswith(f"table {tmp_path / 'out'}: commit 1")

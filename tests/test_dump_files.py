@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import REAL_LOGS
 from crc32c import crc32c
+from support.control_batches import FOOTER, HEADER, KRAFT_VERSION, LEADER_CHANGE, control_batch
 from support.dumprun import dump
 
 import kbatch
@@ -26,17 +27,6 @@ def producer_snapshot(entries: list[tuple[int, int, int, int, int, int, int, int
     layout, independently of kbatch)."""
     body = struct.pack(">i", len(entries)) + b"".join(struct.pack(">qhiqiqiq", *e) for e in entries)
     return struct.pack(">hI", version, crc32c(body)) + body
-
-
-def control_batch(records: list[tuple[int, bytes]], base_offset: int, timestamp: int = 50) -> bytes:
-    """A v2 control batch holding one record per (control type, value): the batch encoded as data,
-    then its control bit set and its CRC computed again."""
-    keys = [struct.pack(">hh", 0, kind) for kind, _ in records]
-    raw = bytearray(kbatch.encode([v for _, v in records], keys=keys, timestamps=[timestamp] * len(records),
-                                  base_offset=base_offset))
-    raw[22] |= 0x20
-    struct.pack_into(">I", raw, 17, crc32c(bytes(raw[21:])))
-    return bytes(raw)
 
 
 def test_producer_snapshot_lines(tmp_path: Path) -> None:
@@ -85,15 +75,6 @@ def test_corrupt_producer_snapshots_are_one_line_each(tmp_path: Path) -> None:
     assert err[1].endswith("producer snapshot version 2 (only 1 exists)")
     assert err[2].endswith("1 producer entries do not fit in 20 bytes")
     assert err[3].endswith("a producer snapshot of 0 bytes (10 at least)")
-
-
-# KRaft control record values, laid out by hand (flexible messages at version 0; their first field is
-# their Version): SnapshotHeaderRecord, SnapshotFooterRecord, KRaftVersionRecord, LeaderChangeMessage
-HEADER = struct.pack(">hq", 0, 10000) + b"\x00"
-FOOTER = struct.pack(">h", 0) + b"\x00"
-KRAFT_VERSION = struct.pack(">hh", 0, 1) + b"\x00"
-VOTER_1 = b"\x02" + struct.pack(">i", 1) + b"\x00"          # compact array of one Voter {VoterId 1}
-LEADER_CHANGE = struct.pack(">hi", 0, 1) + VOTER_1 + VOTER_1 + b"\x00"
 
 
 def test_checkpoint_is_dumped_as_batches_with_kraft_control_records(tmp_path: Path) -> None:

@@ -328,3 +328,27 @@ def test_a_tiered_storage_copy_joins_the_log_of_its_topic_id(tmp_path):
     assert len(open_logs(tmp_path, recursive=True, notes=notes)) == 3
     assert notes[0].startswith("t-0: 3 different logs under one name, not replicas (cluster ids differ)")
     assert f"{tmp_path}/bucket (cluster none: tiered storage, topic id {TOPIC_ID})" in notes[0]
+
+
+def test_convert_recursive_notes_only_what_is_read_and_lists_the_internal_topics_left_out(tmp_path, capsys):
+    """Issue 35 item 7: internal topics left out of a recursive run are neither noted as read nor
+    compared as replicas (two copies of __consumer_offsets-0 that disagree stop nothing), and the
+    summary lists them as a run on one root does."""
+    from kbatch.__main__ import main
+
+    top = tmp_path / "backup"
+    for broker, seed in (("a", b"x"), ("b", b"y")):  # one cluster: replicas, disagreeing in __consumer_offsets
+        write_root(top / broker / "logs", values(4))
+        for p in (0, 1):
+            write_root(top / broker / "logs", values(3, seed), topic="__consumer_offsets", partition=p)
+    assert _convert(main, top, tmp_path / "out", "--json-summary") == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["records"] == 4
+    assert summary["left_out"] == {"__consumer_offsets": 2}
+    assert [n for n in summary["notes"] if "__consumer_offsets" in n] == []
+    assert _convert(main, top, tmp_path / "out2") == 0
+    text = capsys.readouterr().out
+    assert "left out internal topics: __consumer_offsets (2 partitions); pass --include-internal" in text
+    assert "__consumer_offsets-" not in text
+    assert _convert(main, top, tmp_path / "out3", "--include-internal", "-q") == 1  # read, they are compared
+    assert "__consumer_offsets-0: replicas disagree" in capsys.readouterr().err

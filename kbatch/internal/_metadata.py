@@ -287,7 +287,7 @@ def cluster_metadata(source: Any, *, offset: int | None = None, history: bool = 
     import pyarrow as pa
 
     unknown = 0
-    parts = partitions(source, TOPIC, required=True)
+    parts = partitions(source, TOPIC)
     if len(parts) > 1:
         raise ValueError(f"{len(parts)} partitions of {TOPIC}: it has one")
     if history:

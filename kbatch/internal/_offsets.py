@@ -190,10 +190,9 @@ def consumer_offsets(source: Any, *, history: bool = False, on_unknown: OnUnknow
     source : path, LogDir or RecordTable
         A ``log.dirs`` root (every ``__consumer_offsets-<n>`` in it), one
         partition directory, or a RecordTable of one partition. A root with
-        other topics but no ``__consumer_offsets`` partition gives an empty
-        table and a warning (the broker holds no replica of it); a folder that
-        is not a ``log.dirs`` root raises :class:`kbatch.LayoutError` saying
-        what it holds.
+        other topics but no ``__consumer_offsets`` partition (the broker holds
+        no replica of it), or a folder that is not a ``log.dirs`` root, raises
+        :class:`kbatch.LayoutError` saying what it holds.
     history : bool, default False
         Every offset commit record (tombstones included, ``timestamp``,
         ``tombstone`` and ``value_version`` added) instead of the latest state.

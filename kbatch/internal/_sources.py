@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from collections.abc import Iterator
@@ -18,7 +17,6 @@ from kbatch.log import LogDir, open_log, open_logs
 
 __all__ = ["Source", "Part", "not_a_root", "partitions", "tables"]
 
-logger = logging.getLogger("kbatch.internal")
 
 Source = str | os.PathLike[str] | LogDir | RecordTable
 
@@ -32,7 +30,7 @@ class Part(NamedTuple):
     owned: bool = False
 
 
-def partitions(source: Any, topic: str, *, required: bool = False) -> list[Part]:
+def partitions(source: Any, topic: str) -> list[Part]:
     """The partitions of ``topic`` that ``source`` holds, in partition order.
 
     ``source`` is a :class:`RecordTable` (one partition), a :class:`LogDir`, a list of them
@@ -41,11 +39,11 @@ def partitions(source: Any, topic: str, *, required: bool = False) -> list[Part]
     (``s3://...``: credentials as pyarrow finds them; for other options pass
     ``open_logs(url, storage_options=...)``).
 
-    A ``log.dirs`` root holding other topics' partitions but none of ``topic`` is an honest
-    empty (this broker holds no replica of it): an empty list and a warning on the
-    ``kbatch.internal`` logger, or with ``required`` a :class:`LayoutError`. A folder holding
-    no partition directory at all is not a root: :class:`LayoutError` saying what it holds
-    (Kafka logs deeper down, named; or nothing of Kafka's).
+    A path holding no partition of ``topic`` is :class:`LayoutError`, never an empty table: a
+    ``log.dirs`` root holding other topics only (this broker has no replica of it) says which
+    it holds; a folder holding no partition directory at all is not a root, said with what it
+    holds (Kafka logs deeper down, named; or nothing of Kafka's). A list of logs holding none
+    (what ``open_logs`` returns) is an empty list: the caller chose them.
     """
     if isinstance(source, RecordTable):
         return [Part(-1, source)]
@@ -62,7 +60,7 @@ def partitions(source: Any, topic: str, *, required: bool = False) -> list[Part]
             return [Part(log.partition, log, True)]
         logs = open_logs(url, topics=[topic])
         if not logs:
-            _none_of(topic, url, None, required)
+            raise _none_of(topic, url, None)
         return [Part(d.partition, d, True) for d in logs]
     path = Path(source)
     if not path.is_dir():
@@ -80,7 +78,7 @@ def partitions(source: Any, topic: str, *, required: bool = False) -> list[Part]
         topics = topics_in(path)
         if not topics:
             raise not_a_root(path, f"{topic}-<partition> directory")
-        _none_of(topic, str(path), topics, required)
+        raise _none_of(topic, str(path), topics)
     return sorted(found, key=lambda p: p.partition)
 
 
@@ -96,12 +94,10 @@ def not_a_root(path: Path, wanted: str) -> LayoutError:
                        f"it; {plural(files, 'file')} and {plural(dirs, 'folder')})", url=str(path))
 
 
-def _none_of(topic: str, url: str, topics: dict[str, int] | None, required: bool) -> None:
-    """A root with no partition of ``topic``: a warning, or with ``required`` a LayoutError."""
+def _none_of(topic: str, url: str, topics: dict[str, int] | None) -> LayoutError:
+    """The error for a root with no partition of ``topic``."""
     said = f"no {topic}-<partition> directory in {url}" + (f" (found {describe_topics(topics)})" if topics else "")
-    if required:
-        raise LayoutError(said, url=url)
-    logger.warning("%s: an empty result", said)
+    return LayoutError(said, url=url)
 
 
 def tables(part: Part, isolation_level: Literal["read_committed", "read_uncommitted"],

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from kbatch.tables._delta import DeltaSink
 from kbatch.tables._folder import FolderSink, read_ledger
+from kbatch.tables._folderschema import READERS, read_recipe
 from kbatch.tables._iceberg import IcebergSink, default_catalog
 from kbatch.tables._ledger import LEDGER_KEY, Gap, Ledger, OffsetRange, minus, resume
 from kbatch.tables._open import TABLE_FORMATS, open_sink
@@ -32,6 +33,7 @@ __all__ = [
     "Gap",
     "Ledger",
     "OffsetRange",
+    "READERS",
     "RemoteFolderSink",
     "Sink",
     "TableCommit",
@@ -41,5 +43,6 @@ __all__ = [
     "minus",
     "open_sink",
     "read_ledger",
+    "read_recipe",
     "resume",
 ]

@@ -3,12 +3,16 @@
 Layout (the same as before ledgers, partitioned by topic unless told not to)::
 
     OUT/topic=orders/part-<run>-<i>.parquet
+    OUT/topic=orders/_common_metadata                the schema of every file there, merged
     OUT/_kbatch_ledger/00000000000000000001.json     one file per commit, numbered
     OUT/_kbatch_staging/<pid>-<token>@<host>/...    files of a run not yet committed
     OUT/_dead_letter/topic=orders/part-*.parquet     side folders (``side_folders``), same commits
 
-Names starting with ``_`` are hidden from Parquet readers (pyarrow's datasets, Spark, Polars'
-hive scans, DuckDB with hive partitioning). A ledger file holds the whole :class:`Ledger`
+Each commit writes ``_common_metadata`` anew in the folders it adds Parquet files to: the
+schema that reads every file there (:mod:`kbatch.tables._folderschema`); a run whose columns no
+reader could merge with the files there is refused. Other names starting with ``_`` are hidden
+from Parquet readers (pyarrow's datasets, Spark, Polars' hive scans, DuckDB with hive
+partitioning). A ledger file holds the whole :class:`Ledger`
 after its commit, the files the commit added and where they were staged.
 
 - A new OUT (and ``--mode overwrite``) is written in a hidden folder beside OUT with its first
@@ -37,6 +41,7 @@ from typing import Any
 
 from kbatch._staging import StagedOutput
 from kbatch.errors import CommitConflictError, TableError
+from kbatch.tables._folderschema import COMMON_METADATA, folder_schema, read_common_metadata, summarize
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import Ledger
 from kbatch.tables._sink import Sink, TableCommit, by_topic, count_rows
@@ -248,7 +253,7 @@ class FolderSink(Sink):
     def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
         folder = self.folder
         data = self._data_files()
-        files = sorted(data + self._data_files(self.side_folders))
+        files = sorted(data + self._data_files(self.side_folders) + self._schemas(data))
         n = self._number + 1 if self.incremental else 1
         entry = {"commit": n, "ledger": json.loads(ledger.to_json()), "converted": json.loads(converted.to_json()),
                  "files": [f for f, _ in files], "records": sum(self._counts.values()) + self._adopted}
@@ -274,6 +279,34 @@ class FolderSink(Sink):
         self._ledger, self._number = ledger, n
         return [TableCommit(str(self.out), str(n), entry["records"], sum(b for _, b in data), list(converted),
                             kind="commit")]
+
+    def _schemas(self, data: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Write ``_common_metadata`` into each folder of this run's Parquet ``data`` files
+        (:func:`kbatch.tables._folderschema.summarize`); return them as ``(relative path, bytes)``.
+        Raises :class:`~kbatch.errors.TableError` (this run aborted) for a column no reader could
+        merge with the files there."""
+        if self.format != "parquet":
+            return []
+        try:
+            written = summarize([rel for rel, _ in data], str(self.folder), str(self.out),
+                                "topic" if self.partition_by_topic else None,
+                                lambda folder: self._schema_there(self.out / folder))
+        except TableError:
+            self.abort()
+            raise
+        return [(rel, (self.folder / rel).stat().st_size) for rel in written]
+
+    def _schema_there(self, there: Path) -> Any:
+        """The schema of the Parquet files already in folder ``there`` of OUT (its
+        ``_common_metadata``, else their footers: a folder an earlier version wrote), or None."""
+
+        if not self.incremental or not there.is_dir():
+            return None
+        summary = there / COMMON_METADATA
+        if summary.is_file():
+            return read_common_metadata(summary, "topic" if self.partition_by_topic else None)
+        files = sorted(p for p in there.iterdir() if p.is_file() and not p.name.startswith((".", "_")))
+        return folder_schema(files, str(there))
 
     def _data_files(self, under: Sequence[str] = ("",)) -> list[tuple[str, int]]:
         """``(path relative to the staging folder, bytes)`` of every file readers will see (in the

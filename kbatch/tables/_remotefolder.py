@@ -4,6 +4,7 @@ committed together, with what atomicity S3 gives.
 The layout is a local folder's (:mod:`kbatch.tables._folder`), under ``s3://bucket/prefix``::
 
     OUT/topic=orders/part-<run>-<i>.parquet
+    OUT/topic=orders/_common_metadata                the schema of every file there, merged
     OUT/_kbatch_ledger/00000000000000000001.json     one object per commit, numbered
     OUT/_kbatch_staging/<pid>-<token>@<host>/...    objects of a run not yet committed
     OUT/_dead_letter/topic=orders/part-*.parquet     side folders (``side_folders``), same commits
@@ -39,6 +40,7 @@ from typing import Any
 from kbatch import _storage
 from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._folder import LEDGER_DIR, STAGING_DIR, dead_here, ledger_name, run_name, write_parquet
+from kbatch.tables._folderschema import COMMON_METADATA, folder_schema, read_common_metadata, summarize
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import Ledger
 from kbatch.tables._remote import create_exclusive, is_s3, pyarrow_url
@@ -221,6 +223,7 @@ class RemoteFolderSink(Sink):
     def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
         files = [(rel[len(self._staging) + 1:], size) for rel, size in self._files(self._staging)]
         files = [(rel, size) for rel, size in files if self._visible(rel)]  # not Spark's _SUCCESS, .crc
+        files += [(rel, 0) for rel in self._schemas([rel for rel, _ in files if not _hidden(rel)])]
         replaces = self.mode == "overwrite"
         n = self._number + 1
         entry = {"commit": n, "ledger": json.loads(ledger.to_json()), "converted": json.loads(converted.to_json()),
@@ -243,6 +246,31 @@ class RemoteFolderSink(Sink):
         data = sum(b for f, b in files if not _hidden(f))  # the side folders' files not counted, as locally
         return [TableCommit(self.url, str(n), entry["records"], data, list(converted),
                             kind="commit")]
+
+    def _schemas(self, data: list[str]) -> list[str]:
+        """``_common_metadata`` written into each staged folder of Parquet ``data`` files, as a
+        local folder's (:func:`kbatch.tables._folderschema.summarize`); this run aborted on a
+        column no reader could merge with the files there."""
+        if self.format != "parquet":
+            return []
+        partition = "topic" if self.partition_by_topic else None
+        try:
+            return summarize(data, self.staging_path, self.url, partition,
+                             lambda folder: self._schema_there(folder, partition), self.fs)
+        except TableError:
+            self.abort()
+            raise
+
+    def _schema_there(self, folder: str, partition: str | None) -> Any:
+        """The schema of the Parquet files in ``OUT/folder`` that this commit keeps (its
+        ``_common_metadata``, else their footers), or None."""
+        if self.mode == "overwrite":
+            return None
+        there = [rel for rel, _ in self._files(folder) if posixpath.dirname(rel) == folder]
+        if posixpath.join(folder, COMMON_METADATA) in there:
+            return read_common_metadata(f"{self.root}/{folder}/{COMMON_METADATA}", partition, self.fs)
+        return folder_schema([f"{self.root}/{rel}" for rel in there if not _hidden(rel)], f"{self.url}/{folder}",
+                             filesystem=self.fs)
 
     def abort(self) -> None:
         if self._open:

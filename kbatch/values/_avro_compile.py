@@ -36,9 +36,9 @@ import numpy.typing as npt
 from ._avro_layout import STRUCT as STRUCT_KIND
 from ._avro_layout import Layout, Slot
 from ._avro_schema import NO_DEFAULT, AvroType, parse_avro_schema
+from ._avro_verify import verify_avro
 from ._avrokernel import OPS
 from ._errors import AvroSchemaError
-from ._avro_verify import verify_avro
 
 __all__ = ["AvroProgram", "encode_default", "folded", "min_size"]
 

@@ -149,3 +149,27 @@ def test_values_parquet_killed_then_rerun_has_each_dead_letter_once(avro_root, o
     dead = folder(f"{out}/_dead_letter", s3_options)
     assert sorted(good.column("offset").to_pylist()) == sorted(r.good)
     assert sorted(dead.column("offset").to_pylist()) == sorted(r.bad)
+
+
+def test_parquet_on_s3_keeps_each_folders_schema_in_common_metadata(avro_root, out, s3_options, tmp_path) -> None:
+    """Issue 35 item 2 on S3: after a run that added columns (``--extra-columns``),
+    ``topic=orders/_common_metadata`` is the local run's (the merged schema) and reads every file
+    with them (null in the older files)."""
+    import pyarrow.parquet as pq
+
+    r = avro_root
+    runs = {"local": [str(tmp_path / "local")], "s3": [out, *opts(s3_options)]}
+    for where in runs.values():
+        summary_of(convert_cli(str(r.root), where[0], "--subscribe", "orders", "--mode", "append", *where[1:]))
+    grow(r)
+    for where in runs.values():
+        summary_of(convert_cli(str(r.root), where[0], "--subscribe", "orders", "--mode", "append", "--extra-columns",
+                               *where[1:]))
+    fs = pa.fs.S3FileSystem(**s3_options)
+    remote = out[len("s3://"):] + "/topic=orders"
+    schema = pq.read_schema(f"{remote}/_common_metadata", filesystem=fs)
+    assert schema.equals(pq.read_schema(tmp_path / "local" / "topic=orders" / "_common_metadata"))
+    assert "producerId" in schema.names and schema.field("producerId").nullable and schema.names[-1] == "topic"
+    table = pads.dataset(remote, filesystem=fs, schema=schema, format="parquet").to_table()
+    ids = table.column("producerId").to_pylist()
+    assert len(ids) == len(r.raw) and ids.count(None) == len(r.raw) - 7

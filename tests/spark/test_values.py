@@ -533,3 +533,24 @@ message Note { string text = 1; }
     arrow = values.decode(pa.table({"value": pa.array(vals, pa.binary())}), Registry.from_directory(schemas),
                           protobuf=ProtoOptions(any_as_json=True)).column("value").to_pylist()
     assert arrow == got
+
+
+def test_convert_with_spark_writes_dead_letters_outside_out(spark, tmp_path, capsys):
+    """Issue 35 item 10e: --dead-letter PATH outside OUT, as --help promises for both engines: the
+    executors write the dead letters beside the data, the driver commits them to PATH (its own
+    ledger), the same records as the arrow engine's; nothing of them in OUT."""
+    from support.avro_root import write_avro_root
+
+    r = write_avro_root(tmp_path / "root")
+    got = {}
+    for engine in ("arrow", "spark"):
+        apart = tmp_path / f"dead-{engine}"
+        status, summary = _convert_run(capsys, str(r.root), str(tmp_path / engine), "--engine", engine,
+                                       "--values", "avro", "--subscribe", "orders", "--dead-letter", str(apart),
+                                       *(["--master", "local[2]"] if engine == "spark" else []))
+        assert status == 0, summary
+        assert summary["dead_letters"] == 3 and summary["dead_letter_path"] == str(apart), summary
+        assert not (tmp_path / engine / "_dead_letter").exists()
+        assert sorted(p.name for p in apart.iterdir()) == ["_kbatch_ledger", "topic=orders"]
+        got[engine] = _folder(apart)
+    assert got["spark"] == got["arrow"] and sorted(row["offset"] for row in got["spark"]) == sorted(r.bad)

@@ -17,8 +17,8 @@ from support.avro_random import evolve, random_schema
 from kbatch.values import AvroSchemaError, ProgramError, Schema
 from kbatch.values._avro_compile import AvroProgram
 from kbatch.values._avro_schema import parse_avro_schema
-from kbatch.values._avrokernel import KINDS, OPS
 from kbatch.values._avro_verify import verify_avro
+from kbatch.values._avrokernel import KINDS, OPS
 
 OP = OPS
 STRUCT, FIXEDW, BIN, LIST, NULLT = (KINDS[k] for k in ("STRUCT", "FIXEDW", "BIN", "LIST", "NULLT"))

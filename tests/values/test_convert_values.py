@@ -222,7 +222,6 @@ def test_a_later_reader_version_evolves_the_table_by_name(avro_root, tmp_path, k
 
 @pytest.mark.parametrize(("extra", "says"), [
     (["--format", "orc"], "--values writes --format parquet, iceberg or delta"),
-    (["--engine", "spark", "--dead-letter", "{root}/../apart"], "--dead-letter outside OUT is written by --engine"),
     (["--format", "iceberg", "--upsert", "--keys", "avro", "--mode", "append"], "--upsert keeps one row per key"),
     (["--no-partition-by-topic"], "--no-partition-by-topic with --values"),
     (["--dead-letter", "{out}/dead"], "--dead-letter inside OUT is a hidden folder of a parquet OUT"),
