@@ -1,9 +1,8 @@
 """Write the seed corpora of the harnesses: ``python fuzz/make_seeds.py [OUT_DIR]``.
 
-Seeds are generated, not committed: ``OUT_DIR/<harness>/`` (``decode``, ``logdir``,
-``protocol``, ``internal``, ``sidefiles``) gets valid inputs in that harness's input layout (see each ``fuzz_*.py``):
-
-``protocol``, ``values``) gets valid inputs in that harness's input layout (see each ``fuzz_*.py``):
+Seeds are generated, not committed: ``OUT_DIR/<harness>/`` (``decode``, ``stamps``, ``logdir``,
+``protocol``, ``internal``, ``sidefiles``, ``values``, ``avro_evolution``) gets valid inputs in that
+harness's input layout (see each ``fuzz_*.py``):
 
 * decode: every codec with magic 2, every codec but zstd with magic 0 and 1, control batches,
   transactions with ABORT and COMMIT markers, LogAppendTime, empty keys and values; each
@@ -16,7 +15,9 @@ Seeds are generated, not committed: ``OUT_DIR/<harness>/`` (``decode``, ``logdir
 * internal: every internal record type of every family at every version (every field set),
   and records that make sense together, for each function that reads that family, plainly
   and with one of history, ``on_unknown="raw"``, one batch per record, an offset;
-* sidefiles: each side file of the fixture root as it is.
+* sidefiles: each side file of the fixture root as it is;
+* avro_evolution: 32 schema pairs (every shape: plain, optional collections of records,
+  recursive; both mappings), their values valid and edited.
 
 The default OUT_DIR is ``$TMPDIR/kbatch-fuzz/seeds`` (outside the repository).
 """
@@ -126,6 +127,14 @@ def write_seeds(root: Path) -> dict[str, int]:
         _put(root / "values", f"json{which:x}", bytes([which]) + body + b"\xf1" + body.replace(b" ", b"\n"))
         n += 1
     counts["values"] = n
+
+    n = 0  # fuzz_avro_evolution: (pair seed, flags, value seed, edits): every pair shape, valid and edited
+    for seed in range(32):
+        edits = b"" if seed % 2 == 0 else bytes([seed, 3 * seed, 0xFF, 0x80 | seed, seed, 0x7F])
+        _put(root / "avro_evolution", f"pair{seed}", seed.to_bytes(2, "little") + bytes([seed % 8])
+             + (seed * 7919).to_bytes(4, "little") + edits)
+        n += 1
+    counts["avro_evolution"] = n
     return counts
 
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 import struct
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.avro_evolve import evolve
 from support.avro_random import (
     Undecodable,
     all_names,
@@ -78,73 +77,6 @@ def test_random_schemas_decode_under_the_arrow_mapping_as_fastavro_reads_them(se
 
 
 # ---------------------------------------------------------------- evolution
-
-def _promote(t: Any, rng: random.Random) -> Any:
-    choices = {"int": ["long", "float", "double"], "long": ["float", "double"], "float": ["double"],
-               "string": ["bytes"]}  # bytes -> string: random bytes are not UTF-8 (tested apart)
-    return rng.choice(choices[t]) if isinstance(t, str) and t in choices else None
-
-
-def _default_field(rng: random.Random, i: int) -> dict[str, Any]:
-    return rng.choice([
-        {"name": f"new{i}", "type": "long", "default": -7},
-        {"name": f"new{i}", "type": ["null", "string"], "default": None},
-        {"name": f"new{i}", "type": "string", "default": "déf"},
-        {"name": f"new{i}", "type": "bytes", "default": "\u00ff\u0000"},
-        {"name": f"new{i}", "type": "double", "default": 1.5},
-        {"name": f"new{i}", "type": "boolean", "default": True},
-        {"name": f"new{i}", "type": {"type": "array", "items": "int"}, "default": [1, 2]},
-        {"name": f"new{i}", "type": {"type": "map", "values": "string"}, "default": {"a": "b"}},
-        {"name": f"new{i}", "type": {"type": "enum", "name": f"x.NewE{i}", "symbols": ["P", "Q"]}, "default": "Q"},
-        {"name": f"new{i}", "type": {"type": "record", "name": f"x.NewR{i}", "fields": [
-            {"name": "a", "type": "int", "default": 3}, {"name": "b", "type": ["string", "null"]}]},
-         "default": {"a": 4, "b": "z"}},
-        {"name": f"new{i}", "type": {"type": "long", "logicalType": "timestamp-millis"}, "default": 1000},
-    ])
-
-
-def evolve(writer: Any, rng: random.Random) -> Any:
-    """A reader schema made from ``writer`` by changes the spec's resolution allows."""
-    reader = copy.deepcopy(writer)
-    counter = [0]
-
-    def walk(t: Any) -> None:
-        if isinstance(t, list):
-            for b in t:
-                walk(b)
-            return
-        if not isinstance(t, dict):
-            return
-        if t["type"] == "record":
-            fields = t["fields"]
-            for f in fields:
-                walk(f["type"])
-                r = rng.random()
-                promoted = _promote(f["type"], rng)
-                if promoted and r < 0.3:
-                    f["type"] = promoted
-                elif r < 0.4 and isinstance(f["type"], (str, dict)) and f["type"] != "null" \
-                        and not (isinstance(f["type"], dict) and f["type"].get("logicalType")):
-                    f["type"] = ["null", f["type"]]
-            if len(fields) > 1 and rng.random() < 0.3:
-                k = rng.randrange(len(fields))
-                if '"name"' not in json.dumps(fields[k]["type"]):  # it defines no type used later
-                    del fields[k]
-            if rng.random() < 0.4:
-                counter[0] += 1
-                fields.insert(rng.randint(0, len(fields)), _default_field(rng, counter[0]))
-            if rng.random() < 0.3 and '"name"' not in json.dumps(fields):  # no reference before its type
-                fields.reverse()
-        elif t["type"] == "enum" and rng.random() < 0.5:
-            t["symbols"] = [*t["symbols"], "EXTRA"]
-        elif t["type"] == "array":
-            walk(t["items"])
-        elif t["type"] == "map":
-            walk(t["values"])
-
-    walk(reader)
-    return reader
-
 
 @given(seed=st.integers(0, 2**32 - 1), depth=st.integers(1, 3))
 @SETTINGS
