@@ -34,6 +34,7 @@ Every name is a defect to fix; drop it from the variable when its fix lands.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -49,6 +50,7 @@ __all__ = [
     "check_table",
     "content",
     "known",
+    "same",
     "same_content",
 ]
 
@@ -156,3 +158,14 @@ def same_content(a: Any, b: Any, what: str) -> None:
         i = next((i for i, (x, y) in enumerate(zip(ra, rb, strict=True)) if x != y), None)
         detail += f"; first difference at record {i}" if i is not None else "; batches or next_offset differ"
     raise Finding(f"{what}: {detail} (offsets {[x[0] for x in ra][:20]} vs {[x[0] for x in rb][:20]})")
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equality with NaN equal to itself (a mutated float may be any NaN)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)
