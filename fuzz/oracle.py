@@ -27,7 +27,10 @@ and defects these harnesses found (each with an ``xfail`` test in
 
 ``request_version``
     ``decode_request`` with a version the API does not have raises ``ProtocolError`` without
-    a position.
+    a position;
+``map_keys``
+    a Protobuf map whose entries repeat a key keeps every entry (``fuzz_protobuf``); upb and the
+    Protobuf spec keep the last one ("if there are duplicate map keys the last key seen is used").
 
 Every name is a defect to fix; drop it from the variable when its fix lands.
 """

@@ -142,12 +142,13 @@ def random_message(rng: random.Random, spec: Spec, classes: dict[str, Any], m: i
 
 
 def _norm(t: str, v: Any) -> Any:
-    """A scalar as kbatch gives it: unsigned as the same signed bits (Spark), an enum by name."""
+    """A scalar as kbatch gives it: unsigned as the same signed bits (Spark), an enum by name (a
+    number the enum lacks as protobuf-java names it, as Spark gives it)."""
     if t in ("uint32", "fixed32"):
         return v - 2**32 if v >= 2**31 else v
     if t in ("uint64", "fixed64"):
         return v - 2**64 if v >= 2**63 else v
-    return (["E0", "E1", "E2"][v] if 0 <= v < 3 else v) if t == "E" else v
+    return (["E0", "E1", "E2"][v] if 0 <= v < 3 else f"UNKNOWN_ENUM_VALUE_E_{v}") if t == "E" else v
 
 
 def upb_row(msg: Any, spec: Spec, m: int) -> dict[str, Any]:
