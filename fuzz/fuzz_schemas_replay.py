@@ -16,9 +16,10 @@ reads it), each a kind byte:
     9     a key and a value of random bytes (either may be null)
 
 Then every lookup: ``subjects``, ``versions`` and ``latest`` of every subject (live and
-deleted), ``schema(id)`` of every id 0-9 in the default context and under every subject
-(references resolved), ``schema_by_guid`` of every GUID met, ``listing()``. Oracle: only
-kbatch's errors escape (``RegistryError``, ``SchemaNotFoundError``), no crash.
+deleted), ``schema(id)`` of every id a SCHEMA record named, under its subject and in the
+default context (references resolved), and of an id none named, ``schema_by_guid`` of every
+GUID met, ``listing()``. Oracle: only kbatch's errors escape (``RegistryError``,
+``SchemaNotFoundError``), no crash.
 
 Run ``python fuzz/fuzz_schemas_replay.py CORPUS_DIR [libFuzzer flags]``, or ``bash fuzz/run.sh``.
 """
@@ -84,8 +85,8 @@ def _references(fdp: Any) -> list[Any]:
     return refs
 
 
-def records(fdp: Any) -> list[tuple[bytes, bytes | None]]:
-    """The input's records (see the module)."""
+def records(fdp: Any, named: set[tuple[str, int]]) -> list[tuple[bytes, bytes | None]]:
+    """The input's records (see the module); the (subject, id) of each SCHEMA record added to ``named``."""
     out: list[tuple[bytes, bytes | None]] = []
     while fdp.remaining_bytes() and len(out) < 64:
         kind = fdp.ConsumeIntInRange(0, 9)
@@ -96,7 +97,9 @@ def records(fdp: Any) -> list[tuple[bytes, bytes | None]]:
             extra: dict[str, Any] = {}
             if fdp.ConsumeBool():
                 extra["md5"] = fdp.PickValueInList(["AAAAAAAAAAAAAAAAAAAAAA==", "x", "", "AAAA"])
-            out.append(st.schema(subject, version, fdp.ConsumeIntInRange(-1, 9), text,
+            schema_id = fdp.ConsumeIntInRange(-1, 9)
+            named.add((subject, schema_id))
+            out.append(st.schema(subject, version, schema_id, text,
                                  schema_type=fdp.PickValueInList(TYPES), references=_references(fdp),
                                  deleted=fdp.ConsumeBool(), **extra))
         elif kind == 4:
@@ -126,7 +129,8 @@ def _lookup(call: Any, *args: Any, **kw: Any) -> Any:
 
 
 def TestOneInput(raw: bytes) -> None:
-    recs = records(atheris.FuzzedDataProvider(raw))
+    named: set[tuple[str, int]] = set()
+    recs = records(atheris.FuzzedDataProvider(raw), named)
     root = Path(_TMP.name) / "root"
     shutil.rmtree(root, ignore_errors=True)
     st.write_topic(root, recs)
@@ -140,11 +144,10 @@ def TestOneInput(raw: bytes) -> None:
             for v in registry.versions(subject, deleted=True):
                 _lookup(registry.version, subject, v, deleted=True)
     guids = set()
-    for subject in ["", *SUBJECTS[:6]]:
-        for schema_id in range(10):
-            schema = _lookup(registry.schema, schema_id, subject=subject or None)
-            if schema is not None and schema.guid is not None:
-                guids.add(schema.guid)
+    for subject, schema_id in {*named, ("", 10)} | {("", i) for _, i in named}:  # and an id none has
+        schema = _lookup(registry.schema, schema_id, subject=subject or None)
+        if schema is not None and schema.guid is not None:
+            guids.add(schema.guid)
     for guid in guids:
         _lookup(registry.schema_by_guid, guid)
     registry.listing()
