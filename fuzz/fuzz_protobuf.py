@@ -39,6 +39,7 @@ import functools
 import random
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,23 +114,32 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
             return v & (2**64 - 1), pos
 
 
-def _entries(data: bytes) -> list[tuple[int, int, Any]]:
-    """A canonical message's (field number, wire type, payload): an int, or the bytes."""
-    out: list[tuple[int, int, Any]] = []
+def _fields(data: bytes) -> Iterator[tuple[int, int, Any, int, int]]:
+    """Each field of a message: number, wire type, payload (an int, or the bytes), its tag's
+    length and value. IndexError when the bytes end inside a field, ValueError at a group's
+    or an unknown wire type."""
     pos = 0
     while pos < len(data):
+        start = pos
         key, pos = _read_varint(data, pos)
+        tag_length = pos - start
         number, wire = key >> 3, key & 7
         if wire == 0:
             v, pos = _read_varint(data, pos)
         elif wire == 2:
             n, pos = _read_varint(data, pos)
             v, pos = data[pos:pos + n], pos + n
-        else:
+        elif wire in (1, 5):
             size = 8 if wire == 1 else 4
             v, pos = data[pos:pos + size], pos + size
-        out.append((number, wire, v))
-    return out
+        else:
+            raise ValueError(f"wire type {wire}")
+        yield number, wire, v, tag_length, key
+
+
+def _entries(data: bytes) -> list[tuple[int, int, Any]]:
+    """A canonical message's (field number, wire type, payload)."""
+    return [(number, wire, v) for number, wire, v, _, _ in _fields(data)]
 
 
 def _split_packed(t: str, payload: bytes) -> list[Any]:
@@ -242,29 +252,17 @@ def TestOneInput(raw: bytes) -> None:
 def _long_tag(data: bytes, fields: list[tuple[str, str, str]], spec: list[Any]) -> bool:
     """Whether a tag in ``data`` (or in its message fields and map entries) is a varint of more
     than 5 bytes or above 2**32 - 1, which upb refuses and kbatch reads (``proto_tags``)."""
-    pos = 0
     try:
-        while pos < len(data):
-            start = pos
-            key, pos = _read_varint(data, pos)
-            if pos - start > 5 or key >= 2**32:
+        for number, wire, v, tag_length, key in _fields(data):
+            if tag_length > 5 or key >= 2**32:
                 return True
-            number, wire = key >> 3, key & 7
-            if wire == 0:
-                _, pos = _read_varint(data, pos)
-            elif wire == 2:
-                n, pos = _read_varint(data, pos)
-                inner, pos = data[pos:pos + n], pos + n
-                _, label, t = fields[number - 1] if 1 <= number <= len(fields) else ("", "", "")
+            if wire == 2 and 1 <= number <= len(fields):
+                _, label, t = fields[number - 1]
                 sub = ([("key", "", t.split(",")[0]), ("value", "", t.split(",")[1])] if label == "map"
                        else spec[int(t[1:])] if t.startswith("M") else None)
-                if sub is not None and _long_tag(inner, sub, spec):
+                if sub is not None and _long_tag(v, sub, spec):
                     return True
-            elif wire in (1, 5):
-                pos += 8 if wire == 1 else 4
-            else:
-                return False
-    except IndexError:
+    except (IndexError, ValueError):
         return False
     return False
 
