@@ -19,6 +19,7 @@ __all__ = [
     "KRAFT_CHECKPOINT_OFFSET",
     "PARTITION",
     "TOPIC_ID",
+    "edit_copies",
     "internal_records",
     "parse_record_list",
     "partition_dir",
@@ -269,3 +270,25 @@ def parse_record_list(body: bytes) -> tuple[list[bytes | None], list[bytes | Non
             pos += n
         keys.append(parts[0])
         values.append(parts[1])
+
+
+def edit_copies(bodies: list[bytes], edits: bytes) -> list[bytes]:
+    """Copies of ``bodies`` changed by ``edits``, 3 bytes each: ``a b v``, position
+    ``((a & 0x3F) << 8 | b)`` (body ``position % n``, byte ``position // n`` in it), ``a >> 6``:
+    0, 1 set the byte to ``v``; 2 insert ``v``; 3 cut the body there. Only the copies that
+    changed are returned."""
+    out = [bytearray(b) for b in bodies]
+    n = len(bodies)
+    for k in range(0, len(edits) - 2, 3):
+        a, b, v = edits[k], edits[k + 1], edits[k + 2]
+        where = (a & 0x3F) << 8 | b
+        body = out[where % n]
+        at = (where // n) % (len(body) + 1)
+        op = a >> 6
+        if op < 2 and at < len(body):
+            body[at] = v
+        elif op == 2:
+            body.insert(at, v)
+        elif op == 3:
+            del body[at:]
+    return [bytes(m) for m, b in zip(out, bodies, strict=True) if m != b]

@@ -1,9 +1,9 @@
 """Write the seed corpora of the harnesses: ``python fuzz/make_seeds.py [OUT_DIR]``.
 
-Seeds are generated, not committed: ``OUT_DIR/<harness>/`` (``decode``, ``logdir``,
-``protocol``, ``internal``, ``sidefiles``) gets valid inputs in that harness's input layout (see each ``fuzz_*.py``):
-
-``protocol``, ``values``) gets valid inputs in that harness's input layout (see each ``fuzz_*.py``):
+Seeds are generated, not committed: ``OUT_DIR/<harness>/`` (``decode``, ``stamps``, ``logdir``,
+``protocol``, ``internal``, ``sidefiles``, ``values``, ``avro_evolution``, ``protobuf``,
+``schemas_replay``) gets valid inputs in that
+harness's input layout (see each ``fuzz_*.py``):
 
 * decode: every codec with magic 2, every codec but zstd with magic 0 and 1, control batches,
   transactions with ABORT and COMMIT markers, LogAppendTime, empty keys and values; each
@@ -16,7 +16,11 @@ Seeds are generated, not committed: ``OUT_DIR/<harness>/`` (``decode``, ``logdir
 * internal: every internal record type of every family at every version (every field set),
   and records that make sense together, for each function that reads that family, plainly
   and with one of history, ``on_unknown="raw"``, one batch per record, an offset;
-* sidefiles: each side file of the fixture root as it is.
+* sidefiles: each side file of the fixture root as it is;
+* avro_evolution: 32 schema pairs (every shape: plain, optional collections of records,
+  recursive; both mappings), their values valid and edited;
+* protobuf: 24 schemas, their messages under each re-encoding alone and all at once, some edited;
+* schemas_replay: 16 byte strings of 32-256 bytes (the harness reads records out of any bytes).
 
 The default OUT_DIR is ``$TMPDIR/kbatch-fuzz/seeds`` (outside the repository).
 """
@@ -126,6 +130,30 @@ def write_seeds(root: Path) -> dict[str, int]:
         _put(root / "values", f"json{which:x}", bytes([which]) + body + b"\xf1" + body.replace(b" ", b"\n"))
         n += 1
     counts["values"] = n
+
+    n = 0  # fuzz_avro_evolution: (pair seed, flags, value seed, edits): every pair shape, valid and edited
+    for seed in range(32):
+        edits = b"" if seed % 2 == 0 else bytes([seed, 3 * seed, 0xFF, 0x80 | seed, seed, 0x7F])
+        _put(root / "avro_evolution", f"pair{seed}", seed.to_bytes(2, "little") + bytes([seed % 8])
+             + (seed * 7919).to_bytes(4, "little") + edits)
+        n += 1
+    counts["avro_evolution"] = n
+
+    n = 0  # fuzz_protobuf: (schema seed, flags, message seed, edits): each re-encoding alone, then all at once
+    for seed in range(24):
+        flags = (1 << (seed % 6)) if seed < 18 else 0x3F | (seed % 4) << 6
+        edits = b"" if seed % 3 else bytes([seed, 5 * seed, 0x01])
+        _put(root / "protobuf", f"schema{seed}", seed.to_bytes(2, "little") + bytes([flags])
+             + (seed * 104729).to_bytes(4, "little") + edits)
+        n += 1
+    counts["protobuf"] = n
+
+    n = 0  # fuzz_schemas_replay: FuzzedDataProvider bytes (any bytes are records)
+    for seed in range(16):
+        _put(root / "schemas_replay", f"records{seed}",
+             b"".join(hashlib.sha256(bytes([seed, k])).digest() for k in range(1 + seed % 8)))
+        n += 1
+    counts["schemas_replay"] = n
     return counts
 
 

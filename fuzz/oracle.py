@@ -27,13 +27,21 @@ and defects these harnesses found (each with an ``xfail`` test in
 
 ``request_version``
     ``decode_request`` with a version the API does not have raises ``ProtocolError`` without
-    a position.
+    a position;
+``map_keys``
+    a Protobuf map whose entries repeat a key keeps every entry (``fuzz_protobuf``); upb and the
+    Protobuf spec keep the last one ("if there are duplicate map keys the last key seen is used");
+``proto_tags``
+    a Protobuf tag written as a varint of more than 5 bytes, or above 2**32 - 1 (a field number
+    past 2**29 - 1), is read (``fuzz_protobuf``); upb refuses the message, protobuf-java reads
+    the tag's low 32 bits.
 
 Every name is a defect to fix; drop it from the variable when its fix lands.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -49,6 +57,7 @@ __all__ = [
     "check_table",
     "content",
     "known",
+    "same",
     "same_content",
 ]
 
@@ -156,3 +165,14 @@ def same_content(a: Any, b: Any, what: str) -> None:
         i = next((i for i, (x, y) in enumerate(zip(ra, rb, strict=True)) if x != y), None)
         detail += f"; first difference at record {i}" if i is not None else "; batches or next_offset differ"
     raise Finding(f"{what}: {detail} (offsets {[x[0] for x in ra][:20]} vs {[x[0] for x in rb][:20]})")
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equality with NaN equal to itself (a mutated float may be any NaN)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)

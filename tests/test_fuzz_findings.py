@@ -181,3 +181,31 @@ def test_every_error_keeps_its_attributes_when_it_is_placed_in_a_file() -> None:
     assert isinstance(internal, InternalRecordError)
     assert (internal.offset, internal.part, internal.position, internal.path) == (5, "value", 3, "p")
     assert str(internal) == "bad in p (offset 5, value byte 3, field $.x)"
+
+
+# ---------------------------------------------------------------- Protobuf values (fuzz/fuzz_protobuf.py, issue 34)
+
+def _proto_decode(text: str, body: bytes) -> tuple[object, object]:
+    import pyarrow as pa
+
+    from kbatch import values
+
+    registry = values.Registry({1: values.Schema(text, "PROTOBUF", id=1)})
+    out = values.decode(pa.table({"value": pa.array([b"\x00\x00\x00\x00\x01\x00" + body], pa.binary())}), registry,
+                        errors="null")
+    return out.column("value").to_pylist()[0], out.column("value_error").to_pylist()[0]
+
+
+@pytest.mark.xfail(strict=True, reason="map_keys: a repeated map key is kept twice (KBATCH_FUZZ_KNOWN)")
+def test_a_protobuf_map_repeating_a_key_keeps_the_last_entry() -> None:
+    # two entries with key "a" (values 1 then 2): upb and the Protobuf spec keep the last
+    value, error = _proto_decode('syntax = "proto3"; message M { map<string, int32> m = 1; }',
+                                 bytes.fromhex("0a050a01611001" "0a050a01611002"))
+    assert error is None and value == {"m": [("a", 2)]}
+
+
+@pytest.mark.xfail(strict=True, reason="proto_tags: an over-long tag is read (KBATCH_FUZZ_KNOWN)")
+def test_a_protobuf_tag_longer_than_5_bytes_is_an_error_as_upb_has_it() -> None:
+    # field 1 (varint) with its tag written in 6 bytes: upb refuses the message
+    value, error = _proto_decode('syntax = "proto3"; message M { int32 a = 1; }', bytes.fromhex("88808080800005"))
+    assert value is None and error is not None

@@ -9,6 +9,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.avro_evolve import evolve
 from support.avro_random import (
     Undecodable,
     all_names,

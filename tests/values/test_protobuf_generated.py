@@ -13,10 +13,9 @@ import pyarrow as pa
 import pytest
 
 pytest.importorskip("grpc_tools")
-from google.protobuf.json_format import MessageToDict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.proto_gen import message_classes, random_proto
+from support.proto_gen import kbatch_row, message_classes, random_proto, upb_row
 
 from kbatch import values
 from kbatch.values import ProtoOptions, Registry, Schema
@@ -61,50 +60,6 @@ def _build(data: Any, spec: Spec, classes: dict[str, Any], m: int) -> Any:
     return msg
 
 
-def _norm(t: str, v: Any) -> Any:
-    """A scalar as kbatch gives it: unsigned as the same signed bits (Spark), an enum by name."""
-    if t in ("uint32", "fixed32"):
-        return v - 2**32 if v >= 2**31 else v
-    if t in ("uint64", "fixed64"):
-        return v - 2**64 if v >= 2**63 else v
-    return ["E0", "E1", "E2"][v] if t == "E" else v
-
-
-def _expected(msg: Any, spec: Spec, m: int) -> dict:
-    d = MessageToDict(msg, preserving_proto_field_name=True)
-    out: dict = {}
-    for name, label, t in spec[m]:
-        v = getattr(msg, name)
-        if label == "map":
-            key, value = t.split(",")
-            out[name] = sorted(((_norm(key, k), _expected(x, spec, int(value[1:])) if value.startswith("M")
-                                 else _norm(value, x)) for k, x in v.items()), key=lambda kv: kv[0])
-        elif label == "repeated":
-            out[name] = [_expected(x, spec, int(t[1:])) if t.startswith("M") else _norm(t, x) for x in v]
-        elif name not in d:  # absent, or a proto3 zero: null (Spark without emit.default.values)
-            out[name] = None
-        else:
-            out[name] = _expected(v, spec, int(t[1:])) if t.startswith("M") else _norm(t, v)
-    return out
-
-
-def _got(row: dict | None, spec: Spec, m: int) -> dict | None:
-    if row is None:
-        return None
-    out: dict = {}
-    for name, label, t in spec[m]:
-        v = row[name]
-        target = t.split(",")[-1]
-        sub = (lambda x, m=int(target[1:]): _got(x, spec, m)) if target.startswith("M") else (lambda x: x)
-        if label == "map":
-            out[name] = sorted(((k, sub(x)) for k, x in v), key=lambda kv: kv[0])
-        elif label == "repeated":
-            out[name] = [sub(x) for x in v]
-        else:
-            out[name] = sub(v)
-    return out
-
-
 @settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
@@ -121,4 +76,4 @@ def test_random_proto_files_decode_like_upb(tmp_path, data) -> None:
                         Registry({3: Schema(text, "PROTOBUF", id=3)}), protobuf=ProtoOptions(message=f"gen.M{root}"))
     rows = out.column("value").to_pylist()
     for msg, row in zip(msgs, rows, strict=True):
-        assert _got(row, spec, root) == _expected(msg, spec, root), text
+        assert kbatch_row(row, spec, root) == upb_row(msg, spec, root), text
