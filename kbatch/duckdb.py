@@ -9,6 +9,11 @@ DuckDB, so the rows are exact. Without Polars, ``con.register(name, log.scan_rec
 gives DuckDB an Arrow stream with the filter and columns named up front (no pushdown from
 the SQL). Needs ``polars`` and ``duckdb`` (``pip install kbatch[polars] duckdb``).
 
+DuckDB before 2.0 drops a filter on a timestamp column that it means to push into a ``LazyFrame``
+(it is neither handed to the scan nor applied afterwards: the query returns every row). There the
+view is registered as an Arrow stream instead (read afresh by each query, every filter applied by
+DuckDB): exact, without pushdown. :data:`PUSHDOWN` says which this DuckDB gets.
+
 >>> import duckdb, kbatch, tempfile
 >>> from kbatch.log import LogWriter
 >>> root = tempfile.mkdtemp()
@@ -26,7 +31,39 @@ from typing import Any
 
 from kbatch.polars import scan_kafka_log
 
-__all__ = ["register"]
+__all__ = ["PUSHDOWN", "register"]
+
+
+def _pushdown() -> bool:
+    """Whether the installed DuckDB pushes filters into a registered ``LazyFrame`` exactly (2.0 on)."""
+    try:
+        import duckdb
+    except ImportError:
+        return False
+    major = duckdb.__version__.split(".", 1)[0]
+    return major.isdigit() and int(major) >= 2
+
+
+#: Whether :func:`register` gives this DuckDB the pushdown (DuckDB 2.0 and later), or an Arrow
+#: stream that DuckDB filters itself (before 2.0, whose pushdown into a ``LazyFrame`` loses
+#: filters on timestamps).
+PUSHDOWN = _pushdown()
+
+
+class _Stream:
+    """A ``LazyFrame`` as an Arrow stream (the PyCapsule interface), collected afresh, in batches,
+    each time DuckDB scans the view: DuckDB pushes nothing into it and applies every filter itself."""
+
+    def __init__(self, frame: Any) -> None:
+        self.frame = frame
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        import polars as pl
+        import pyarrow as pa
+
+        schema = pl.DataFrame(schema=self.frame.collect_schema()).to_arrow().schema
+        batches = (b for df in self.frame.collect_batches() for b in df.to_arrow().to_batches())
+        return pa.RecordBatchReader.from_batches(schema, batches).__arrow_c_stream__(requested_schema)
 
 
 def register(con: Any, name: str, source: Any, **options: Any) -> Any:
@@ -46,4 +83,5 @@ def register(con: Any, name: str, source: Any, **options: Any) -> Any:
     duckdb.DuckDBPyConnection
         ``con``.
     """
-    return con.register(name, scan_kafka_log(source, **options))
+    frame = scan_kafka_log(source, **options)
+    return con.register(name, frame if PUSHDOWN else _Stream(frame))

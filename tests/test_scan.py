@@ -201,8 +201,11 @@ def test_polars_pushes_the_filter_down(tmp_path: Path) -> None:
 
 
 def test_duckdb_pushes_sql_filters_into_the_scan(tmp_path: Path) -> None:
+    """DuckDB 2.0 on: the filters reach the scan (two batches decoded). Before 2.0 (whose pushdown
+    into a LazyFrame drops a timestamp filter: every row came back) the rows are still exactly
+    the query's, from a stream DuckDB filters itself (.ci/run runs this with both DuckDBs)."""
     duckdb = pytest.importorskip("duckdb")
-    from kbatch.duckdb import register
+    from kbatch.duckdb import PUSHDOWN, register
 
     with LogWriter(tmp_path, "t", 0, segment_bytes=1000) as w:
         for b in range(100):
@@ -214,7 +217,12 @@ def test_duckdb_pushes_sql_filters_into_the_scan(tmp_path: Path) -> None:
     got = con.sql("""SELECT "offset", value FROM logs WHERE timestamp >= TIMESTAMPTZ '1970-01-01 00:00:00.5+00'
                      AND "offset" < 520 ORDER BY "offset" """).fetchall()
     assert got == [(o, b"x%d" % (o // 10)) for o in range(500, 520)]
-    assert stats.batches_decoded == 2, stats
+    assert (int(duckdb.__version__.split(".")[0]) >= 2) == PUSHDOWN
+    if PUSHDOWN:
+        assert stats.batches_decoded == 2, stats
+    else:  # every batch read, DuckDB filtering; a second query reads the view afresh
+        assert stats.batches_decoded >= 100, stats  # (DuckDB may scan a stream more than once)
+        assert con.sql('SELECT count(*) FROM logs WHERE "offset" >= 990').fetchall() == [(10,)]
 
 
 def test_a_timeindex_entry_that_checks_out_but_hides_a_larger_timestamp_loses_nothing(tmp_path: Path) -> None:
