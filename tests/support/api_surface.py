@@ -79,6 +79,8 @@ def _name_lines(name: str, obj: object) -> Iterator[str]:
         yield f"module {name}"
     elif callable(obj):
         yield f"def {name}{_signature(obj)}"
+    elif isinstance(obj, bool):  # a flag of the environment (kbatch.duckdb.PUSHDOWN): its type alone
+        yield f"{name}: bool"
     elif isinstance(obj, _SIMPLE):
         yield f"{name} = {obj!r}"
     else:
