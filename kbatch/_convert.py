@@ -82,6 +82,7 @@ from kbatch.errors import (
 )
 from kbatch.spark._staged import check_transform, write_staged
 from kbatch.tables import (
+    EndOnError,
     FolderSink,
     Gap,
     Ledger,
@@ -1174,7 +1175,8 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
             partitioning = pads.partitioning(pa.schema([("topic", pa.string())]), flavor="hive")
         try:
             with staged as tmp:
-                reader = pa.RecordBatchReader.from_batches(schema, _arrow_batches(p, args, reports, progress))
+                source = EndOnError(_arrow_batches(p, args, reports, progress))  # raised after the writer
+                reader = pa.RecordBatchReader.from_batches(schema, source)
                 pads.write_dataset(
                     reader,
                     str(tmp),
@@ -1190,6 +1192,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
                     max_open_files=4096,
                     preserve_order=True,
                 )
+                source.check()
                 written = staged.has_data()
                 if not written:
                     staged.discard()  # nothing to write: OUT is not created

@@ -38,7 +38,7 @@ from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import LEDGER_KEY, Key, Ledger, OffsetRange
 from kbatch.tables._partition import DEFAULT, Transform, parse
 from kbatch.tables._remote import delta_options, pyarrow_url
-from kbatch.tables._sink import Sink, TableCommit, by_topic, count_rows, nullable, staged_files
+from kbatch.tables._sink import EndOnError, Sink, TableCommit, by_topic, count_rows, nullable, staged_files
 
 __all__ = ["DeltaSink", "app_id", "read_ledger", "type_change"]
 
@@ -269,7 +269,8 @@ class DeltaSink(Sink):
             for topic, batch in by_topic(count_rows(batches, self._counts)):
                 self._pending.setdefault(topic, []).append(_fit(_derive(batch, self.partition), self.schema_of(topic)))
             return
-        for topic, group in itertools.groupby(by_topic(count_rows(batches, self._counts)), key=lambda tb: tb[0]):
+        source = EndOnError(batches)  # an error raised after the writer returned (see EndOnError)
+        for topic, group in itertools.groupby(by_topic(count_rows(source, self._counts)), key=lambda tb: tb[0]):
             folder = f"{self.root}/{topic}{self.table_suffix}"
             actions = self._actions.setdefault(topic, [])
 
@@ -297,6 +298,7 @@ class DeltaSink(Sink):
                                file_options=pads.ParquetFileFormat().make_write_options(compression=self.compression),
                                max_rows_per_group=1 << 20, min_rows_per_group=1 << 16)
             self._writes += 1
+        source.check()
 
     def staging(self) -> Path:
         if self.remote:

@@ -39,7 +39,7 @@ from kbatch._staging import StagedOutput
 from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import Ledger
-from kbatch.tables._sink import Sink, TableCommit, by_topic, count_rows
+from kbatch.tables._sink import EndOnError, Sink, TableCommit, by_topic, count_rows
 
 __all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "dead_here", "ledger_name", "read_ledger", "run_name",
            "write_parquet"]
@@ -113,6 +113,7 @@ def write_parquet(sink: Any, folder: str, batches: Iterable[Any], name: str, fil
     import pyarrow.dataset as pads
 
     codec = None if sink.compression == "none" else sink.compression
+    batches = source = EndOnError(batches)  # an error raised after the writer returned
     partitioning = None
     if sink.partition_by_topic:
         partitioning = pads.partitioning(pa.schema([("topic", pa.string())]), flavor="hive")
@@ -139,6 +140,7 @@ def write_parquet(sink: Any, folder: str, batches: Iterable[Any], name: str, fil
             preserve_order=True,
         )
         calls += 1
+    source.check()
     return calls
 
 
