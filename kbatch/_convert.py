@@ -526,6 +526,9 @@ def plan(args: argparse.Namespace) -> Plan:
         out, src = Path(args.out).resolve(), root.resolve()
         if not remote_root and (out == src or out in src.parents or src in out.parents):
             raise UsageError(f"{args.out} and the log root {root} overlap: write the output elsewhere")
+    if _has_ledger(args.out):  # before OUT is looked at: what dead runs left there is gone
+        _recover(args, _storage.parse_options(args.storage_option))
+    if not _is_remote(args.out):
         try:
             check_target(Path(args.out), args.mode)
         except (FileExistsError, PermissionError, ValueError) as exc:
@@ -1240,6 +1243,23 @@ def _has_ledger(out: str) -> bool:
 def _keys(p: Plan) -> list[tuple[str, int, str | None]]:
     """``(topic, partition, root)`` of the planned partitions (a ledger's keys)."""
     return [(d.topic, d.partition, d.root if p.opts.root_columns else None) for d in p.logs]
+
+
+def _recover(args: argparse.Namespace, storage: dict[str, Any]) -> None:
+    """The one recovery step of a run on OUT (:func:`kbatch._leftovers.recover`), said in one line;
+    then this run's lease on an S3 OUT (held until the process ends)."""
+    from kbatch._leftovers import hold, recover
+
+    try:
+        removed = recover(args.out, storage, args.format)
+    except ImportError:
+        raise UsageError(f"{args.out} needs boto3: pip install 'kbatch[s3]'") from None
+    if removed:
+        more = f" (and {len(removed) - 3} more)" if len(removed) > 3 else ""
+        _say(args, f"kbatch convert: removed what runs no longer alive left in {args.out}: "
+                   f"{', '.join(removed[:3])}{more}")
+    if is_s3(args.out):
+        hold(args.out, storage)
 
 
 def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str],

@@ -19,7 +19,9 @@
   the commits through deltalake's (``--storage-option`` translated by
   :func:`kbatch.tables._remote.delta_options`); S3's conditional writes make a commit exclusive.
 - A run killed before its commit leaves Parquet files no commit names (the table is unchanged);
-  ``VACUUM`` deletes them.
+  their names carry the run (``part-<pid>-<token>.<k>@<host>-*``), and the next run on OUT
+  deletes them once that run is dead (:mod:`kbatch._leftovers`); ``kbatch clean`` deletes any
+  other file no version names.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from kbatch import _storage
+from kbatch._runs import run_name
 from kbatch.errors import CommitConflictError, TableError
+from kbatch.tables._folder import STAGING_DIR
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import LEDGER_KEY, Key, Ledger, OffsetRange
 from kbatch.tables._partition import DEFAULT, Transform, parse
@@ -214,7 +218,7 @@ class DeltaSink(Sink):
         self.upsert = upsert
         self._pending: dict[str, list[Any]] = {}
         self.compression = None if compression == "none" else (compression or "snappy")
-        self.run = f"{os.getpid()}-{os.urandom(4).hex()}"
+        self.run = run_name()  # in the data files' names: the next run knows a dead run's (kbatch._leftovers)
         self._tables: dict[str, Any] = {}
         self._held: dict[str, tuple[Ledger, int | None]] = {}
         for topic in topics:
@@ -304,7 +308,7 @@ class DeltaSink(Sink):
         if self.remote:
             raise NotImplementedError("files staged by another writer need a local OUT")
         if self._staging is None:
-            self._staging = self.out / "_kbatch_staging" / self.run
+            self._staging = self.out / STAGING_DIR / self.run
             self._staging.mkdir(parents=True)
         return self._staging
 
@@ -334,7 +338,7 @@ class DeltaSink(Sink):
         shutil.rmtree(self._staging, ignore_errors=True)
         self._staging = None
         with contextlib.suppress(OSError):
-            (self.out / "_kbatch_staging").rmdir()
+            (self.out / STAGING_DIR).rmdir()
 
     def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
         from deltalake import CommitProperties, DeltaTable, Schema, Transaction
@@ -477,7 +481,7 @@ class DeltaSink(Sink):
             shutil.rmtree(self._staging, ignore_errors=True)
             self._staging = None
             with contextlib.suppress(OSError):
-                (self.out / "_kbatch_staging").rmdir()
+                (self.out / STAGING_DIR).rmdir()
         for path in self._written:  # not committed: no reader sees them, but they take room
             self._delete(path)
         self._written = []
