@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, str] = {
     "dump": "kbatch._dump",
     "sample": "kbatch._sample",
     "convert": "kbatch._convert",
+    "clean": "kbatch._clean",
     "schemas": "kbatch.values._cli",
 }
 
