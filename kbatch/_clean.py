@@ -9,9 +9,10 @@ files that nothing references and that were last written longer ago than ``--old
   (``_kbatch_ledger``) names;
 - **Delta**: deltalake's ``VACUUM`` of each topic's table in full mode (files that no version of
   the log references, and files removed from the table longer ago than the retention);
-- **Iceberg** (OUT's own SQLite catalog): the files under each table's folder that neither the
-  current metadata, its metadata log, nor any snapshot (manifest lists, manifests, data and
-  delete files) references: a run killed between writing its files and its commit leaves them.
+- **Iceberg** (OUT's own SQLite catalog; on S3 the one ``--catalog-option uri=...`` names): the
+  files under each table's folder that neither the current metadata, its metadata log, nor any
+  snapshot (manifest lists, manifests, data and delete files) references: a run killed between
+  writing its files and its commit leaves them.
 
 A file younger than the retention may belong to a run still writing: keep the retention longer
 than the longest run. Status 0 (what was removed, one line each with ``--dry-run``: what would
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import time
@@ -55,7 +55,7 @@ def _format(store: Store) -> str:
     names = {rel.split("/", 1)[0] for rel, _ in store.objects()}
     if "_kbatch_ledger" in names:
         return "parquet"
-    if "catalog.db" in names:
+    if "catalog.db" in names or any(rel.endswith(".metadata.json") for rel, _ in store.objects()):
         return "iceberg"
     if any("/_delta_log/" in rel for rel, _ in store.objects()):
         return "delta"
@@ -91,13 +91,20 @@ def _delta(store: Store, seconds: float, dry_run: bool, options: dict[str, Any])
     return out
 
 
-def _iceberg(store: Store, cutoff: float) -> list[str]:
+def _iceberg(store: Store, cutoff: float, catalog_options: dict[str, str], options: dict[str, Any]) -> list[str]:
     from kbatch.tables import default_catalog
 
     if store.remote:
-        raise ValueError("kbatch clean of an Iceberg OUT on S3 is not there yet (its catalog is elsewhere)")
-    catalog = default_catalog(store.url)
-    root = Path(store.url).resolve()
+        from pyiceberg.catalog import load_catalog
+
+        from kbatch.tables._remote import iceberg_properties
+
+        if "uri" not in catalog_options:
+            raise ValueError(f"{store.url}: give the Iceberg catalog kbatch convert used: --catalog-option uri=...")
+        catalog = load_catalog("kbatch", **{"type": "sql", "warehouse": store.url,
+                                            **iceberg_properties(store.url, options), **catalog_options})
+    else:
+        catalog = default_catalog(store.url)
     out = []
     for ns in catalog.list_namespaces():
         for ident in catalog.list_tables(ns):
@@ -107,24 +114,25 @@ def _iceberg(store: Store, cutoff: float) -> list[str]:
             if table.metadata.snapshots:
                 named.update(table.inspect.all_manifests().column("path").to_pylist())
                 named.update(table.inspect.all_files().column("file_path").to_pylist())
-            named_paths = {_local(u) for u in named}
-            folder = _local(table.metadata.location)
-            for dirpath, _dirs, files in os.walk(folder):
-                for name in files:
-                    p = Path(dirpath) / name
-                    if str(p) not in named_paths and p.stat().st_mtime < cutoff:
-                        out.append(p.relative_to(root).as_posix())
+            mine = {_relative(store, u) for u in named}
+            folder = _relative(store, table.metadata.location)
+            out += [rel for rel, mtime in store.objects(folder)
+                    if rel not in mine and not rel.endswith("/") and mtime < cutoff]
     return out
 
 
-def _local(uri: str) -> str:
+def _relative(store: Store, uri: str) -> str:
+    """``uri`` (a file or folder of OUT's tables) relative to OUT."""
     from urllib.parse import unquote, urlparse
 
-    return str(Path(unquote(urlparse(uri).path) if uri.startswith("file:") else uri).resolve())
+    if store.remote:
+        return uri.split("://", 1)[-1][len(store.url.split("://", 1)[-1]) + 1:]
+    path = Path(unquote(urlparse(uri).path) if uri.startswith("file:") else uri).resolve()
+    return path.relative_to(Path(store.url).resolve()).as_posix()
 
 
 def unreferenced(out: str, older_than: float, storage_options: dict[str, Any] | None = None,
-                 dry_run: bool = True) -> list[str]:
+                 dry_run: bool = True, catalog_options: dict[str, str] | None = None) -> list[str]:
     """The table files of ``out`` that no commit references, last written more than ``older_than``
     seconds ago (paths relative to OUT); deleted unless ``dry_run`` (Delta's vacuum deletes them
     itself)."""
@@ -133,7 +141,8 @@ def unreferenced(out: str, older_than: float, storage_options: dict[str, Any] | 
     cutoff = time.time() - older_than
     if fmt == "delta":
         return _delta(store, older_than, dry_run, dict(storage_options or {}))
-    found = _parquet(store, cutoff) if fmt == "parquet" else _iceberg(store, cutoff)
+    found = _parquet(store, cutoff) if fmt == "parquet" else _iceberg(store, cutoff, dict(catalog_options or {}),
+                                                                        dict(storage_options or {}))
     if not dry_run:
         store.delete(found)
     return found
@@ -146,6 +155,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="pyarrow filesystem option of an s3:// OUT (as kbatch convert's)")
+    parser.add_argument("--catalog-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="the Iceberg catalog of an s3:// OUT, as kbatch convert was given it (uri=...)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -156,7 +167,8 @@ def run(args: argparse.Namespace) -> int:
         if not _storage.is_remote(args.out) and not Path(args.out).is_dir():
             raise ValueError(f"{args.out}: no such folder")
         left = [] if args.dry_run else recover(args.out, options)
-        gone = unreferenced(args.out, seconds, options, dry_run=args.dry_run)
+        catalog = dict(item.split("=", 1) for item in args.catalog_option if "=" in item)
+        gone = unreferenced(args.out, seconds, options, dry_run=args.dry_run, catalog_options=catalog)
     except KBatchError as exc:  # before ValueError: a kbatch error is one
         print(f"kbatch clean: error: {exc}", file=sys.stderr)
         return 1

@@ -226,6 +226,8 @@ def recover(out: str | os.PathLike[str], storage_options: Mapping[str, Any] | No
     pending = _pending(store)
     dead_leases = {rid: rel for rid, (rel, info) in held.items() if is_dead((rid, info.pid, info.host), infos)}
     staged: set[str] = set()
+    if not store.remote and (store.root / STAGING_DIR).is_dir():  # empty folders too
+        staged = {p.name for p in (store.root / STAGING_DIR).iterdir() if p.is_dir()}
     for rel, _ in store.objects(STAGING_DIR):
         parts = rel.split("/")
         if len(parts) >= 2 and parts[1] and not (len(parts) == 2 and rel.endswith(LEASE_SUFFIX)):
