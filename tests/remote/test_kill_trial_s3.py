@@ -12,10 +12,10 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 from support.kills import STAGES, convert, random_kill
+from support.s3 import fresh_prefix
 from support.tables import REPO, rows_of_root, rows_of_table, write_log
 
 from kbatch._sample import write_sample
@@ -29,11 +29,7 @@ TOPICS = ["events", "orders"]
 
 @pytest.fixture
 def out(s3_client) -> str:
-    try:
-        s3_client.create_bucket(Bucket=BUCKET)
-    except s3_client.exceptions.BucketAlreadyOwnedByYou:
-        pass
-    return f"s3://{BUCKET}/{uuid.uuid4().hex[:8]}"
+    return fresh_prefix(s3_client, BUCKET)
 
 
 def objects(s3_client, url: str) -> list[str]:
