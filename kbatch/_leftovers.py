@@ -9,7 +9,7 @@ reader sees, but it may leave (names in :mod:`kbatch._runs`):
   and ``_temporary`` folders for every format; on S3 its directory-marker objects too) and the
   run's lease ``OUT/_kbatch_staging/<run>.lease``;
 - ``OUT/_kbatch_ledger/.<n>.json.<run>.tmp`` (a Parquet ledger file before its link);
-- a Delta table's ``part-<run>-*.parquet`` data files that no version of the table names yet.
+- a Delta table's ``part-<run>_*.parquet`` data files that no version of the table names yet.
 
 :func:`recover` runs at the start of every ``kbatch convert`` on OUT (local or ``s3://``), before
 this run writes anything: it removes the leftovers of every run that is dead
@@ -196,7 +196,7 @@ def _delta_files(store: Store, leases: Mapping[str, LeaseInfo], storage_options:
         name = rest.rsplit("/", 1)[-1]
         if top.startswith(("_", ".")) or not name.startswith("part-") or "/_delta_log/" in f"/{rest}":
             continue
-        run = parse_run(name[len("part-"):].rsplit("-", 2)[0])
+        run = parse_run(name[len("part-"):].split("_", 1)[0])  # part-<run>_... (a host has no _)
         if run is not None and is_dead(run, leases):
             by_table.setdefault(top, []).append(rel)
     removed = []

@@ -7,7 +7,7 @@ while it works carry its id:
     .<OUT>.kbatch-<pid>-<token>@<host>.tmp          a new OUT (or an overwrite) being written
     OUT/_kbatch_staging/<pid>-<token>[.k]@<host>/    files not yet committed (Parquet, Spark)
     OUT/_kbatch_ledger/.<n>.json.<run>.tmp           a ledger file between write and link
-    OUT/<topic>/part-<pid>-<token>-*.parquet         a Delta table's data files
+    OUT/<topic>/part-<pid>-<token>.<k>@<host>_*      a Delta table's data files
 
 and, for as long as the run works on OUT, its **lease**
 ``OUT/_kbatch_staging/<pid>-<token>@<host>.lease`` (:class:`Lease`), a small JSON object::

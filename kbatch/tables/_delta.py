@@ -19,7 +19,8 @@
   the commits through deltalake's (``--storage-option`` translated by
   :func:`kbatch.tables._remote.delta_options`); S3's conditional writes make a commit exclusive.
 - A run killed before its commit leaves Parquet files no commit names (the table is unchanged);
-  their names carry the run (``part-<pid>-<token>.<k>@<host>-*``), and the next run on OUT
+  their names carry the run (``part-<pid>-<token>.<k>@<host>_*``, Spark's files renamed so
+  when they are taken in), and the next run on OUT
   deletes them once that run is dead (:mod:`kbatch._leftovers`); ``kbatch clean`` deletes any
   other file no version names.
 """
@@ -297,7 +298,7 @@ class DeltaSink(Sink):
             reader = pa.RecordBatchReader.from_batches(schema, (_fit(_derive(b, self.partition), schema)
                                                                 for _, b in group))
             pads.write_dataset(reader, folder, filesystem=self.fs, format="parquet", partitioning=partitioning,
-                               basename_template=f"part-{self.run}-{self._writes}-{{i}}.parquet",
+                               basename_template=f"part-{self.run}_{self._writes}-{{i}}.parquet",
                                existing_data_behavior="overwrite_or_ignore", file_visitor=visit,
                                file_options=pads.ParquetFileFormat().make_write_options(compression=self.compression),
                                max_rows_per_group=1 << 20, min_rows_per_group=1 << 16)
@@ -326,7 +327,8 @@ class DeltaSink(Sink):
         if self._staging is None:
             return
         for topic, dirs, path in staged_files(self._staging):
-            rel = f"{dirs}/{path.name}" if dirs else path.name
+            name = f"part-{self.run}_s-{path.name}"  # the run in the name, as the arrow engine's files
+            rel = f"{dirs}/{name}" if dirs else name
             dest = Path(self.uri(topic)) / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, dest)
