@@ -182,9 +182,10 @@ def _beside(out: Path) -> list[str]:
 
 def _delta_files(store: Store, leases: Mapping[str, LeaseInfo], storage_options: Mapping[str, Any] | None
                  ) -> list[str]:
-    """A Delta table's data files of dead runs (their names carry the run) that its current
-    version does not name (the topics' tables are OUT's folders holding ``_delta_log``)."""
-    from urllib.parse import unquote
+    """A Delta table's data files of dead runs (their names carry the run) that no commit of its
+    log names (the topics' tables are OUT's folders holding ``_delta_log``; a file removed by a
+    later commit stays for time travel, ``kbatch clean``'s once older than the retention)."""
+    from urllib.parse import quote, unquote
 
     from deltalake import DeltaTable
 
@@ -208,6 +209,10 @@ def _delta_files(store: Store, leases: Mapping[str, LeaseInfo], storage_options:
             uris = DeltaTable(uri, storage_options=options).file_uris()
             named = {f"{top}/{unquote(u.rsplit(f'/{top}/', 1)[-1])}" for u in uris}
         gone = [rel for rel in rels if rel not in named]
+        if gone:  # a file a commit of the log ever named (then an overwrite removed) is history's: kept
+            log = b"".join(store.read(r) or b"" for r, _ in store.objects(f"{top}/_delta_log") if r.endswith(".json"))
+            gone = [rel for rel in gone if rel.rsplit("/", 1)[-1].encode() not in log
+                    and quote(rel.rsplit("/", 1)[-1]).encode() not in log]
         store.delete(gone)
         removed += gone
     return removed

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.kills import only_the_table, table_rows
-from support.tables import REPO, convert_cli, rows_of_root, summary_of
+from support.tables import REPO, convert_cli, rows_of_root, rows_of_table, summary_of
 
 from kbatch._leftovers import recover
 
@@ -72,3 +72,17 @@ def test_dead_runs_ledger_tmp_is_removed_a_live_runs_kept(root, tmp_path):
         p.write_text("{}")
     removed = recover(out)
     assert removed == [f"_kbatch_ledger/{dead.name}"] and not dead.exists() and live.exists()
+
+
+def test_recovery_keeps_delta_files_an_overwrite_removed(root, tmp_path):
+    """A finished run is no longer alive, but its files that a later overwrite removed are the
+    table's history (time travel), not a dead run's leftovers."""
+    from deltalake import DeltaTable
+
+    out = tmp_path / "out"
+    args = ("--format", "delta", "--subscribe", "orders")
+    summary_of(convert_cli(str(root), str(out), *args))
+    summary_of(convert_cli(str(root), str(out), *args, "--mode", "overwrite"))
+    again = convert_cli(str(root), str(out), *args, "--mode", "append", json_summary=False)
+    assert again.returncode == 0 and "no longer alive" not in again.stderr
+    assert rows_of_table(DeltaTable(out / "orders", version=0).to_pyarrow_table()) == rows_of_root(root, ["orders"])
