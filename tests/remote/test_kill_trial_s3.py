@@ -144,3 +144,21 @@ def test_s3_leases_judge_other_hosts_runs(tmp_path, out, s3_options, s3_client):
     assert f"_kbatch_staging/{live}/topic=t/part-0.parquet" in left
     assert f"_kbatch_staging/{unknown}/topic=t/part-0.parquet" in left
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_a_live_runs_lease_keeps_its_staging(out, s3_options, s3_client):
+    """This process's lease (renewed, with its host and pid) keeps its staging folder from a
+    recovery; released, the lease object is gone."""
+    from kbatch._leftovers import Store, recover
+    from kbatch._runs import Lease, run_name
+
+    prefix = out.split("/", 3)[3]
+    lease = Lease(Store(out, s3_options), "_kbatch_staging", seconds=3600).take()
+    mine = run_name()
+    s3_client.put_object(Bucket=BUCKET, Key=f"{prefix}/_kbatch_staging/{mine}/topic=t/part-0.parquet", Body=b"x")
+    info = json.loads(s3_client.get_object(Bucket=BUCKET, Key=f"{prefix}/{lease.key}")["Body"].read())
+    assert info["run"] == mine.split(".")[0] and info["expires"] > time.time() + 3000
+    assert recover(out, s3_options) == []
+    assert f"_kbatch_staging/{mine}/topic=t/part-0.parquet" in objects(s3_client, out)
+    lease.release()
+    assert lease.key not in objects(s3_client, out)
