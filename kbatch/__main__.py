@@ -13,6 +13,7 @@ kbatch ...
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -106,6 +107,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("KBATCH_DEBUG"):
             raise
         return _one_line(args.command, exc)
+    finally:
+        # what a failed run left in reference cycles (a writer's generators and readers, held by
+        # the error's frames) is freed now, while pyarrow's and the table libraries' threads and
+        # pools still run: freed at interpreter exit it can abort the process (status 134)
+        gc.collect()
 
 
 def _one_line(command: str, exc: Exception) -> int:

@@ -1464,9 +1464,14 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m kbatch._convert ROOT OUT ...`` (the same as ``kbatch convert``)."""
+    import gc
+
     parser = argparse.ArgumentParser(prog="kbatch convert", description=__doc__.splitlines()[0])
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    try:
+        return run(parser.parse_args(argv))
+    finally:
+        gc.collect()  # as kbatch.__main__.main: cycles freed before the interpreter exits
 
 
 if __name__ == "__main__":
