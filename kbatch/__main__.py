@@ -13,6 +13,7 @@ kbatch ...
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -28,6 +29,7 @@ SUBCOMMANDS: dict[str, str] = {
     "dump": "kbatch._dump",
     "sample": "kbatch._sample",
     "convert": "kbatch._convert",
+    "clean": "kbatch._clean",
     "schemas": "kbatch.values._cli",
 }
 
@@ -105,6 +107,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("KBATCH_DEBUG"):
             raise
         return _one_line(args.command, exc)
+    finally:
+        # what a failed run left in reference cycles (a writer's generators and readers, held by
+        # the error's frames) is freed now, while pyarrow's and the table libraries' threads and
+        # pools still run: freed at interpreter exit it can abort the process (status 134)
+        gc.collect()
 
 
 def _one_line(command: str, exc: Exception) -> int:

@@ -83,6 +83,7 @@ from kbatch.errors import (
 )
 from kbatch.spark._staged import check_transform, write_staged
 from kbatch.tables import (
+    EndOnError,
     FolderSink,
     Gap,
     Ledger,
@@ -592,6 +593,9 @@ def plan(args: argparse.Namespace) -> Plan:
         out, src = Path(args.out).resolve(), root.resolve()
         if not remote_root and (out == src or out in src.parents or src in out.parents):
             raise UsageError(f"{args.out} and the log root {root} overlap: write the output elsewhere")
+    if _has_ledger(args.out):  # before OUT is looked at: what dead runs left there is gone
+        _recover(args, _storage.parse_options(args.storage_option))
+    if not _is_remote(args.out):
         try:
             check_target(Path(args.out), args.mode)
         except (FileExistsError, PermissionError, ValueError) as exc:
@@ -1376,7 +1380,8 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
             partitioning = pads.partitioning(pa.schema([("topic", pa.string())]), flavor="hive")
         try:
             with staged as tmp:
-                reader = pa.RecordBatchReader.from_batches(schema, _arrow_batches(p, args, reports, progress))
+                source = EndOnError(_arrow_batches(p, args, reports, progress))  # raised after the writer
+                reader = pa.RecordBatchReader.from_batches(schema, source)
                 pads.write_dataset(
                     reader,
                     str(tmp),
@@ -1392,6 +1397,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
                     max_open_files=4096,
                     preserve_order=True,
                 )
+                source.check()
                 written = staged.has_data()
                 if not written:
                     staged.discard()  # nothing to write: OUT is not created
@@ -1440,6 +1446,23 @@ def _has_ledger(out: str) -> bool:
 def _keys(p: Plan) -> list[tuple[str, int, str | None]]:
     """``(topic, partition, root)`` of the planned partitions (a ledger's keys)."""
     return [(d.topic, d.partition, d.root if p.opts.root_columns else None) for d in p.logs]
+
+
+def _recover(args: argparse.Namespace, storage: dict[str, Any]) -> None:
+    """The one recovery step of a run on OUT (:func:`kbatch._leftovers.recover`), said in one line;
+    then this run's lease on an S3 OUT (held until the process ends)."""
+    from kbatch._leftovers import hold, recover
+
+    try:
+        removed = recover(args.out, storage, args.format)
+    except ImportError:
+        raise UsageError(f"{args.out} needs boto3: pip install 'kbatch[s3]'") from None
+    if removed:
+        more = f" (and {len(removed) - 3} more)" if len(removed) > 3 else ""
+        _say(args, f"kbatch convert: removed what runs no longer alive left in {args.out}: "
+                   f"{', '.join(removed[:3])}{more}")
+    if is_s3(args.out):
+        hold(args.out, storage)
 
 
 def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str],
@@ -1655,9 +1678,14 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m kbatch._convert ROOT OUT ...`` (the same as ``kbatch convert``)."""
+    import gc
+
     parser = argparse.ArgumentParser(prog="kbatch convert", description=__doc__.splitlines()[0])
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    try:
+        return run(parser.parse_args(argv))
+    finally:
+        gc.collect()  # as kbatch.__main__.main: cycles freed before the interpreter exits
 
 
 if __name__ == "__main__":

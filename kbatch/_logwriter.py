@@ -28,7 +28,7 @@ from kbatch._checkpoint import (
 )
 from kbatch._core import decode as _core_decode
 from kbatch._producer_snapshot import ProducerState
-from kbatch._segment import OFFSET_INDEX_DTYPE, TIME_INDEX_DTYPE, TXN_INDEX_DTYPE, scan_headers
+from kbatch._segment import OFFSET_INDEX_DTYPE, TIME_INDEX_DTYPE, TXN_INDEX_DTYPE, read_index, scan_headers
 from kbatch._wire import (
     BATCH_OVERHEAD,
     LEGACY_CRC_OFFSET,
@@ -37,10 +37,17 @@ from kbatch._wire import (
     LOG_OVERHEAD,
     PARTITION_LEADER_EPOCH_OFFSET,
 )
-from kbatch.errors import CorruptRecordError
+from kbatch.errors import CorruptRecordError, LayoutError
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
     from typing_extensions import Self
+
+
+def _entries(path: Path, dtype: Any) -> list[tuple[int, ...]]:
+    """The entries of an index file as tuples (none when it is missing; a broker's preallocated
+    zeros left out)."""
+    found = read_index(path, dtype)
+    return [] if found is None else [tuple(int(v) for v in e) for e in found.tolist()]
 
 
 class LogWriter:
@@ -58,10 +65,27 @@ class LogWriter:
     index_interval_bytes : int, default 4096
         Bytes of log between ``.index`` / ``.timeindex`` entries, as the broker.
     topic_id : str, optional
-        For ``partition.metadata`` (base64url UUID); a random one by default.
+        For ``partition.metadata`` (base64url UUID); a random one by default, the existing
+        one when the partition is continued (a different one given is refused).
+
+    Raises
+    ------
+    LayoutError
+        The partition directory exists but cannot be continued: a segment that is damaged
+        (cut inside a batch, a frame that is not a batch), offsets that go backwards across
+        segments, ``.log`` files not named as segments, or a ``partition.metadata`` that is
+        unreadable or names another topic id.
 
     Notes
     -----
+    **An existing partition is continued, never truncated**: its segments are validated
+    (every batch framed, offsets rising), then the writer takes up the log where it ends: the
+    next offset after the last batch, the topic id of ``partition.metadata``, the leader
+    epochs of ``leader-epoch-checkpoint``, the log start of the root's checkpoint, the producer
+    state and open transactions rebuilt from the batches, and the last segment reopened for
+    appending with its ``.index``/``.timeindex``/``.txnindex`` entries extended (a new segment
+    when ``segment_bytes`` is due). Damaged or foreign content is refused instead (above).
+
     Each :meth:`append` is one broker append per batch: index entries point at
     batch starts and hold the batch's last offset (what Kafka's recovery and
     ``kafka-dump-log.sh --verify-index-only`` expect); ``.timeindex`` holds
@@ -92,7 +116,12 @@ class LogWriter:
         self.path.mkdir(parents=True, exist_ok=True)
         self.segment_bytes = int(segment_bytes)
         self.index_interval_bytes = int(index_interval_bytes)
-        self.topic_id = topic_id or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        segments = self._segments()
+        existing = self._topic_id() if segments or (self.path / "partition.metadata").exists() else None
+        if existing and topic_id and topic_id != existing:
+            raise LayoutError(f"{self.path}: partition.metadata names topic id {existing}, not {topic_id}: "
+                              "not continued", url=str(self.path))
+        self.topic_id = existing or topic_id or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         (self.path / "partition.metadata").write_text(f"version: 0\ntopic_id: {self.topic_id}\n")
         self.next_offset = 0
         #: Where the log starts (moved by :meth:`delete_records`).
@@ -109,8 +138,80 @@ class LogWriter:
         self._since_index = 0
         self._max_ts = -1
         self._max_ts_offset = -1
+        if segments:
+            self._continue(segments)
+            return
         self._write_epochs()
         self._open_segment(0)
+
+    def _segments(self) -> list[Path]:
+        """The partition's ``.log`` segments by base offset (a ``.log`` named otherwise: refused)."""
+        logs = sorted(self.path.glob("*.log"))
+        for f in logs:
+            if len(f.stem) != 20 or not f.stem.isdigit():
+                raise LayoutError(f"{f}: not a segment name (20 digits): {self.path} is not continued",
+                                  url=str(self.path))
+        return sorted(logs, key=lambda f: int(f.stem))
+
+    def _topic_id(self) -> str:
+        """The topic id of the existing ``partition.metadata`` (refused when unreadable)."""
+        try:
+            lines = dict(ln.split(":", 1) for ln in (self.path / "partition.metadata").read_text().splitlines()
+                         if ln.strip())
+            return lines["topic_id"].strip()
+        except (OSError, ValueError, KeyError) as exc:
+            raise LayoutError(f"{self.path}/partition.metadata is unreadable ({exc}): the partition is not "
+                              "continued", url=str(self.path)) from None
+
+    def _continue(self, segments: list[Path]) -> None:
+        """Take up the existing log where it ends (see the class's notes); refuse a damaged one."""
+        from kbatch._checkpoint import read_checkpoint
+
+        last_heads: Any = None
+        for seg in segments:
+            data = seg.read_bytes()
+            heads, stop, err, _ = scan_headers(memoryview(data), 0, len(data), 1 << 62, seg)
+            if err is not None or stop != len(data):
+                why = str(err) if err is not None else f"cut inside a batch at byte {stop} of {len(data)}"
+                raise LayoutError(f"{seg}: damaged ({why}): the partition is not continued", url=str(self.path))
+            for h in heads:
+                base, last = int(h["base_offset"]), int(h["base_offset"]) + int(h["last_offset_delta"])
+                if base < self.next_offset:
+                    raise LayoutError(f"{seg}: offset {base} goes backwards (the log before ends at "
+                                      f"{self.next_offset}): the partition is not continued", url=str(self.path))
+                self._replay(h, base, last)
+            last_heads = heads
+        topic, _, partition = self.path.name.rpartition("-")
+        self.log_start_offset = read_checkpoint(self.path.parent / LOG_START).get((topic, int(partition)), 0)
+        epochs = (self.path / "leader-epoch-checkpoint")
+        if epochs.exists():
+            rows = epochs.read_text().split("\n")[2:]
+            self.leader_epochs = [(int(e), int(o)) for e, o in (ln.split() for ln in rows if ln.strip())]
+        seg = segments[-1]
+        self._base = int(seg.stem)
+        stem = self._stem()
+        self._index = [(e[0], e[1]) for e in _entries(stem.with_suffix(".index"), OFFSET_INDEX_DTYPE)]
+        self._time = [(e[0], e[1]) for e in _entries(stem.with_suffix(".timeindex"), TIME_INDEX_DTYPE)]
+        self._txn = [(e[1], e[2], e[3], e[4]) for e in _entries(stem.with_suffix(".txnindex"), TXN_INDEX_DTYPE)]
+        self._size = seg.stat().st_size
+        self._since_index = self._size - (self._index[-1][1] if self._index else 0)
+        for h in last_heads:
+            if int(h["max_timestamp"]) > self._max_ts:
+                self._max_ts = int(h["max_timestamp"])
+                self._max_ts_offset = int(h["base_offset"]) + int(h["last_offset_delta"])
+        self._file = open(seg, "ab")  # noqa: SIM115 - closed on roll/close
+
+    def _replay(self, h: Any, first: int, last: int) -> None:
+        """The producer state and open transactions after one existing batch."""
+        if int(h["magic"]) == 2:
+            self.producers.update(h, first, last)
+            pid = int(h["producer_id"])
+            if h["is_transactional"] and pid >= 0:
+                if not h["is_control"]:
+                    self._ongoing.setdefault(pid, first)
+                elif int(h["control_type"]) in (0, 1):
+                    self._ongoing.pop(pid, None)
+        self.next_offset = last + 1
 
     def __enter__(self) -> Self:
         return self

@@ -1,7 +1,8 @@
 """Output that appears whole or not at all: write into a temporary folder, move it in on success.
 
 ``kbatch convert`` writes every file into a hidden folder beside the target
-(``.<name>.kbatch-<pid>-<token>.tmp``, on the same file system, so moves are renames) and
+(``.<name>.kbatch-<run>.tmp``, on the same file system, so moves are renames; ``<run>`` names
+the process and host, :func:`kbatch._runs.run_name`) and
 only on success puts it in place:
 
     errorifexists   the target must not exist (or be an empty folder); rename into place
@@ -9,7 +10,9 @@ only on success puts it in place:
     append          each new file is moved into the existing target (names are unique per
                     run, so nothing there is replaced but Spark's ``_SUCCESS`` marker)
 
-On failure the temporary folder is deleted: a failed run leaves the target as it was.
+On failure the temporary folder is deleted: a failed run leaves the target as it was. A run
+killed before it could delete it leaves the folder to the next run on the target, which
+removes it (:func:`kbatch._leftovers.recover`).
 
 >>> import pathlib, tempfile
 >>> out = pathlib.Path(tempfile.mkdtemp()) / "out"
@@ -23,9 +26,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
 from pathlib import Path
 from types import TracebackType
+
+from kbatch._runs import run_name
 
 __all__ = ["MODES", "StagedOutput", "check_target", "has_data_files"]
 
@@ -63,9 +67,8 @@ class StagedOutput:
         self.out = Path(out)
         self.mode = mode
         check_target(self.out, mode)
-        token = uuid.uuid4().hex[:8]
-        self.tmp = self.out.parent / f".{self.out.name}.kbatch-{os.getpid()}-{token}.tmp"
-        self.token = token
+        self.run = run_name()
+        self.tmp = self.out.parent / f".{self.out.name}.kbatch-{self.run}.tmp"
 
     def __enter__(self) -> Path:
         self.out.parent.mkdir(parents=True, exist_ok=True)
@@ -108,7 +111,7 @@ class StagedOutput:
             shutil.rmtree(self.tmp, ignore_errors=True)
             return
         if self.out.exists():  # overwrite, or an empty folder
-            old = self.out.parent / f".{self.out.name}.kbatch-{os.getpid()}-{self.token}.old"
+            old = self.out.parent / f".{self.out.name}.kbatch-{self.run}.old"
             os.rename(self.out, old)
             os.rename(self.tmp, self.out)
             shutil.rmtree(old, ignore_errors=True)

@@ -6,6 +6,7 @@ import pytest
 
 import kbatch
 import kbatch.__main__
+import kbatch._clean
 import kbatch._columns
 import kbatch._core
 import kbatch._dump
@@ -17,6 +18,7 @@ import kbatch._logwriter
 import kbatch._metaproperties
 import kbatch._options
 import kbatch._predicate
+import kbatch._runs
 import kbatch._sample
 import kbatch._segment
 import kbatch._sparkstart
@@ -29,6 +31,7 @@ import kbatch.tables._bucket
 import kbatch.tables._ledger
 import kbatch.tables._partition
 import kbatch.tables._remote
+import kbatch.tables._sink
 import kbatch.tables._upsert
 
 MODULES = [
@@ -52,6 +55,9 @@ MODULES = [
     kbatch._options,
     kbatch._predicate,
     kbatch._metaproperties,
+    kbatch._runs,
+    kbatch._clean,
+    kbatch.tables._sink,
     kbatch._sparkstart,
     kbatch.tables._bucket,
     kbatch.tables._ledger,

@@ -22,11 +22,12 @@ from kbatch.tables._open import TABLE_FORMATS, open_sink
 from kbatch.tables._partition import Transform
 from kbatch.tables._remote import is_s3
 from kbatch.tables._remotefolder import RemoteFolderSink
-from kbatch.tables._sink import Sink, TableCommit
+from kbatch.tables._sink import EndOnError, Sink, TableCommit
 
 __all__ = [
     "LEDGER_KEY",
     "TABLE_FORMATS",
+    "EndOnError",
     "DeltaSink",
     "FolderSink",
     "IcebergSink",

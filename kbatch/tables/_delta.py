@@ -19,7 +19,10 @@
   the commits through deltalake's (``--storage-option`` translated by
   :func:`kbatch.tables._remote.delta_options`); S3's conditional writes make a commit exclusive.
 - A run killed before its commit leaves Parquet files no commit names (the table is unchanged);
-  ``VACUUM`` deletes them.
+  their names carry the run (``part-<pid>-<token>.<k>@<host>_*``, Spark's files renamed so
+  when they are taken in), and the next run on OUT
+  deletes them once that run is dead (:mod:`kbatch._leftovers`); ``kbatch clean`` deletes any
+  other file no version names.
 """
 
 from __future__ import annotations
@@ -33,12 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from kbatch import _storage
+from kbatch._runs import run_name
 from kbatch.errors import CommitConflictError, TableError
+from kbatch.tables._folder import STAGING_DIR
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import LEDGER_KEY, Key, Ledger, OffsetRange
 from kbatch.tables._partition import DEFAULT, Transform, parse
 from kbatch.tables._remote import delta_options, pyarrow_url
 from kbatch.tables._sink import (
+    EndOnError,
     Sink,
     TableCommit,
     added_columns,
@@ -231,7 +237,7 @@ class DeltaSink(Sink):
         self.upsert = upsert
         self._pending: dict[str, list[Any]] = {}
         self.compression = None if compression == "none" else (compression or "snappy")
-        self.run = f"{os.getpid()}-{os.urandom(4).hex()}"
+        self.run = run_name()  # in the data files' names: the next run knows a dead run's (kbatch._leftovers)
         self._tables: dict[str, Any] = {}
         self._held: dict[str, tuple[Ledger, int | None]] = {}
         for topic in topics:
@@ -287,7 +293,8 @@ class DeltaSink(Sink):
             for topic, batch in by_topic(count_rows(batches, self._counts)):
                 self._pending.setdefault(topic, []).append(_fit(_derive(batch, self.partition), self.schema_of(topic)))
             return
-        for topic, group in itertools.groupby(by_topic(count_rows(batches, self._counts)), key=lambda tb: tb[0]):
+        source = EndOnError(batches)  # an error raised after the writer returned (see EndOnError)
+        for topic, group in itertools.groupby(by_topic(count_rows(source, self._counts)), key=lambda tb: tb[0]):
             folder = f"{self.root}/{topic}{self.table_suffix}"
             actions = self._actions.setdefault(topic, [])
 
@@ -310,17 +317,18 @@ class DeltaSink(Sink):
             reader = pa.RecordBatchReader.from_batches(schema, (_fit(_derive(b, self.partition), schema)
                                                                 for _, b in group))
             pads.write_dataset(reader, folder, filesystem=self.fs, format="parquet", partitioning=partitioning,
-                               basename_template=f"part-{self.run}-{self._writes}-{{i}}.parquet",
+                               basename_template=f"part-{self.run}_{self._writes}-{{i}}.parquet",
                                existing_data_behavior="overwrite_or_ignore", file_visitor=visit,
                                file_options=pads.ParquetFileFormat().make_write_options(compression=self.compression),
                                max_rows_per_group=1 << 20, min_rows_per_group=1 << 16)
             self._writes += 1
+        source.check()
 
     def staging(self) -> Path:
         if self.remote:
             raise NotImplementedError("files staged by another writer need a local OUT")
         if self._staging is None:
-            self._staging = self.out / "_kbatch_staging" / self.run
+            self._staging = self.out / STAGING_DIR / self.run
             self._staging.mkdir(parents=True)
         return self._staging
 
@@ -338,7 +346,8 @@ class DeltaSink(Sink):
         if self._staging is None:
             return
         for topic, dirs, path in staged_files(self._staging):
-            rel = f"{dirs}/{path.name}" if dirs else path.name
+            name = f"part-{self.run}_s-{path.name}"  # the run in the name, as the arrow engine's files
+            rel = f"{dirs}/{name}" if dirs else name
             dest = Path(self.uri(topic)) / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, dest)
@@ -350,7 +359,7 @@ class DeltaSink(Sink):
         shutil.rmtree(self._staging, ignore_errors=True)
         self._staging = None
         with contextlib.suppress(OSError):
-            (self.out / "_kbatch_staging").rmdir()
+            (self.out / STAGING_DIR).rmdir()
 
     def commit(self, ledger: Ledger, converted: Ledger) -> list[TableCommit]:
         from deltalake import CommitProperties, DeltaTable, Schema, Transaction
@@ -509,7 +518,7 @@ class DeltaSink(Sink):
             shutil.rmtree(self._staging, ignore_errors=True)
             self._staging = None
             with contextlib.suppress(OSError):
-                (self.out / "_kbatch_staging").rmdir()
+                (self.out / STAGING_DIR).rmdir()
         for path in self._written:  # not committed: no reader sees them, but they take room
             self._delete(path)
         self._written = []

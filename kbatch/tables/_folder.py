@@ -5,7 +5,7 @@ Layout (the same as before ledgers, partitioned by topic unless told not to)::
     OUT/topic=orders/part-<run>-<i>.parquet
     OUT/topic=orders/_common_metadata                the schema of every file there, merged
     OUT/_kbatch_ledger/00000000000000000001.json     one file per commit, numbered
-    OUT/_kbatch_staging/<pid>-<token>@<host>/...    files of a run not yet committed
+    OUT/_kbatch_staging/<run>/...                   files of a run not yet committed
     OUT/_dead_letter/topic=orders/part-*.parquet     side folders (``side_folders``), same commits
 
 Each commit writes ``_common_metadata`` anew in the folders it adds Parquet files to: the
@@ -33,21 +33,19 @@ import itertools
 import json
 import os
 import shutil
-import socket
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kbatch._runs import run_name
 from kbatch._staging import StagedOutput
 from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._folderschema import COMMON_METADATA, folder_schema, read_common_metadata, summarize
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import Ledger
-from kbatch.tables._sink import Sink, TableCommit, by_topic, count_rows
+from kbatch.tables._sink import EndOnError, Sink, TableCommit, by_topic, count_rows
 
-__all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "dead_here", "ledger_name", "read_ledger", "run_name",
-           "write_parquet"]
+__all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "ledger_name", "read_ledger", "write_parquet"]
 
 LEDGER_DIR = "_kbatch_ledger"
 STAGING_DIR = "_kbatch_staging"
@@ -85,30 +83,6 @@ def ledger_name(n: int) -> str:
     return f"{n:0{_DIGITS}d}.json"
 
 
-def run_name() -> str:
-    """A new run's staging folder name, ``<pid>-<token>@<host>``: a later run deletes it only
-    from the same host, once the pid is gone (:func:`dead_here`)."""
-    return f"{os.getpid()}-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
-
-
-def dead_here(run: str) -> bool:
-    """Whether the run named ``run`` (``<pid>-<token>@<host>``, a staging folder's name) ran on
-    this host and its process is gone (its files are no one's)."""
-    rest, _, host = run.rpartition("@")
-    pid = rest.split("-", 1)[0]
-    return host == socket.gethostname() and pid.isdigit() and not _alive(int(pid))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def write_parquet(sink: Any, folder: str, batches: Iterable[Any], name: str, filesystem: Any = None) -> int:
     """``batches`` as Parquet files ``<name>-<k>-<i>.parquet`` in ``folder`` (of ``filesystem``;
     local without), by ``sink``'s settings: its schema (or a schema per topic, each topic's files
@@ -118,6 +92,7 @@ def write_parquet(sink: Any, folder: str, batches: Iterable[Any], name: str, fil
     import pyarrow.dataset as pads
 
     codec = None if sink.compression == "none" else sink.compression
+    batches = source = EndOnError(batches)  # an error raised after the writer returned
     partitioning = None
     if sink.partition_by_topic:
         partitioning = pads.partitioning(pa.schema([("topic", pa.string())]), flavor="hive")
@@ -144,6 +119,7 @@ def write_parquet(sink: Any, folder: str, batches: Iterable[Any], name: str, fil
             preserve_order=True,
         )
         calls += 1
+    source.check()
     return calls
 
 
@@ -201,8 +177,8 @@ class FolderSink(Sink):
         return [f"commit {self._number} of {self.out}"] if self._number else []
 
     def _recover(self) -> None:
-        """Move the files of the last commit still staged (a run killed after its commit point),
-        and delete the staging folders of runs that died before theirs."""
+        """Move the files of the last commit still staged (a run killed after its commit point);
+        the staging folders of runs that died before theirs are :func:`kbatch._leftovers.recover`'s."""
         numbers = _commits(self.out)
         pending: str | None = None
         if numbers:
@@ -216,11 +192,6 @@ class FolderSink(Sink):
                         os.replace(src / rel, self.out / rel)
                 shutil.rmtree(src, ignore_errors=True)
                 self._drop_staging_dir()
-        staging = self.out / STAGING_DIR
-        if staging.is_dir():
-            for d in staging.iterdir():
-                if dead_here(d.name):
-                    shutil.rmtree(d, ignore_errors=True)
 
     def open(self, schema: Any) -> None:
         self.schema = schema

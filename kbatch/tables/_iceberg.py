@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final, cast
 
+from kbatch._runs import run_name
 from kbatch.errors import CommitConflictError, TableError
 from kbatch.tables._hooks import reached
 from kbatch.tables._iceberg_files import append_files, write_files
@@ -365,7 +366,7 @@ class IcebergSink(Sink):
         if "://" in self.out:
             raise NotImplementedError("files staged by another writer need a local OUT")
         if self._staging is None:
-            self._staging = Path(self.out) / "_kbatch_staging" / f"{os.getpid()}-{os.urandom(4).hex()}"
+            self._staging = Path(self.out) / "_kbatch_staging" / run_name()
             self._staging.mkdir(parents=True)
         return self._staging
 

@@ -37,7 +37,8 @@ from typing import Any, Final
 
 from kbatch.errors import CommitConflictError, StorageError
 
-__all__ = ["S3_SCHEMES", "create_exclusive", "delta_options", "iceberg_properties", "is_s3", "pyarrow_url", "split_url"]
+__all__ = ["S3_SCHEMES", "create_exclusive", "delta_options", "iceberg_properties", "is_s3", "pyarrow_url", "s3_client",
+           "split_url"]
 
 #: The URL schemes of S3 (pyarrow's ``S3FileSystem``).
 S3_SCHEMES: Final = ("s3", "s3a")
@@ -165,6 +166,11 @@ def _client(options: Mapping[str, Any]) -> Any:
     if options.get("force_virtual_addressing"):
         config["s3"] = {"addressing_style": "virtual"}
     return boto3.client("s3", config=Config(**config), **kw)
+
+
+def s3_client(options: Mapping[str, Any]) -> Any:
+    """A boto3 S3 client for pyarrow's S3 ``storage_options`` (endpoint, credentials)."""
+    return _client(options)
 
 
 def create_exclusive(url: str, data: bytes, options: Mapping[str, Any]) -> None:

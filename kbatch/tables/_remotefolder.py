@@ -6,7 +6,7 @@ The layout is a local folder's (:mod:`kbatch.tables._folder`), under ``s3://buck
     OUT/topic=orders/part-<run>-<i>.parquet
     OUT/topic=orders/_common_metadata                the schema of every file there, merged
     OUT/_kbatch_ledger/00000000000000000001.json     one object per commit, numbered
-    OUT/_kbatch_staging/<pid>-<token>@<host>/...    objects of a run not yet committed
+    OUT/_kbatch_staging/<run>/...                   objects of a run not yet committed
     OUT/_dead_letter/topic=orders/part-*.parquet     side folders (``side_folders``), same commits
 
 S3 has no rename and no atomic multi-object change, but it has one atomic step: a PUT with
@@ -26,7 +26,8 @@ moves them (roll forward) before it reads anything, as for a local folder. Until
 while step 3 runs, a reader listing OUT sees part of that commit's files (never a file twice:
 an object is copied to one key; an overwrite's readers may see the new files only in part, the
 old ones gone). A run killed before step 2 leaves only a staging folder, which
-a later run on the same host deletes once the process is gone.
+the next run deletes once that run is dead (:mod:`kbatch._leftovers`: its process gone on this
+host, or its lease expired).
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kbatch import _storage
+from kbatch._runs import run_name
 from kbatch.errors import CommitConflictError, TableError
-from kbatch.tables._folder import LEDGER_DIR, STAGING_DIR, dead_here, ledger_name, run_name, write_parquet
+from kbatch.tables._folder import LEDGER_DIR, STAGING_DIR, ledger_name, write_parquet
 from kbatch.tables._folderschema import COMMON_METADATA, folder_schema, read_common_metadata, summarize
 from kbatch.tables._hooks import reached
 from kbatch.tables._ledger import Ledger
@@ -169,15 +171,11 @@ class RemoteFolderSink(Sink):
             self.fs.delete_dir(f"{self.root}/{under}")
 
     def _recover(self) -> None:
-        """Move the objects of the last commit still staged (a run killed after its commit point),
-        and delete the staging folders of this host's runs that died before theirs."""
+        """Move the objects of the last commit still staged (a run killed after its commit point);
+        the staging folders of runs that died before theirs are :func:`kbatch._leftovers.recover`'s."""
         _, last = self._last_entry()
         if last is not None and last.get("staging"):
             self._move_in(str(last["staging"]), last.get("files", []), bool(last.get("replaces")))
-        runs = {rel.split("/")[1] for rel, _ in self._files(STAGING_DIR) if rel.count("/") >= 2}
-        for run in runs:
-            if dead_here(run):
-                self._drop(f"{STAGING_DIR}/{run}")
 
     def _visible(self, rel: str) -> bool:
         """Whether ``rel`` (relative to OUT or to a staging folder) is a data file of a commit: not

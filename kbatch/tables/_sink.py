@@ -35,8 +35,8 @@ from kbatch.tables._partition import Transform
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
     from typing_extensions import Self
 
-__all__ = ["Sink", "TableCommit", "added_columns", "by_topic", "count_rows", "older_rows_note", "nullable",
-           "staged_files"]
+__all__ = ["EndOnError", "Sink", "TableCommit", "added_columns", "by_topic", "count_rows", "older_rows_note",
+           "nullable", "staged_files"]
 
 
 @dataclass
@@ -93,6 +93,52 @@ def count_rows(batches: Iterable[Any], counts: dict[str, int]) -> Iterator[Any]:
         if first:
             first = False
             reached("mid-write")
+
+
+class EndOnError:
+    """``batches`` for pyarrow's dataset writer: the first error ends the stream (kept, not raised
+    inside the writer), and :meth:`check` raises it once the writer has returned.
+
+    An error raised into ``pyarrow.dataset.write_dataset`` from the Python iterator it reads can
+    leave the writer's C++ threads and generators alive until the interpreter exits, where they
+    abort the process (``terminate called without an active exception``, status 134) after the
+    error line. Ended this way the writer finishes and joins its threads first; the caller then
+    raises the error and aborts the sink (the files written are deleted).
+
+    >>> def bad():
+    ...     yield 1
+    ...     raise ValueError("crc")
+    >>> src = EndOnError(bad())
+    >>> list(src)
+    [1]
+    >>> src.check()
+    Traceback (most recent call last):
+    ValueError: crc
+    """
+
+    def __init__(self, batches: Iterable[Any]) -> None:
+        self._it = iter(batches)
+        self.error: BaseException | None = None
+
+    def __iter__(self) -> EndOnError:
+        return self
+
+    def __next__(self) -> Any:
+        if self.error is not None:
+            raise StopIteration
+        try:
+            return next(self._it)
+        except StopIteration:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - kept and raised by check(), after the writer
+            self.error = exc
+            raise StopIteration from None
+
+    def check(self) -> None:
+        """Raise the error that ended the stream, if one did."""
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
 
 
 def by_topic(batches: Iterable[Any]) -> Iterator[tuple[str, Any]]:

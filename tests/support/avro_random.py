@@ -17,7 +17,6 @@ import copy
 import datetime
 import decimal
 import io
-import json
 import random
 import struct
 import uuid
@@ -450,46 +449,3 @@ def _default_field(rng: random.Random, i: int) -> dict[str, Any]:
          "default": {"a": 4, "b": "z"}},
         {"name": f"new{i}", "type": {"type": "long", "logicalType": "timestamp-millis"}, "default": 1000},
     ])
-
-
-def evolve(writer: Any, rng: random.Random) -> Any:
-    """A reader schema made from ``writer`` by changes the spec's resolution allows."""
-    reader = copy.deepcopy(writer)
-    counter = [0]
-
-    def walk(t: Any) -> None:
-        if isinstance(t, list):
-            for b in t:
-                walk(b)
-            return
-        if not isinstance(t, dict):
-            return
-        if t["type"] == "record":
-            fields = t["fields"]
-            for f in fields:
-                walk(f["type"])
-                r = rng.random()
-                promoted = _promote(f["type"], rng)
-                if promoted and r < 0.3:
-                    f["type"] = promoted
-                elif r < 0.4 and isinstance(f["type"], (str, dict)) and f["type"] != "null" \
-                        and not (isinstance(f["type"], dict) and f["type"].get("logicalType")):
-                    f["type"] = ["null", f["type"]]
-            if len(fields) > 1 and rng.random() < 0.3:
-                k = rng.randrange(len(fields))
-                if '"name"' not in json.dumps(fields[k]["type"]):  # it defines no type used later
-                    del fields[k]
-            if rng.random() < 0.4:
-                counter[0] += 1
-                fields.insert(rng.randint(0, len(fields)), _default_field(rng, counter[0]))
-            if rng.random() < 0.3 and '"name"' not in json.dumps(fields):  # no reference before its type
-                fields.reverse()
-        elif t["type"] == "enum" and rng.random() < 0.5:
-            t["symbols"] = [*t["symbols"], "EXTRA"]
-        elif t["type"] == "array":
-            walk(t["items"])
-        elif t["type"] == "map":
-            walk(t["values"])
-
-    walk(reader)
-    return reader

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,7 +26,9 @@ def write_root(
 ) -> Path:
     """A ``log.dirs`` root holding ``<topic>-<partition>`` with one record per value (offsets
     0, 1, ...), the topic id in ``partition.metadata`` and, unless ``cluster_id`` is None, a
-    ``meta.properties`` naming the cluster (as a KRaft broker writes it). Returns ``root``."""
+    ``meta.properties`` naming the cluster (as a KRaft broker writes it). Returns ``root``.
+    Written again, the partition is written anew (a LogWriter would continue it)."""
+    shutil.rmtree(root / f"{topic}-{partition}", ignore_errors=True)
     with LogWriter(root, topic, partition, segment_bytes=segment_bytes, topic_id=topic_id) as w:
         for i, value in enumerate(values):
             w.append(kbatch.encode([value], base_offset=i, timestamps=[1000 + i]), leader_epoch=epoch)

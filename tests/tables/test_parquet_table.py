@@ -138,11 +138,15 @@ def test_only_dead_runs_of_this_host_lose_their_staging(sample, tmp_path):
     summary_of(convert_cli(str(sample), str(out), "--subscribe", "orders"))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     staging = out / "_kbatch_staging"
-    mine, other = staging / f"{dead.stdout.strip()}-aa@{socket.gethostname()}", staging / "1-bb@another-host"
+    mine = staging / f"{dead.stdout.strip()}-aaaaaaaa@{socket.gethostname()}"
+    other = staging / "1-bbbbbbbb@another-host"
     for d in (mine, other):
         d.mkdir(parents=True)
-    FolderSink(out, "append")
+    run = convert_cli(str(sample), str(out), "--subscribe", "orders", "--mode", "append", json_summary=False)
+    assert run.returncode == 0, run.stderr
     assert not mine.exists() and other.exists()  # another host's run may be alive: its files stay
+    said = [ln for ln in run.stderr.splitlines() if "runs no longer alive" in ln]
+    assert len(said) == 1 and mine.name in said[0]  # in one line
 
 
 def test_orc_appends_once_too(root, tmp_path):

@@ -5,6 +5,7 @@ two runs; a Parquet folder refuses it."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,8 @@ RUN2 = [(b"b", None), (b"c", b"3"), (b"d", b"1"), (b"a", b"4"), (b"e", b"2"), (b
 
 
 def write_kv(root: Path, records: list[tuple[bytes, bytes | None]]) -> Path:
+    """``kv-0`` holding ``records`` at offsets 0, 1, ... (written anew: a LogWriter continues a partition)."""
+    shutil.rmtree(root / "kv-0", ignore_errors=True)
     with LogWriter(root, "kv", 0, segment_bytes=300) as w:
         for i, (k, v) in enumerate(records):
             w.append(kbatch.encode([v], keys=[k], base_offset=i, timestamps=[1_700_000_000_000 + i]))

@@ -15,7 +15,6 @@ from support.avro_random import (
     all_names,
     arrow_plain,
     encode,
-    evolve,
     expected,
     expected_arrow,
     random_schema,

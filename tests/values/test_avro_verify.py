@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.avro_random import evolve, random_schema
+from support.avro_evolve import evolve
+from support.avro_random import random_schema
 
 from kbatch.values import AvroSchemaError, ProgramError, Schema
 from kbatch.values._avro_compile import AvroProgram

@@ -6,6 +6,7 @@ kbatch's own reading of the log (``LogDir.to_arrow(values=...)``) with the last 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -44,6 +45,7 @@ def write_root(root: Path, records: list[tuple[bytes, bytes | None]]) -> None:
     if not (root / "_schemas-0").exists():
         schemas_topic.write_topic(root, [schemas_topic.schema("orders-value", 1, 1, json.dumps(V1)),
                                          schemas_topic.schema("orders-value", 2, 2, json.dumps(V2))])
+    shutil.rmtree(root / "orders-0", ignore_errors=True)  # written anew: a LogWriter continues a partition
     with kbatch.LogWriter(root, "orders", 0) as w:
         w.append(kbatch.encode([v for _, v in records], keys=[k for k, _ in records],
                                timestamps=[1_700_000_000_000 + i for i in range(len(records))]))
