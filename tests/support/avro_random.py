@@ -426,26 +426,3 @@ def arrow_plain(arr: Any) -> list[Any]:
 
 
 # ---------------------------------------------------------------- evolution
-
-def _promote(t: Any, rng: random.Random) -> Any:
-    choices = {"int": ["long", "float", "double"], "long": ["float", "double"], "float": ["double"],
-               "string": ["bytes"]}  # bytes -> string: random bytes are not UTF-8 (tested apart)
-    return rng.choice(choices[t]) if isinstance(t, str) and t in choices else None
-
-
-def _default_field(rng: random.Random, i: int) -> dict[str, Any]:
-    return rng.choice([
-        {"name": f"new{i}", "type": "long", "default": -7},
-        {"name": f"new{i}", "type": ["null", "string"], "default": None},
-        {"name": f"new{i}", "type": "string", "default": "déf"},
-        {"name": f"new{i}", "type": "bytes", "default": "\u00ff\u0000"},
-        {"name": f"new{i}", "type": "double", "default": 1.5},
-        {"name": f"new{i}", "type": "boolean", "default": True},
-        {"name": f"new{i}", "type": {"type": "array", "items": "int"}, "default": [1, 2]},
-        {"name": f"new{i}", "type": {"type": "map", "values": "string"}, "default": {"a": "b"}},
-        {"name": f"new{i}", "type": {"type": "enum", "name": f"x.NewE{i}", "symbols": ["P", "Q"]}, "default": "Q"},
-        {"name": f"new{i}", "type": {"type": "record", "name": f"x.NewR{i}", "fields": [
-            {"name": "a", "type": "int", "default": 3}, {"name": "b", "type": ["string", "null"]}]},
-         "default": {"a": 4, "b": "z"}},
-        {"name": f"new{i}", "type": {"type": "long", "logicalType": "timestamp-millis"}, "default": 1000},
-    ])
