@@ -49,6 +49,7 @@ from kbatch._convert_spark_values import count_dead_letters, take_dead_letters, 
 from kbatch._convert_values import ValuePlan, check_arguments, plan_values, requested
 from kbatch._convert_values import add_arguments as add_value_arguments
 from kbatch._discover import describe_topics, logs_deeper, topics_in
+from kbatch._leftovers import hold, recover, release
 from kbatch._plan import (
     CLUSTER_ID_COLUMN,
     DEFAULT_MAX_PARTITION_BYTES,
@@ -1450,9 +1451,7 @@ def _keys(p: Plan) -> list[tuple[str, int, str | None]]:
 
 def _recover(args: argparse.Namespace, storage: dict[str, Any]) -> None:
     """The one recovery step of a run on OUT (:func:`kbatch._leftovers.recover`), said in one line;
-    then this run's lease on an S3 OUT (held until the process ends)."""
-    from kbatch._leftovers import hold, recover
-
+    then this run's lease on an S3 OUT (given back when the run ends: :func:`run`)."""
     try:
         removed = recover(args.out, storage, args.format)
     except ImportError:
@@ -1655,7 +1654,10 @@ def run(args: argparse.Namespace) -> int:
     _default_engine(args)
     existed = _is_remote(args.out) or os.path.lexists(args.out)
     try:
-        summary = convert_arrow(args) if args.engine == "arrow" else convert_spark(args)
+        try:
+            summary = convert_arrow(args) if args.engine == "arrow" else convert_spark(args)
+        finally:  # the run's lease on an S3 OUT (_recover) ends with the run
+            release(args.out)
     except UsageError as exc:
         print(f"kbatch convert: error: {exc}", file=sys.stderr)
         return 2

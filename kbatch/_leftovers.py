@@ -37,7 +37,7 @@ from kbatch._runs import LEASE_SUFFIX, Lease, LeaseInfo, is_dead, parse_run
 from kbatch.tables._folder import LEDGER_DIR, STAGING_DIR
 from kbatch.tables._remote import is_s3, s3_client, split_url
 
-__all__ = ["Store", "hold", "recover"]
+__all__ = ["Store", "hold", "recover", "release"]
 
 
 class Store:
@@ -265,11 +265,20 @@ _held: dict[str, Lease] = {}
 
 
 def hold(out: str, storage_options: Mapping[str, Any] | None = None) -> Lease:
-    """This process's lease on ``out`` (taken once, renewed, released when the process exits)."""
+    """This process's lease on ``out``: taken once, renewed, given back by :func:`release` when
+    the run ends (and at the latest when the process exits)."""
     import atexit
 
     url = os.fspath(out).rstrip("/")
     if url not in _held:
         _held[url] = Lease(Store(url, storage_options), STAGING_DIR).take()
-        atexit.register(_held[url].release)
+        atexit.register(release, url)
     return _held[url]
+
+
+def release(out: str) -> None:
+    """Give back this process's lease on ``out``, if it holds one: a run that ended leaves no
+    lease behind (a process that converts again takes a new one)."""
+    lease = _held.pop(os.fspath(out).rstrip("/"), None)
+    if lease is not None:
+        lease.release()

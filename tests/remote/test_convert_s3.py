@@ -33,7 +33,11 @@ def test_convert_arrow_from_s3_to_s3(backup, expected_rows, read_rows, s3_option
     listed = s3_client.list_objects_v2(Bucket="kbatch", Prefix="converted/")["Contents"]
     keys = [o["Key"] for o in listed if not o["Key"].endswith("/")]  # (pyarrow's directory markers)
     data = [k for k in keys if not k.startswith("converted/_kbatch_ledger/")]  # the offsets ledger: hidden
-    assert data and all(k.startswith("converted/topic=") and k.endswith(".parquet") for k in data)  # no staging left
+    # no staging left: each topic folder holds its files and their merged schema (_common_metadata)
+    assert data and all(k.startswith("converted/topic=") and k.endswith((".parquet", "/_common_metadata"))
+                        for k in data)
+    assert {k.rsplit("/", 1)[0] for k in data if k.endswith("/_common_metadata")} == \
+        {k.rsplit("/", 1)[0] for k in data}
     assert "converted/_kbatch_ledger/00000000000000000001.json" in keys
     written = pads.dataset("kbatch/converted", filesystem=fs, format="parquet", partitioning="hive")
     assert read_rows(written) == expected_rows

@@ -44,8 +44,17 @@ def opts(s3_options) -> list[str]:
 
 
 def not_the_table(keys: list[str], fmt: str, out: str, s3_options, catalog_uri: str) -> list[str]:
+    """The objects under OUT that are not the table's: a directory marker (pyarrow's, ``""`` for
+    OUT itself) counts as the table's when a table object lies under it."""
+    left = _not_the_tables_objects(keys, fmt, out, s3_options, catalog_uri)
+    table = [k for k in keys if k not in left and not k.endswith("/")]
+    return [k for k in left if not ((k == "" or k.endswith("/")) and any(t.startswith(k) for t in table))]
+
+
+def _not_the_tables_objects(keys: list[str], fmt: str, out: str, s3_options, catalog_uri: str) -> list[str]:
     if fmt == "parquet":
-        return [k for k in keys if not re.fullmatch(r"topic=[^/]+/part-[^/]+\.parquet|_kbatch_ledger/\d{20}\.json", k)]
+        return [k for k in keys if not re.fullmatch(
+            r"topic=[^/]+/part-[^/]+\.parquet|topic=[^/]+/_common_metadata|_kbatch_ledger/\d{20}\.json", k)]
     if fmt == "delta":
         from deltalake import DeltaTable
 

@@ -76,7 +76,8 @@ def test_parquet_appends_once(root, out, s3_options, s3_client):
     assert parquet_rows(out, s3_options) == rows_of_root(root)
     objects = keys(s3_client, out)
     assert [k for k in objects if k.startswith("_")] == [f"_kbatch_ledger/{n:020d}.json" for n in (1, 2)]
-    assert all(k.startswith("topic=") and k.endswith(".parquet") for k in objects if not k.startswith("_"))
+    assert all(k.startswith("topic=") and k.endswith((".parquet", "/_common_metadata"))
+               for k in objects if not k.startswith("_"))
     sink = RemoteFolderSink(out, "append", storage_options=s3_options)
     assert sink.committed().get("events", 0) == OffsetRange("events", 0, 0, 120)
     # errorifexists (the default) refuses a prefix that holds files: one line, status 2

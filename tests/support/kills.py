@@ -96,7 +96,7 @@ def only_the_table(out: Path, fmt: str) -> list[str]:
     """The files under OUT that are not its table's (what a killed run left)."""
     files = tree(out)
     if fmt == "parquet":
-        table = r"topic=[^/]+/part-[^/]+\.parquet|_kbatch_ledger/\d{20}\.json"
+        table = r"topic=[^/]+/part-[^/]+\.parquet|topic=[^/]+/_common_metadata|_kbatch_ledger/\d{20}\.json"
         spark = r"topic=[^/]+/\.part-[^/]+\.parquet\.crc|_SUCCESS|\._SUCCESS\.crc"  # Hadoop's, with the files
         return [f for f in files if not re.fullmatch(f"{table}|{spark}", f)]
     if fmt == "delta":
