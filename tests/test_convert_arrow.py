@@ -94,7 +94,10 @@ def test_real_logs_every_row_back_including_underscore_topics(root, tmp_path, ca
     assert status == 0 and summary["left_out"] == {}
     assert read_back(tmp_path / "all") == expected_rows(root, topics)
     hidden = [p.relative_to(tmp_path / "all") for p in (tmp_path / "all").rglob("*") if p.name.startswith(("_", "."))]
-    assert [str(p) for p in hidden] == ["_kbatch_ledger"]  # the offsets ledger, no temporary files
+    # the offsets ledger and each topic folder's merged schema, no temporary files
+    assert sorted(str(p) for p in hidden if p.name != "_common_metadata") == ["_kbatch_ledger"]
+    assert {p.parent for p in hidden if p.name == "_common_metadata"} == \
+        {p.parent.relative_to(tmp_path / "all") for p in (tmp_path / "all").glob("topic=*/*.parquet")}
 
 
 def test_sample_counts_and_reasons(sample, tmp_path, capsys):

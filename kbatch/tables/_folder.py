@@ -201,7 +201,12 @@ class FolderSink(Sink):
         else:
             # an empty OUT in append mode is replaced by one rename too (StagedOutput's append
             # moves file by file, the ledger perhaps before the data)
-            self._staged = StagedOutput(self.out, "errorifexists" if self.mode == "append" else self.mode)
+            try:
+                self._staged = StagedOutput(self.out, "errorifexists" if self.mode == "append" else self.mode)
+            except FileExistsError:
+                if self.mode != "append":
+                    raise
+                raise self._created_meanwhile() from None
             self._folder = self._staged.__enter__()
 
     @property
@@ -242,14 +247,24 @@ class FolderSink(Sink):
             assert self._staged is not None
             if self.mode == "append" and self.out.is_dir() and any(self.out.iterdir()):
                 self.abort()
-                raise CommitConflictError(f"{self.out} was created by another run meanwhile: nothing committed; "
-                                          "run again to append what is left", table=str(self.out))
+                raise self._created_meanwhile()
             self._link_entry(folder / LEDGER_DIR, n, entry)
-            self._staged.commit()  # the commit point: one rename
+            try:
+                self._staged.commit()  # the commit point: one rename
+            except FileExistsError:  # another run's first commit came between the check and the rename
+                if self.mode != "append":
+                    raise
+                self.abort()
+                raise self._created_meanwhile() from None
         self._folder = None
         self._ledger, self._number = ledger, n
         return [TableCommit(str(self.out), str(n), entry["records"], sum(b for _, b in data), list(converted),
                             kind="commit")]
+
+    def _created_meanwhile(self) -> CommitConflictError:
+        """The error of a first run in append mode whose OUT another run created meanwhile."""
+        return CommitConflictError(f"{self.out} was created by another run meanwhile: nothing committed; "
+                                   "run again to append what is left", table=str(self.out))
 
     def _schemas(self, data: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
         """Write ``_common_metadata`` into each folder of this run's Parquet ``data`` files
