@@ -34,7 +34,7 @@ and defects these harnesses found (each with an ``xfail`` test in
 ``proto_tags``
     a Protobuf tag written as a varint of more than 5 bytes, or above 2**32 - 1 (a field number
     past 2**29 - 1), is read (``fuzz_protobuf``); upb refuses the message, protobuf-java reads
-    the tag's low 32 bits.
+    the tag's low 32 bits. Fixed: the record is an error (``E_LONG_TAG``).
 
 Every name is a defect to fix; drop it from the variable when its fix lands.
 """

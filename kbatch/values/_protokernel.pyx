@@ -4,7 +4,8 @@
 
 The wire format (protobuf.dev/programming-guides/encoding)::
 
-    message  := (tag value)*            tag := varint (field_number << 3 | wire_type)
+    message  := (tag value)*            tag := varint (field_number << 3 | wire_type),
+                                        at most 5 bytes and 2**32 - 1 (upb refuses more)
     wire 0   varint (up to 10 bytes)    int32 int64 uint32 uint64 sint32 sint64 bool enum
     wire 1   8 bytes little-endian      fixed64 sfixed64 double
     wire 2   varint length, bytes       string bytes message, packed repeated scalars
@@ -50,6 +51,7 @@ cdef enum Err:
     E_TOO_BIG = 9
     E_MEMORY = 10
     E_GROUP = 11
+    E_LONG_TAG = 12
 
 include "_columns.pxi"
 
@@ -113,6 +115,7 @@ ERRORS = {
     E_TOO_BIG: "column larger than 2 GiB (decode fewer records at once)",
     E_MEMORY: "out of memory",
     E_GROUP: "unmatched end of group",
+    E_LONG_TAG: "field tag longer than 5 bytes or above 2**32 - 1",
 }
 MERGE = E_MERGE
 
@@ -157,6 +160,16 @@ cdef inline int _uvarint(const uint8_t** pp, const uint8_t* end, uint64_t* out) 
     out[0] = v
     pp[0] = p
     return E_OK
+
+
+cdef inline int _tag(const uint8_t** pp, const uint8_t* end, uint64_t* out) noexcept nogil:
+    """A tag: a varint of at most 5 bytes whose value fits 32 bits (upb's ``ReadTag``;
+    protobuf-java reads the low 32 bits of a longer one, upb refuses the message)."""
+    cdef const uint8_t* start = pp[0]
+    cdef int e = _uvarint(pp, end, out)
+    if e == E_OK and (pp[0] - start > 5 or out[0] > 0xFFFFFFFFULL):
+        return E_LONG_TAG
+    return e
 
 
 cdef inline uint64_t _le(const uint8_t* p, int size) noexcept nogil:
@@ -212,7 +225,7 @@ cdef int _skip(int wire, uint64_t number, const uint8_t** pp, const uint8_t* end
         if depth >= MAX_DEPTH:
             return E_DEPTH
         while True:
-            e = _uvarint(pp, end, &tag)
+            e = _tag(pp, end, &tag)
             if e:
                 return e
             if (tag & 7) == 4:
@@ -323,7 +336,7 @@ cdef int _put_time(Machine* m, Col* c, int t, const uint8_t* p, const uint8_t* e
     cdef int64_t n = 0, us, s, q, t_s, r
     cdef int e
     while p < end:
-        e = _uvarint(&p, end, &tag)
+        e = _tag(&p, end, &tag)
         if e:
             return e
         if (tag >> 3) == 0:
@@ -375,7 +388,7 @@ cdef int _put_wrapper(Machine* m, Col* c, int inner, const int32_t* f, const uin
     cdef int e
     cdef int want = _wire_of(inner)
     while p < end:
-        e = _uvarint(&p, end, &tag)
+        e = _tag(&p, end, &tag)
         if e:
             return e
         if (tag >> 3) == 0:
@@ -428,7 +441,7 @@ cdef int _message(Machine* m, int32_t mi, const uint8_t* p, const uint8_t* end, 
     sc.n += 1
     while p < end:
         at = p
-        e = _uvarint(&p, end, &tag)
+        e = _tag(&p, end, &tag)
         if e:
             m.err_p = at
             return e

@@ -457,6 +457,42 @@ def test_maps_wrappers_duration_against_upb(extras_pb2, byid, took, label, ok, c
                                          for k, (s, xs) in byid.items())
 
 
+def _varint(v: int, size: int = 0) -> bytes:
+    """``v`` as a varint, padded with continuation bytes to ``size`` bytes when longer."""
+    out = bytearray()
+    while True:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+        if not v:
+            break
+    while len(out) < size:
+        out.append(0x80)
+    out[-1] &= 0x7F
+    return bytes(out)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(id_=st.integers(-2**63, 2**63 - 1), number=st.integers(1, 2**29 - 1), size=st.integers(6, 10),
+       high=st.none() | st.integers(1, 7), where=st.sampled_from(["top", "inner", "at", "maybe"]))
+def test_a_tag_over_5_bytes_or_32_bits_is_an_error_as_upb_has_it(order_pb2, reg: Registry, id_, number, size,
+                                                                  high, where) -> None:
+    """A tag written in 6 to 10 bytes, or in 5 above 2**32 - 1 (``high`` bits past 32), of any
+    field number (known or not), at the top, in a nested message, a Timestamp or a wrapper:
+    upb refuses the message, and kbatch makes the record an error naming it."""
+    key = number << 3  # wire 0, then a 1-byte varint value
+    tag = _varint(key, size) if high is None else _varint(key | high << 32, 5)
+    field = tag + b"\x01"
+    if where != "top":
+        inner = {"inner": 16, "at": 6, "maybe": 7}[where]
+        field = _varint(inner << 3 | 2) + _varint(len(field)) + field
+    body = order_pb2.Order(id=id_).SerializeToString() + field
+    with pytest.raises(Exception):  # noqa: B017 - upb's DecodeError
+        order_pb2.Order.FromString(body)
+    out = values.decode(table([framed(7, b"\x02\x02", body)]), reg, errors="null")
+    assert out.column("value")[0].as_py() is None
+    assert "field tag longer than 5 bytes or above 2**32 - 1" in out.column("value_error")[0].as_py()
+
+
 def test_many_records_one_table_like_upb(order_pb2, reg: Registry) -> None:
     """Hundreds of values in one table (the kernel sizes its per-record columns up front), with
     bad ones and nulls between them: each good row as upb reads it."""
