@@ -196,7 +196,6 @@ def _proto_decode(text: str, body: bytes) -> tuple[object, object]:
     return out.column("value").to_pylist()[0], out.column("value_error").to_pylist()[0]
 
 
-@pytest.mark.xfail(strict=True, reason="map_keys: a repeated map key is kept twice (KBATCH_FUZZ_KNOWN)")
 def test_a_protobuf_map_repeating_a_key_keeps_the_last_entry() -> None:
     # two entries with key "a" (values 1 then 2): upb and the Protobuf spec keep the last
     value, error = _proto_decode('syntax = "proto3"; message M { map<string, int32> m = 1; }',

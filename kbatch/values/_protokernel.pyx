@@ -34,7 +34,7 @@ cimport cython
 from cpython.buffer cimport PyBuffer_FillInfo
 from libc.stdint cimport INT32_MAX, INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc, calloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memmove, memset
 
 import numpy as np
 
@@ -86,6 +86,7 @@ cdef enum Flag:
     F_EMIT = 4
     F_ZERO = 8
     F_DEFAULT = 16
+    F_MAP = 32
 
 cdef enum:
     MSG_WORDS = 7
@@ -99,7 +100,8 @@ TYPES = {"DOUBLE": T_DOUBLE, "FLOAT": T_FLOAT, "INT64": T_INT64, "UINT64": T_UIN
          "MESSAGE": T_MESSAGE, "BYTES": T_BYTES, "UINT32": T_UINT32, "ENUM": T_ENUM, "SFIXED32": T_SFIXED32,
          "SFIXED64": T_SFIXED64, "SINT32": T_SINT32, "SINT64": T_SINT64, "TIMESTAMP": T_TIMESTAMP,
          "DURATION": T_DURATION, "WRAPPER": T_WRAPPER, "ENUM_INT": T_ENUM_INT}
-FLAGS = {"REPEATED": F_REPEATED, "PRESENCE": F_PRESENCE, "EMIT": F_EMIT, "ZERO": F_ZERO, "DEFAULT": F_DEFAULT}
+FLAGS = {"REPEATED": F_REPEATED, "PRESENCE": F_PRESENCE, "EMIT": F_EMIT, "ZERO": F_ZERO, "DEFAULT": F_DEFAULT,
+         "MAP": F_MAP}
 KINDS = {"NULLT": K_NULLT, "BOOL": K_BOOL, "FIXEDW": K_FIXEDW, "BIN": K_BIN, "LIST": K_LIST, "STRUCT": K_STRUCT}
 WORDS = {"MSG": MSG_WORDS, "FIELD": FIELD_WORDS}
 #: Error code -> what it means.
@@ -128,6 +130,7 @@ cdef struct Machine:
     const uint8_t* data_end
     const uint8_t* consts_end
     Col* cols
+    int ncols
     int32_t err_field
     const uint8_t* err_p
     int64_t err_detail
@@ -555,6 +558,10 @@ cdef int _message(Machine* m, int32_t mi, const uint8_t* p, const uint8_t* end, 
         flags = f[4]
         if flags & F_REPEATED:
             lc = m.cols + f[2]
+            if flags & F_MAP:
+                e = _last_key_wins(m, f)
+                if e:
+                    return e
             if m.cols[f[3]].n > INT32_MAX:
                 return E_TOO_BIG
             if _slot(lc, 1):
@@ -566,6 +573,185 @@ cdef int _message(Machine* m, int32_t mi, const uint8_t* p, const uint8_t* end, 
             if e:
                 return e
     return E_OK
+
+
+# ---------------------------------------------------------------- maps: the last entry of a key wins
+
+cdef inline uint64_t _key_hash(Col* k, int64_t i) noexcept nogil:
+    """FNV-1a of map key ``i`` of key column ``k`` (bytes, a fixed-width value or a bit)."""
+    cdef const uint8_t* s
+    cdef int64_t n, j
+    cdef uint64_t h = 14695981039346656037ULL
+    if k.kind == K_BIN:
+        s = k.data + k.offs[i]
+        n = k.offs[i + 1] - k.offs[i]
+    elif k.kind == K_FIXEDW:
+        s = k.vals + i * k.width
+        n = k.width
+    else:
+        return (k.vals[i >> 3] >> (i & 7)) & 1
+    for j in range(n):
+        h = (h ^ s[j]) * 1099511628211ULL
+    return h
+
+
+cdef inline int _key_eq(Col* k, int64_t i, int64_t j) noexcept nogil:
+    cdef int64_t n
+    if k.kind == K_BIN:
+        n = k.offs[i + 1] - k.offs[i]
+        return n == k.offs[j + 1] - k.offs[j] and memcmp(k.data + k.offs[i], k.data + k.offs[j], n) == 0
+    if k.kind == K_FIXEDW:
+        return memcmp(k.vals + i * k.width, k.vals + j * k.width, k.width) == 0
+    return ((k.vals[i >> 3] >> (i & 7)) & 1) == ((k.vals[j >> 3] >> (j & 7)) & 1)
+
+
+cdef inline int _bit(const uint8_t* b, int64_t i) noexcept nogil:
+    return (b[i >> 3] >> (i & 7)) & 1
+
+
+cdef inline void _set_bit(uint8_t* b, int64_t i, int v) noexcept nogil:
+    if v:
+        b[i >> 3] |= <uint8_t>(1 << (i & 7))
+    else:
+        b[i >> 3] &= <uint8_t>~(1 << (i & 7))
+
+
+cdef void _compact(Col* c, int64_t s, const uint8_t* keep) noexcept nogil:
+    """Keep the rows ``s + r`` of ``c`` (to its end) with ``keep[r]``, in order; a list's or
+    string's offsets close up (its child rows are compacted by the caller)."""
+    cdef int64_t r, w = s, n = c.n, lo, hi, old_lo = 0
+    if c.kind == K_BIN or c.kind == K_LIST:
+        old_lo = c.offs[s]
+    for r in range(s, n):
+        if c.kind == K_BIN or c.kind == K_LIST:
+            lo = old_lo
+            hi = c.offs[r + 1]
+            old_lo = hi
+        if not keep[r - s]:
+            continue
+        if c.has_valid:
+            _set_bit(c.valid, w, _bit(c.valid, r))
+        if c.kind == K_FIXEDW:
+            memmove(c.vals + w * c.width, c.vals + r * c.width, c.width)
+        elif c.kind == K_BOOL:
+            _set_bit(c.vals, w, _bit(c.vals, r))
+        elif c.kind == K_BIN:
+            memmove(c.data + c.offs[w], c.data + lo, hi - lo)
+            c.offs[w + 1] = <int32_t>(c.offs[w] + hi - lo)
+        elif c.kind == K_LIST:
+            c.offs[w + 1] = <int32_t>(c.offs[w] + hi - lo)
+        w += 1
+    c.n = w
+    if c.kind == K_BIN:
+        c.data_len = c.offs[w]
+
+
+cdef int _last_key_wins(Machine* m, const int32_t* f) noexcept nogil:
+    """The map field ``f`` of the message ending: of the entries it just appended that share a
+    key, only the last is kept (upb; the Protobuf spec: "the last key seen is used"), where it
+    stands. The entries are the last rows of the entry struct column and of every column under
+    it (a message value's fields and lists too): all of them are compacted, offsets closed up."""
+    cdef Col* lc = m.cols + f[2]
+    cdef int32_t sc = f[3]
+    cdef const int32_t* emsg = m.msgs + MSG_WORDS * f[5]
+    cdef const int32_t* kf
+    cdef Col* k
+    cdef int64_t s = lc.offs[lc.n], n = m.cols[sc].n - lc.offs[lc.n], i, j, size, slot, total
+    cdef uint8_t* keep = NULL
+    cdef int64_t* table = NULL
+    cdef int64_t* start = NULL
+    cdef int64_t* at = NULL
+    cdef uint8_t* masks = NULL
+    cdef uint64_t h
+    cdef int d, end, p, e = E_OK
+    if n < 2 or emsg[2] < 1:
+        return E_OK
+    kf = m.fields + FIELD_WORDS * emsg[1]  # the entry's key = 1 (always written: F_EMIT)
+    if kf[0] != 1 or (kf[4] & F_REPEATED) or m.cols[kf[2]].parent != sc:
+        return E_OK
+    k = m.cols + kf[2]
+    if k.n != m.cols[sc].n or k.kind == K_LIST or k.kind == K_STRUCT or k.kind == K_NULLT:
+        return E_OK
+    if n <= 16:  # a small map: every pair
+        for i in range(n - 1):
+            for j in range(i + 1, n):
+                if _key_eq(k, s + i, s + j):
+                    if keep == NULL:
+                        keep = <uint8_t*>malloc(n)
+                        if keep == NULL:
+                            return E_MEMORY
+                        memset(keep, 1, n)
+                    keep[i] = 0
+                    break
+    else:  # open addressing over the keys, the last entry first
+        size = 1
+        while size < 2 * n:
+            size *= 2
+        table = <int64_t*>malloc(size * sizeof(int64_t))
+        keep = <uint8_t*>malloc(n)
+        if table == NULL or keep == NULL:
+            free(table)
+            free(keep)
+            return E_MEMORY
+        memset(keep, 1, n)
+        for slot in range(size):
+            table[slot] = -1
+        for i in range(n - 1, -1, -1):
+            h = _key_hash(k, s + i)
+            slot = <int64_t>(h & <uint64_t>(size - 1))
+            while table[slot] >= 0:
+                if _key_eq(k, s + i, s + table[slot]):
+                    keep[i] = 0
+                    break
+                slot = (slot + 1) & (size - 1)
+            if keep[i]:
+                table[slot] = i
+        free(table)
+        for i in range(n):
+            if not keep[i]:
+                break
+        else:
+            free(keep)
+            return E_OK
+    if keep == NULL:
+        return E_OK
+    # the entry struct's subtree: the columns after it (pre-order) whose parent lies in it
+    end = sc + 1
+    while end < m.ncols and m.cols[end].parent >= sc:
+        end += 1
+    start = <int64_t*>malloc((end - sc) * sizeof(int64_t))
+    at = <int64_t*>malloc((end - sc) * sizeof(int64_t))
+    if start == NULL or at == NULL:
+        e = E_MEMORY
+    else:
+        total = 0
+        start[0] = s
+        for d in range(sc, end):  # each column's first row of these entries (offsets not yet moved)
+            p = m.cols[d].parent
+            if d > sc:
+                start[d - sc] = m.cols[p].offs[start[p - sc]] if m.cols[p].kind == K_LIST else start[p - sc]
+            at[d - sc] = total
+            total += m.cols[d].n - start[d - sc]
+        masks = <uint8_t*>malloc(total + 1)
+        if masks == NULL:
+            e = E_MEMORY
+        else:
+            memcpy(masks, keep, n)
+            for d in range(sc + 1, end):  # a row is kept iff its parent row is
+                p = m.cols[d].parent
+                if m.cols[p].kind == K_LIST:
+                    for i in range(start[p - sc], m.cols[p].n):
+                        for j in range(m.cols[p].offs[i], m.cols[p].offs[i + 1]):
+                            masks[at[d - sc] + j - start[d - sc]] = masks[at[p - sc] + i - start[p - sc]]
+                else:
+                    memcpy(masks + at[d - sc], masks + at[p - sc], m.cols[d].n - start[d - sc])
+            for d in range(sc, end):
+                _compact(m.cols + d, start[d - sc], masks + at[d - sc])
+    free(masks)
+    free(start)
+    free(at)
+    free(keep)
+    return e
 
 
 cdef int _absent(Machine* m, const int32_t* f) noexcept nogil:
@@ -630,6 +816,7 @@ def run(
     m.consts = &consts[0] if len(consts) else NULL
     m.consts_end = m.consts + len(consts) if m.consts != NULL else NULL
     m.cols = <Col*>calloc(ncols, sizeof(Col))
+    m.ncols = ncols
     cdef int64_t* target = <int64_t*>calloc(ncols, sizeof(int64_t))
     cdef ErrRow* errs = NULL
     cdef int64_t nerr = 0, errcap = 0
