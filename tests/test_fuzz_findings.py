@@ -203,6 +203,24 @@ def test_a_protobuf_map_repeating_a_key_keeps_the_last_entry() -> None:
     assert error is None and value == {"m": [("a", 2)]}
 
 
+def test_a_protobuf_map_keeps_a_key_where_it_first_stood_with_its_last_value() -> None:
+    # protobuf-java's LinkedHashMap and upb: one entry per key, at its first place, holding the last
+    # value; a message value's own list and map (repeating a key too) go with it
+    def entry(key: bytes, s: bytes, xs: list[int], mm: bytes = b"") -> bytes:
+        v = (b"\x0a" + bytes([len(s)]) + s if s else b"") + b"".join(b"\x10" + bytes([x]) for x in xs) + mm
+        e = b"\x0a" + bytes([len(key)]) + key + b"\x12" + bytes([len(v)]) + v
+        return b"\x0a" + bytes([len(e)]) + e
+
+    inner = bytes.fromhex("1a050a01611001" "1a050a01621003" "1a050a01611002")  # mm: a=1, b=3, a=2
+    body = (entry(b"a", b"x", [1, 2]) + entry(b"b", b"yy", [3], inner) + entry(b"a", b"z" * 20, [4, 5, 6])
+            + entry(b"b", b"", []) + entry(b"c", b"w", [7], inner) + b"\x10\x05")
+    value, error = _proto_decode('syntax = "proto3"; message M { map<string, V> m = 1; int32 z = 2; } '
+                                 'message V { string s = 1; repeated uint32 xs = 2; map<string, int32> mm = 3; }', body)
+    assert error is None and value == {"m": [("a", {"s": "z" * 20, "xs": [4, 5, 6], "mm": []}),
+                                             ("b", {"s": None, "xs": [], "mm": []}),
+                                             ("c", {"s": "w", "xs": [7], "mm": [("a", 2), ("b", 3)]})], "z": 5}
+
+
 @pytest.mark.parametrize("body", ["88808080800005", "f09f98801882808000"])
 def test_a_protobuf_tag_longer_than_5_bytes_or_32_bits_is_an_error_as_upb_has_it(body: str) -> None:
     # field 1 (varint) with its tag written in 6 bytes; a 5-byte tag above 2**32 - 1: upb refuses both

@@ -34,7 +34,7 @@ cimport cython
 from cpython.buffer cimport PyBuffer_FillInfo
 from libc.stdint cimport INT32_MAX, INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc, calloc
-from libc.string cimport memcmp, memcpy, memmove, memset
+from libc.string cimport memcmp, memcpy, memset
 
 import numpy as np
 
@@ -616,54 +616,81 @@ cdef inline void _set_bit(uint8_t* b, int64_t i, int v) noexcept nogil:
         b[i >> 3] &= <uint8_t>~(1 << (i & 7))
 
 
-cdef void _compact(Col* c, int64_t s, const uint8_t* keep) noexcept nogil:
-    """Keep the rows ``s + r`` of ``c`` (to its end) with ``keep[r]``, in order; a list's or
-    string's offsets close up (its child rows are compacted by the caller)."""
-    cdef int64_t r, w = s, n = c.n, lo, hi, old_lo = 0
-    if c.kind == K_BIN or c.kind == K_LIST:
-        old_lo = c.offs[s]
-    for r in range(s, n):
-        if c.kind == K_BIN or c.kind == K_LIST:
-            lo = old_lo
-            hi = c.offs[r + 1]
-            old_lo = hi
-        if not keep[r - s]:
-            continue
+cdef int _gather(Col* c, int64_t s, const int64_t* order, int64_t count) noexcept nogil:
+    """Rows ``s`` .. ``n`` of ``c`` become its rows ``order[0 .. count]`` (each in ``s`` .. ``n``),
+    read from a copy; a list's offsets follow its rows (its child is gathered by the caller)."""
+    cdef int64_t n = c.n - s, t, r, lo, base
+    cdef uint8_t* bits = NULL
+    cdef uint8_t* vals = NULL
+    cdef int32_t* offs = NULL
+    cdef uint8_t* data = NULL
+    bits = <uint8_t*>malloc(n + 1)
+    if c.kind == K_FIXEDW:
+        vals = <uint8_t*>malloc(n * c.width + 1)
+    elif c.kind == K_BIN or c.kind == K_LIST:
+        offs = <int32_t*>malloc((n + 1) * sizeof(int32_t))
+        if c.kind == K_BIN:
+            data = <uint8_t*>malloc(c.offs[c.n] - c.offs[s] + 1)
+    if bits == NULL or (c.kind == K_FIXEDW and vals == NULL) or (offs == NULL and (c.kind == K_BIN or c.kind == K_LIST)) \
+            or (c.kind == K_BIN and data == NULL):
+        free(bits)
+        free(vals)
+        free(offs)
+        free(data)
+        return E_MEMORY
+    for r in range(n):  # validity (or a bool's value) per row
+        bits[r] = (_bit(c.valid, s + r) if c.has_valid else 1) | (_bit(c.vals, s + r) << 1 if c.kind == K_BOOL else 0)
+    if vals != NULL:
+        memcpy(vals, c.vals + s * c.width, n * c.width)
+    if offs != NULL:
+        memcpy(offs, c.offs + s, (n + 1) * sizeof(int32_t))
+    if data != NULL:
+        memcpy(data, c.data + offs[0], offs[n] - offs[0])
+    base = offs[0] if offs != NULL else 0
+    for t in range(count):
+        r = order[t] - s
         if c.has_valid:
-            _set_bit(c.valid, w, _bit(c.valid, r))
-        if c.kind == K_FIXEDW:
-            memmove(c.vals + w * c.width, c.vals + r * c.width, c.width)
-        elif c.kind == K_BOOL:
-            _set_bit(c.vals, w, _bit(c.vals, r))
-        elif c.kind == K_BIN:
-            memmove(c.data + c.offs[w], c.data + lo, hi - lo)
-            c.offs[w + 1] = <int32_t>(c.offs[w] + hi - lo)
-        elif c.kind == K_LIST:
-            c.offs[w + 1] = <int32_t>(c.offs[w] + hi - lo)
-        w += 1
-    c.n = w
+            _set_bit(c.valid, s + t, bits[r] & 1)
+        if c.kind == K_BOOL:
+            _set_bit(c.vals, s + t, bits[r] >> 1)
+        elif c.kind == K_FIXEDW:
+            memcpy(c.vals + (s + t) * c.width, vals + r * c.width, c.width)
+        elif c.kind == K_BIN or c.kind == K_LIST:
+            lo = offs[r + 1] - offs[r]
+            if c.kind == K_BIN:
+                memcpy(c.data + c.offs[s + t], data + offs[r] - base, lo)
+            c.offs[s + t + 1] = <int32_t>(c.offs[s + t] + lo)
+    c.n = s + count
     if c.kind == K_BIN:
-        c.data_len = c.offs[w]
+        c.data_len = c.offs[c.n]
+    free(bits)
+    free(vals)
+    free(offs)
+    free(data)
+    return E_OK
 
 
 cdef int _last_key_wins(Machine* m, const int32_t* f) noexcept nogil:
     """The map field ``f`` of the message ending: of the entries it just appended that share a
-    key, only the last is kept (upb; the Protobuf spec: "the last key seen is used"), where it
-    stands. The entries are the last rows of the entry struct column and of every column under
-    it (a message value's fields and lists too): all of them are compacted, offsets closed up."""
+    key, one is kept, holding the last entry's value where the first stood (the Protobuf spec:
+    "the last key seen is used"; upb and protobuf-java keep the first one's place). The entries
+    are the last rows of the entry struct column and of every column under it (a message
+    value's fields, lists and maps): all of them are gathered anew, offsets closed up."""
     cdef Col* lc = m.cols + f[2]
     cdef int32_t sc = f[3]
     cdef const int32_t* emsg = m.msgs + MSG_WORDS * f[5]
     cdef const int32_t* kf
     cdef Col* k
-    cdef int64_t s = lc.offs[lc.n], n = m.cols[sc].n - lc.offs[lc.n], i, j, size, slot, total
-    cdef uint8_t* keep = NULL
+    cdef Col* pc
+    cdef int64_t s = lc.offs[lc.n], n = m.cols[sc].n - lc.offs[lc.n], i, j, size, slot, total, cnt, r
     cdef int64_t* table = NULL
+    cdef int64_t* last = NULL
     cdef int64_t* start = NULL
     cdef int64_t* at = NULL
-    cdef uint8_t* masks = NULL
+    cdef int64_t* count = NULL
+    cdef int64_t* order = NULL
     cdef uint64_t h
-    cdef int d, end, p, e = E_OK
+    cdef int d, end, p, dup = 0, e = E_OK
     if n < 2 or emsg[2] < 1:
         return E_OK
     kf = m.fields + FIELD_WORDS * emsg[1]  # the entry's key = 1 (always written: F_EMIT)
@@ -672,48 +699,44 @@ cdef int _last_key_wins(Machine* m, const int32_t* f) noexcept nogil:
     k = m.cols + kf[2]
     if k.n != m.cols[sc].n or k.kind == K_LIST or k.kind == K_STRUCT or k.kind == K_NULLT:
         return E_OK
-    if n <= 16:  # a small map: every pair
+    if n <= 16:  # a small map: every pair, nothing allocated when no key comes again
         for i in range(n - 1):
             for j in range(i + 1, n):
                 if _key_eq(k, s + i, s + j):
-                    if keep == NULL:
-                        keep = <uint8_t*>malloc(n)
-                        if keep == NULL:
-                            return E_MEMORY
-                        memset(keep, 1, n)
-                    keep[i] = 0
+                    dup = 1
                     break
-    else:  # open addressing over the keys, the last entry first
-        size = 1
-        while size < 2 * n:
-            size *= 2
-        table = <int64_t*>malloc(size * sizeof(int64_t))
-        keep = <uint8_t*>malloc(n)
-        if table == NULL or keep == NULL:
-            free(table)
-            free(keep)
-            return E_MEMORY
-        memset(keep, 1, n)
-        for slot in range(size):
-            table[slot] = -1
-        for i in range(n - 1, -1, -1):
-            h = _key_hash(k, s + i)
-            slot = <int64_t>(h & <uint64_t>(size - 1))
-            while table[slot] >= 0:
-                if _key_eq(k, s + i, s + table[slot]):
-                    keep[i] = 0
-                    break
-                slot = (slot + 1) & (size - 1)
-            if keep[i]:
-                table[slot] = i
-        free(table)
-        for i in range(n):
-            if not keep[i]:
+            if dup:
                 break
-        else:
-            free(keep)
+        if not dup:
             return E_OK
-    if keep == NULL:
+    # open addressing over the keys: last[i] for an entry whose key comes first, else -1
+    size = 1
+    while size < 2 * n:
+        size *= 2
+    table = <int64_t*>malloc(size * sizeof(int64_t))
+    last = <int64_t*>malloc(n * sizeof(int64_t))
+    if table == NULL or last == NULL:
+        free(table)
+        free(last)
+        return E_MEMORY
+    for slot in range(size):
+        table[slot] = -1
+    cnt = 0
+    for i in range(n):
+        last[i] = -1
+        h = _key_hash(k, s + i)
+        slot = <int64_t>(h & <uint64_t>(size - 1))
+        while table[slot] >= 0 and not _key_eq(k, s + i, s + table[slot]):
+            slot = (slot + 1) & (size - 1)
+        if table[slot] >= 0:
+            last[table[slot]] = s + i
+        else:
+            table[slot] = i
+            last[i] = s + i
+            cnt += 1
+    free(table)
+    if cnt == n:
+        free(last)
         return E_OK
     # the entry struct's subtree: the columns after it (pre-order) whose parent lies in it
     end = sc + 1
@@ -721,7 +744,8 @@ cdef int _last_key_wins(Machine* m, const int32_t* f) noexcept nogil:
         end += 1
     start = <int64_t*>malloc((end - sc) * sizeof(int64_t))
     at = <int64_t*>malloc((end - sc) * sizeof(int64_t))
-    if start == NULL or at == NULL:
+    count = <int64_t*>malloc((end - sc) * sizeof(int64_t))
+    if start == NULL or at == NULL or count == NULL:
         e = E_MEMORY
     else:
         total = 0
@@ -732,25 +756,37 @@ cdef int _last_key_wins(Machine* m, const int32_t* f) noexcept nogil:
                 start[d - sc] = m.cols[p].offs[start[p - sc]] if m.cols[p].kind == K_LIST else start[p - sc]
             at[d - sc] = total
             total += m.cols[d].n - start[d - sc]
-        masks = <uint8_t*>malloc(total + 1)
-        if masks == NULL:
+        order = <int64_t*>malloc((total + 1) * sizeof(int64_t))
+        if order == NULL:
             e = E_MEMORY
         else:
-            memcpy(masks, keep, n)
-            for d in range(sc + 1, end):  # a row is kept iff its parent row is
+            count[0] = 0
+            for i in range(n):
+                if last[i] >= 0:
+                    order[count[0]] = last[i]
+                    count[0] += 1
+            for d in range(sc + 1, end):  # a child's rows: those of its parent's rows, in their order
                 p = m.cols[d].parent
-                if m.cols[p].kind == K_LIST:
-                    for i in range(start[p - sc], m.cols[p].n):
-                        for j in range(m.cols[p].offs[i], m.cols[p].offs[i + 1]):
-                            masks[at[d - sc] + j - start[d - sc]] = masks[at[p - sc] + i - start[p - sc]]
+                pc = m.cols + p
+                if pc.kind == K_LIST:
+                    cnt = 0
+                    for i in range(count[p - sc]):
+                        r = order[at[p - sc] + i]
+                        for j in range(pc.offs[r], pc.offs[r + 1]):
+                            order[at[d - sc] + cnt] = j
+                            cnt += 1
+                    count[d - sc] = cnt
                 else:
-                    memcpy(masks + at[d - sc], masks + at[p - sc], m.cols[d].n - start[d - sc])
+                    memcpy(order + at[d - sc], order + at[p - sc], count[p - sc] * sizeof(int64_t))
+                    count[d - sc] = count[p - sc]
             for d in range(sc, end):
-                _compact(m.cols + d, start[d - sc], masks + at[d - sc])
-    free(masks)
+                if e == E_OK:
+                    e = _gather(m.cols + d, start[d - sc], order + at[d - sc], count[d - sc])
+    free(order)
+    free(count)
     free(start)
     free(at)
-    free(keep)
+    free(last)
     return e
 
 
