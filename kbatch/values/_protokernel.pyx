@@ -616,6 +616,13 @@ cdef inline void _set_bit(uint8_t* b, int64_t i, int v) noexcept nogil:
         b[i >> 3] &= <uint8_t>~(1 << (i & 7))
 
 
+cdef inline void _free4(void* a, void* b, void* c, void* d) noexcept nogil:
+    free(a)
+    free(b)
+    free(c)
+    free(d)
+
+
 cdef int _gather(Col* c, int64_t s, const int64_t* order, int64_t count) noexcept nogil:
     """Rows ``s`` .. ``n`` of ``c`` become its rows ``order[0 .. count]`` (each in ``s`` .. ``n``),
     read from a copy; a list's offsets follow its rows (its child is gathered by the caller)."""
@@ -633,10 +640,7 @@ cdef int _gather(Col* c, int64_t s, const int64_t* order, int64_t count) noexcep
             data = <uint8_t*>malloc(c.offs[c.n] - c.offs[s] + 1)
     if bits == NULL or (c.kind == K_FIXEDW and vals == NULL) or (offs == NULL and (c.kind == K_BIN or c.kind == K_LIST)) \
             or (c.kind == K_BIN and data == NULL):
-        free(bits)
-        free(vals)
-        free(offs)
-        free(data)
+        _free4(bits, vals, offs, data)
         return E_MEMORY
     for r in range(n):  # validity (or a bool's value) per row
         bits[r] = (_bit(c.valid, s + r) if c.has_valid else 1) | (_bit(c.vals, s + r) << 1 if c.kind == K_BOOL else 0)
@@ -663,10 +667,7 @@ cdef int _gather(Col* c, int64_t s, const int64_t* order, int64_t count) noexcep
     c.n = s + count
     if c.kind == K_BIN:
         c.data_len = c.offs[c.n]
-    free(bits)
-    free(vals)
-    free(offs)
-    free(data)
+    _free4(bits, vals, offs, data)
     return E_OK
 
 
@@ -782,10 +783,7 @@ cdef int _last_key_wins(Machine* m, const int32_t* f) noexcept nogil:
             for d in range(sc, end):
                 if e == E_OK:
                     e = _gather(m.cols + d, start[d - sc], order + at[d - sc], count[d - sc])
-    free(order)
-    free(count)
-    free(start)
-    free(at)
+    _free4(order, count, start, at)
     free(last)
     return e
 
