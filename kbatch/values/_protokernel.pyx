@@ -19,8 +19,9 @@ subtree); ``aux`` holds the dense field-number tables, column lists and enum tab
 the enum names. Every message occurrence appends one struct slot; a singular field writes the
 slot of its struct's row, and when it comes again the slot is rewound and written again (the
 last value wins; a oneof member rewinds its siblings); a repeated field appends items (packed
-or not) and closes its list when the message ends; fields left unwritten become nulls (or
-their zero with ``emit_default_values``). A singular message (or Timestamp, Duration,
+or not) and closes its list when the message ends (a map whose key comes again keeps one entry,
+with the last value, where the key first stood: its entries' columns are gathered anew); fields
+left unwritten become nulls (or their zero with ``emit_default_values``). A singular message (or Timestamp, Duration,
 wrapper) met twice must be merged: the record stops with ``E_MERGE`` and the caller takes its
 slow path (upb parses and re-serializes it, then it is decoded again).
 
