@@ -30,11 +30,12 @@ and defects these harnesses found (each with an ``xfail`` test in
     a position;
 ``map_keys``
     a Protobuf map whose entries repeat a key keeps every entry (``fuzz_protobuf``); upb and the
-    Protobuf spec keep the last one ("if there are duplicate map keys the last key seen is used");
+    Protobuf spec keep the last one ("if there are duplicate map keys the last key seen is used").
+    Fixed: the kernel keeps the last entry of each key;
 ``proto_tags``
     a Protobuf tag written as a varint of more than 5 bytes, or above 2**32 - 1 (a field number
     past 2**29 - 1), is read (``fuzz_protobuf``); upb refuses the message, protobuf-java reads
-    the tag's low 32 bits.
+    the tag's low 32 bits. Fixed: the record is an error (``E_LONG_TAG``).
 
 Every name is a defect to fix; drop it from the variable when its fix lands.
 """

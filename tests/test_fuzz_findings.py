@@ -196,7 +196,6 @@ def _proto_decode(text: str, body: bytes) -> tuple[object, object]:
     return out.column("value").to_pylist()[0], out.column("value_error").to_pylist()[0]
 
 
-@pytest.mark.xfail(strict=True, reason="map_keys: a repeated map key is kept twice (KBATCH_FUZZ_KNOWN)")
 def test_a_protobuf_map_repeating_a_key_keeps_the_last_entry() -> None:
     # two entries with key "a" (values 1 then 2): upb and the Protobuf spec keep the last
     value, error = _proto_decode('syntax = "proto3"; message M { map<string, int32> m = 1; }',
@@ -204,8 +203,26 @@ def test_a_protobuf_map_repeating_a_key_keeps_the_last_entry() -> None:
     assert error is None and value == {"m": [("a", 2)]}
 
 
-@pytest.mark.xfail(strict=True, reason="proto_tags: an over-long tag is read (KBATCH_FUZZ_KNOWN)")
-def test_a_protobuf_tag_longer_than_5_bytes_is_an_error_as_upb_has_it() -> None:
-    # field 1 (varint) with its tag written in 6 bytes: upb refuses the message
-    value, error = _proto_decode('syntax = "proto3"; message M { int32 a = 1; }', bytes.fromhex("88808080800005"))
-    assert value is None and error is not None
+def test_a_protobuf_map_keeps_a_key_where_it_first_stood_with_its_last_value() -> None:
+    # protobuf-java's LinkedHashMap and upb: one entry per key, at its first place, holding the last
+    # value; a message value's own list and map (repeating a key too) go with it
+    def entry(key: bytes, s: bytes, xs: list[int], mm: bytes = b"") -> bytes:
+        v = (b"\x0a" + bytes([len(s)]) + s if s else b"") + b"".join(b"\x10" + bytes([x]) for x in xs) + mm
+        e = b"\x0a" + bytes([len(key)]) + key + b"\x12" + bytes([len(v)]) + v
+        return b"\x0a" + bytes([len(e)]) + e
+
+    inner = bytes.fromhex("1a050a01611001" "1a050a01621003" "1a050a01611002")  # mm: a=1, b=3, a=2
+    body = (entry(b"a", b"x", [1, 2]) + entry(b"b", b"yy", [3], inner) + entry(b"a", b"z" * 20, [4, 5, 6])
+            + entry(b"b", b"", []) + entry(b"c", b"w", [7], inner) + b"\x10\x05")
+    value, error = _proto_decode('syntax = "proto3"; message M { map<string, V> m = 1; int32 z = 2; } '
+                                 'message V { string s = 1; repeated uint32 xs = 2; map<string, int32> mm = 3; }', body)
+    assert error is None and value == {"m": [("a", {"s": "z" * 20, "xs": [4, 5, 6], "mm": []}),
+                                             ("b", {"s": None, "xs": [], "mm": []}),
+                                             ("c", {"s": "w", "xs": [7], "mm": [("a", 2), ("b", 3)]})], "z": 5}
+
+
+@pytest.mark.parametrize("body", ["88808080800005", "f09f98801882808000"])
+def test_a_protobuf_tag_longer_than_5_bytes_or_32_bits_is_an_error_as_upb_has_it(body: str) -> None:
+    # field 1 (varint) with its tag written in 6 bytes; a 5-byte tag above 2**32 - 1: upb refuses both
+    value, error = _proto_decode('syntax = "proto3"; message M { int32 a = 1; }', bytes.fromhex(body))
+    assert value is None and error is not None and "field tag longer than 5 bytes or above 2**32 - 1" in error

@@ -51,7 +51,8 @@ from ._protokernel import FLAGS, KINDS, TYPES, WORDS
 __all__ = ["ProtoLayout", "ProtoProgram"]
 
 NULLT, BOOL, FIXEDW, BIN, LIST, STRUCT = (KINDS[k] for k in ("NULLT", "BOOL", "FIXEDW", "BIN", "LIST", "STRUCT"))
-REPEATED, PRESENCE, EMIT, ZERO, DEFAULT = (FLAGS[k] for k in ("REPEATED", "PRESENCE", "EMIT", "ZERO", "DEFAULT"))
+REPEATED, PRESENCE, EMIT, ZERO, DEFAULT, MAP = (FLAGS[k] for k in ("REPEATED", "PRESENCE", "EMIT", "ZERO", "DEFAULT",
+                                                                    "MAP"))
 MSG_WORDS, FIELD_WORDS = WORDS["MSG"], WORDS["FIELD"]
 DENSE_MAX = 512
 _WRAPPERS = {
@@ -226,6 +227,7 @@ class ProtoProgram:
             lst = self.layout.new(LIST, 0, parent, False, name)
             if is_map:
                 self.layout.columns[lst].map_type = True
+                flags |= MAP  # a key met again: the last entry wins
             path += "[]"
             wrapped = mt is not None and mt.full_name in _WRAPPERS  # a zero wrapper: a null item
             ftype, child, inner, item = self._value(fd, mt, lst, "entries" if is_map else "element", wrapped,

@@ -68,7 +68,7 @@ __all__ = ["verify_proto"]
 
 MSG_WORDS, FIELD_WORDS = WORDS["MSG"], WORDS["FIELD"]
 _NULLT, _BOOL, _FIXEDW, _BIN, _LIST, _STRUCT = (KINDS[k] for k in ("NULLT", "BOOL", "FIXEDW", "BIN", "LIST", "STRUCT"))
-_REPEATED, _EMIT, _DEFAULT = FLAGS["REPEATED"], FLAGS["EMIT"], FLAGS["DEFAULT"]
+_REPEATED, _EMIT, _DEFAULT, _MAP = FLAGS["REPEATED"], FLAGS["EMIT"], FLAGS["DEFAULT"], FLAGS["MAP"]
 _ALL_FLAGS = sum(FLAGS.values())
 _MAX_NUMBER = (1 << 29) - 1
 _MAX_PREFIX = 64  # _put_digits copies at most 64 bytes of an enum's prefix
@@ -249,6 +249,8 @@ class _Verifier:
         if self.parent[col] != struct:
             raise ProgramError(f"{who}: column {col} is not a child of its message's struct column {struct}")
         repeated = bool(flags & _REPEATED)
+        if flags & _MAP and not (repeated and t == TYPES["MESSAGE"]):
+            raise ProgramError(f"{who}: flags {flags}: a map on a field that is not a repeated message")
         if repeated:
             if self.kind[col] != _LIST or self.children[col] != [item]:
                 raise ProgramError(f"{who}: a repeated field's column {col} is not a LIST whose one child is its "

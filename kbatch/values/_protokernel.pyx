@@ -4,7 +4,8 @@
 
 The wire format (protobuf.dev/programming-guides/encoding)::
 
-    message  := (tag value)*            tag := varint (field_number << 3 | wire_type)
+    message  := (tag value)*            tag := varint (field_number << 3 | wire_type),
+                                        at most 5 bytes and 2**32 - 1 (upb refuses more)
     wire 0   varint (up to 10 bytes)    int32 int64 uint32 uint64 sint32 sint64 bool enum
     wire 1   8 bytes little-endian      fixed64 sfixed64 double
     wire 2   varint length, bytes       string bytes message, packed repeated scalars
@@ -18,8 +19,9 @@ subtree); ``aux`` holds the dense field-number tables, column lists and enum tab
 the enum names. Every message occurrence appends one struct slot; a singular field writes the
 slot of its struct's row, and when it comes again the slot is rewound and written again (the
 last value wins; a oneof member rewinds its siblings); a repeated field appends items (packed
-or not) and closes its list when the message ends; fields left unwritten become nulls (or
-their zero with ``emit_default_values``). A singular message (or Timestamp, Duration,
+or not) and closes its list when the message ends (a map whose key comes again keeps one entry,
+with the last value, where the key first stood: its entries' columns are gathered anew); fields
+left unwritten become nulls (or their zero with ``emit_default_values``). A singular message (or Timestamp, Duration,
 wrapper) met twice must be merged: the record stops with ``E_MERGE`` and the caller takes its
 slow path (upb parses and re-serializes it, then it is decoded again).
 
@@ -33,7 +35,7 @@ cimport cython
 from cpython.buffer cimport PyBuffer_FillInfo
 from libc.stdint cimport INT32_MAX, INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc, calloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 
 import numpy as np
 
@@ -50,6 +52,7 @@ cdef enum Err:
     E_TOO_BIG = 9
     E_MEMORY = 10
     E_GROUP = 11
+    E_LONG_TAG = 12
 
 include "_columns.pxi"
 
@@ -84,6 +87,7 @@ cdef enum Flag:
     F_EMIT = 4
     F_ZERO = 8
     F_DEFAULT = 16
+    F_MAP = 32
 
 cdef enum:
     MSG_WORDS = 7
@@ -97,7 +101,8 @@ TYPES = {"DOUBLE": T_DOUBLE, "FLOAT": T_FLOAT, "INT64": T_INT64, "UINT64": T_UIN
          "MESSAGE": T_MESSAGE, "BYTES": T_BYTES, "UINT32": T_UINT32, "ENUM": T_ENUM, "SFIXED32": T_SFIXED32,
          "SFIXED64": T_SFIXED64, "SINT32": T_SINT32, "SINT64": T_SINT64, "TIMESTAMP": T_TIMESTAMP,
          "DURATION": T_DURATION, "WRAPPER": T_WRAPPER, "ENUM_INT": T_ENUM_INT}
-FLAGS = {"REPEATED": F_REPEATED, "PRESENCE": F_PRESENCE, "EMIT": F_EMIT, "ZERO": F_ZERO, "DEFAULT": F_DEFAULT}
+FLAGS = {"REPEATED": F_REPEATED, "PRESENCE": F_PRESENCE, "EMIT": F_EMIT, "ZERO": F_ZERO, "DEFAULT": F_DEFAULT,
+         "MAP": F_MAP}
 KINDS = {"NULLT": K_NULLT, "BOOL": K_BOOL, "FIXEDW": K_FIXEDW, "BIN": K_BIN, "LIST": K_LIST, "STRUCT": K_STRUCT}
 WORDS = {"MSG": MSG_WORDS, "FIELD": FIELD_WORDS}
 #: Error code -> what it means.
@@ -113,6 +118,7 @@ ERRORS = {
     E_TOO_BIG: "column larger than 2 GiB (decode fewer records at once)",
     E_MEMORY: "out of memory",
     E_GROUP: "unmatched end of group",
+    E_LONG_TAG: "field tag longer than 5 bytes or above 2**32 - 1",
 }
 MERGE = E_MERGE
 
@@ -125,6 +131,7 @@ cdef struct Machine:
     const uint8_t* data_end
     const uint8_t* consts_end
     Col* cols
+    int ncols
     int32_t err_field
     const uint8_t* err_p
     int64_t err_detail
@@ -157,6 +164,16 @@ cdef inline int _uvarint(const uint8_t** pp, const uint8_t* end, uint64_t* out) 
     out[0] = v
     pp[0] = p
     return E_OK
+
+
+cdef inline int _tag(const uint8_t** pp, const uint8_t* end, uint64_t* out) noexcept nogil:
+    """A tag: a varint of at most 5 bytes whose value fits 32 bits (upb's ``ReadTag``;
+    protobuf-java reads the low 32 bits of a longer one, upb refuses the message)."""
+    cdef const uint8_t* start = pp[0]
+    cdef int e = _uvarint(pp, end, out)
+    if e == E_OK and (pp[0] - start > 5 or out[0] > 0xFFFFFFFFULL):
+        return E_LONG_TAG
+    return e
 
 
 cdef inline uint64_t _le(const uint8_t* p, int size) noexcept nogil:
@@ -212,7 +229,7 @@ cdef int _skip(int wire, uint64_t number, const uint8_t** pp, const uint8_t* end
         if depth >= MAX_DEPTH:
             return E_DEPTH
         while True:
-            e = _uvarint(pp, end, &tag)
+            e = _tag(pp, end, &tag)
             if e:
                 return e
             if (tag & 7) == 4:
@@ -323,7 +340,7 @@ cdef int _put_time(Machine* m, Col* c, int t, const uint8_t* p, const uint8_t* e
     cdef int64_t n = 0, us, s, q, t_s, r
     cdef int e
     while p < end:
-        e = _uvarint(&p, end, &tag)
+        e = _tag(&p, end, &tag)
         if e:
             return e
         if (tag >> 3) == 0:
@@ -375,7 +392,7 @@ cdef int _put_wrapper(Machine* m, Col* c, int inner, const int32_t* f, const uin
     cdef int e
     cdef int want = _wire_of(inner)
     while p < end:
-        e = _uvarint(&p, end, &tag)
+        e = _tag(&p, end, &tag)
         if e:
             return e
         if (tag >> 3) == 0:
@@ -428,7 +445,7 @@ cdef int _message(Machine* m, int32_t mi, const uint8_t* p, const uint8_t* end, 
     sc.n += 1
     while p < end:
         at = p
-        e = _uvarint(&p, end, &tag)
+        e = _tag(&p, end, &tag)
         if e:
             m.err_p = at
             return e
@@ -542,6 +559,10 @@ cdef int _message(Machine* m, int32_t mi, const uint8_t* p, const uint8_t* end, 
         flags = f[4]
         if flags & F_REPEATED:
             lc = m.cols + f[2]
+            if flags & F_MAP:
+                e = _last_key_wins(m, f)
+                if e:
+                    return e
             if m.cols[f[3]].n > INT32_MAX:
                 return E_TOO_BIG
             if _slot(lc, 1):
@@ -553,6 +574,219 @@ cdef int _message(Machine* m, int32_t mi, const uint8_t* p, const uint8_t* end, 
             if e:
                 return e
     return E_OK
+
+
+# ---------------------------------------------------------------- maps: the last entry of a key wins
+
+cdef inline uint64_t _key_hash(Col* k, int64_t i) noexcept nogil:
+    """FNV-1a of map key ``i`` of key column ``k`` (bytes, a fixed-width value or a bit)."""
+    cdef const uint8_t* s
+    cdef int64_t n, j
+    cdef uint64_t h = 14695981039346656037ULL
+    if k.kind == K_BIN:
+        s = k.data + k.offs[i]
+        n = k.offs[i + 1] - k.offs[i]
+    elif k.kind == K_FIXEDW:
+        s = k.vals + i * k.width
+        n = k.width
+    else:
+        return (k.vals[i >> 3] >> (i & 7)) & 1
+    for j in range(n):
+        h = (h ^ s[j]) * 1099511628211ULL
+    return h
+
+
+cdef inline int _key_eq(Col* k, int64_t i, int64_t j) noexcept nogil:
+    cdef int64_t n
+    if k.kind == K_BIN:
+        n = k.offs[i + 1] - k.offs[i]
+        return n == k.offs[j + 1] - k.offs[j] and memcmp(k.data + k.offs[i], k.data + k.offs[j], n) == 0
+    if k.kind == K_FIXEDW:
+        return memcmp(k.vals + i * k.width, k.vals + j * k.width, k.width) == 0
+    return ((k.vals[i >> 3] >> (i & 7)) & 1) == ((k.vals[j >> 3] >> (j & 7)) & 1)
+
+
+cdef inline int _bit(const uint8_t* b, int64_t i) noexcept nogil:
+    return (b[i >> 3] >> (i & 7)) & 1
+
+
+cdef inline void _set_bit(uint8_t* b, int64_t i, int v) noexcept nogil:
+    if v:
+        b[i >> 3] |= <uint8_t>(1 << (i & 7))
+    else:
+        b[i >> 3] &= <uint8_t>~(1 << (i & 7))
+
+
+cdef inline void _free4(void* a, void* b, void* c, void* d) noexcept nogil:
+    free(a)
+    free(b)
+    free(c)
+    free(d)
+
+
+cdef int _gather(Col* c, int64_t s, const int64_t* order, int64_t count) noexcept nogil:
+    """Rows ``s`` .. ``n`` of ``c`` become its rows ``order[0 .. count]`` (each in ``s`` .. ``n``),
+    read from a copy; a list's offsets follow its rows (its child is gathered by the caller)."""
+    cdef int64_t n = c.n - s, t, r, lo, base
+    cdef uint8_t* bits = NULL
+    cdef uint8_t* vals = NULL
+    cdef int32_t* offs = NULL
+    cdef uint8_t* data = NULL
+    bits = <uint8_t*>malloc(n + 1)
+    if c.kind == K_FIXEDW:
+        vals = <uint8_t*>malloc(n * c.width + 1)
+    elif c.kind == K_BIN or c.kind == K_LIST:
+        offs = <int32_t*>malloc((n + 1) * sizeof(int32_t))
+        if c.kind == K_BIN:
+            data = <uint8_t*>malloc(c.offs[c.n] - c.offs[s] + 1)
+    if bits == NULL or (c.kind == K_FIXEDW and vals == NULL) or (offs == NULL and (c.kind == K_BIN or c.kind == K_LIST)) \
+            or (c.kind == K_BIN and data == NULL):
+        _free4(bits, vals, offs, data)
+        return E_MEMORY
+    for r in range(n):  # validity (or a bool's value) per row
+        bits[r] = (_bit(c.valid, s + r) if c.has_valid else 1) | (_bit(c.vals, s + r) << 1 if c.kind == K_BOOL else 0)
+    if vals != NULL:
+        memcpy(vals, c.vals + s * c.width, n * c.width)
+    if offs != NULL:
+        memcpy(offs, c.offs + s, (n + 1) * sizeof(int32_t))
+    if data != NULL:
+        memcpy(data, c.data + offs[0], offs[n] - offs[0])
+    base = offs[0] if offs != NULL else 0
+    for t in range(count):
+        r = order[t] - s
+        if c.has_valid:
+            _set_bit(c.valid, s + t, bits[r] & 1)
+        if c.kind == K_BOOL:
+            _set_bit(c.vals, s + t, bits[r] >> 1)
+        elif c.kind == K_FIXEDW:
+            memcpy(c.vals + (s + t) * c.width, vals + r * c.width, c.width)
+        elif c.kind == K_BIN or c.kind == K_LIST:
+            lo = offs[r + 1] - offs[r]
+            if c.kind == K_BIN:
+                memcpy(c.data + c.offs[s + t], data + offs[r] - base, lo)
+            c.offs[s + t + 1] = <int32_t>(c.offs[s + t] + lo)
+    c.n = s + count
+    if c.kind == K_BIN:
+        c.data_len = c.offs[c.n]
+    _free4(bits, vals, offs, data)
+    return E_OK
+
+
+cdef int _last_key_wins(Machine* m, const int32_t* f) noexcept nogil:
+    """The map field ``f`` of the message ending: of the entries it just appended that share a
+    key, one is kept, holding the last entry's value where the first stood (the Protobuf spec:
+    "the last key seen is used"; upb and protobuf-java keep the first one's place). The entries
+    are the last rows of the entry struct column and of every column under it (a message
+    value's fields, lists and maps): all of them are gathered anew, offsets closed up."""
+    cdef Col* lc = m.cols + f[2]
+    cdef int32_t sc = f[3]
+    cdef const int32_t* emsg = m.msgs + MSG_WORDS * f[5]
+    cdef const int32_t* kf
+    cdef Col* k
+    cdef Col* pc
+    cdef int64_t s = lc.offs[lc.n], n = m.cols[sc].n - lc.offs[lc.n], i, j, size, slot, total, cnt, r
+    cdef int64_t* table = NULL
+    cdef int64_t* last = NULL
+    cdef int64_t* start = NULL
+    cdef int64_t* at = NULL
+    cdef int64_t* count = NULL
+    cdef int64_t* order = NULL
+    cdef uint64_t h
+    cdef int d, end, p, dup = 0, e = E_OK
+    if n < 2 or emsg[2] < 1:
+        return E_OK
+    kf = m.fields + FIELD_WORDS * emsg[1]  # the entry's key = 1 (always written: F_EMIT)
+    if kf[0] != 1 or (kf[4] & F_REPEATED) or m.cols[kf[2]].parent != sc:
+        return E_OK
+    k = m.cols + kf[2]
+    if k.n != m.cols[sc].n or k.kind == K_LIST or k.kind == K_STRUCT or k.kind == K_NULLT:
+        return E_OK
+    if n <= 16:  # a small map: every pair, nothing allocated when no key comes again
+        for i in range(n - 1):
+            for j in range(i + 1, n):
+                if _key_eq(k, s + i, s + j):
+                    dup = 1
+                    break
+            if dup:
+                break
+        if not dup:
+            return E_OK
+    # open addressing over the keys: last[i] for an entry whose key comes first, else -1
+    size = 1
+    while size < 2 * n:
+        size *= 2
+    table = <int64_t*>malloc(size * sizeof(int64_t))
+    last = <int64_t*>malloc(n * sizeof(int64_t))
+    if table == NULL or last == NULL:
+        free(table)
+        free(last)
+        return E_MEMORY
+    for slot in range(size):
+        table[slot] = -1
+    cnt = 0
+    for i in range(n):
+        last[i] = -1
+        h = _key_hash(k, s + i)
+        slot = <int64_t>(h & <uint64_t>(size - 1))
+        while table[slot] >= 0 and not _key_eq(k, s + i, s + table[slot]):
+            slot = (slot + 1) & (size - 1)
+        if table[slot] >= 0:
+            last[table[slot]] = s + i
+        else:
+            table[slot] = i
+            last[i] = s + i
+            cnt += 1
+    free(table)
+    if cnt == n:
+        free(last)
+        return E_OK
+    # the entry struct's subtree: the columns after it (pre-order) whose parent lies in it
+    end = sc + 1
+    while end < m.ncols and m.cols[end].parent >= sc:
+        end += 1
+    start = <int64_t*>malloc((end - sc) * sizeof(int64_t))
+    at = <int64_t*>malloc((end - sc) * sizeof(int64_t))
+    count = <int64_t*>malloc((end - sc) * sizeof(int64_t))
+    if start == NULL or at == NULL or count == NULL:
+        e = E_MEMORY
+    else:
+        total = 0
+        start[0] = s
+        for d in range(sc, end):  # each column's first row of these entries (offsets not yet moved)
+            p = m.cols[d].parent
+            if d > sc:
+                start[d - sc] = m.cols[p].offs[start[p - sc]] if m.cols[p].kind == K_LIST else start[p - sc]
+            at[d - sc] = total
+            total += m.cols[d].n - start[d - sc]
+        order = <int64_t*>malloc((total + 1) * sizeof(int64_t))
+        if order == NULL:
+            e = E_MEMORY
+        else:
+            count[0] = 0
+            for i in range(n):
+                if last[i] >= 0:
+                    order[count[0]] = last[i]
+                    count[0] += 1
+            for d in range(sc + 1, end):  # a child's rows: those of its parent's rows, in their order
+                p = m.cols[d].parent
+                pc = m.cols + p
+                if pc.kind == K_LIST:
+                    cnt = 0
+                    for i in range(count[p - sc]):
+                        r = order[at[p - sc] + i]
+                        for j in range(pc.offs[r], pc.offs[r + 1]):
+                            order[at[d - sc] + cnt] = j
+                            cnt += 1
+                    count[d - sc] = cnt
+                else:
+                    memcpy(order + at[d - sc], order + at[p - sc], count[p - sc] * sizeof(int64_t))
+                    count[d - sc] = count[p - sc]
+            for d in range(sc, end):
+                if e == E_OK:
+                    e = _gather(m.cols + d, start[d - sc], order + at[d - sc], count[d - sc])
+    _free4(order, count, start, at)
+    free(last)
+    return e
 
 
 cdef int _absent(Machine* m, const int32_t* f) noexcept nogil:
@@ -617,6 +851,7 @@ def run(
     m.consts = &consts[0] if len(consts) else NULL
     m.consts_end = m.consts + len(consts) if m.consts != NULL else NULL
     m.cols = <Col*>calloc(ncols, sizeof(Col))
+    m.ncols = ncols
     cdef int64_t* target = <int64_t*>calloc(ncols, sizeof(int64_t))
     cdef ErrRow* errs = NULL
     cdef int64_t nerr = 0, errcap = 0

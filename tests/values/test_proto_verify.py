@@ -136,6 +136,8 @@ BAD = [
     ("number-zero", fw("value.id", 0, 0), "number 0 is outside"),
     ("number-twice", fw("value.customer", 0, 1), "number 1 is field 7 .*'s too"),
     ("flags", fw("value.id", 4, 64), "flags 64"),
+    ("map-not-message", fw("value.nums[]", 4, 1 | 32), "a map on a field that is not a repeated message"),
+    ("map-singular", fw("value.inner", 4, 32), "a map on a field that is not a repeated message"),
     ("column-range", fw("value.id", 2, 99), "column column 99 is out of range"),
     ("column-parent", fw("value.customer", 2, 6), "column 6 is not a child of its message's struct column 0"),
     ("list", fw("value.nums[]", 3, 16), "not a LIST whose one child is its item column 16"),

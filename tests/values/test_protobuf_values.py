@@ -457,6 +457,104 @@ def test_maps_wrappers_duration_against_upb(extras_pb2, byid, took, label, ok, c
                                          for k, (s, xs) in byid.items())
 
 
+def _varint(v: int, size: int = 0) -> bytes:
+    """``v`` as a varint, padded with continuation bytes to ``size`` bytes when longer."""
+    out = bytearray()
+    while True:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+        if not v:
+            break
+    while len(out) < size:
+        out.append(0x80)
+    out[-1] &= 0x7F
+    return bytes(out)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(id_=st.integers(-2**63, 2**63 - 1), number=st.integers(1, 2**29 - 1), size=st.integers(6, 10),
+       high=st.none() | st.integers(1, 7), where=st.sampled_from(["top", "inner", "at", "maybe"]))
+def test_a_tag_over_5_bytes_or_32_bits_is_an_error_as_upb_has_it(order_pb2, reg: Registry, id_, number, size,
+                                                                  high, where) -> None:
+    """A tag written in 6 to 10 bytes, or in 5 above 2**32 - 1 (``high`` bits past 32), of any
+    field number (known or not), at the top, in a nested message, a Timestamp or a wrapper:
+    upb refuses the message, and kbatch makes the record an error naming it."""
+    key = number << 3  # wire 0, then a 1-byte varint value
+    tag = _varint(key, size) if high is None else _varint(key | high << 32, 5)
+    field = tag + b"\x01"
+    if where != "top":
+        inner = {"inner": 16, "at": 6, "maybe": 7}[where]
+        field = _varint(inner << 3 | 2) + _varint(len(field)) + field
+    body = order_pb2.Order(id=id_).SerializeToString() + field
+    with pytest.raises(Exception):  # noqa: B017 - upb's DecodeError
+        order_pb2.Order.FromString(body)
+    out = values.decode(table([framed(7, b"\x02\x02", body)]), reg, errors="null")
+    assert out.column("value")[0].as_py() is None
+    assert "field tag longer than 5 bytes or above 2**32 - 1" in out.column("value_error")[0].as_py()
+
+
+MAPS = """
+syntax = "proto3";
+package maps;
+message M { map<string, V> m = 1; map<int64, int32> n = 2; map<bool, string> b = 3; int32 z = 4; }
+message V { string s = 1; repeated int32 xs = 2; map<string, int32> mm = 3; }
+"""
+
+keys = st.sampled_from(["", "a", "b", "ab", "é"])
+values_v = st.tuples(st.text(max_size=3), st.lists(st.integers(-2**31, 2**31 - 1), max_size=3),
+                     st.lists(st.tuples(keys, st.integers(-5, 5)), max_size=4))
+
+
+@pytest.fixture(scope="module")
+def maps_pb2(tmp_path_factory: pytest.TempPathFactory):
+    return generate(tmp_path_factory.mktemp("maps"), "maps", MAPS)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=st.lists(st.one_of(st.tuples(st.just("m"), keys, values_v),
+                                  st.tuples(st.just("n"), st.integers(-3, 3), st.integers(-2**31, 2**31 - 1)),
+                                  st.tuples(st.just("b"), st.booleans(), st.text(max_size=2))), max_size=40),
+       z=st.integers(-5, 5))
+def test_a_map_repeating_keys_keeps_the_last_entry_as_upb(maps_pb2, entries, z) -> None:
+    """Map entries, keys repeated (strings, int64s, bools; message values with a list and a map
+    of their own that repeat keys too), each entry a message of its own on the wire: kbatch
+    keeps the last entry of each key at every level, as upb (more than 16 entries: the hashed
+    path)."""
+    body = b""
+    for name, key, value in entries:
+        if name == "m":
+            s, xs, mm = value
+            entry = maps_pb2.V(s=s, xs=xs).SerializeToString() + b"".join(  # its own map repeats keys too
+                maps_pb2.V(mm={k: x}).SerializeToString() for k, x in mm)
+            payload = b"\x0a" + bytes([len(key.encode())]) + key.encode() + b"\x12" + _varint(len(entry)) + entry
+            body += b"\x0a" + _varint(len(payload)) + payload
+        else:
+            one = maps_pb2.M()
+            getattr(one, name)[key] = value
+            body += one.SerializeToString()
+    body += maps_pb2.M(z=z).SerializeToString()
+    upb = maps_pb2.M.FromString(body)
+    reg = Registry({3: Schema(MAPS, "PROTOBUF", id=3)})
+    out = values.decode(table([framed(3, b"\x00", body)]), reg)
+    row = out.column("value")[0].as_py()
+    assert sorted((k, {**v, "mm": sorted(v["mm"])}) for k, v in row["m"]) == sorted(
+        (k, {"s": v.s or None, "xs": list(v.xs), "mm": sorted(v.mm.items())}) for k, v in upb.m.items())
+    assert sorted(row["n"]) == sorted(upb.n.items()) and sorted(row["b"]) == sorted(upb.b.items())
+    assert row["z"] == (z or None)
+
+
+def test_a_long_map_repeating_keys_keeps_the_last_entry_as_upb(maps_pb2) -> None:
+    """300 entries over 7 keys per map (the hashed path), with message values holding lists."""
+    body = b"".join(maps_pb2.M(n={i % 7: i}, b={i % 2 == 0: str(i)}, m={str(i % 7): maps_pb2.V(s=str(i), xs=[i, -i])})
+                    .SerializeToString() for i in range(300))
+    upb = maps_pb2.M.FromString(body)
+    reg = Registry({3: Schema(MAPS, "PROTOBUF", id=3)})
+    row = values.decode(table([framed(3, b"\x00", body)]), reg).column("value")[0].as_py()
+    assert sorted(row["n"]) == sorted(upb.n.items()) and sorted(row["b"]) == sorted(upb.b.items())
+    assert sorted(row["m"]) == sorted((k, {"s": v.s, "xs": list(v.xs), "mm": []}) for k, v in upb.m.items())
+    assert len(row["m"]) == 7
+
+
 def test_many_records_one_table_like_upb(order_pb2, reg: Registry) -> None:
     """Hundreds of values in one table (the kernel sizes its per-record columns up front), with
     bad ones and nulls between them: each good row as upb reads it."""
