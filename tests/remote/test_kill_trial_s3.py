@@ -101,6 +101,7 @@ def rows(fmt: str, out: str, s3_options, catalog_uri: str) -> list[tuple]:
                   key=lambda r: r[:3])
 
 
+@pytest.mark.slow  # many runs killed or failed on purpose: once, not again in the wheel run
 @pytest.mark.parametrize("fmt", ["parquet", "delta", "iceberg"])
 def test_s3_kill_trial(tmp_path, out, s3_options, s3_client, fmt):
     root = tmp_path / "root"

@@ -20,6 +20,7 @@ def java():
         pytest.skip(str(exc))
 
 
+@pytest.mark.slow  # many runs killed or failed on purpose: once, not again in the wheel run
 @pytest.mark.parametrize("fmt", ["parquet", "delta", "iceberg"])
 def test_spark_kill_trial(java, tmp_path_factory, tmp_path, fmt):
     from kbatch._sample import write_sample

@@ -31,6 +31,7 @@ def corrupt(tmp_path_factory):
     return root, out
 
 
+@pytest.mark.slow  # many runs killed or failed on purpose: once, not again in the wheel run
 @pytest.mark.parametrize("fmt", ["delta"])
 def test_failing_append_exits_1_every_time(corrupt, fmt):
     root, out = corrupt

@@ -19,6 +19,7 @@ def sample(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow  # many runs killed or failed on purpose: once, not again in the wheel run
 @pytest.mark.parametrize("fmt", ["parquet", "delta", "iceberg"])
 def test_arrow_kill_trial(sample, tmp_path, fmt):
     kills: list[str | float] = ["before-commit", random_kill(len(fmt), 2.0), "mid-write", *STAGES,
