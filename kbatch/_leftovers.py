@@ -272,13 +272,18 @@ def hold(out: str, storage_options: Mapping[str, Any] | None = None) -> Lease:
     url = os.fspath(out).rstrip("/")
     if url not in _held:
         _held[url] = Lease(Store(url, storage_options), STAGING_DIR).take()
-        atexit.register(release, url)
+        atexit.register(release, url, quiet=True)
     return _held[url]
 
 
-def release(out: str) -> None:
+def release(out: str, *, quiet: bool = False) -> None:
     """Give back this process's lease on ``out``, if it holds one: a run that ended leaves no
-    lease behind (a process that converts again takes a new one)."""
+    lease behind (a process that converts again takes a new one). ``quiet``: at the process's
+    exit, a store that cannot be reached is left to the lease's expiry, without a traceback."""
     lease = _held.pop(os.fspath(out).rstrip("/"), None)
     if lease is not None:
-        lease.release()
+        if not quiet:
+            lease.release()
+            return
+        with contextlib.suppress(Exception):  # at exit: an unreachable store lets the lease expire
+            lease.release()

@@ -8,6 +8,7 @@ record (as the registry's producer sends them), offsets from 0.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import kbatch
@@ -68,7 +69,9 @@ def context(ctx: str) -> Record:
 
 
 def write_topic(root: str | Path, records: list[Record], topic: str = "_schemas") -> Path:
-    """The records as partition 0 of ``topic`` under ``root``; returns the partition directory."""
+    """The records as partition 0 of ``topic`` under ``root``, written anew (a partition there is
+    replaced: a LogWriter would continue it); returns the partition directory."""
+    shutil.rmtree(Path(root) / f"{topic}-0", ignore_errors=True)
     with kbatch.LogWriter(root, topic, 0) as w:
         for offset, (key, value) in enumerate(records):
             w.append(kbatch.encode([value], [key], base_offset=offset, timestamps=[1_700_000_000_000 + offset]))
