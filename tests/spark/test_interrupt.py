@@ -26,7 +26,9 @@ def test_ctrl_c_while_the_job_runs_is_one_line(tmp_path) -> None:
         pytest.skip(str(exc))
     root = tmp_path / "root"
     write_sample(root, records=30000)  # a job of several seconds on one core
-    env = {**os.environ, "PYTHONPATH": REPO, "PYSPARK_PYTHON": sys.executable}
+    # this checkout first, then what the environment has (the oldest-Spark run's PySpark)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]),
+           "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.Popen(
         [sys.executable, "-m", "kbatch", "convert", str(root), str(tmp_path / "out"), "--engine", "spark",
          "--master", "local[1]", "--progress", "always"],
@@ -48,3 +50,23 @@ def test_ctrl_c_while_the_job_runs_is_one_line(tmp_path) -> None:
     assert "Traceback" not in err and "ERROR" not in err, err
     assert err.split("\x1b[K")[-1].strip().splitlines() == ["kbatch convert: interrupted"], err  # progress aside
     assert out == b"" and not (tmp_path / "out").exists()
+
+
+def test_py4j_records_print_nothing_after_the_handler_is_installed() -> None:
+    """Py4J logs a cut connection both on the root logger and on its own ``py4j.*`` loggers; after
+    ``_plain_interrupts`` neither prints (a child process: the logging set-up is global)."""
+    code = (
+        "import logging\n"
+        "from kbatch._convert import _plain_interrupts\n"
+        "_plain_interrupts()\n"
+        "try:\n"
+        "    raise BrokenPipeError(32, 'Broken pipe')\n"
+        "except BrokenPipeError:\n"
+        "    logging.getLogger('py4j.clientserver').exception('Exception occurred while shutting down connection')\n"
+        "    logging.getLogger('py4j.java_gateway').error('cut')\n"
+        "logging.getLogger('someone.else').warning('kept')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": REPO})
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "kept", done.stderr
