@@ -1,4 +1,4 @@
-"""Build the ``kbatch._core`` extension.
+"""Build the ``kbatch.codec._core`` extension.
 
 Environment switches:
 
@@ -72,9 +72,9 @@ def extension(name: str, source: str, **kwargs) -> Extension:
 
 
 extensions = [
-    extension("kbatch._core", "kbatch/_core.pyx", libraries=["z"]),  # zlib's crc32 for magic 0/1
+    extension("kbatch.codec._core", "kbatch/codec/_core.pyx", libraries=["z"]),  # zlib's crc32 for magic 0/1
     extension("kbatch.protocol._kernel", "kbatch/protocol/_kernel.pyx"),
-    extension("kbatch._arrowkernels", "kbatch/_arrowkernels.pyx"),
+    extension("kbatch.codec._arrowkernels", "kbatch/codec/_arrowkernels.pyx"),
     extension("kbatch.internal._offsetkernel", "kbatch/internal/_offsetkernel.pyx"),
     extension("kbatch.values._avrokernel", "kbatch/values/_avrokernel.pyx"),
     extension("kbatch.values._protokernel", "kbatch/values/_protokernel.pyx"),

@@ -11,7 +11,7 @@ decoded once with ``kbatch.decode``. Contenders, same run, same records:
     The same with ``binary="binary_view"``: no byte copied (views into ``table.data``).
 ``to_arrow-binary_view-1thread``
     The same in the calling thread only. ``to_arrow`` converts a table of more than
-    ``kbatch.arrow._THREAD_CHUNK`` (8,192) records in chunks that a helper thread takes too,
+    ``kbatch.codec._arrow_columns._THREAD_CHUNK`` (8,192) records in chunks that a helper thread takes too,
     which pays only when the second core is free.
 ``to_arrow-pylist``
     What one writes without kbatch's columns: ``pa.array(table.values())`` and
@@ -169,8 +169,8 @@ CASES: dict[str, Callable[[], int]] = {
 
 
 def _needs_encoder(name: str) -> None:
-    if name == "encode-arrow-kbatch" and not hasattr(kbatch._core, "encode_arrays"):
-        pytest.skip("kbatch._core.encode_arrays is not built")
+    if name == "encode-arrow-kbatch" and not hasattr(kbatch.codec._core, "encode_arrays"):
+        pytest.skip("kbatch.codec._core.encode_arrays is not built")
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -391,7 +391,7 @@ def main() -> None:
     print(f"Machine: {machine()}  \nVersions: {_versions()}\n")
     print("| case | best time | records/s | vs. baseline |")
     print("| --- | ---: | ---: | ---: |")
-    cases = {k: f for k, f in CASES.items() if k != "encode-arrow-kbatch" or hasattr(kbatch._core, "encode_arrays")}
+    cases = {k: f for k, f in CASES.items() if k != "encode-arrow-kbatch" or hasattr(kbatch.codec._core, "encode_arrays")}
     times = best_interleaved(cases, 7)
     base = {"to_arrow": times["to_arrow-pylist"], "encode": times["encode-aiokafka"]}
     for name, t in times.items():

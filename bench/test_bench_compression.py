@@ -1,4 +1,4 @@
-"""Decompression and compression speed: kbatch._compression beside the codec libraries.
+"""Decompression and compression speed: kbatch.codec._compression beside the codec libraries.
 
 The issue asks to measure cramjam beside the design card's libraries (zlib, python-snappy,
 python-lz4, python-zstandard) and to take whichever is faster *where it reads and writes
@@ -12,7 +12,7 @@ Workloads (records-like JSON, about 4 MiB per round):
 
 Contenders, per codec:
 
-* ``kbatch``: :func:`kbatch._compression.decompress_into`, all payloads appended to one
+* ``kbatch``: :func:`kbatch.codec._compression.decompress_into`, all payloads appended to one
   arena (bounds, framing checks and all);
 * ``card``: the design card's library alone, doing the least that yields the bytes
   (gzip: ``zlib.decompress``; snappy: ``snappy.decompress`` per xerial chunk; lz4:
@@ -48,7 +48,7 @@ import pytest
 import snappy
 import zstandard
 
-from kbatch import _compression as C
+from kbatch.codec import _compression as C
 from kbatch.errors import CorruptRecordError
 
 CODECS = {"gzip": C.GZIP, "snappy": C.SNAPPY, "lz4": C.LZ4, "zstd": C.ZSTD}

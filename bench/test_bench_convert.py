@@ -13,7 +13,7 @@ Four measurements, each against its peer in the same run:
     ``--engine arrow`` on the same root plus Spark's fixed start-up (a new process that
     starts a session with convert's configuration and stops it). Target: within 2x.
 ``spark job``
-    In one warm session with convert's configuration (:func:`kbatch._convert.spark_config`,
+    In one warm session with convert's configuration (:func:`kbatch.convert._convert.spark_config`,
     ``local[*]``), the convert's query (its ``plan`` and ``planned_frame`` -> Parquet
     partitioned by topic) against
     Spark's own Parquet -> Parquet job on the same rows (the first query's output, read and
@@ -83,7 +83,7 @@ def build_segments(root: Path, n: int) -> Path:
 
 def plan_root(root: Path) -> int:
     """Plan a batch query over ``root`` as the source's ``partitions()`` does; the task count."""
-    from kbatch._plan import Options, plan_slices, plan_tasks, resolve_range, select_logs
+    from kbatch.plan._plan import Options, plan_slices, plan_tasks, resolve_range, select_logs
 
     opts = Options.parse({"path": str(root)})
     logs = select_logs(opts)
@@ -126,7 +126,7 @@ def cli(*args: str) -> float:
 _STARTUP = """
 import sys
 from pyspark.sql import SparkSession
-from kbatch._convert import spark_config
+from kbatch.convert._convert import spark_config
 b = SparkSession.builder
 for k, v in spark_config(None).items():
     b = b.config(k, v)
@@ -157,7 +157,7 @@ def spark_startup() -> float:
 
 
 def sample_root(directory: Path) -> Path:
-    from kbatch._sample import write_sample
+    from kbatch.cli._sample import write_sample
 
     write_sample(directory, records=N_SAMPLE)
     return directory
@@ -186,7 +186,7 @@ def spark_session() -> Any:
     os.environ.update({k: v for k, v in _env().items() if k in ("PYTHONPATH", "PYSPARK_PYTHON")})
     from pyspark.sql import SparkSession
 
-    from kbatch._convert import spark_config
+    from kbatch.convert._convert import spark_config
 
     builder = SparkSession.builder
     for k, v in spark_config(None).items():
@@ -201,7 +201,7 @@ def spark_jobs(spark: Any, root: Path, out: Path) -> dict[str, Callable[[], None
     Spark's Parquet -> Parquet of the same rows."""
     import argparse
 
-    from kbatch import _convert
+    from kbatch.convert import _convert
 
     parser = argparse.ArgumentParser()
     _convert.add_arguments(parser)

@@ -30,7 +30,7 @@ import numpy as np
 from workload import best_interleaved, report
 
 import kbatch
-from kbatch._core import scan
+from kbatch.codec._core import scan
 from kbatch.internal import consumer_offsets, default_registry
 from kbatch.log import open_log
 

@@ -13,7 +13,7 @@ Three measurements, each against the issue's target:
     ``LogDir.read(isolation_level=...)`` over a log where 10% of the batches are
     transactional (half of those transactions aborted), read_committed vs
     read_uncommitted, the read_committed time including the header scan that finds the
-    aborted transactions and the last stable offset (``kbatch._core.scan``); each chunk is
+    aborted transactions and the last stable offset (``kbatch.codec._core.scan``); each chunk is
     decoded in one call with its aborted batches skipped. Target: at most 20% more.
 
 Workload: :func:`workload.core_workload` records (JSON-like values of ~130 bytes, keys, one
@@ -47,7 +47,7 @@ import pytest
 from workload import core_workload, report
 
 import kbatch
-from kbatch._core import scan
+from kbatch.codec._core import scan
 from kbatch.log import Segment, open_log
 
 SIZE_MB = int(os.environ.get("KBATCH_BENCH_LOG_MB", "256"))

@@ -8,7 +8,7 @@ on 127.0.0.1 (a Python server: slower than a real S3 endpoint per byte, but on l
 Reported: records/s of each (best of 2 interleaved rounds), their ratio (target: the remote read
 at least 0.5x the local one), and the range requests made per GiB read. In the same rounds, the
 ceiling the server allows: the raw GET throughput of the same ``.log`` bytes with pyarrow.fs
-alone (no kbatch, no decoding), in :data:`kbatch._storage.CHUNK` ranges, one request at a time
+alone (no kbatch, no decoding), in :data:`kbatch.storage._location.CHUNK` ranges, one request at a time
 and :data:`RAW_PARALLEL` at a time; kbatch's S3 read is also given as a fraction of the better
 one (moto is a Python server sharing the machine's cores with the reader: when that ceiling is
 itself below 0.5x the local read, the 0.5x target cannot be met against it).
@@ -63,7 +63,7 @@ def measure(n: int = N_RECORDS) -> dict[str, Any]:
     import pyarrow.fs as pafs
     from test_bench_arrow import build_root
 
-    from kbatch._storage import CHUNK
+    from kbatch.storage._location import CHUNK
     from kbatch.log import open_logs
 
     proc, url = _server()
@@ -137,7 +137,7 @@ def measure(n: int = N_RECORDS) -> dict[str, Any]:
 
 
 def _table(r: dict[str, Any]) -> str:
-    from kbatch._storage import CHUNK
+    from kbatch.storage._location import CHUNK
 
     return "\n".join([
         f"machine: {machine()}",

@@ -29,7 +29,7 @@ header) in batches of 500, lz4, segments of 64 MiB; ``KBATCH_BENCH_SCAN_RECORDS`
 (default 5,000,000) over one day: timestamps rise evenly with +-50 ms of jitter, so
 records are out of order inside batches. A timestamp upper bound cannot skip such a batch
 by its header (its records may be older than its first), so every batch from the window's
-end to the end of the log is walked (``kbatch._core.stamps``: decompressed into a scratch
+end to the end of the log is walked (``kbatch.codec._core.stamps``: decompressed into a scratch
 buffer, its records' timestamps read, no row built) and skipped when all its records are
 past the window; only the window's batches are decoded.
 

@@ -95,7 +95,7 @@ def _env() -> dict[str, str]:
 
 
 def _args(root: Path, out: Path, fmt: str, engine: str, *more: str) -> argparse.Namespace:
-    from kbatch import _convert
+    from kbatch.convert import _convert
 
     parser = argparse.ArgumentParser()
     _convert.add_arguments(parser)
@@ -115,7 +115,7 @@ def convert(root: Path, out: Path, fmt: str, engine: str, *more: str) -> tuple[f
     arrow engine in this process, Spark in a new one)."""
     import resource
 
-    from kbatch import _convert
+    from kbatch.convert import _convert
 
     if engine == "spark":
         t0 = time.perf_counter()
@@ -134,7 +134,7 @@ def convert(root: Path, out: Path, fmt: str, engine: str, *more: str) -> tuple[f
 
 def planning(root: Path, out: Path, fmt: str) -> float:
     """Seconds of ``plan`` alone (the logs selected, each partition's end found), best of 3."""
-    from kbatch import _convert
+    from kbatch.convert import _convert
 
     best = float("inf")
     for _ in range(3):

@@ -1,7 +1,7 @@
 """A small, fully typed use of kbatch's public API.
 
 ``mypy --strict kbatch examples/typed_usage.py`` checks it against the stubs of the compiled
-core (``kbatch/_core.pyi``); ``python examples/typed_usage.py`` runs it.
+core (``kbatch/codec/_core.pyi``); ``python examples/typed_usage.py`` runs it.
 """
 
 from __future__ import annotations

@@ -151,7 +151,7 @@ def side_root(root: str | Path) -> Path:
     ``.checkpoint`` (topic, partition, broker, feature) ending at
     :data:`KRAFT_CHECKPOINT_OFFSET` and the log after it (a partition change, a config).
     """
-    from kbatch._checkpoint import CLEANER, update_checkpoint
+    from kbatch.log._checkpoint import CLEANER, update_checkpoint
 
     root = Path(root)
     with LogWriter(root, "fz", 0, segment_bytes=300, topic_id=TOPIC_ID) as w:
@@ -179,7 +179,7 @@ def side_root(root: str | Path) -> Path:
 
 def side_files(root: Path) -> list[Path]:
     """The side files of :func:`side_root`, in the order of ``fuzz_sidefiles``' selector byte."""
-    from kbatch._checkpoint import CHECKPOINT_FILES
+    from kbatch.log._checkpoint import CHECKPOINT_FILES
 
     part = root / PARTITION
     return [*(root / name for name in CHECKPOINT_FILES), part / "partition.metadata",

@@ -26,7 +26,7 @@ import atheris
 
 with atheris.instrument_imports(include=["kbatch"]):
     import kbatch
-    import kbatch._txn  # imported lazily by decode: instrument it too
+    import kbatch.codec._txn  # imported lazily by decode: instrument it too
     from kbatch.errors import KBatchError
 
 import oracle

@@ -1,4 +1,4 @@
-"""Fuzz the log directory reader (``kbatch/log.py``) and ``kbatch dump`` with one file replaced.
+"""Fuzz the log directory reader (``kbatch/log/__init__.py``) and ``kbatch dump`` with one file replaced.
 
 At start-up a small valid partition directory is written by ``LogWriter``
 (``fuzz/fixtures.py``: three segments, compressed batches, a committed and an aborted
@@ -45,8 +45,8 @@ import atheris
 with atheris.instrument_imports(include=["kbatch"]):
     import kbatch
     import kbatch.__main__ as cli
-    import kbatch._dump
-    import kbatch._txn  # imported lazily by decode: instrument it too
+    import kbatch.cli._dump
+    import kbatch.codec._txn  # imported lazily by decode: instrument it too
     from kbatch.log import open_log
 
 import fixtures

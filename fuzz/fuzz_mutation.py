@@ -49,12 +49,12 @@ if atheris is not None and "--seconds" not in sys.argv:
     with atheris.instrument_imports(include=["kbatch"]):
         import kbatch
         import kbatch.arrow
-        from kbatch import _core
+        from kbatch.codec import _arrow_columns, _core
         from kbatch.errors import KBatchError
 else:
     import kbatch
     import kbatch.arrow
-    from kbatch import _core
+    from kbatch.codec import _arrow_columns, _core
     from kbatch.errors import KBatchError
 
 import numpy as np
@@ -67,7 +67,7 @@ ROUNDS = 3  # workload runs per input, the mutating thread busy all along
 # ~100 KB instead of over 1 MiB: many more inputs per second, the same code paths.
 _core._CHUNK_BYTES = _core._CHUNK_BYTES_MAX = 1 << 14
 _core._SPLIT_BYTES = 1 << 14
-kbatch.arrow._THREAD_CHUNK = 256
+_arrow_columns._THREAD_CHUNK = 256
 
 
 class Finding(AssertionError):

@@ -42,9 +42,9 @@ import atheris
 with atheris.instrument_imports(include=["kbatch"]):
     import kbatch
     import kbatch.__main__ as cli
-    import kbatch._checkpoint
-    import kbatch._dump
-    import kbatch._producer_snapshot
+    import kbatch.log._checkpoint
+    import kbatch.cli._dump
+    import kbatch.log._producer_snapshot
     from kbatch import internal
     from kbatch.log import open_log
 
@@ -108,10 +108,10 @@ def TestOneInput(raw: bytes) -> None:
         return
     path, body = FILES[raw[0] % len(FILES)], raw[1:]
     path.write_bytes(body)
-    kbatch._checkpoint._cache.clear()  # keyed by inode, size and mtime: a same-size rewrite may keep all three
+    kbatch.log._checkpoint._cache.clear()  # keyed by inode, size and mtime: a same-size rewrite may keep all three
     try:
         if path.suffix == ".snapshot":
-            _call(kbatch._producer_snapshot.read_snapshot, body)
+            _call(kbatch.log._producer_snapshot.read_snapshot, body)
             _valid(_call(internal.producer_snapshots, ROOT))
             _valid(_call(internal.producer_snapshots, ROOT, history=True))
             _dump(path)

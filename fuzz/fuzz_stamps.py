@@ -1,4 +1,4 @@
-"""Fuzz ``kbatch._core.stamps``, the walk of record offsets and timestamps behind lazy scans.
+"""Fuzz ``kbatch.codec._core.stamps``, the walk of record offsets and timestamps behind lazy scans.
 
 Input layout (``fuzz/make_seeds.py`` writes seeds in it: the decode seeds)::
 
@@ -27,7 +27,7 @@ with atheris.instrument_imports(include=["kbatch"]):
     import numpy as np
 
     import kbatch
-    from kbatch._core import STAMPS_OK, scan, stamps
+    from kbatch.codec._core import STAMPS_OK, scan, stamps
     from kbatch.errors import KBatchError
 
 import oracle

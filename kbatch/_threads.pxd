@@ -3,10 +3,10 @@
 # provides: kb_take (the next item of a shared range, from its front or its back), kb_cut (drop
 #           the items of a range not yet taken), kb_load/kb_store (a published word),
 #           kb_or8 (set bits of a byte both threads may write); inline, each module gets its own
-#           static copy. The helper thread itself is kbatch/_core_threads.pxi (Helper, declared
-#           in kbatch/_core.pxd).
-# used by:  kbatch/_core.pyx (its parts: the split parse, LZ4 in C, the writers),
-#           kbatch/_arrowkernels.pyx (to_arrow's chunks)
+#           static copy. The helper thread itself is kbatch/codec/_core_threads.pxi (Helper, declared
+#           in kbatch/codec/_core.pxd).
+# used by:  kbatch/codec/_core.pyx (its parts: the split parse, LZ4 in C, the writers),
+#           kbatch/codec/_arrowkernels.pyx (to_arrow's chunks)
 #
 # A shared range is one 64-bit word: the next item from the front in its low 32 bits, one past
 # the last item from the back in its high 32 bits; (uint64_t)n << 32 holds items 0 .. n. Each

@@ -5,8 +5,8 @@
 #           no call between modules); the log entry, RecordBatch (magic 2) and legacy message
 #           (magic 0/1) header offsets, each derived from the one before (Java's names:
 #           DefaultRecordBatch, LegacyRecord, Records). kbatch/_wire.py has the same constants
-#           for Python; the grammar itself is the docstring of kbatch/_core.pyx.
-# used by:  kbatch/_core.pyx (its parts), kbatch/protocol/_kernel.pyx, kbatch/internal/_offsetkernel.pyx
+#           for Python; the grammar itself is the docstring of kbatch/codec/_core.pyx.
+# used by:  kbatch/codec/_core.pyx (its parts), kbatch/protocol/_kernel.pyx, kbatch/internal/_offsetkernel.pyx
 
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 

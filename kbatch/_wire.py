@@ -2,7 +2,7 @@
 
 The same numbers as ``kbatch/_wire.pxd`` (which the compiled modules cimport), each offset
 derived from the one before it, with Java's names (``DefaultRecordBatch``, ``LegacyRecord``,
-``Records``). The grammar itself is the docstring of ``kbatch/_core.pyx``.
+``Records``). The grammar itself is the docstring of ``kbatch/codec/_core.pyx``.
 
 Also the names of the values a batch's ``attributes`` carry (bits 0-2 the codec, bit 3 the
 timestamp type): Kafka's ids (``CompressionType``, ``TimestampType``) and its

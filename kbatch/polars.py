@@ -5,7 +5,7 @@ A ``LazyFrame`` over one or many partition directories through Polars' IO plug-i
 its predicate, a row limit and a batch size; the predicate's ANDed comparisons, ``is_between``
 and ``is_in`` on ``topic``, ``partition``, ``offset`` and ``timestamp`` (a datetime) become
 :meth:`kbatch.log.LogDir.scan_records` terms (segments and batches skipped, see
-:mod:`kbatch._scan`), and the whole predicate is applied to the rows afterwards, so what Polars
+:mod:`kbatch.log._scan`), and the whole predicate is applied to the rows afterwards, so what Polars
 cannot hand over (``OR``, a function of a column, a filter on ``value``) is still exact. Polars
 is an optional dependency (``pip install kbatch[polars]``).
 

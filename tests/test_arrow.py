@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 import kbatch
-from kbatch._legacy import encode_legacy
-from kbatch._table import RecordTable
+from kbatch.codec._legacy import encode_legacy
+from kbatch.codec._table import RecordTable
 
 pa = pytest.importorskip("pyarrow")
 arrow = pytest.importorskip("kbatch.arrow")
+from kbatch.codec import _arrow_columns as columns  # noqa: E402  (the kernels, their chunk size)
 
 KINDS = ["binary", "large_binary", "binary_view"]
 
@@ -23,11 +24,11 @@ def impl(request, monkeypatch):
     """Run a test with the compiled kernels (one thread, then two threads over chunks of 8
     records, the smallest) and again with the NumPy fallback."""
     if request.param == "numpy":
-        monkeypatch.setattr(arrow, "_kernels", None)
-    elif arrow._kernels is None:
-        pytest.skip("kbatch._arrowkernels is not compiled")
+        monkeypatch.setattr(columns, "_kernels", None)
+    elif columns._kernels is None:
+        pytest.skip("kbatch.codec._arrowkernels is not compiled")
     else:
-        monkeypatch.setattr(arrow, "_THREAD_CHUNK", 8 if request.param == "threads" else 0)
+        monkeypatch.setattr(columns, "_THREAD_CHUNK", 8 if request.param == "threads" else 0)
     return request.param
 
 
@@ -273,23 +274,23 @@ def test_repeated_records_repeat_their_headers(impl):
 
 
 def test_threads_agree_with_one_thread(monkeypatch):
-    if arrow._kernels is None:
-        pytest.skip("kbatch._arrowkernels is not compiled")
+    if columns._kernels is None:
+        pytest.skip("kbatch.codec._arrowkernels is not compiled")
     vals, keys, ts, hs = _mixed(7, 20_000)
     t = kbatch.decode(kbatch.encode(vals, keys, timestamps=ts, headers=hs, max_batch_records=500))
     for kind in KINDS:
-        monkeypatch.setattr(arrow, "_THREAD_CHUNK", 0)
+        monkeypatch.setattr(columns, "_THREAD_CHUNK", 0)
         one = arrow.to_arrow(t, topic="t", partition=1, binary=kind)
-        monkeypatch.setattr(arrow, "_THREAD_CHUNK", 1000)  # 20 chunks, each thread taking the next
+        monkeypatch.setattr(columns, "_THREAD_CHUNK", 1000)  # 20 chunks, each thread taking the next
         for _ in range(3):
             assert arrow.to_arrow(t, topic="t", partition=1, binary=kind).equals(one)
 
 
 @pytest.mark.parametrize("chunk", [0, 8])
 def test_kernel_rejects_rows_outside_the_data(chunk, monkeypatch):
-    if arrow._kernels is None:
-        pytest.skip("kbatch._arrowkernels is not compiled")
-    monkeypatch.setattr(arrow, "_THREAD_CHUNK", chunk)
+    if columns._kernels is None:
+        pytest.skip("kbatch.codec._arrowkernels is not compiled")
+    monkeypatch.setattr(columns, "_THREAD_CHUNK", chunk)
     vals, keys, ts, hs = _mixed(8, 64)
     t = kbatch.decode(kbatch.encode(vals, keys, timestamps=ts, headers=hs))
     bad_value, bad_headers = t.records.copy(), t.records.copy()
@@ -324,8 +325,8 @@ def test_record_batches_are_capped(impl):
 def test_batch_bounds_agree_with_numpy_sizing():
     """The C pass that cuts tables into record batches, against the NumPy sizing it replaced:
     headers on and off, nulls, reordered and repeated records, every cap from one row/byte up."""
-    if arrow._kernels is None:
-        pytest.skip("kbatch._arrowkernels is not compiled")
+    if columns._kernels is None:
+        pytest.skip("kbatch.codec._arrowkernels is not compiled")
     values, keys, ts, headers = _mixed(3, 400)
     t = kbatch.decode(kbatch.encode(values, keys, timestamps=ts, headers=headers, max_batch_records=37))
     rows = t.records.view(np.ndarray)
@@ -333,18 +334,18 @@ def test_batch_bounds_agree_with_numpy_sizing():
     caps = [(1, 1), (7, 10**9), (10**6, 1), (64, 2000), (13, 777), (10**6, 10**9)]
     for table in tables:
         for include_headers in (False, True):
-            sizes = arrow._payload_bytes(table, table.records, include_headers)
+            sizes = columns._payload_bytes(table, table.records, include_headers)
             for max_rows, max_bytes in caps:
-                got = arrow._batch_bounds(table, table.records, include_headers, max_rows, max_bytes)
-                assert got == arrow._chunk_bounds(sizes, max_rows, max_bytes)
+                got = columns.batch_bounds(table, table.records, include_headers, max_rows, max_bytes)
+                assert got == columns._chunk_bounds(sizes, max_rows, max_bytes)
     # a header range outside the header rows weighs nothing when cutting (converting reports it)
     bad = rows.copy()
     bad["headers_start"][3] = len(t.headers)
-    cut = arrow._batch_bounds(_with_records(t, bad), bad, True, 10**6, 3000)
+    cut = columns.batch_bounds(_with_records(t, bad), bad, True, 10**6, 3000)
     none = rows.copy()
     none["headers_count"][3] = 0
-    assert cut == arrow._batch_bounds(_with_records(t, none), none, True, 10**6, 3000)
-    assert arrow._batch_bounds(t, rows[:0], True, 5, 5) == []
+    assert cut == columns.batch_bounds(_with_records(t, none), none, True, 10**6, 3000)
+    assert columns.batch_bounds(t, rows[:0], True, 5, 5) == []
 
 
 def test_c_stream_into_pyarrow_and_iterators():
@@ -467,7 +468,7 @@ def test_from_arrow_timestamps_in_every_unit(unit: str, mul: int, div: int) -> N
 
 
 needs_encoder = pytest.mark.skipif(
-    not hasattr(kbatch._core, "encode_arrays"), reason="kbatch._core.encode_arrays is not built yet"
+    not hasattr(kbatch.codec._core, "encode_arrays"), reason="kbatch.codec._core.encode_arrays is not built yet"
 )
 
 
@@ -508,20 +509,19 @@ def test_encode_arrow_from_numpy_and_pandas_columns():
 def test_docstring_examples():
     import doctest
 
-    import kbatch._fromarrow
+    import kbatch.codec._fromarrow
 
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     result = doctest.testmod(arrow, optionflags=flags)
     assert result.failed == 0 and result.attempted > 10
-    result = doctest.testmod(kbatch._fromarrow, optionflags=flags)  # the way back, re-exported by arrow
+    result = doctest.testmod(kbatch.codec._fromarrow, optionflags=flags)  # the way back, re-exported by arrow
     assert result.failed == 0 and result.attempted > 5
 
 
 def test_to_arrow_on_one_thread_is_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     # kbatch.set_threads(1) (as in Spark tasks) keeps the kernel on the calling thread.
-    import kbatch.arrow as arrow
 
-    monkeypatch.setattr(arrow, "_THREAD_CHUNK", 8)
+    monkeypatch.setattr(columns, "_THREAD_CHUNK", 8)
     t = kbatch.decode(kbatch.encode([b"v%d" % i for i in range(100)], headers=[[("h", b"x")]] * 100))
     two = t.to_arrow(binary="binary_view")
     previous = kbatch.set_threads(1)

@@ -89,7 +89,7 @@ def test_a_cached_module_is_never_taken_with_force_or_the_switch(tree: Path) -> 
     for args, env in ((("--force",), {}), ((), {"KBATCH_BUILD_CACHE": "0"})):
         done = _build(tree, *args, **env)
         assert "taken from" not in done.stdout
-        probe = subprocess.run([sys.executable, "-c", "import kbatch._core as m; print(m.NAME)"], cwd=tree,
+        probe = subprocess.run([sys.executable, "-c", "import kbatch.codec._core as m; print(m.NAME)"], cwd=tree,
                                capture_output=True, text=True, check=False)
         assert probe.stdout.strip() == "kbatch/_core", probe.stderr
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import kbatch
-from kbatch._checkpoint import LOG_START, read_checkpoint, root_checkpoints, update_checkpoint
+from kbatch.log._checkpoint import LOG_START, read_checkpoint, root_checkpoints, update_checkpoint
 from kbatch.log import LogWriter, open_log, open_logs
 
 
@@ -99,7 +99,7 @@ def test_cache_sees_a_rewritten_file(tmp_path):
 
 
 def test_sample_root_has_every_checkpoint(tmp_path):
-    from kbatch._sample import write_sample
+    from kbatch.cli._sample import write_sample
 
     write_sample(tmp_path)
     logs = {f"{d.topic}-{d.partition}": d for d in open_logs(tmp_path)}

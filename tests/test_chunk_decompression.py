@@ -14,7 +14,7 @@ from support.twocores import (
 )
 
 import kbatch
-from kbatch import _core as core
+from kbatch.codec import _core as core
 
 
 @pytest.fixture(scope="module")

@@ -88,7 +88,7 @@ def _free_port() -> int:
 @pytest.fixture
 def no_jvm(monkeypatch):
     """Fail the test if convert gets as far as starting Spark."""
-    from kbatch import _convert
+    from kbatch.convert import _convert
 
     def refuse(*_a, **_k):
         raise AssertionError("Spark was started")
@@ -117,7 +117,7 @@ def test_bad_master_lists_the_forms_spark_accepts(tmp_path, capsys, no_jvm, mast
 
 
 def test_check_master_accepts_what_spark_accepts():
-    from kbatch._sparkstart import check_master
+    from kbatch.spark._session import check_master
 
     with __import__("socket").create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
@@ -159,7 +159,7 @@ def test_a_pattern_on_internal_topics_says_why_and_what_works(tmp_path, capsys):
 
 
 def test_source_option_include_internal_topics(tmp_path):
-    from kbatch._plan import Options, select_logs
+    from kbatch.plan._plan import Options, select_logs
 
     root = _internal_only_root(tmp_path / "root")
     for opts, n in (({}, 0), ({"includeInternalTopics": "true"}, 2), ({"kafka.exclude.internal.topics": "false"}, 2),
@@ -184,7 +184,7 @@ def test_convert_help_names_both_engines_and_internal_topics(capsys, monkeypatch
 
 
 def test_summary_gives_the_job_rate_apart_from_spark_start_up():
-    from kbatch._convert import Summary
+    from kbatch.convert._convert import Summary
 
     s = Summary(1, 2, 1000, 20 << 10, 1 << 10, 20.0, "spark", "parquet", "out", startup_seconds=10.0)
     line = s.lines()[1]
@@ -201,7 +201,7 @@ def _convert_child(tmp_path, env, *extra):
     import subprocess
     import sys
 
-    from kbatch._sample import write_sample
+    from kbatch.cli._sample import write_sample
 
     root = tmp_path / "sample"
     if not root.exists():

@@ -1,4 +1,4 @@
-"""Tests for kbatch._compression: the four Kafka codecs, the arena and the size limit.
+"""Tests for kbatch.codec._compression: the four Kafka codecs, the arena and the size limit.
 
 Layers: round trips; interop with kafka-python's and aiokafka's codec helpers; the
 compressed payloads inside the shared conformance vectors; each codec's framing quirks
@@ -26,7 +26,7 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kbatch import _compression as C
+from kbatch.codec import _compression as C
 from kbatch.errors import CorruptRecordError, UnsupportedError
 
 kafka_codec = pytest.importorskip("kafka.codec")

@@ -16,7 +16,7 @@ from kbatch import CorruptRecordError, CRCError
 
 def test_compiled_core_is_loaded():
     # Fails if kbatch silently ran from something other than the built extension.
-    assert kbatch._core.__file__.endswith((".so", ".pyd")), kbatch._core.__file__
+    assert kbatch.codec._core.__file__.endswith((".so", ".pyd")), kbatch.codec._core.__file__
 
 
 # ---------------------------------------------------------------- semantics

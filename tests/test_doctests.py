@@ -6,24 +6,24 @@ import pytest
 
 import kbatch
 import kbatch.__main__
-import kbatch._clean
-import kbatch._columns
-import kbatch._core
-import kbatch._dump
-import kbatch._dumpinternal
-import kbatch._dumpvalues
-import kbatch._kafkajson
-import kbatch._logdir
-import kbatch._logwriter
-import kbatch._metaproperties
-import kbatch._options
-import kbatch._predicate
-import kbatch._runs
-import kbatch._sample
-import kbatch._segment
-import kbatch._sparkstart
-import kbatch._table
-import kbatch._txn
+import kbatch.cli._clean
+import kbatch.codec._columns
+import kbatch.codec._core
+import kbatch.cli._dump
+import kbatch.cli._dump_internal
+import kbatch.cli._dump_values
+import kbatch.protocol._json
+import kbatch.log._logdir
+import kbatch.log._logwriter
+import kbatch.log._metaproperties
+import kbatch.codec._options
+import kbatch.log._predicate
+import kbatch.tables._runs
+import kbatch.cli._sample
+import kbatch.log._segment
+import kbatch.spark._session
+import kbatch.codec._table
+import kbatch.codec._txn
 import kbatch._wire
 import kbatch.errors
 import kbatch.log
@@ -37,28 +37,28 @@ import kbatch.tables._upsert
 MODULES = [
     kbatch,
     kbatch.__main__,
-    kbatch._core,
-    kbatch._table,
+    kbatch.codec._core,
+    kbatch.codec._table,
     kbatch.errors,
     kbatch.log,
-    kbatch._segment,
-    kbatch._logdir,
-    kbatch._logwriter,
-    kbatch._txn,
-    kbatch._dump,
-    kbatch._dumpinternal,
-    kbatch._dumpvalues,
-    kbatch._kafkajson,
-    kbatch._sample,
-    kbatch._columns,
+    kbatch.log._segment,
+    kbatch.log._logdir,
+    kbatch.log._logwriter,
+    kbatch.codec._txn,
+    kbatch.cli._dump,
+    kbatch.cli._dump_internal,
+    kbatch.cli._dump_values,
+    kbatch.protocol._json,
+    kbatch.cli._sample,
+    kbatch.codec._columns,
     kbatch._wire,
-    kbatch._options,
-    kbatch._predicate,
-    kbatch._metaproperties,
-    kbatch._runs,
-    kbatch._clean,
+    kbatch.codec._options,
+    kbatch.log._predicate,
+    kbatch.log._metaproperties,
+    kbatch.tables._runs,
+    kbatch.cli._clean,
     kbatch.tables._sink,
-    kbatch._sparkstart,
+    kbatch.spark._session,
     kbatch.tables._bucket,
     kbatch.tables._ledger,
     kbatch.tables._partition,
@@ -72,5 +72,5 @@ def test_docstring_examples(module):
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE | doctest.IGNORE_EXCEPTION_DETAIL
     result = doctest.testmod(module, extraglobs={"kbatch": kbatch}, optionflags=flags)
     assert result.failed == 0
-    if module in (kbatch, kbatch._core):
+    if module in (kbatch, kbatch.codec._core):
         assert result.attempted > 0

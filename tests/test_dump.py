@@ -13,7 +13,7 @@ from conftest import REAL_LOGS
 from support.dumprun import dump
 
 import kbatch
-from kbatch._legacy import encode_legacy
+from kbatch.codec._legacy import encode_legacy
 from kbatch.log import LogWriter
 
 
@@ -135,7 +135,7 @@ def test_not_a_kafka_log_is_one_line(tmp_path: Path) -> None:
 def test_command_line_end_to_end(part: Path) -> None:
     repo = Path(__file__).resolve().parents[1]
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys, kbatch._dump as d; sys.exit(d.main(sys.argv[1:]))",
+        [sys.executable, "-c", "import sys, kbatch.cli._dump as d; sys.exit(d.main(sys.argv[1:]))",
          "--files", str(part.with_suffix(".log")), "--print-data-log"],
         capture_output=True, text=True, cwd=repo, timeout=60, check=False,
     )

@@ -18,7 +18,7 @@ from support.control_batches import FOOTER, HEADER, KRAFT_VERSION, LEADER_CHANGE
 from support.dumprun import dump
 
 import kbatch
-from kbatch import _dump
+from kbatch.cli import _dump
 from kbatch.log import LogWriter
 
 

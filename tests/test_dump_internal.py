@@ -19,7 +19,7 @@ from conftest import REAL_LOGS
 from support.dumprun import dump
 
 import kbatch
-from kbatch._kafkajson import java_double
+from kbatch.protocol._json import java_double
 from kbatch.internal import default_registry
 
 SCHEMA = default_registry().schema

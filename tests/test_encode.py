@@ -146,16 +146,16 @@ def test_encode_arrays_matches_encode():
     ko, kd, kv = _column(keys)
     hko, hkd, _ = _column(hk)
     hvo, hvd, hvv = _column(hv)
-    raw = kbatch._core.encode_arrays(
+    raw = kbatch.codec._core.encode_arrays(
         vo, vd, vv, ko, kd, kv, ts, header_offsets=header_offsets, hkey_offsets=hko, hkey_data=hkd,
         hval_offsets=hvo, hval_data=hvd, hval_valid=hvv, base_offset=3, max_batch_records=3)
     assert raw == kbatch.encode(values, keys, timestamps=ts.tolist(), headers=headers, base_offset=3,
                                 max_batch_records=3)
     with pytest.raises(ValueError, match="value_valid"):
-        kbatch._core.encode_arrays(vo, vd, vv[:-1])
+        kbatch.codec._core.encode_arrays(vo, vd, vv[:-1])
     with pytest.raises(ValueError, match="decrease"):
-        kbatch._core.encode_arrays(np.array([0, 3, 1, 4], dtype=np.int64), vd)
+        kbatch.codec._core.encode_arrays(np.array([0, 3, 1, 4], dtype=np.int64), vd)
     with pytest.raises(ValueError, match="key_offsets"):
-        kbatch._core.encode_arrays(vo, vd, None, ko[:-1], kd)
+        kbatch.codec._core.encode_arrays(vo, vd, None, ko[:-1], kd)
     with pytest.raises(ValueError, match="outside"):
-        kbatch._core.encode_arrays(vo, vd[:-1])
+        kbatch.codec._core.encode_arrays(vo, vd[:-1])

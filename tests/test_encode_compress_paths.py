@@ -1,4 +1,4 @@
-"""The encoder's own compressed paths equal kbatch._compression byte for byte.
+"""The encoder's own compressed paths equal kbatch.codec._compression byte for byte.
 
 zstd batches compressed in C (libzstd's ZSTD_compressCCtx, no GIL) equal python-zstandard's,
 on one thread and on two, from plain lists (records written up front), snapshots (written
@@ -15,8 +15,8 @@ import pytest
 from support.twocores import PLAN_RECORDS, make_records
 
 import kbatch
-from kbatch import _compression
-from kbatch import _core as core
+from kbatch.codec import _compression
+from kbatch.codec import _core as core
 from kbatch.arrow import encode_arrow
 
 needs_zstd_in_c = pytest.mark.skipif(not core._zstd_encode_in_c(), reason="libzstd not found in zstandard._cffi")

@@ -15,7 +15,7 @@ from support.twocores import (
 )
 
 import kbatch
-from kbatch import _core as core
+from kbatch.codec import _core as core
 
 
 def test_python_code_run_while_gathering_cannot_free_an_item() -> None:

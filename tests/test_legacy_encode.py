@@ -1,7 +1,7 @@
 """The legacy (magic 0/1) message set encoder, checked against independent readers.
 
 kafka-python's pure-Python and aiokafka's Cython legacy readers must read back what
-:func:`kbatch._legacy.encode_legacy` writes (with their CRC checks) for both magics and
+:func:`kbatch.codec._legacy.encode_legacy` writes (with their CRC checks) for both magics and
 every legacy codec; for input their own builders can express, the bytes must be the
 same as theirs. The same buffers round-trip through ``kbatch.decode``, and the peers'
 legacy builders' output decodes with it.
@@ -17,7 +17,7 @@ import zlib
 import pytest
 
 import kbatch
-from kbatch._legacy import encode_legacy
+from kbatch.codec._legacy import encode_legacy
 from kbatch.errors import UnsupportedError
 
 aiokafka_records = pytest.importorskip("aiokafka.record._crecords")
@@ -123,7 +123,7 @@ def _entries(data: bytes):
 
 
 def _inflate(codec: str, magic: int, payload: bytes) -> bytes:
-    """kafka-python's own codec functions, independent of kbatch._compression."""
+    """kafka-python's own codec functions, independent of kbatch.codec._compression."""
     if codec == "gzip":
         return kafka_codec.gzip_decode(payload)
     if codec == "snappy":
@@ -378,9 +378,9 @@ def test_mixed_formats_decode_in_order():
 def test_docstring_examples():
     import doctest
 
-    import kbatch._legacy
+    import kbatch.codec._legacy
 
-    result = doctest.testmod(kbatch._legacy, optionflags=doctest.ELLIPSIS | doctest.IGNORE_EXCEPTION_DETAIL)
+    result = doctest.testmod(kbatch.codec._legacy, optionflags=doctest.ELLIPSIS | doctest.IGNORE_EXCEPTION_DETAIL)
     assert result.failed == 0 and result.attempted > 0
 
 

@@ -20,7 +20,7 @@ from conftest import REAL_LOGS, load_vectors, vector_params
 from kafka.record.default_records import DefaultRecordBatchBuilder as KafkaPythonBuilder
 
 import kbatch
-from kbatch._core import scan
+from kbatch.codec._core import scan
 from kbatch.errors import CorruptRecordError, CRCError, KBatchError
 from kbatch.log import (
     LogWriter,
@@ -374,7 +374,7 @@ def test_writer_rolls_and_keeps_offsets(tmp_path: Path) -> None:
 
 
 def test_sample_root(tmp_path: Path) -> None:
-    from kbatch._sample import write_sample
+    from kbatch.cli._sample import write_sample
 
     logs = write_sample(tmp_path)
     opened = {f"{d.topic}-{d.partition}": d for d in open_logs(tmp_path)}
@@ -405,7 +405,7 @@ def test_sample_root(tmp_path: Path) -> None:
 
 
 def test_legacy_crc_in_scan_matches_zlib(tmp_path: Path) -> None:
-    from kbatch._legacy import encode_legacy
+    from kbatch.codec._legacy import encode_legacy
 
     raw = encode_legacy([b"a", b"b"], magic=1, timestamps=[5, 6]) + encode_legacy([b"c"], magic=0, base_offset=2)
     with LogWriter(tmp_path, "old", 0) as w:
@@ -455,7 +455,7 @@ def test_librdkafka_batches_through_a_written_log(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# kbatch._core.scan: the batch headers Segment.scan and LogDir.transactions are built on
+# kbatch.codec._core.scan: the batch headers Segment.scan and LogDir.transactions are built on
 
 SCAN_FIELDS = [f for f in kbatch.BATCH_DTYPE.names if f != "first_record"]
 
@@ -527,7 +527,7 @@ def test_scan_control_markers() -> None:
     ]
     same_headers(rows, kbatch.decode(data).batches)
     # a compressed control batch: the header is read, the record is not
-    packed = kbatch._core.encode([b"\x00\x00\x00\x00\x00\x05"], [b"\x00\x00\x00\x01"], control=True,
+    packed = kbatch.codec._core.encode([b"\x00\x00\x00\x00\x00\x05"], [b"\x00\x00\x00\x01"], control=True,
                                  transactional=True, producer_id=3, producer_epoch=0, compression=1)
     rows, _, err = scan(packed)
     assert err is None and rows[["is_control", "control_type", "coordinator_epoch"]].tolist() == [(True, -1, -1)]

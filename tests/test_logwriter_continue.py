@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import kbatch
-from kbatch._segment import OFFSET_INDEX_DTYPE, scan_headers
+from kbatch.log._segment import OFFSET_INDEX_DTYPE, scan_headers
 from kbatch.errors import LayoutError
 from kbatch.log import LogWriter, open_log
 

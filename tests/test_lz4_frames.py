@@ -4,7 +4,7 @@ Kafka's Java reader (``Lz4BlockInputStream``) stops at the frame's end mark, and
 record iterator's last check (``ensureNoneRemaining``: one more ``read()``, -1 after the
 end mark) never sees what follows, so a second frame's records or trailing garbage are
 dropped without a word. kbatch raises ``CorruptRecordError`` naming the first byte
-after the frame instead, in ``kbatch._compression`` and in the C path of ``kbatch._core``
+after the frame instead, in ``kbatch.codec._compression`` and in the C path of ``kbatch.codec._core``
 alike.
 """
 
@@ -18,8 +18,8 @@ import pytest
 from support.refcodec import Rec, batch
 
 import kbatch
-from kbatch import _compression as C
-from kbatch import _core as core
+from kbatch.codec import _compression as C
+from kbatch.codec import _core as core
 from kbatch.errors import CorruptRecordError
 
 RECORDS = [Rec(value=b"v%d" % i * 20, key=b"k%d" % i) for i in range(50)]

@@ -1,4 +1,4 @@
-"""LZ4 decompressed in C equals (and fails as) LZ4 through kbatch._compression."""
+"""LZ4 decompressed in C equals (and fails as) LZ4 through kbatch.codec._compression."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from support.twocores import (
 )
 
 import kbatch
-from kbatch import _core as core
+from kbatch.codec import _core as core
 
 # LZ4 frames of independent blocks (FLG 0x60: Java's and librdkafka's; 0x68 kafka-python's,
 # 0x70 aiokafka's, 0x7c python-lz4's) are decompressed in C, a chunk's batches from both ends
@@ -113,7 +113,7 @@ def _lz4_frame_fields(payload: bytes) -> tuple[int, int]:
     ],
 )
 def test_lz4_in_c_checks_what_python_checks(monkeypatch: pytest.MonkeyPatch, kind: bytes, damage: str) -> None:
-    from kbatch import _compression
+    from kbatch.codec import _compression
 
     data = bytearray(compressed_batches([kind] * 120))
     k = 43

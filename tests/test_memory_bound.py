@@ -19,7 +19,7 @@ import pytest
 import zstandard
 from support.refcodec import batch, varlong, zigzag_varint
 
-from kbatch import _compression
+from kbatch.codec import _compression
 
 pytestmark = [
     pytest.mark.skipif(
@@ -49,7 +49,7 @@ def status(key):
 
 path, limit = sys.argv[1], json.loads(sys.argv[2])
 if sys.argv[3:] == ["python-lz4"]:
-    kbatch._core._lz4_in_c(False)
+    kbatch.codec._core._lz4_in_c(False)
 with open(path, "rb") as f:
     data = f.read()
 with open("/proc/self/clear_refs", "w") as f:
@@ -190,7 +190,7 @@ _CODECS = {"gzip": _compression.GZIP, "snappy": _compression.SNAPPY, "lz4": _com
 
 
 def test_blocks_grow_in_place_keeping_their_bytes() -> None:
-    from kbatch import _core as core
+    from kbatch.codec import _core as core
 
     core._release_spare()  # (else a spare, already large, is taken)
     block = core._arena_block(1000)  # malloc'd, then a mapping, then a larger mapping
@@ -211,7 +211,7 @@ def test_blocks_grow_in_place_keeping_their_bytes() -> None:
 
 
 def test_arena_copies_when_a_view_is_alive() -> None:
-    from kbatch import _core as core
+    from kbatch.codec import _core as core
 
     arena = _compression.Arena(4096, allocate=core._arena_block)
     arena.append(b"a" * 4000)

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import kbatch
-from kbatch import _core
+from kbatch.codec import _core
 from kbatch.errors import KBatchError
 
 HERE = os.path.abspath(__file__)

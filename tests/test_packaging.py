@@ -162,10 +162,10 @@ def test_sdist_holds_sources_not_generated_c(dists: tuple[Path, Path]) -> None:
         pkg_info = tar.extractfile(f"kbatch-{version}/PKG-INFO")
         assert pkg_info is not None
         metadata = pkg_info.read().decode()
-    for required in ("pyproject.toml", "setup.py", "kbatch/_core.pyx", "kbatch/_core.pxd",
+    for required in ("pyproject.toml", "setup.py", "kbatch/codec/_core.pyx", "kbatch/codec/_core.pxd",
                      "kbatch/_version.py", "kbatch/py.typed"):
         assert required in names, f"{required} missing from the sdist"
-    for optional in ("kbatch/_core.pyi", "kbatch/__main__.py", "MANIFEST.in"):
+    for optional in ("kbatch/codec/_core.pyi", "kbatch/__main__.py", "MANIFEST.in"):
         if (ROOT / optional).exists():
             assert optional in names, f"{optional} missing from the sdist"
     # cibuildwheel builds and tests the wheels from the sdist: the tests must travel with it
@@ -190,7 +190,7 @@ def test_wheel_contents(dists: tuple[Path, Path]) -> None:
     assert "kbatch/py.typed" in names
     assert "kbatch/__init__.py" in names
     if (ROOT / "kbatch" / "_core.pyi").exists():
-        assert "kbatch/_core.pyi" in names
+        assert "kbatch/codec/_core.pyi" in names
     # every subpackage of the source tree is shipped (kbatch/protocol/ ...)
     for init in ROOT.glob("kbatch/*/__init__.py"):
         rel = init.relative_to(ROOT).as_posix()
@@ -290,7 +290,7 @@ def test_wheel_in_fresh_venv(venv_python: Path, source: Path, workdir: Path) -> 
     # unless told; they are not inside the copied tests
     env.setdefault("KBATCH_SHARED", str(ROOT.parent / "shared"))
 
-    where = _run(venv_python, "-c", "import kbatch, kbatch._core as c; print(c.__file__)",
+    where = _run(venv_python, "-c", "import kbatch, kbatch.codec._core as c; print(c.__file__)",
                  cwd=run_dir, env=env)
     assert str(venv_python.parent.parent) in where, where
     assert "site-packages" in where, where
@@ -310,13 +310,13 @@ def test_wheel_in_fresh_venv(venv_python: Path, source: Path, workdir: Path) -> 
 
 
 def test_stubs_match_installed_wheel(venv_python: Path, workdir: Path) -> None:
-    """``mypy.stubtest``: kbatch/_core.pyi against the compiled module of the installed wheel."""
+    """``mypy.stubtest``: kbatch/codec/_core.pyi against the compiled module of the installed wheel."""
     if not (ROOT / "kbatch" / "_core.pyi").exists():
         pytest.skip("no stubs yet")
     _run(venv_python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "mypy>=1.18", cwd=workdir)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
     env["MYPYPATH"] = ""
-    _run(venv_python, "-m", "mypy.stubtest", "kbatch._core",
+    _run(venv_python, "-m", "mypy.stubtest", "kbatch.codec._core",
          "--allowlist", ROOT / "tools" / "stubtest-allowlist.txt", cwd=workdir, env=env)
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from support.refcodec import Rec, batch, legacy_entry, legacy_message, legacy_wrapper, varlong, zigzag_varint
 
 import kbatch
-from kbatch import _core
+from kbatch.codec import _core
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)

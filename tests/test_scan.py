@@ -306,7 +306,7 @@ def test_a_corrupt_batch_fails_a_walked_scan_as_it_fails_the_eager_read(tmp_path
     part = out_of_order_log(tmp_path, "lz4")
     seg = sorted(part.glob("*.log"))[0]
     raw = bytearray(seg.read_bytes())
-    at = int(kbatch._core.scan(bytes(raw))[0]["position"][5])
+    at = int(kbatch.codec._core.scan(bytes(raw))[0]["position"][5])
     raw[at + 70] ^= 0x40  # inside batch 5's records: its CRC no longer matches
     seg.write_bytes(bytes(raw))
     log = open_log(part)

@@ -1,4 +1,4 @@
-"""``kbatch._core.stamps``, the walk of a buffer's record offsets and timestamps: what it
+"""``kbatch.codec._core.stamps``, the walk of a buffer's record offsets and timestamps: what it
 vouches for is exactly what ``decode`` gives; what it cannot vouch for (legacy, gzip, snappy,
 corrupt bytes) it says so by status, never crashes and never reads out of bounds."""
 
@@ -13,7 +13,7 @@ from support.stamps_batches import batches, decoded_alone, fix_crcs
 from support.twocores import make_records, with_cpus
 
 import kbatch
-from kbatch._core import (
+from kbatch.codec._core import (
     STAMPS_CODEC,
     STAMPS_CORRUPT,
     STAMPS_LEGACY,

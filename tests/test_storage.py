@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import kbatch
-from kbatch import _storage
+from kbatch.storage import _location as _storage
 from kbatch.log import LogDir, LogWriter, open_log
 
 pafs = pytest.importorskip("pyarrow.fs")

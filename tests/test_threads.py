@@ -33,7 +33,7 @@ from support.twocores import (
 )
 
 import kbatch
-from kbatch import _core as core
+from kbatch.codec import _core as core
 
 
 @pytest.fixture(scope="module")
@@ -327,10 +327,11 @@ def _threaded_work(monkeypatch: pytest.MonkeyPatch, encoded: dict[str, bytes]) -
     )
     pytest.importorskip("pyarrow")
     from kbatch import arrow
+    from kbatch.codec import _arrow_columns
 
     table = kbatch.decode(encoded["none"])
     with monkeypatch.context() as m:
-        m.setattr(arrow, "_THREAD_CHUNK", 512)
+        m.setattr(_arrow_columns, "_THREAD_CHUNK", 512)
         assert with_cpus(monkeypatch, 2, arrow.to_arrow, table).equals(with_cpus(monkeypatch, 1, arrow.to_arrow, table))
 
 

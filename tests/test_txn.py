@@ -1,4 +1,4 @@
-"""read_committed: kbatch._txn and LogDir.read against Kafka's rules, on scripted transactions.
+"""read_committed: kbatch.codec._txn and LogDir.read against Kafka's rules, on scripted transactions.
 
 The expected result of each script is computed from the script itself (which transaction was
 committed, aborted or left open), not from the code under test: a record is visible to a
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import kbatch
-from kbatch import _core
-from kbatch._table import concat, select
-from kbatch._txn import (
+from kbatch.codec import _core
+from kbatch.codec._table import concat, select
+from kbatch.codec._txn import (
     aborted_batch_mask,
     aborted_from_markers,
     filter_committed,

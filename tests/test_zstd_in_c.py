@@ -1,4 +1,4 @@
-"""zstd decompressed in C equals (and fails as) zstd through kbatch._compression."""
+"""zstd decompressed in C equals (and fails as) zstd through kbatch.codec._compression."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import zstandard
 from support.twocores import batch_at, compressed_batches, outcome, same_table
 
 import kbatch
-from kbatch import _core as core
+from kbatch.codec import _core as core
 
 # A chunk whose every batch is one zstd frame (with a content size, as kbatch and
 # aiokafka write them, or without, as Java and librdkafka stream them) is decompressed

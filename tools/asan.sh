@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the test suite against an AddressSanitizer build of kbatch._core (issue 3).
+# Run the test suite against an AddressSanitizer build of kbatch.codec._core (issue 3).
 #
 #   bash tools/asan.sh                 # whole suite
 #   bash tools/asan.sh -k corrupt -x   # extra arguments go to pytest
@@ -77,9 +77,9 @@ if [[ -z "${KBATCH_SHARED:-}" && -d "$ROOT/../shared" ]]; then
 fi
 
 LD_PRELOAD="$ASAN_LIB" "$PY" -c '
-import sys, kbatch._core as c
+import sys, kbatch.codec._core as c
 print("asan.sh: testing", c.__file__)
-sys.exit(0 if c.__file__.startswith(sys.argv[1]) else "asan.sh: imported the wrong kbatch._core")
+sys.exit(0 if c.__file__.startswith(sys.argv[1]) else "asan.sh: imported the wrong kbatch.codec._core")
 ' "$WORK"
 
 # positive control: an overflow made on purpose must be caught, or the setup is not working

@@ -27,6 +27,7 @@ from ._groups import consumer_groups
 from ._iterate import Entry, iter_decoded
 from ._metadata import IMAGE_TABLES, cluster_metadata
 from ._offsets import consumer_offsets
+from ._producers import directories as directories
 from ._producers import producer_snapshots
 from ._records import (
     CONTROL_TYPES,
@@ -40,6 +41,7 @@ from ._records import (
     encode_key_value,
     family_of,
 )
+from ._sources import partitions as partitions
 from ._transactions import TRANSACTION_STATES, transactions
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from kbatch._table import RecordTable
+from kbatch.codec import RecordTable
 
 from ._records import DecodedRecord, OnUnknown, Registry, decode_key_value
 

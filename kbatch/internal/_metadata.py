@@ -33,10 +33,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-import kbatch
-from kbatch._storage import StoragePath, join, list_files
+from kbatch.codec import decode
 from kbatch.errors import KBatchError
 from kbatch.log import LogDir
+from kbatch.storage import StoragePath, join, list_files
 
 from ._arrow import kafka_uuid, message_schema, to_row
 from ._errors import InternalRecordError
@@ -211,7 +211,7 @@ class _Image:
 
 def _checkpoints(log: LogDir) -> list[tuple[int, Any]]:
     """(end offset, file) of the KRaft snapshots in ``log``'s directory (a remote one: listed
-    once, each file a :class:`kbatch._storage.StoragePath`)."""
+    once, each file a :class:`kbatch.storage._location.StoragePath`)."""
     found: list[tuple[int, Any]] = []
     if log.location.fs is not None:
         for e in list_files(log.location):
@@ -320,7 +320,7 @@ def cluster_metadata(source: Any, *, offset: int | None = None, history: bool = 
         if usable:
             start, path = usable[-1]
             try:
-                snap = kbatch.decode(path.read_bytes())
+                snap = decode(path.read_bytes())
             except KBatchError as exc:
                 raise exc.with_context(path) from exc
             for e in iter_decoded(snap, "metadata", on_unknown=on_unknown):

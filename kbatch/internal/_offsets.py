@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kbatch._table import RecordTable
+from kbatch.codec import RecordTable
 
 from . import _offsetkernel
 from ._errors import InternalRecordError

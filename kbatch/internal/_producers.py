@@ -9,12 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from kbatch._discover import topics_in
-from kbatch._producer_snapshot import read_snapshot
-from kbatch._storage import is_remote
 from kbatch.errors import KBatchError, UnsupportedError
-from kbatch.internal._sources import not_a_root
-from kbatch.log import LogDir
+from kbatch.log import LogDir, read_snapshot, topics_in
+from kbatch.storage import is_remote
+
+from ._sources import not_a_root
 
 __all__ = ["directories", "producer_snapshots"]
 

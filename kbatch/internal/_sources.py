@@ -8,12 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from kbatch._discover import deeper_roots, describe_topics, logs_deeper, topics_in
 from kbatch._progress import plural
-from kbatch._storage import Location, is_remote
-from kbatch._table import RecordTable
+from kbatch.codec import RecordTable
 from kbatch.errors import LayoutError
-from kbatch.log import LogDir, open_log, open_logs
+from kbatch.log import LogDir, deeper_roots, describe_topics, logs_deeper, open_log, open_logs, topics_in
+from kbatch.storage import Location, is_remote
 
 __all__ = ["Source", "Part", "not_a_root", "partitions", "tables"]
 

@@ -33,6 +33,9 @@ request/response framing with headers
 
 from ._connection import Connection
 from ._errors import ProtocolError
+from ._json import KafkaJson as KafkaJson
+from ._json import kafka_uuid as kafka_uuid
+from ._json import message_json as message_json
 from ._keyed import KeyedList
 from ._message import (
     Message,

@@ -255,7 +255,7 @@ def records_slice(object whole, Py_ssize_t offset, Py_ssize_t size):
 
 import uuid as _uuid
 
-from kbatch import _txn
+from kbatch.codec import _txn
 
 cdef object _new = object.__new__
 cdef object _setattr = object.__setattr__

@@ -116,14 +116,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kbatch.spark._decode import decode_batches
-    from kbatch.spark._schema import kafka_struct
-    from kbatch.spark._source import KafkaLogDataSource
-    from kbatch.spark._values import decode_values
+    from ._decode import decode_batches
+    from ._schema import kafka_struct
+    from ._source import KafkaLogDataSource
+    from ._values import decode_values
+from ._dead_letters import split_frame as split_frame
+from ._frame import task_frame as task_frame
+from ._session import JAVA_VERSIONS as JAVA_VERSIONS
+from ._session import JavaError as JavaError
+from ._session import MasterError as MasterError
+from ._session import check_master as check_master
+from ._session import start_session as start_session
+from ._staged import check_transform as check_transform
+from ._staged import write_staged as write_staged
 
 __all__ = ["KafkaLogDataSource", "decode_batches", "decode_values", "kafka_struct", "register"]
 
-# pyspark is imported on first use, so that kbatch._plan (the planner, used by
+# pyspark is imported on first use, so that kbatch.plan._plan (the planner, used by
 # ``kbatch convert --engine arrow``) works without it.
 _LAZY = {
     "KafkaLogDataSource": "kbatch.spark._source",
@@ -148,7 +157,7 @@ def register(spark: Any) -> None:
     ----------
     spark : pyspark.sql.SparkSession
     """
-    from kbatch.spark._source import KafkaLogDataSource
+    from ._source import KafkaLogDataSource
 
     if _registered_statically(spark):
         # ``pyspark_kbatch`` registered this very source at session start: registering it

@@ -21,8 +21,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from kbatch.spark._values import Decoding, decoded_struct, ship
 from kbatch.values import Registry, Schema, split
+
+from ._values import Decoding, decoded_struct, ship
 
 __all__ = ["split_frame", "write_dead_letters"]
 

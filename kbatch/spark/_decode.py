@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-import kbatch
-from kbatch._table import concat
 from kbatch.arrow import kafka_schema, to_arrow
+from kbatch.codec import concat, decode
+from kbatch.errors import KBatchError
 
 __all__ = ["decode_arrow_batch", "decode_batches"]
 
@@ -44,8 +44,8 @@ def _decode_rows(u8: np.ndarray, starts: np.ndarray, ends: np.ndarray, verify_cr
         # so one decode reads them all; right only if every row holds whole batches (checked).
         lo, hi = int(starts[0]), int(ends[-1])
         try:
-            table = kbatch.decode(u8[lo:hi], verify_crc=verify_crc)
-        except kbatch.KBatchError:
+            table = decode(u8[lo:hi], verify_crc=verify_crc)
+        except KBatchError:
             table = None
         if table is not None and table.consumed_bytes == hi - lo:
             pos = table.batches["position"].astype(np.int64)
@@ -60,11 +60,11 @@ def _decode_rows(u8: np.ndarray, starts: np.ndarray, ends: np.ndarray, verify_cr
     for i in range(n):
         a, b = int(starts[i]), int(ends[i])
         if b > a:
-            t = kbatch.decode(u8[a:b], verify_crc=verify_crc)
+            t = decode(u8[a:b], verify_crc=verify_crc)
             tables.append(t)
             rows.append(np.full(len(t), i, dtype=np.int64))
     if not tables:
-        return kbatch.decode(b""), np.zeros(0, np.int64)
+        return decode(b""), np.zeros(0, np.int64)
     return concat(tables), np.concatenate(rows)
 
 
@@ -126,7 +126,7 @@ def decode_batches(
     timestampType[, headers][, extras]``), followed by the DataFrame's other columns carried
     through. Input ``topic``/``partition`` columns fill those Kafka columns.
 
-    Each Arrow batch that Spark hands over is decoded with one :func:`kbatch.decode` call
+    Each Arrow batch that Spark hands over is decoded with one :func:`decode` call
     over its whole data buffer when its rows hold whole batches (the usual case), row by
     row otherwise. Spark cuts input batches at ``spark.sql.execution.arrow.maxRecordsPerBatch``
     rows (10,000 by default): rows here are record *batches*, so each input Arrow batch
@@ -150,7 +150,7 @@ def decode_batches(
     """
     from pyspark.sql.types import IntegerType, StringType, StructType
 
-    from kbatch.spark._schema import kafka_struct
+    from ._schema import kafka_struct
 
     kafka = kafka_struct(include_headers=include_headers, extra_columns=extra_columns)
     if column not in df.columns:

@@ -3,13 +3,13 @@
 PySpark 4.1+ hands a Python data source the filters of a query (``DataSourceReader.pushFilters``,
 when ``spark.sql.python.filterPushdown.enabled`` is true). Those on ``topic``, ``partition``,
 ``offset`` and ``timestamp`` (``=``, ``<``, ``<=``, ``>``, ``>=``, ``IN``) become
-:mod:`kbatch._predicate` terms, and the planner narrows each partition's offset range with them
+:mod:`kbatch.log._predicate` terms, and the planner narrows each partition's offset range with them
 before cutting it into tasks: a partition whose topic or partition fails a term is not read;
 offset bounds cut the range; a timestamp lower bound ``T`` starts it at the first offset whose
-record timestamp is >= ``T`` (found by a one-row :func:`kbatch._scan.scan_logs`, which skips
+record timestamp is >= ``T`` (found by a one-row :func:`kbatch.log._scan.scan_logs`, which skips
 segments and batches by their headers' max timestamps), which no row with a timestamp >= ``T``
 precedes. Every task then reads its narrowed slice with the same scan (:func:`reader`,
-:func:`kbatch._scan.scan_tables`): batches skipped by their headers, those past an upper time
+:func:`kbatch.log._scan.scan_tables`): batches skipped by their headers, those past an upper time
 bound walked (every record's timestamp read, no row built) and dropped, and only the records
 that pass the offset and timestamp terms built (no key, value or header copied for the
 others). Spark still evaluates every filter on the rows returned, so the answer is exact.
@@ -21,8 +21,18 @@ import datetime as dt
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from kbatch._predicate import COLUMNS, FilterError, Term, bounds, constant_holds, empty, normalize
-from kbatch._scan import ScanStats, scan_logs, scan_tables
+from kbatch.log import (
+    COLUMNS,
+    FilterError,
+    ScanStats,
+    Term,
+    bounds,
+    constant_holds,
+    empty,
+    normalize,
+    scan_logs,
+    scan_tables,
+)
 
 __all__ = ["narrow", "reader", "translate"]
 
@@ -84,7 +94,7 @@ def narrow(log: Any, start: int, end: int, terms: Sequence[Term], on_corruption:
 
 def reader(terms: Sequence[Term], stats: ScanStats | None = None) -> Callable[..., Iterator[Any]] | None:
     """``tables(log, start_offset=, end_offset=, ...)``: a task's slice of ``log`` read by the scan
-    with ``terms`` (:func:`kbatch._scan.scan_tables`: batches skipped by their headers, walked past
+    with ``terms`` (:func:`kbatch.log._scan.scan_tables`: batches skipped by their headers, walked past
     an upper time bound, only the records that pass built), the keyword arguments of
     ``LogDir.iter_tables`` otherwise; None: no ``offset`` or ``timestamp`` term, the slice's
     range already says it all. ``stats`` counts what the scans read and skipped."""

@@ -1,4 +1,4 @@
-"""Spark's Kafka source schema as a ``StructType`` (no SparkSession needed), from :mod:`kbatch._columns`."""
+"""Spark's Kafka source schema as a ``StructType`` (no SparkSession needed), from :mod:`kbatch.codec._columns`."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kbatch._columns import HEADERS_COLUMN, columns
-from kbatch._plan import CLUSTER_ID_COLUMN, ROOT_COLUMN, Options
+from kbatch.codec import HEADERS_COLUMN, columns
+from kbatch.plan import CLUSTER_ID_COLUMN, ROOT_COLUMN, Options
 
 __all__ = ["kafka_struct", "options_struct"]
 
@@ -45,7 +45,7 @@ def kafka_struct(*, include_headers: bool = False, extra_columns: bool = False) 
 
 def options_struct(opts: Options) -> StructType:
     """The schema of a ``kafka-log`` read with ``opts``: :func:`kafka_struct`, and last the columns
-    ``root`` and ``clusterId`` (:data:`~kbatch._plan.ROOT_COLUMN`, :data:`~kbatch._plan.CLUSTER_ID_COLUMN`)
+    ``root`` and ``clusterId`` (:data:`~kbatch.plan._plan.ROOT_COLUMN`, :data:`~kbatch.plan._plan.CLUSTER_ID_COLUMN`)
     with ``recursiveFileLookup`` or ``replicas=all``."""
     schema = kafka_struct(include_headers=opts.include_headers, extra_columns=opts.extra_columns)
     if not opts.root_columns:

@@ -10,7 +10,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StringType, StructType
 
-from kbatch._plan import (
+from kbatch.plan import (
     CLUSTER_ID_COLUMN,
     ROOT_COLUMN,
     LogSlice,
@@ -26,10 +26,11 @@ from kbatch._plan import (
     root_columns,
     select_logs,
 )
-from kbatch.spark._pushdown import narrow, reader, translate
-from kbatch.spark._schema import kafka_struct, options_struct
-from kbatch.spark._values import SourceValues, source_values
-from kbatch.spark._views import ViewReader, is_view, parse_view_options, spark_schema
+
+from ._pushdown import narrow, reader, translate
+from ._schema import kafka_struct, options_struct
+from ._values import SourceValues, source_values
+from ._views import ViewReader, is_view, parse_view_options, spark_schema
 
 try:  # Spark >= 4.2: Trigger.AvailableNow and read limits for Python sources
     from pyspark.sql.streaming.datasource import (
@@ -49,7 +50,7 @@ __all__ = ["KafkaLogDataSource", "LogPartition"]
 
 
 class LogPartition(InputPartition):
-    """A Spark input partition: the :class:`~kbatch._plan.LogSlice` s one task reads."""
+    """A Spark input partition: the :class:`~kbatch.plan._plan.LogSlice` s one task reads."""
 
     def __init__(self, pieces: Sequence[LogSlice]) -> None:
         super().__init__(tuple(pieces))
@@ -134,14 +135,14 @@ def _check_schema(opts: Options, schema: StructType, typed: SourceValues | None 
 
 def _read(pieces: Sequence[LogSlice], opts: Options, typed: SourceValues | None,
           tables: Callable[..., Iterator[Any]] | None = None) -> Iterator[Any]:
-    """One task's records (:func:`~kbatch._plan.read_task`; ``tables``: how each log's tables
+    """One task's records (:func:`~kbatch.plan._plan.read_task`; ``tables``: how each log's tables
     are read), their values decoded when asked."""
     batches = read_task(pieces, opts, tables)
     return batches if typed is None else typed.apply(batches)
 
 
 class KafkaLogReader(DataSourceReader):
-    """Batch reader: tasks of about ``maxPartitionBytes`` of log (:func:`~kbatch._plan.plan_tasks`)."""
+    """Batch reader: tasks of about ``maxPartitionBytes`` of log (:func:`~kbatch.plan._plan.plan_tasks`)."""
 
     def __init__(self, opts: Options, schema: StructType, typed: SourceValues | None = None) -> None:
         _check_schema(opts, schema, typed)

@@ -65,7 +65,7 @@ def _with_bucket(df: Any, name: str, t: Transform) -> Any:
     column, width = t.column, int(t.width or 0)
 
     def add(batches: Any) -> Any:
-        from kbatch.tables._bucket import iceberg_bucket
+        from kbatch.tables import iceberg_bucket
 
         for batch in batches:
             yield batch.append_column(name, iceberg_bucket(batch.column(column), width))

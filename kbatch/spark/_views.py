@@ -21,9 +21,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kbatch import internal
-from kbatch.internal import IMAGE_TABLES
-from kbatch.internal._producers import directories
-from kbatch.internal._sources import partitions
+from kbatch.internal import IMAGE_TABLES, directories, partitions
 from kbatch.log import LogDir
 
 __all__ = ["VIEWS", "ViewOptions", "ViewReader", "is_view", "parse_view_options", "spark_schema", "view_arrow_schema",

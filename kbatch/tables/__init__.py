@@ -13,16 +13,28 @@ Iceberg tables (pyiceberg) and Delta tables (deltalake).
 
 from __future__ import annotations
 
-from kbatch.tables._delta import DeltaSink
-from kbatch.tables._folder import FolderSink, read_ledger
-from kbatch.tables._folderschema import READERS, read_recipe
-from kbatch.tables._iceberg import IcebergSink, default_catalog
-from kbatch.tables._ledger import LEDGER_KEY, Gap, Ledger, OffsetRange, minus, resume
-from kbatch.tables._open import TABLE_FORMATS, open_sink
-from kbatch.tables._partition import Transform
-from kbatch.tables._remote import is_s3
-from kbatch.tables._remotefolder import RemoteFolderSink
-from kbatch.tables._sink import EndOnError, Sink, TableCommit
+from ._bucket import iceberg_bucket as iceberg_bucket
+from ._delta import DeltaSink
+from ._folder import FolderSink, read_ledger
+from ._folderschema import READERS, read_recipe
+from ._hooks import reached as reached
+from ._iceberg import IcebergSink, default_catalog
+from ._ledger import LEDGER_KEY, Gap, Ledger, OffsetRange, minus, resume
+from ._leftovers import Store as Store
+from ._leftovers import hold as hold
+from ._leftovers import recover as recover
+from ._leftovers import release as release
+from ._open import TABLE_FORMATS, open_sink
+from ._partition import Transform
+from ._remote import delta_options as delta_options
+from ._remote import iceberg_properties as iceberg_properties
+from ._remote import is_s3
+from ._remotefolder import RemoteFolderSink
+from ._sink import EndOnError, Sink, TableCommit
+from ._sink import by_topic as by_topic
+from ._staging import MODES as MODES
+from ._staging import check_target as check_target
+from ._staging import has_data_files as has_data_files
 
 __all__ = [
     "LEDGER_KEY",

@@ -21,7 +21,7 @@
 - A run killed before its commit leaves Parquet files no commit names (the table is unchanged);
   their names carry the run (``part-<pid>-<token>.<k>@<host>_*``, Spark's files renamed so
   when they are taken in), and the next run on OUT
-  deletes them once that run is dead (:mod:`kbatch._leftovers`); ``kbatch clean`` deletes any
+  deletes them once that run is dead (:mod:`kbatch.tables._leftovers`); ``kbatch clean`` deletes any
   other file no version names.
 """
 
@@ -35,15 +35,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kbatch import _storage
-from kbatch._runs import run_name
+from kbatch import storage
 from kbatch.errors import CommitConflictError, TableError
-from kbatch.tables._folder import STAGING_DIR
-from kbatch.tables._hooks import reached
-from kbatch.tables._ledger import LEDGER_KEY, Key, Ledger, OffsetRange
-from kbatch.tables._partition import DEFAULT, Transform, parse
-from kbatch.tables._remote import delta_options, pyarrow_url
-from kbatch.tables._sink import (
+
+from ._folder import STAGING_DIR
+from ._hooks import reached
+from ._ledger import LEDGER_KEY, Key, Ledger, OffsetRange
+from ._partition import DEFAULT, Transform, parse
+from ._remote import delta_options, pyarrow_url
+from ._runs import run_name
+from ._sink import (
     EndOnError,
     Sink,
     TableCommit,
@@ -221,9 +222,9 @@ class DeltaSink(Sink):
         self.out = Path(out)
         self.table_suffix = table_suffix
         self.url = os.fspath(out).rstrip("/")
-        self.remote = _storage.is_remote(self.url)
+        self.remote = storage.is_remote(self.url)
         self.storage = delta_options(self.url, storage_options or {}) if self.remote else None
-        loc = _storage.locate(pyarrow_url(self.url), storage_options=storage_options or None) if self.remote else None
+        loc = storage.locate(pyarrow_url(self.url), storage_options=storage_options or None) if self.remote else None
         self.fs: Any = loc.fs if loc is not None else None
         self.root = loc.path if loc is not None else str(self.out)
         self._keys = list(partitions)
@@ -237,7 +238,7 @@ class DeltaSink(Sink):
         self.upsert = upsert
         self._pending: dict[str, list[Any]] = {}
         self.compression = None if compression == "none" else (compression or "snappy")
-        self.run = run_name()  # in the data files' names: the next run knows a dead run's (kbatch._leftovers)
+        self.run = run_name()  # in the data files' names: the next run knows a dead run's (kbatch.tables._leftovers)
         self._tables: dict[str, Any] = {}
         self._held: dict[str, tuple[Ledger, int | None]] = {}
         for topic in topics:
@@ -488,7 +489,7 @@ class DeltaSink(Sink):
         import pyarrow as pa
         from deltalake import DeltaTable
 
-        from kbatch.tables._upsert import latest_per_key
+        from ._upsert import latest_per_key
 
         schema = self.schema_of(topic)
         live, dead = latest_per_key(pa.Table.from_batches(self._pending.pop(topic, []), schema=schema))

@@ -16,7 +16,7 @@ partitioning). A ledger file holds the whole :class:`Ledger`
 after its commit, the files the commit added and where they were staged.
 
 - A new OUT (and ``--mode overwrite``) is written in a hidden folder beside OUT with its first
-  ledger file, then renamed into place (:class:`kbatch._staging.StagedOutput`): all or nothing.
+  ledger file, then renamed into place (:class:`kbatch.tables._staging.StagedOutput`): all or nothing.
 - An append to an existing OUT stages its files in ``OUT/_kbatch_staging/<run>/``; the commit
   point is the exclusive creation of the next ledger file (``link(2)`` fails if it exists: a
   concurrent run that committed first wins, this one raises
@@ -37,13 +37,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kbatch._runs import run_name
-from kbatch._staging import StagedOutput
 from kbatch.errors import CommitConflictError, TableError
-from kbatch.tables._folderschema import COMMON_METADATA, folder_schema, read_common_metadata, summarize
-from kbatch.tables._hooks import reached
-from kbatch.tables._ledger import Ledger
-from kbatch.tables._sink import EndOnError, Sink, TableCommit, by_topic, count_rows
+
+from ._folderschema import COMMON_METADATA, folder_schema, read_common_metadata, summarize
+from ._hooks import reached
+from ._ledger import Ledger
+from ._runs import run_name
+from ._sink import EndOnError, Sink, TableCommit, by_topic, count_rows
+from ._staging import StagedOutput
 
 __all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "ledger_name", "read_ledger", "write_parquet"]
 
@@ -178,7 +179,7 @@ class FolderSink(Sink):
 
     def _recover(self) -> None:
         """Move the files of the last commit still staged (a run killed after its commit point);
-        the staging folders of runs that died before theirs are :func:`kbatch._leftovers.recover`'s."""
+        the staging folders of runs that died before theirs are :func:`kbatch.tables._leftovers.recover`'s."""
         numbers = _commits(self.out)
         pending: str | None = None
         if numbers:

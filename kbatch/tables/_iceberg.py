@@ -34,15 +34,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final, cast
 
-from kbatch._runs import run_name
 from kbatch.errors import CommitConflictError, TableError
-from kbatch.tables._hooks import reached
-from kbatch.tables._iceberg_files import append_files, write_files
-from kbatch.tables._ledger import LEDGER_KEY, Ledger
-from kbatch.tables._outlock import OutLock
-from kbatch.tables._partition import DEFAULT, Transform, parse
-from kbatch.tables._remote import iceberg_properties
-from kbatch.tables._sink import (
+
+from ._hooks import reached
+from ._iceberg_files import append_files, write_files
+from ._ledger import LEDGER_KEY, Ledger
+from ._outlock import OutLock
+from ._partition import DEFAULT, Transform, parse
+from ._remote import iceberg_properties
+from ._runs import run_name
+from ._sink import (
     Sink,
     TableCommit,
     added_columns,
@@ -307,7 +308,7 @@ class IcebergSink(Sink):
         import pyarrow.parquet as pq
         from pyiceberg.expressions import In
 
-        from kbatch.tables._upsert import latest_per_key
+        from ._upsert import latest_per_key
 
         batches = self._buffers.pop(topic, [])
         live, dead = latest_per_key(pa.Table.from_batches(batches, schema=self.schema_of(topic)))

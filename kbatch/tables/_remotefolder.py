@@ -26,7 +26,7 @@ moves them (roll forward) before it reads anything, as for a local folder. Until
 while step 3 runs, a reader listing OUT sees part of that commit's files (never a file twice:
 an object is copied to one key; an overwrite's readers may see the new files only in part, the
 old ones gone). A run killed before step 2 leaves only a staging folder, which
-the next run deletes once that run is dead (:mod:`kbatch._leftovers`: its process gone on this
+the next run deletes once that run is dead (:mod:`kbatch.tables._leftovers`: its process gone on this
 host, or its lease expired).
 """
 
@@ -38,15 +38,16 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kbatch import _storage
-from kbatch._runs import run_name
+from kbatch import storage
 from kbatch.errors import CommitConflictError, TableError
-from kbatch.tables._folder import LEDGER_DIR, STAGING_DIR, ledger_name, write_parquet
-from kbatch.tables._folderschema import COMMON_METADATA, folder_schema, read_common_metadata, summarize
-from kbatch.tables._hooks import reached
-from kbatch.tables._ledger import Ledger
-from kbatch.tables._remote import create_exclusive, is_s3, pyarrow_url
-from kbatch.tables._sink import Sink, TableCommit, count_rows
+
+from ._folder import LEDGER_DIR, STAGING_DIR, ledger_name, write_parquet
+from ._folderschema import COMMON_METADATA, folder_schema, read_common_metadata, summarize
+from ._hooks import reached
+from ._ledger import Ledger
+from ._remote import create_exclusive, is_s3, pyarrow_url
+from ._runs import run_name
+from ._sink import Sink, TableCommit, count_rows
 
 __all__ = ["RemoteFolderSink"]
 
@@ -86,7 +87,7 @@ class RemoteFolderSink(Sink):
         self.url = out.rstrip("/")
         self.mode = mode
         self.options = dict(storage_options or {})
-        loc = _storage.locate(pyarrow_url(self.url), storage_options=self.options)
+        loc = storage.locate(pyarrow_url(self.url), storage_options=self.options)
         self.fs, self.root = loc.fs, loc.path
         self.compression = compression or "snappy"
         self.max_rows_per_file = max_rows_per_file or 0
@@ -122,8 +123,8 @@ class RemoteFolderSink(Sink):
         return sorted((i.path[len(self.root) + 1:], int(i.size or 0)) for i in infos if i.type == self._file)
 
     def _read(self, rel: str) -> dict[str, Any]:
-        loc = _storage.Location(self.fs, f"{self.root}/{rel}", f"{self.url}/{rel}")
-        raw = _storage.read_small(loc)
+        loc = storage.Location(self.fs, f"{self.root}/{rel}", f"{self.url}/{rel}")
+        raw = storage.read_small(loc)
         try:
             if raw is None:
                 raise ValueError("gone")
@@ -172,7 +173,7 @@ class RemoteFolderSink(Sink):
 
     def _recover(self) -> None:
         """Move the objects of the last commit still staged (a run killed after its commit point);
-        the staging folders of runs that died before theirs are :func:`kbatch._leftovers.recover`'s."""
+        the staging folders of runs that died before theirs are :func:`kbatch.tables._leftovers.recover`'s."""
         _, last = self._last_entry()
         if last is not None and last.get("staging"):
             self._move_in(str(last["staging"]), last.get("files", []), bool(last.get("replaces")))

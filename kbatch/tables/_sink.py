@@ -28,9 +28,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from kbatch.tables._hooks import reached
-from kbatch.tables._ledger import Ledger, OffsetRange
-from kbatch.tables._partition import Transform
+from ._hooks import reached
+from ._ledger import Ledger, OffsetRange
+from ._partition import Transform
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
     from typing_extensions import Self

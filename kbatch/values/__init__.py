@@ -99,6 +99,7 @@ from ._reader import arrow_type, reader_schema, topic_subject
 from ._records_arrow import records_to_arrow
 from ._registry import Registry
 from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
+from ._topic import DEFAULT_TOPIC as DEFAULT_TOPIC
 
 __all__ = [
     "ProtoOptions",

@@ -46,7 +46,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.json as pj
 
-from kbatch.arrow import binary_column
+from kbatch.codec import binary_column
 
 from ._json_read import read_json
 

@@ -9,7 +9,7 @@ import pytest
 
 MODULES = ["kbatch.internal", "kbatch.internal._records", "kbatch.internal._iterate", "kbatch.internal._offsets",
            "kbatch.internal._groups", "kbatch.internal._transactions", "kbatch.internal._metadata",
-           "kbatch.internal._producers", "kbatch.internal._arrow", "kbatch._producer_snapshot"]
+           "kbatch.internal._producers", "kbatch.internal._arrow", "kbatch.log._producer_snapshot"]
 
 
 @pytest.mark.parametrize("name", MODULES)

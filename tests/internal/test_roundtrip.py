@@ -175,7 +175,7 @@ def test_control_record_keys_and_markers_as_kafka_reads_them() -> None:
 
 
 def test_control_record_value_is_read_once_for_dump_and_tables() -> None:
-    from kbatch import _dumpinternal
+    from kbatch.cli import _dump_internal as _dumpinternal
 
     raw = KAFKA_CONTROL[2][0]
     assert decode_control_value(2, raw) == (0, decode_key_value("metadata", b"\0\0\0\2", raw, control=True).value)

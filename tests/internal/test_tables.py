@@ -14,7 +14,7 @@ import pytest
 from conftest import REAL_LOGS
 
 import kbatch
-from kbatch._producer_snapshot import read_snapshot, write_snapshot
+from kbatch.log._producer_snapshot import read_snapshot, write_snapshot
 from kbatch.errors import CorruptRecordError
 from kbatch.internal import (
     InternalRecordError,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import kbatch
-from kbatch._plan import Options, resolve_range, select_logs
+from kbatch.plan._plan import Options, resolve_range, select_logs
 from kbatch.log import LogWriter, open_log, open_logs
 
 pytest.importorskip("pyarrow")
@@ -58,7 +58,7 @@ def test_earliest_on_s3_is_the_log_start(deleted, s3_options):
 
 
 def test_a_root_s_checkpoints_are_read_once(deleted, s3_options, monkeypatch):
-    from kbatch import _checkpoint
+    from kbatch.log import _checkpoint
 
     _, url = deleted
     monkeypatch.setattr(_checkpoint, "_remote", {})

@@ -18,7 +18,7 @@ from support.kills import STAGES, convert, random_kill
 from support.s3 import fresh_prefix
 from support.tables import REPO, rows_of_root, rows_of_table, write_log
 
-from kbatch._sample import write_sample
+from kbatch.cli._sample import write_sample
 
 pa = pytest.importorskip("pyarrow")
 pads = pytest.importorskip("pyarrow.dataset")
@@ -133,7 +133,7 @@ def test_s3_kill_trial(tmp_path, out, s3_options, s3_client, fmt):
 def test_s3_leases_judge_other_hosts_runs(tmp_path, out, s3_options, s3_client):
     """A staging folder of another host's run: kept while its lease is unexpired, removed (with
     its markers and lease) once the lease expired; a leaseless one of another host: kept."""
-    from kbatch._leftovers import recover
+    from kbatch.tables._leftovers import recover
 
     prefix = out.split("/", 3)[3]
     live, dead, unknown = "4242-aaaaaaaa.1@elsewhere", "4343-bbbbbbbb.1@elsewhere", "4444-cccccccc.1@elsewhere"
@@ -159,8 +159,8 @@ def test_s3_leases_judge_other_hosts_runs(tmp_path, out, s3_options, s3_client):
 def test_a_live_runs_lease_keeps_its_staging(out, s3_options, s3_client):
     """This process's lease (renewed, with its host and pid) keeps its staging folder from a
     recovery; released, the lease object is gone."""
-    from kbatch._leftovers import Store, recover
-    from kbatch._runs import Lease, run_name
+    from kbatch.tables._leftovers import Store, recover
+    from kbatch.tables._runs import Lease, run_name
 
     prefix = out.split("/", 3)[3]
     lease = Lease(Store(out, s3_options), "_kbatch_staging", seconds=3600).take()

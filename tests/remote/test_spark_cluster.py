@@ -122,7 +122,7 @@ def test_kbatch_convert_into_iceberg_on_the_cluster(cluster, tmp_path):
     pytest.importorskip("pyiceberg")
     from support.tables import rows_of_root, rows_of_table, write_log
 
-    from kbatch._sample import write_sample
+    from kbatch.cli._sample import write_sample
     from kbatch.tables import default_catalog
 
     root, out = tmp_path / "root", tmp_path / "out"

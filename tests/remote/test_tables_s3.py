@@ -10,7 +10,7 @@ import uuid
 import pytest
 from support.tables import convert_cli, kafka_batch, rows_of_root, rows_of_table, summary_of, write_log
 
-from kbatch._sample import write_sample
+from kbatch.cli._sample import write_sample
 from kbatch.errors import CommitConflictError
 from kbatch.tables import Ledger, OffsetRange, RemoteFolderSink
 

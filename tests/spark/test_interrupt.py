@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from kbatch._sample import write_sample
+from kbatch.cli._sample import write_sample
 
 REPO = str(Path(__file__).resolve().parents[2])
 
 
 def test_ctrl_c_while_the_job_runs_is_one_line(tmp_path) -> None:
     pytest.importorskip("pyspark")
-    from kbatch._sparkstart import JavaError, java_home
+    from kbatch.spark._session import JavaError, java_home
 
     try:
         java_home()
@@ -57,7 +57,7 @@ def test_py4j_records_print_nothing_after_the_handler_is_installed() -> None:
     ``_plain_interrupts`` neither prints (a child process: the logging set-up is global)."""
     code = (
         "import logging\n"
-        "from kbatch._convert import _plain_interrupts\n"
+        "from kbatch.convert._convert import _plain_interrupts\n"
         "_plain_interrupts()\n"
         "try:\n"
         "    raise BrokenPipeError(32, 'Broken pipe')\n"

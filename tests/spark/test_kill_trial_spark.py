@@ -12,7 +12,7 @@ pytest.importorskip("pyspark")
 
 @pytest.fixture(scope="module")
 def java():
-    from kbatch._sparkstart import JavaError, java_home
+    from kbatch.spark._session import JavaError, java_home
 
     try:
         java_home()
@@ -23,7 +23,7 @@ def java():
 @pytest.mark.slow  # many runs killed or failed on purpose: once, not again in the wheel run
 @pytest.mark.parametrize("fmt", ["parquet", "delta", "iceberg"])
 def test_spark_kill_trial(java, tmp_path_factory, tmp_path, fmt):
-    from kbatch._sample import write_sample
+    from kbatch.cli._sample import write_sample
 
     sample = tmp_path_factory.mktemp("sample")
     write_sample(sample)

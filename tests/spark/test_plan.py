@@ -1,6 +1,6 @@
 """The kafka-log source's planner and reader without Spark: option semantics, splitting, reading.
 
-These run without pyspark (kbatch._plan does not import it); the Spark suites next to
+These run without pyspark (kbatch.plan._plan does not import it); the Spark suites next to
 this file check the same paths through real SparkSessions.
 """
 
@@ -14,11 +14,11 @@ import pytest
 
 import kbatch
 import kbatch.arrow
-from kbatch._sample import write_sample
+from kbatch.cli._sample import write_sample
 from kbatch.log import LogWriter, open_log, open_logs
 
 pa = pytest.importorskip("pyarrow")
-plan = pytest.importorskip("kbatch._plan")
+plan = pytest.importorskip("kbatch.plan._plan")
 
 
 @pytest.fixture(scope="module")

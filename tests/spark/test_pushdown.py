@@ -122,7 +122,7 @@ def test_a_task_walks_the_batches_past_the_window_and_decodes_only_its_own(tmp_p
     """The records of each batch are out of order (its first timestamp is its largest): past the
     window's end, no header can tell that a batch holds nothing of it; the task's scan walks them
     (every record's timestamp read, no row built) and decodes only the window's batches."""
-    from kbatch._scan import ScanStats
+    from kbatch.log._scan import ScanStats
     from kbatch.spark._pushdown import reader
 
     log = open_log(_log(tmp_path) / "t-0")

@@ -18,7 +18,7 @@ pa = pytest.importorskip("pyarrow")
 
 import kbatch  # noqa: E402
 import kbatch.arrow  # noqa: E402
-from kbatch._sample import write_sample  # noqa: E402
+from kbatch.cli._sample import write_sample  # noqa: E402
 from kbatch.log import LogWriter, open_log, open_logs  # noqa: E402
 
 INTERNAL = {"__consumer_offsets", "__transaction_state"}
@@ -239,7 +239,7 @@ def test_stream_trigger_limits(tmp_path):
         datasource.ReadAllAvailable, datasource.ReadMaxRows, datasource.ReadMinRows
     )
 
-    from kbatch._plan import Options
+    from kbatch.plan._plan import Options
     from kbatch.spark._schema import kafka_struct
     from kbatch.spark._source import KafkaLogStreamReader
 

@@ -221,7 +221,7 @@ def _convert_run(capsys, *argv: str) -> tuple[int, dict | str]:
     (or the error line)."""
     import argparse
 
-    from kbatch import _convert
+    from kbatch.convert import _convert
 
     parser = argparse.ArgumentParser()
     _convert.add_arguments(parser)

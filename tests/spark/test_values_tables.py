@@ -22,7 +22,7 @@ from support.avro_root import grow, write_avro_root  # noqa: E402
 
 
 def _run(capsys, *argv: str) -> dict:
-    from kbatch import _convert
+    from kbatch.convert import _convert
 
     parser = argparse.ArgumentParser()
     _convert.add_arguments(parser)

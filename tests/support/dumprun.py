@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 
-from kbatch import _dump
+from kbatch.cli import _dump
 
 
 def dump(*argv: str) -> tuple[int, list[str], list[str]]:

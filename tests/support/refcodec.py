@@ -119,7 +119,7 @@ def legacy_entry(offset: int, message: bytes) -> bytes:
 def legacy_wrapper(offset: int, inner: bytes, codec: int, *, magic: int = 1, attributes: int = 0,
                    timestamp: int = 1_500_000_000_000) -> bytes:
     """A compressed wrapper entry holding the message set ``inner``."""
-    from kbatch import _compression
+    from kbatch.codec import _compression
 
     packed = _compression.compress(codec, inner, None, magic=magic) if codec != 4 else b"\0" * 8
     return legacy_entry(offset, legacy_message(packed, magic=magic, attributes=codec | attributes,

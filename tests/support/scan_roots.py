@@ -84,7 +84,7 @@ OPS = ["=", "<", "<=", ">", ">=", "between", "in"]
 
 
 def holds(op: str, left: object, value: object) -> bool:
-    """Whether ``left op value`` holds (a term of :mod:`kbatch._predicate`; None never does)."""
+    """Whether ``left op value`` holds (a term of :mod:`kbatch.log._predicate`; None never does)."""
     if left is None:
         return False
     if op == "=":

@@ -16,7 +16,7 @@ import pytest
 
 import kbatch
 from kbatch import KBatchError
-from kbatch import _core as core
+from kbatch.codec import _core as core
 
 N = 6000  # records: ~0.8 MB uncompressed, 12 batches of 500
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -99,7 +99,7 @@ def compressed_batches(frames: list[bytes]) -> bytes:
     import cramjam
     import zstandard
 
-    from kbatch import _compression
+    from kbatch.codec import _compression
     from support.refcodec import Rec, batch
 
     out = []

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from support.tables import write_log
 
-from kbatch._sample import write_sample
+from kbatch.cli._sample import write_sample
 
 
 @pytest.fixture(scope="module")

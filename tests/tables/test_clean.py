@@ -14,7 +14,7 @@ import pytest
 from support.kills import only_the_table, table_rows
 from support.tables import REPO, convert_cli, rows_of_root, rows_of_table, summary_of
 
-from kbatch._leftovers import recover
+from kbatch.tables._leftovers import recover
 
 TOPICS = ["events", "orders"]
 

@@ -12,7 +12,7 @@ RUNS = 30
 @pytest.fixture(scope="module")
 def corrupt(tmp_path_factory):
     """A root converted to Delta, then grown by a segment whose batch CRC is wrong."""
-    from kbatch._sample import write_sample
+    from kbatch.cli._sample import write_sample
 
     base = tmp_path_factory.mktemp("corrupt")
     root, out = base / "root", base / "out"

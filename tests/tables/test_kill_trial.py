@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support.kills import STAGES, random_kill, trial
 
-from kbatch._sample import write_sample
+from kbatch.cli._sample import write_sample
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ pytest.importorskip("pyarrow")
 
 _RERUN = """
 import sys
-from kbatch import _convert
+from kbatch.convert import _convert
 assert _convert.main([sys.argv[1], sys.argv[2], "--format", sys.argv[3], "--engine", "arrow", "--mode", "append",
                       "--subscribe", "orders", "-q"]) == 0
 print(sorted(m for m in ("pyarrow.dataset", "pandas") if m in sys.modules))

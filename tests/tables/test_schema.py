@@ -8,7 +8,7 @@ import json
 import pytest
 from support.tables import convert_cli, rows_of_root, rows_of_table, summary_of
 
-from kbatch._sample import write_sample
+from kbatch.cli._sample import write_sample
 
 pa = pytest.importorskip("pyarrow")
 FIRST = json.dumps({"orders": {"0": 10, "1": 10, "2": 10}})

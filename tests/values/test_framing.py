@@ -123,7 +123,7 @@ def test_parse_frames_on_bare_arrays_checks_its_input():
 
 
 def test_selected_tables_keep_headers_in_record_order():
-    from kbatch._table import select
+    from kbatch.codec._table import select
 
     headers = [[("__value_schema_id", b"\x00\x00\x00\x00\x01")], [], [("__value_schema_id", b"\x00\x00\x00\x00\x03")]]
     table = table_of([b"a", framed(2, b"b"), b"c"], headers=headers)

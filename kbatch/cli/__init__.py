@@ -1,0 +1,17 @@
+"""The ``kbatch`` command line: one module per subcommand, each with ``add_arguments(parser)``
+and ``run(args) -> int``.
+
+- ``_main``: the parser of every subcommand, :func:`main` (the ``kbatch`` script), the one-line
+  error net under the subcommands;
+- ``_dump`` (``kbatch dump``) with its record-value and internal-topic renderers
+  (``_dump_values``, ``_dump_internal``);
+- ``_sample`` (``kbatch sample``), ``_clean`` (``kbatch clean``), ``_schemas``
+  (``kbatch schemas``); ``kbatch convert`` is the :mod:`kbatch.convert` job's own.
+
+The top layer: it imports the packages below it through their faces, and nothing imports it
+but ``kbatch.__main__``.
+"""
+
+from ._main import SUBCOMMANDS, build_parser, main
+
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]

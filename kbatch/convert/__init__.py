@@ -1,0 +1,35 @@
+"""The ``kbatch convert`` job: a ``log.dirs`` root (or a whole backup) to tables.
+
+Parquet, ORC and JSON folders, Iceberg and Delta tables; with Spark (local mode, a cluster)
+or in-process with Arrow; typed values, dead letters, resumable appends and a summary that
+counts every record. Above the engines and the table formats, below the command line, which
+reaches it as the ``convert`` subcommand (:func:`add_arguments`, :func:`run`).
+"""
+
+from ._convert import (
+    ConvertError,
+    PartitionReport,
+    Summary,
+    UsageError,
+    add_arguments,
+    convert_arrow,
+    convert_spark,
+    run,
+    spark_config,
+    spark_error_line,
+    task_bytes,
+)
+
+__all__ = [
+    "ConvertError",
+    "PartitionReport",
+    "Summary",
+    "UsageError",
+    "add_arguments",
+    "convert_arrow",
+    "convert_spark",
+    "run",
+    "spark_config",
+    "spark_error_line",
+    "task_bytes",
+]

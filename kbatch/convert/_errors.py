@@ -1,0 +1,18 @@
+"""The two ways ``kbatch convert`` fails, shared by its modules (:mod:`kbatch.convert._convert`,
+:mod:`kbatch.convert._values`): a usage mistake (status 2) or a failed run (status 1)."""
+
+from __future__ import annotations
+
+__all__ = ["ConvertError", "UsageError"]
+
+
+class UsageError(ValueError):
+    """A mistake in the command line or its inputs: one line, status 2."""
+
+
+class ConvertError(RuntimeError):
+    """The conversion failed while running (corrupt data, Spark): one line, status 1."""
+
+
+for _cls in (ConvertError, UsageError):
+    _cls.__module__ = "kbatch.convert._convert"  # where they were first defined, and are still imported from
