@@ -34,7 +34,7 @@ aiokafka_codec = pytest.importorskip("aiokafka.codec")
 
 CODECS = {"gzip": C.GZIP, "snappy": C.SNAPPY, "lz4": C.LZ4, "zstd": C.ZSTD}
 BIG = 1 << 30
-VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors"
+VECTORS = Path(__file__).resolve().parents[3] / "shared" / "vectors"
 
 
 def _records_like(n: int, seed: int = 0) -> bytes:
@@ -683,7 +683,7 @@ def test_lz4_truncated(cut: int) -> None:
 
 def test_lz4_uncompressed_size_zero_block_is_the_end_mark() -> None:
     # Java masks the "uncompressed" bit before comparing with 0
-    # (bytes after it: tests/test_lz4_frames.py)
+    # (bytes after it: tests/codec/test_lz4_frames.py)
     good = C.compress(C.LZ4, b"abc" * 100)
     assert decompress(C.LZ4, good[:-4] + b"\x00\x00\x00\x80") == b"abc" * 100
 

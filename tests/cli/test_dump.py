@@ -133,7 +133,7 @@ def test_not_a_kafka_log_is_one_line(tmp_path: Path) -> None:
 
 
 def test_command_line_end_to_end(part: Path) -> None:
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     proc = subprocess.run(
         [sys.executable, "-c", "import sys, kbatch.cli._dump as d; sys.exit(d.main(sys.argv[1:]))",
          "--files", str(part.with_suffix(".log")), "--print-data-log"],

@@ -203,7 +203,7 @@ def test_max_message_size_bounds_index_lookups(tmp_path: Path) -> None:
 
 
 def test_unknown_option_prints_dumps_usage() -> None:
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     proc = subprocess.run([sys.executable, "-m", "kbatch", "dump", "--files", "x", "--no-such-option"],
                           capture_output=True, text=True, cwd=repo, timeout=60, check=False)
     assert proc.returncode == 2 and proc.stdout == ""

@@ -54,7 +54,7 @@ def test_zstd_in_c_equals_python(monkeypatch: pytest.MonkeyPatch, kinds: list[by
     same_table(t0, t2)
     assert len(t0.records) == 120 * 20
     # on one thread every chunk; on two those of frames without a content size (sized ones
-    # go to _inflate_chunk's pieces first, tests/test_chunk_decompression.py)
+    # go to _inflate_chunk's pieces first, tests/codec/test_chunk_decompression.py)
     assert chunks >= (2 * 3 if kinds == [b"stream"] else 3)
 
 

