@@ -10,8 +10,8 @@ What a broker keeps on disk under each ``log.dirs`` root (all integers big-endia
         00000000000000001234.index            offset index: offset -> byte position in the .log
         00000000000000001234.timeindex        time index: largest timestamp so far -> offset
         00000000000000001234.txnindex         aborted transactions whose ABORT marker is in the
-                                              segment (these three files' entries, and a batch's
-                                              frame: kbatch.log._segment)
+                                              segment (these three files' entries:
+                                              kbatch.log._indexes; a batch's frame: _frames)
         00000000000000001234.snapshot         producer state snapshot (not read here)
         *.deleted *.cleaned *.swap            leftovers of deletion, cleaning, compaction: skipped
         leader-epoch-checkpoint               text: "0" (version), count, then "epoch startOffset"
@@ -62,6 +62,9 @@ from ._discover import describe_topics as describe_topics
 from ._discover import logs_deeper as logs_deeper
 from ._discover import partition_name
 from ._discover import topics_in as topics_in
+from ._frames import scan_headers as scan_headers
+from ._indexes import OFFSET_INDEX_DTYPE, TIME_INDEX_DTYPE, TXN_INDEX_DTYPE
+from ._indexes import read_index as read_index
 from ._logdir import IsolationLevel as IsolationLevel
 from ._logdir import LogDir, Unread, open_log, open_logs
 from ._logdir import Replicas as Replicas
@@ -78,10 +81,8 @@ from ._producer_snapshot import read_snapshot as read_snapshot
 from ._scan import SCAN_COLUMNS as SCAN_COLUMNS
 from ._scan import ScanStats, scan_logs
 from ._scan import scan_tables as scan_tables
-from ._segment import OFFSET_INDEX_DTYPE, TIME_INDEX_DTYPE, TXN_INDEX_DTYPE, Segment, Skipped
 from ._segment import OnCorruption as OnCorruption
-from ._segment import read_index as read_index
-from ._segment import scan_headers as scan_headers
+from ._segment import Segment, Skipped
 
 __all__ = [
     "OFFSET_INDEX_DTYPE",

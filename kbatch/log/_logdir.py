@@ -61,9 +61,10 @@ from ._discover import (
     partition_name,
     topics_in,
 )
+from ._frames import MAX_WINDOW
 from ._metaproperties import cluster_id
 from ._scan import ScanStats, scan_logs
-from ._segment import MAX_WINDOW, OnCorruption, Segment, Skipped
+from ._segment import OnCorruption, Segment, Skipped
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
     from typing_extensions import Self

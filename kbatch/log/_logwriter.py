@@ -2,8 +2,9 @@
 
 Provides the writer of segments, their ``.index``/``.timeindex``/``.txnindex``,
 ``leader-epoch-checkpoint``, ``partition.metadata``, producer snapshots and the root's
-checkpoint files. Uses :mod:`kbatch.log._segment` (the index dtypes; :func:`scan_headers` frames
-each appended batch), ``kbatch.log._checkpoint`` and ``kbatch.log._producer_snapshot``.
+checkpoint files. Uses :mod:`kbatch.log._indexes` (the index dtypes), :mod:`kbatch.log._frames`
+(:func:`scan_headers` frames each appended batch), ``kbatch.log._checkpoint`` and
+``kbatch.log._producer_snapshot``.
 The public face is :mod:`kbatch.log`.
 """
 
@@ -37,8 +38,9 @@ from ._checkpoint import (
     RECOVERY_POINT,
     update_checkpoint,
 )
+from ._frames import scan_headers
+from ._indexes import OFFSET_INDEX_DTYPE, TIME_INDEX_DTYPE, TXN_INDEX_DTYPE, read_index
 from ._producer_snapshot import ProducerState
-from ._segment import OFFSET_INDEX_DTYPE, TIME_INDEX_DTYPE, TXN_INDEX_DTYPE, read_index, scan_headers
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
     from typing_extensions import Self

@@ -1,36 +1,20 @@
 """One segment file of a Kafka log directory: its batches framed, its indexes checked, its reads.
 
 Provides :class:`Segment` (a ``.log`` file, memory-mapped or remote, with its ``.index``,
-``.timeindex`` and ``.txnindex`` used as hints), the index entry dtypes, :func:`scan_headers`
-(batch header rows of a buffer, framed without parsing records), :func:`read_index` and
-:class:`Skipped`. Uses ``kbatch.codec._core`` (scan, decode), ``kbatch.storage._location`` (remote reads)
-and ``kbatch._wire`` (the frame layout). The directory that holds segments is
-:mod:`kbatch.log._logdir`; the public face is :mod:`kbatch.log`.
+``.timeindex`` and ``.txnindex`` used as hints, each entry checked against the batch it names
+before a seek trusts it), :class:`Skipped` and :data:`OnCorruption`. Uses
+:mod:`kbatch.log._frames` (where batches start and end: the ``.log``'s frame),
+:mod:`kbatch.log._indexes` (the index files' entries), ``kbatch.codec`` (scan, decode),
+``kbatch.storage`` (remote reads) and ``kbatch._wire`` (the frame layout). The directory that
+holds segments is :mod:`kbatch.log._logdir`; the public face is :mod:`kbatch.log`.
 
 One segment and its indexes, named by the 20-digit zero-padded base offset (the directory
-around them: :mod:`kbatch.log`; all integers big-endian)::
+around them: :mod:`kbatch.log`)::
 
-    00000000000000001234.log              record batches back to back, exactly as
-                                          kbatch.decode reads them; a batch's frame, enough
-                                          to walk a segment without parsing records:
-        baseOffset     int64                  legacy: the offset, a compressed wrapper's
-                                              last inner offset
-        batchLength    int32                  bytes after this field, >= 14
-        ...            magic int8 at byte 16
-    00000000000000001234.index            offset index, 8-byte entries:
-        relativeOffset int32                  offset - base offset (the last offset of the
-                                              batch, or append, starting at position)
-        position       int32                  byte position of that batch in the .log
-                                          one entry per index.interval.bytes (4096) appended;
-                                          an active segment's file is preallocated with zeros:
-                                          the first all-zero entry after the first ends it
-    00000000000000001234.timeindex        time index, 12-byte entries, timestamps increasing:
-        timestamp      int64                  largest timestamp so far in the segment
-        relativeOffset int32                  the (last) offset of the batch that had it
-    00000000000000001234.txnindex         aborted transactions whose ABORT marker is in the
-                                          segment, 34-byte entries:
-        version int16, producerId int64, firstOffset int64, lastOffset int64 (the marker),
-        lastStableOffset int64
+    00000000000000001234.log              record batches back to back (kbatch.log._frames)
+    00000000000000001234.index            offset index       (the three: kbatch.log._indexes)
+    00000000000000001234.timeindex        time index
+    00000000000000001234.txnindex         aborted transactions whose ABORT marker is here
 """
 
 from __future__ import annotations
@@ -40,9 +24,8 @@ import json
 import logging
 import mmap
 import os
-import struct
 from collections.abc import Iterator, Sequence
-from pathlib import Path, PurePath, PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any, Final, Literal, NamedTuple
 
 import numpy as np
@@ -54,43 +37,40 @@ from kbatch._wire import (
     ATTRIBUTES_OFFSET,
     BATCH_OVERHEAD,
     CRC_OFFSET,
-    HEADER_SIZE_UP_TO_MAGIC,
     LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
-    RECORD_OVERHEAD_V0,
 )
 from kbatch.codec import BATCH_DTYPE, RecordTable, decode_batches
 from kbatch.codec import scan as _core_scan
 from kbatch.errors import CorruptRecordError, StorageError, UnsupportedError
 
 from ._discover import SEGMENT_NAME
+from ._frames import (
+    FRAME,
+    MIN_ENTRY,
+    U32,
+    corrupt,
+    frame_remote,
+    headers_at,
+    resync,
+    resync_remote,
+    scan_headers,
+)
+from ._indexes import (
+    OFFSET_INDEX_DTYPE,
+    TIME_INDEX_DTYPE,
+    TXN_INDEX_DTYPE,
+    index_entries,
+    offset_index_ordered,
+    time_index_ordered,
+)
 
 logger = logging.getLogger("kbatch.log")
 
-#: ``.index`` entries.
-OFFSET_INDEX_DTYPE: Final = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
-#: ``.timeindex`` entries.
-TIME_INDEX_DTYPE: Final = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
-#: ``.txnindex`` entries.
-TXN_INDEX_DTYPE: Final = np.dtype(
-    [
-        ("version", ">i2"),
-        ("producer_id", ">i8"),
-        ("first_offset", ">i8"),
-        ("last_offset", ">i8"),
-        ("last_stable_offset", ">i8"),
-    ]
-)
-_MIN_ENTRY: Final = RECORD_OVERHEAD_V0  # the smallest batchLength: the smallest legacy message
-_MIN_V2: Final = BATCH_OVERHEAD - LOG_OVERHEAD  # the smallest batchLength of a RecordBatch
 _UNREAD: Final = object()  # a side index not read yet
 _MAX_LIES: Final = 8  # index entries found not to match the log before the whole file is dropped
-_FRAME = struct.Struct(">qi")  # a log entry's baseOffset and batchLength
-_U32 = struct.Struct(">I")
 _SEGMENT_NAME = SEGMENT_NAME
-#: A remote read frames at most this much in one window (larger reads go window by window).
-MAX_WINDOW: Final = 256 << 20
 
 OnCorruption = Literal["raise", "skip"]
 
@@ -103,116 +83,6 @@ class Skipped(NamedTuple):
     length: int
     reason: str
 
-
-def _corrupt(path: PurePath, reason: str, position: int, field: str, batch_position: int) -> CorruptRecordError:
-    err = CorruptRecordError(f"{reason} in {path}", position, -1, field, batch_position=batch_position)
-    err.path = str(path)  # type: ignore[attr-defined]
-    return err
-
-
-def scan_headers(
-    buf: Any, pos: int, end: int, max_bytes: int, path: PurePath
-) -> tuple[npt.NDArray[Any], int, CorruptRecordError | None, bool]:
-    """Header rows of the batches from ``pos``: (rows, end of the last, error or None, more).
-
-    Stops after ``max_bytes`` (at least one batch; ``more`` is then True), before an
-    incomplete tail (not an error), or at a frame that cannot be a batch (the error, with
-    ``path`` and the position in ``buf``). The rows are :func:`kbatch.codec._core.scan`'s: no
-    record parsed, nothing decompressed, no CRC computed.
-    """
-    limit = end if max_bytes >= end - pos else pos + max_bytes
-    heads, consumed, exc = _core_scan(buf, pos, limit)
-    stop = pos + consumed
-    if exc is None and limit < end and stop < limit:
-        # the batch that crosses max_bytes is the last one taken: frame it alone
-        cross = min(end, stop + HEADER_SIZE_UP_TO_MAGIC)
-        if end - stop >= LOG_OVERHEAD:
-            length = _FRAME.unpack_from(buf, stop)[1]
-            if length >= _MIN_ENTRY:
-                cross = min(end, stop + LOG_OVERHEAD + length)
-        more_heads, consumed, exc = _core_scan(buf, stop, cross)
-        if len(more_heads):
-            heads = np.concatenate((heads, more_heads))
-            stop += consumed
-    err = None
-    if exc is not None:
-        # the frame errors in the words kafka-dump-log users know; the rest as the core says them
-        at, reason = exc.batch_position, exc.reason
-        length, magic = _FRAME.unpack_from(buf, at)[1], buf[at + MAGIC_OFFSET]
-        if length < _MIN_ENTRY:
-            reason = f"batchLength {length} is below the minimum {_MIN_ENTRY}"
-        elif magic > 2:
-            reason = f"unknown magic {magic}"
-        elif magic == 2 and length < _MIN_V2:
-            reason = f"batchLength {length} is below the RecordBatch header size {_MIN_V2}"
-        err = _corrupt(path, reason, exc.position, exc.field, at)
-        err.__cause__ = exc
-    return heads, stop, err, err is None and limit <= stop < end
-
-
-def _headers(buf: Any, positions: Sequence[int] | npt.NDArray[np.int64]) -> npt.NDArray[Any]:
-    """BATCH_DTYPE rows of the batches at ``positions`` (headers only, nothing decompressed).
-
-    ``first_record`` is -1; a legacy compressed wrapper's ``record_count`` is -1 (unknown
-    without decompressing) and its ``base_offset`` its offset, as in ``kbatch.decode``.
-
-    Raises
-    ------
-    CorruptRecordError
-        A position where no complete batch can be framed.
-    """
-    pos = np.asarray(positions, dtype=np.int64)
-    if len(pos) == 0:
-        return np.zeros(0, dtype=BATCH_DTYPE)
-    n = len(memoryview(buf).cast("B")) if not isinstance(buf, memoryview) else buf.nbytes
-
-    def end_of(p: int) -> int:
-        if n - p < LOG_OVERHEAD:
-            return n
-        return min(n, p + LOG_OVERHEAD + max(int(_FRAME.unpack_from(buf, p)[1]), 0))
-
-    heads, _, exc = _core_scan(buf, int(pos[0]), end_of(int(pos[-1])))
-    if len(heads) >= len(pos):
-        k = np.searchsorted(heads["position"], pos)
-        if np.all(k < len(heads)) and np.array_equal(heads["position"][np.minimum(k, len(heads) - 1)], pos):
-            return heads[k]
-    rows = []
-    for p in pos.tolist():
-        one, _, exc = _core_scan(buf, p, end_of(p))
-        if len(one) == 0:
-            raise exc or CorruptRecordError("no complete batch", p, -1, "batchLength", batch_position=p)
-        rows.append(one[:1])
-    return np.concatenate(rows)
-
-
-def _resync(buf: memoryview, pos: int, end: int) -> int:
-    """The next position after ``pos`` where a RecordBatch with a valid CRC starts (or ``end``)."""
-    u8 = np.frombuffer(buf, dtype=np.uint8)
-    for c in (np.flatnonzero(u8[pos + 1 + MAGIC_OFFSET : end] == 2) + pos + 1).tolist():
-        if end - c < BATCH_OVERHEAD:
-            break
-        length = _FRAME.unpack_from(buf, c)[1]
-        if length < _MIN_V2 or end - c - LOG_OVERHEAD < length:
-            continue
-        if crc32c(buf[c + ATTRIBUTES_OFFSET : c + LOG_OVERHEAD + length]) == _U32.unpack_from(buf, c + CRC_OFFSET)[0]:
-            return int(c)
-    return end
-
-
-def read_index(path: Path, dtype: np.dtype[Any]) -> npt.NDArray[Any] | None:
-    if not path.is_file():
-        return None
-    return _index_entries(path.read_bytes(), dtype)
-
-
-def _index_entries(raw: bytes, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
-    entries = np.frombuffer(raw[: len(raw) - len(raw) % dtype.itemsize], dtype=dtype)
-    if dtype is TXN_INDEX_DTYPE or len(entries) == 0:
-        return entries
-    raw_rows = np.frombuffer(raw, dtype=np.uint8, count=len(entries) * dtype.itemsize).reshape(len(entries), -1)
-    zero = np.flatnonzero(np.all(raw_rows == 0, axis=1))
-    zero = zero[zero > 0]
-    return entries[: int(zero[0])] if len(zero) else entries
 
 
 class Segment:
@@ -353,7 +223,7 @@ class Segment:
         raw = self._side_file(suffix)
         if raw is None:
             raw = self._plugin_indexes.get(suffix)
-        return None if raw is None else _index_entries(raw, dtype)
+        return None if raw is None else index_entries(raw, dtype)
 
     def _read_plugin_indexes(self, manifest: dict[str, Any]) -> None:
         """The indexes Aiven's plugin packs into one ``.indexes`` object per segment: the broker's
@@ -477,7 +347,7 @@ class Segment:
 
     def _batch_at(self, pos: int) -> npt.NDArray[Any] | None:
         """The header row of a complete batch framed at ``pos``, or None (one header read)."""
-        if pos < 0 or self.size - pos < LOG_OVERHEAD + _MIN_ENTRY:
+        if pos < 0 or self.size - pos < LOG_OVERHEAD + MIN_ENTRY:
             return None
         sc = self._scan
         if sc is not None and not self.skipped:  # the cached scan is the framing itself
@@ -485,8 +355,8 @@ class Segment:
             return sc[k : k + 1] if k < len(sc) and int(sc["position"][k]) == pos else None
         if self._reader is not None:
             one = self._reader.read(pos, 1 << 16)
-            length = _FRAME.unpack_from(one)[1]
-            if length < _MIN_ENTRY or self.size - pos - LOG_OVERHEAD < length:
+            length = FRAME.unpack_from(one)[1]
+            if length < MIN_ENTRY or self.size - pos - LOG_OVERHEAD < length:
                 return None
             if len(one) < LOG_OVERHEAD + length:
                 one = self._reader.read(pos, LOG_OVERHEAD + length)
@@ -498,8 +368,8 @@ class Segment:
         if self._data is None:
             # reads of the batch instead of mapping the file (unless the batch is large)
             with open(self.path, "rb") as f:
-                length = _FRAME.unpack_from(os.pread(f.fileno(), LOG_OVERHEAD, pos))[1]
-                if length < _MIN_ENTRY or self.size - pos - LOG_OVERHEAD < length:
+                length = FRAME.unpack_from(os.pread(f.fileno(), LOG_OVERHEAD, pos))[1]
+                if length < MIN_ENTRY or self.size - pos - LOG_OVERHEAD < length:
                     return None
                 if length <= 1 << 20:
                     one = os.pread(f.fileno(), LOG_OVERHEAD + length, pos)
@@ -508,8 +378,8 @@ class Segment:
                         return None
                     heads["position"] += pos
                     return heads
-        length = _FRAME.unpack_from(self.data, pos)[1]
-        if length < _MIN_ENTRY or self.size - pos - LOG_OVERHEAD < length:
+        length = FRAME.unpack_from(self.data, pos)[1]
+        if length < MIN_ENTRY or self.size - pos - LOG_OVERHEAD < length:
             return None
         heads, _, exc = _core_scan(self.data, pos, pos + LOG_OVERHEAD + length)
         return heads if exc is None and len(heads) == 1 else None
@@ -520,26 +390,19 @@ class Segment:
         if self.note_to is not None:
             self.note_to.append(f"{self.path.name}: {text}")
 
-    # Structure only, vectorised, without reading the .log: a lookup needs increasing entries.
-    # Whether an entry tells the truth is checked when a seek first uses it.
+    # Structure only (kbatch.log._indexes), without reading the .log: a lookup needs increasing
+    # entries. Whether an entry tells the truth is checked when a seek first uses it.
 
     def _check_index(self) -> None:
         idx: npt.NDArray[Any] | None = self._index  # type: ignore[assignment]
-        if idx is not None and len(idx):
-            rel = idx["relative_offset"].astype(np.int64)
-            where = idx["position"].astype(np.int64)
-            if not (np.all(rel >= 0) and np.all(np.diff(rel) > 0) and np.all(np.diff(where) > 0)):
-                self._note(f"{self.path.with_suffix('.index').name} is inconsistent with the log: not used")
-                idx = None
+        if idx is not None and len(idx) and not offset_index_ordered(idx):
+            self._note(f"{self.path.with_suffix('.index').name} is inconsistent with the log: not used")
+            idx = None
         self.index = idx  # per entry, once checked: 1 holds, -1 lies
 
     def _check_timeindex(self) -> None:
         tix: npt.NDArray[Any] | None = self._timeindex  # type: ignore[assignment]
-        if tix is not None and len(tix) and not (
-            np.all(np.diff(tix["timestamp"].astype(np.int64)) >= 0)
-            and np.all(tix["relative_offset"] >= 0)
-            and np.all(np.diff(tix["relative_offset"].astype(np.int64)) >= 0)
-        ):
+        if tix is not None and len(tix) and not time_index_ordered(tix):
             self._note(f"{self.path.with_suffix('.timeindex').name} is inconsistent with the log: not used")
             tix = None
         self.timeindex = tix  # per entry, once checked: the batch position + 1, -1 lies
@@ -706,7 +569,7 @@ class Segment:
                 j = min(max(int(np.searchsorted(ends, pos + max_bytes, "left")), k), len(starts) - 1)
                 return sc[k : j + 1], int(ends[j]), j == len(starts) - 1
         if self._reader is not None:
-            heads, stop, err, more = self._frame_remote(pos, max_bytes)
+            heads, stop, err, more = frame_remote(self._reader, pos, max_bytes, self.path)
         else:
             heads, stop, err, more = scan_headers(self.data, pos, self.size, max_bytes, self.path)
         nxt = -1
@@ -764,17 +627,17 @@ class Segment:
         at = int(heads["position"][k])
         reason = (f"the batch at byte {at}: {what}: offsets never go back in a log (compaction keeps their "
                   "order), a corrupt baseOffset")
-        return k, _corrupt(self.path, reason, at, "baseOffset", at)
+        return k, corrupt(self.path, reason, at, "baseOffset", at)
 
     def _resync(self, pos: int) -> int:
         """The next position after ``pos`` where a RecordBatch with a valid CRC starts (or the end)."""
-        return _resync(self.data, pos, self.size) if self._reader is None else self._resync_remote(pos)
+        return resync(self.data, pos, self.size) if self._reader is None else resync_remote(self._reader, pos)
 
     def _whole_batch(self, pos: int) -> bool:
         """Whether the bytes from ``pos`` to the end are one RecordBatch whose CRC verifies."""
         head = self.view(pos, pos + BATCH_OVERHEAD)
         return head[MAGIC_OFFSET] == 2 and crc32c(self.view(pos + ATTRIBUTES_OFFSET, self.size)) == \
-            _U32.unpack_from(head, CRC_OFFSET)[0]
+            U32.unpack_from(head, CRC_OFFSET)[0]
 
     def _cut_batch(self, pos: int) -> tuple[CorruptRecordError | None, int]:
         """Whether the incomplete batch at ``pos`` (its frame runs past the end of the file) is
@@ -791,13 +654,13 @@ class Segment:
         head = bytes(self.view(pos, pos + LOG_OVERHEAD))
         what = f"the batch at byte {pos}"
         if len(head) == LOG_OVERHEAD:
-            base, length = _FRAME.unpack_from(head)
+            base, length = FRAME.unpack_from(head)
             what += f" (baseOffset {base}, batchLength {length})"
         left = self.size - pos
         if not self.active:
             reason = (f"{what} runs past the end of the segment ({left} bytes left) and a later segment "
                       "follows: the segment is cut (a damaged or partial copy)")
-            return _corrupt(self.path, reason, pos + LENGTH_OFFSET, "batchLength", pos), self.size
+            return corrupt(self.path, reason, pos + LENGTH_OFFSET, "batchLength", pos), self.size
         nxt = self._resync(pos)
         if nxt < self.size:
             after = f"yet a valid batch starts at byte {nxt}"
@@ -807,85 +670,7 @@ class Segment:
             return None, -1
         reason = (f"{what} runs past the end of the file ({left} bytes left) {after}: a corrupt "
                   "batchLength, not a torn write")
-        return _corrupt(self.path, reason, pos + LENGTH_OFFSET, "batchLength", pos), nxt
-
-    def _frame_window(
-        self, start: int, max_bytes: int
-    ) -> tuple[npt.NDArray[Any], int, CorruptRecordError | None, bool]:
-        """:func:`scan_headers` of a remote segment from ``start`` within one read window of about
-        ``max_bytes`` (grown to hold the batch that crosses it), in file positions."""
-        assert self._reader is not None
-        buf, off = self._reader.view(start, start + max(max_bytes, 1))
-        heads, stop, err, more = scan_headers(buf, start - off, len(buf), max_bytes, self.path)
-        heads["position"] += off
-        stop += off
-        end = off + len(buf)
-        if err is None and not more and stop < end < self.size:
-            # the window ends inside the batch at ``stop``: grow it (from ``start``, so that
-            # the read that decodes these batches finds them in it) to hold that batch
-            if end - stop < LOG_OVERHEAD:  # the frame's length is past the window too: a chunk more
-                buf, off = self._reader.view(start, end + LOG_OVERHEAD)
-                end = off + len(buf)
-            length = _FRAME.unpack_from(buf, stop - off)[1] if end - stop >= LOG_OVERHEAD else 0
-            want = stop + (LOG_OVERHEAD + length if length >= _MIN_ENTRY else BATCH_OVERHEAD)
-            buf, off = self._reader.view(start, want)
-            more_heads, stop2, err, more = scan_headers(buf, stop - off, len(buf), 1, self.path)
-            more_heads["position"] += off
-            heads = np.concatenate((heads, more_heads))
-            stop = stop2 + off
-            end = off + len(buf)
-        if err is not None:
-            shifted = err.with_context(shift=off)  # (the reason names the file already)
-            shifted.__cause__ = err.__cause__
-            return heads, stop, shifted, False
-        # more to frame: the budget stopped it, or the window ends before the object does
-        return heads, stop, None, stop < self.size and (more or end < self.size)
-
-    def _frame_remote(
-        self, pos: int, max_bytes: int
-    ) -> tuple[npt.NDArray[Any], int, CorruptRecordError | None, bool]:
-        """:func:`scan_headers` for a remote segment: one window when ``max_bytes`` is at most
-        ``MAX_WINDOW`` (the chunk a read decodes next), else window after window of
-        :data:`kbatch.storage._location.CHUNK` (headers of a whole segment, in bounded memory)."""
-        assert self._reader is not None
-        if max_bytes <= MAX_WINDOW:
-            return self._frame_window(pos, max_bytes)
-        parts = []
-        start = pos
-        while True:
-            heads, pos, err, more = self._frame_window(pos, self._reader.chunk)
-            parts.append(heads)
-            if err is not None or not more or pos - start >= max_bytes:
-                return np.concatenate(parts) if len(parts) > 1 else parts[0], pos, err, more
-
-    def _resync_remote(self, pos: int) -> int:
-        """:func:`_resync` for a remote segment, window by window: the next position after
-        ``pos`` where a RecordBatch with a valid CRC starts (or the end). A candidate cut by a
-        window's end is read whole (one request) to check its CRC."""
-        assert self._reader is not None
-        p = pos
-        while True:
-            buf, off = self._reader.view(p, p + 2 * self._reader.chunk)
-            end = off + len(buf)
-            u8 = np.frombuffer(buf, dtype=np.uint8)
-            nxt = end - BATCH_OVERHEAD  # where the next window starts when nothing is found here
-            for c in (np.flatnonzero(u8[p - off + 1 + MAGIC_OFFSET :] == 2) + p - off + 1).tolist():
-                at = c + off
-                if len(buf) - c < BATCH_OVERHEAD:
-                    nxt = at - 1  # (the search starts after p)
-                    break
-                length = _FRAME.unpack_from(buf, c)[1]
-                if length < _MIN_V2 or self.size - at - LOG_OVERHEAD < length:
-                    continue
-                if len(buf) - c - LOG_OVERHEAD >= length:
-                    one = buf[c : c + LOG_OVERHEAD + length]
-                else:
-                    one = memoryview(self._reader.read(at, LOG_OVERHEAD + length))
-                if crc32c(one[ATTRIBUTES_OFFSET:]) == _U32.unpack_from(one, CRC_OFFSET)[0]:
-                    return int(at)
-            if end >= self.size:
-                return self.size
-            p = max(p + 1, nxt)
+        return corrupt(self.path, reason, pos + LENGTH_OFFSET, "batchLength", pos), nxt
 
     def _skip(self, position: int, length: int, reason: str) -> None:
         item = Skipped(str(self.path), position, length, reason)
@@ -1003,12 +788,12 @@ class Segment:
         if self._reader is not None and len(positions):
             first, last = int(min(positions)), int(max(positions))
             head = self._reader.read(last, LOG_OVERHEAD)
-            length = _FRAME.unpack_from(head)[1] if len(head) == LOG_OVERHEAD else 0
+            length = FRAME.unpack_from(head)[1] if len(head) == LOG_OVERHEAD else 0
             buf, off = self._reader.view(first, last + LOG_OVERHEAD + max(length, 0))
-            rows = _headers(buf, np.asarray(positions, dtype=np.int64) - off)
+            rows = headers_at(buf, np.asarray(positions, dtype=np.int64) - off)
             rows["position"] += off
             return rows
-        return _headers(self.data, positions)
+        return headers_at(self.data, positions)
 
     def decode_range(
         self,
@@ -1051,7 +836,7 @@ class Segment:
                 partial = exc.partial
                 if isinstance(partial, RecordTable) and len(partial.batches):
                     yield partial
-                length = LOG_OVERHEAD + _FRAME.unpack_from(self.view(bad, bad + LOG_OVERHEAD))[1]
+                length = LOG_OVERHEAD + FRAME.unpack_from(self.view(bad, bad + LOG_OVERHEAD))[1]
                 self._skip(bad, length, exc.reason)
                 start = bad + length
 

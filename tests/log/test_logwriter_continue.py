@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import kbatch
-from kbatch.log._segment import OFFSET_INDEX_DTYPE, scan_headers
 from kbatch.errors import LayoutError
 from kbatch.log import LogWriter, open_log
+from kbatch.log._frames import scan_headers
+from kbatch.log._indexes import OFFSET_INDEX_DTYPE
 
 
 def _batch(i: int, n: int = 1) -> bytes:
