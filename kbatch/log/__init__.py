@@ -66,10 +66,11 @@ from ._frames import scan_headers as scan_headers
 from ._indexes import OFFSET_INDEX_DTYPE, TIME_INDEX_DTYPE, TXN_INDEX_DTYPE
 from ._indexes import read_index as read_index
 from ._logdir import IsolationLevel as IsolationLevel
-from ._logdir import LogDir, Unread, open_log, open_logs
-from ._logdir import Replicas as Replicas
+from ._logdir import LogDir, Unread, open_log
 from ._logdir import logger as logger
 from ._logwriter import LogWriter
+from ._open_logs import Replicas as Replicas
+from ._open_logs import open_logs
 from ._predicate import COLUMNS as COLUMNS
 from ._predicate import FilterError as FilterError
 from ._predicate import Term as Term
