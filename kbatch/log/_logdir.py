@@ -10,7 +10,6 @@ partition under a ``log.dirs`` root or a backup: :mod:`kbatch.log._open_logs`. T
 """
 from __future__ import annotations
 
-import bisect
 import itertools
 import logging
 import os
@@ -60,7 +59,7 @@ from ._discover import (
 )
 from ._frames import MAX_WINDOW
 from ._metaproperties import cluster_id
-from ._scan import ScanStats, scan_logs
+from ._scan import ScanStats, overlapping, scan_logs
 from ._segment import OnCorruption, Segment, Skipped
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
@@ -82,16 +81,6 @@ class Unread(NamedTuple):
     end: int | None
     #: how many of them the headers of batches skipped whole (CRC) cover; the rest had no frame
     framed: int
-
-
-def _overlapping(aborted: list[tuple[int, int, int]], first: int, last: int) -> list[tuple[int, int]]:
-    """The aborted transactions a broker lists for a fetch of offsets ``first .. last``.
-
-    ``aborted`` is sorted by first offset: those that begin after ``last`` are cut off by
-    bisection, those that ended (ABORT marker) before ``first`` by the scan.
-    """
-    stop = bisect.bisect_right(aborted, last, key=lambda a: a[1])
-    return [(pid, f) for pid, f, end in aborted[:stop] if end >= first]
 
 
 class LogDir:
@@ -618,7 +607,7 @@ class LogDir:
         """Which of a chunk's batches (header rows) a read_committed consumer drops as aborted."""
         first = int(heads["base_offset"][0])
         upper = int(heads["base_offset"][-1]) + int(heads["last_offset_delta"][-1])
-        drop = aborted_batch_mask(heads, _overlapping(aborted, first, upper))
+        drop = aborted_batch_mask(heads, overlapping(aborted, first, upper))
         return drop if drop.any() else None
 
     @staticmethod

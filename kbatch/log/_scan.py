@@ -2,7 +2,8 @@
 
 Provides :func:`scan_logs` (behind ``LogDir.scan_records`` and :func:`kbatch.log.scan_logs`), the one
 engine-free scan the Polars, Spark and DuckDB entry points use, :func:`scan_tables` (the same
-scan of one log as whole ``RecordTable`` s: the Spark source's tasks) and :class:`ScanStats`. Uses
+scan of one log as whole ``RecordTable`` s: the Spark source's tasks), :class:`ScanStats` and
+:func:`overlapping` (the aborted transactions a fetch lists: ``LogDir``'s reads too). Uses
 :mod:`kbatch.log._predicate` (the filter form), the :class:`~kbatch.log.LogDir` and
 :class:`~kbatch.log.Segment` readers (seeks through their checked indexes) and
 :mod:`kbatch.arrow` (the schema and the byte columns).
@@ -108,8 +109,12 @@ class ScanStats:
     rows: int = 0
 
 
-def _overlapping(aborted: Sequence[tuple[int, int, int]], first: int, last: int) -> list[tuple[int, int]]:
-    """The aborted transactions (sorted by first offset) a fetch of offsets ``first .. last`` lists."""
+def overlapping(aborted: Sequence[tuple[int, int, int]], first: int, last: int) -> list[tuple[int, int]]:
+    """The aborted transactions a broker lists for a fetch of offsets ``first .. last``.
+
+    ``aborted`` is sorted by first offset: those that begin after ``last`` are cut off by
+    bisection, those that ended (ABORT marker) before ``first`` by the scan.
+    """
     stop = bisect.bisect_right(aborted, last, key=lambda a: a[1])
     return [(pid, f) for pid, f, end in aborted[:stop] if end >= first]
 
@@ -389,7 +394,7 @@ def _scan_log(
                 if aborted:
                     first = int(heads["base_offset"][0])
                     upper = int(heads["base_offset"][-1]) + int(heads["last_offset_delta"][-1])
-                    drop |= aborted_batch_mask(heads, _overlapping(aborted, first, upper))
+                    drop |= aborted_batch_mask(heads, overlapping(aborted, first, upper))
                 kept = np.flatnonzero(~drop)
                 # with a row limit, batches are decoded 1, 2, 4, ... at a time: the scan stops
                 # (is not resumed) once the limit is reached, having decoded about what it needed
@@ -520,4 +525,4 @@ def scan_logs(
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
-__all__ = ["SCAN_COLUMNS", "ScanStats", "scan_logs", "scan_tables"]
+__all__ = ["SCAN_COLUMNS", "ScanStats", "overlapping", "scan_logs", "scan_tables"]
