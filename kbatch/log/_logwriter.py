@@ -36,6 +36,7 @@ from ._checkpoint import (
     HIGH_WATERMARK,
     LOG_START,
     RECOVERY_POINT,
+    read_checkpoint,
     update_checkpoint,
 )
 from ._frames import scan_headers
@@ -168,8 +169,6 @@ class LogWriter:
 
     def _continue(self, segments: list[Path]) -> None:
         """Take up the existing log where it ends (see the class's notes); refuse a damaged one."""
-        from ._checkpoint import read_checkpoint
-
         last_heads: Any = None
         for seg in segments:
             data = seg.read_bytes()
