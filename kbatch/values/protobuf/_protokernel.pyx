@@ -12,7 +12,7 @@ The wire format (protobuf.dev/programming-guides/encoding)::
     wire 3/4 start / end group          (skipped; groups are not decoded)
     wire 5   4 bytes little-endian      fixed32 sfixed32 float
 
-A *program* (``kbatch.values._proto_compile``) is a table of message instances (``MSG_WORDS``
+A *program* (``kbatch.values.protobuf._compile``) is a table of message instances (``MSG_WORDS``
 int32 each: struct column, first field, field count, dense table, subtree) and a table of fields
 (``FIELD_WORDS`` each: number, type, column, item column, flags, child, oneof siblings,
 subtree); ``aux`` holds the dense field-number tables, column lists and enum tables, ``consts``
@@ -54,7 +54,7 @@ cdef enum Err:
     E_GROUP = 11
     E_LONG_TAG = 12
 
-include "_columns.pxi"
+include "../_columns.pxi"
 
 cdef enum Type:
     # descriptor.proto's FieldDescriptorProto.Type numbers, then kbatch's own
@@ -826,7 +826,7 @@ def run(
     errors, done)`` as the Avro kernel's ``run``.
 
     The program (``msgs`` .. ``coldesc``) is trusted: it must be one that
-    :func:`kbatch.values._proto_verify.verify_proto` accepted, as every
+    :func:`kbatch.values.protobuf._verify.verify_proto` accepted, as every
     ``ProtoProgram.arrays()`` is (the one source of programs for this kernel)."""
     cdef Py_ssize_t nrec = len(entry)
     cdef int ncols = len(coldesc) // 4

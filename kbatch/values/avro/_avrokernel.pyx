@@ -3,7 +3,7 @@
 fills growable column buffers (validity bitmaps, offsets, values) that become Arrow arrays.
 
 A *program* is a flat array of instructions of four int32 words ``(op, a, b, c)``
-(see ``OPS``); :mod:`kbatch.values._avro_compile` makes one per (writer, reader) schema pair,
+(see ``OPS``); :mod:`kbatch.values.avro._compile` makes one per (writer, reader) schema pair,
 all of them writing the same reader-laid-out columns, so records of many writer versions
 interleaved in one table decode into one set of columns. The machine has a loop stack (arrays
 and maps, blocks of items) and a call stack (a reader field's default value is a
@@ -30,7 +30,7 @@ null. Nothing here creates a Python object per record or field, and the GIL is r
 while records are decoded.
 
 The program itself is trusted: its operands index the columns, ``aux``, the constants and the
-code unchecked. Only programs that ``kbatch.values._avro_verify.verify_avro`` accepted are run
+code unchecked. Only programs that ``kbatch.values.avro._verify.verify_avro`` accepted are run
 (``AvroProgram.arrays`` hands out nothing else); its docstring is the safety argument.
 """
 
@@ -105,7 +105,7 @@ cdef enum Err:
     E_TIME = 20
     E_BLOCK_SIZE = 21
 
-include "_columns.pxi"
+include "../_columns.pxi"
 
 #: Instruction names -> opcodes (the compiler takes its numbers from here).
 OPS = {name: value for name, value in (
@@ -826,7 +826,7 @@ cdef int _run(Machine* m) noexcept nogil:
 
 cdef int _folded(const int32_t[::1] coldesc, int ncols, int c) noexcept:
     """Whether column ``c`` is a *folded* struct: one without validity and with children, for
-    which the compiler emits no instruction (see ``folded`` in ``kbatch.values._avro_compile``);
+    which the compiler emits no instruction (see ``folded`` in ``kbatch.values.avro._compile``);
     its length is its first child's (the next column), set when the records are done."""
     return coldesc[4 * c] == K_STRUCT and coldesc[4 * c + 3] == 0 and c + 1 < ncols \
         and coldesc[4 * (c + 1) + 2] == c
