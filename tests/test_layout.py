@@ -110,7 +110,7 @@ def test_function_local_imports_defer_an_optional_dependency() -> None:
         if path.suffix != ".py":
             continue
         lines = path.read_text().splitlines()
-        for node, imported, local in kbatch_imports(path):
+        for node, _, local in kbatch_imports(path):
             said = " ".join(lines[node.lineno - 2 : (node.end_lineno or node.lineno)])
             if local and "defers " not in said:
                 others.add(f"{path.relative_to(ROOT)}:{node.lineno}")  # one per statement

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import kbatch
-from kbatch.log._checkpoint import LOG_START, read_checkpoint, root_checkpoints, update_checkpoint
 from kbatch.log import LogWriter, open_log, open_logs
+from kbatch.log._checkpoint import LOG_START, read_checkpoint, root_checkpoints, update_checkpoint
 
 
 def _write(root, topic="orders", partition=0, n=10, segment_bytes=1 << 30):

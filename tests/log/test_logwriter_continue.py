@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import kbatch
-from kbatch.log._segment import OFFSET_INDEX_DTYPE, scan_headers
 from kbatch.errors import LayoutError
 from kbatch.log import LogWriter, open_log
+from kbatch.log._segment import OFFSET_INDEX_DTYPE, scan_headers
 
 
 def _batch(i: int, n: int = 1) -> bytes:
