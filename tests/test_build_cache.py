@@ -43,7 +43,8 @@ def tree(tmp_path: Path) -> Path:
         pyx = tmp_path / (module + ".pyx")
         pyx.parent.mkdir(parents=True, exist_ok=True)
         pyx.write_text(f"NAME = {module!r}\n")
-        (pyx.parent / "__init__.py").touch()
+        for package in pyx.relative_to(tmp_path).parents[:-1]:  # kbatch/codec/ and kbatch/ itself
+            (tmp_path / package / "__init__.py").touch()
     return tmp_path
 
 
