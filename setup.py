@@ -76,14 +76,14 @@ extensions = [
     extension("kbatch.protocol._kernel", "kbatch/protocol/_kernel.pyx"),
     extension("kbatch.codec._arrowkernels", "kbatch/codec/_arrowkernels.pyx"),
     extension("kbatch.internal._offsetkernel", "kbatch/internal/_offsetkernel.pyx"),
-    extension("kbatch.values._avrokernel", "kbatch/values/_avrokernel.pyx"),
-    extension("kbatch.values._protokernel", "kbatch/values/_protokernel.pyx"),
+    extension("kbatch.values.avro._avrokernel", "kbatch/values/avro/_avrokernel.pyx"),
+    extension("kbatch.values.protobuf._protokernel", "kbatch/values/protobuf/_protokernel.pyx"),
 ]
 
 #: The value kernels' interpreter loop is one large function calling small helpers (a slot's room,
 #: a string's append, a block count); GCC's default growth limits for large functions leave them
 #: as calls (about 15% of the instructions of an 18-field record): these let them be inlined.
-INLINED = ("kbatch.values._avrokernel", "kbatch.values._protokernel")
+INLINED = ("kbatch.values.avro._avrokernel", "kbatch.values.protobuf._protokernel")
 GCC_INLINE = ["--param", "large-function-growth=1000", "--param", "inline-unit-growth=1000"]
 
 

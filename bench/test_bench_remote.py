@@ -63,8 +63,8 @@ def measure(n: int = N_RECORDS) -> dict[str, Any]:
     import pyarrow.fs as pafs
     from test_bench_arrow import build_root
 
-    from kbatch.storage._location import CHUNK
     from kbatch.log import open_logs
+    from kbatch.storage._location import CHUNK
 
     proc, url = _server()
     try:

@@ -42,8 +42,8 @@ import atheris
 with atheris.instrument_imports(include=["kbatch"]):
     import kbatch
     import kbatch.__main__ as cli
-    import kbatch.log._checkpoint
     import kbatch.cli._dump
+    import kbatch.log._checkpoint
     import kbatch.log._producer_snapshot
     from kbatch import internal
     from kbatch.log import open_log

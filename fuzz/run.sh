@@ -107,8 +107,8 @@ env "${build_env[@]}" nice "$PY" setup.py -q build_ext --inplace --force > "$WOR
     exit 2
 }
 if [[ "$ASAN" == 1 ]]; then
-    for so in kbatch/_core*.so kbatch/protocol/_kernel*.so kbatch/_arrowkernels*.so kbatch/values/_avrokernel*.so \
-              kbatch/values/_protokernel*.so; do
+    for so in kbatch/codec/_core*.so kbatch/protocol/_kernel*.so kbatch/codec/_arrowkernels*.so kbatch/values/avro/_avrokernel*.so \
+              kbatch/values/protobuf/_protokernel*.so; do
         if ! nm -D "$so" | grep __asan_ > /dev/null; then
             echo "run.sh: $so was not built with -fsanitize=address" >&2
             exit 2

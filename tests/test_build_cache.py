@@ -37,13 +37,14 @@ def _extensions() -> tuple[str, ...]:
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     modules = _extensions()
-    assert "kbatch/_core" in modules and len(modules) >= 6, modules  # setup.py read as it is written
+    assert "kbatch/codec/_core" in modules and len(modules) >= 6, modules  # setup.py read as it is written
     shutil.copy2(source_file("setup.py"), tmp_path / "setup.py")
     for module in modules:
         pyx = tmp_path / (module + ".pyx")
         pyx.parent.mkdir(parents=True, exist_ok=True)
         pyx.write_text(f"NAME = {module!r}\n")
-        (pyx.parent / "__init__.py").touch()
+        for package in pyx.relative_to(tmp_path).parents[:-1]:  # kbatch/codec/ and kbatch/ itself
+            (tmp_path / package / "__init__.py").touch()
     return tmp_path
 
 
@@ -91,7 +92,7 @@ def test_a_cached_module_is_never_taken_with_force_or_the_switch(tree: Path) -> 
         assert "taken from" not in done.stdout
         probe = subprocess.run([sys.executable, "-c", "import kbatch.codec._core as m; print(m.NAME)"], cwd=tree,
                                capture_output=True, text=True, check=False)
-        assert probe.stdout.strip() == "kbatch/_core", probe.stderr
+        assert probe.stdout.strip() == "kbatch/codec/_core", probe.stderr
 
 
 def test_the_key_follows_every_source_and_switch(tree: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 import kbatch
 
-NAMES = sorted(m.name for m in pkgutil.walk_packages(kbatch.__path__, "kbatch.")) + ["kbatch"]
+NAMES = ["kbatch", *sorted(m.name for m in pkgutil.walk_packages(kbatch.__path__, "kbatch."))]
 #: Compiled modules (no source for the finder to read): each must have examples that ran.
 COMPILED = {"kbatch.codec._core", "kbatch.protocol._kernel"}
 

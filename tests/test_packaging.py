@@ -150,7 +150,7 @@ def test_no_compiler_warnings_in_core(build_log: str) -> None:
     """The release build of ``_core`` compiles with -Wall -Wextra and no warning."""
     warnings = [ln for ln in build_log.splitlines()
                 if re.search(r"_core\.c:\d+:\d+: warning", ln)]
-    assert not warnings, "compiler warnings in kbatch/_core:\n" + "\n".join(warnings)
+    assert not warnings, "compiler warnings in kbatch/codec/_core:\n" + "\n".join(warnings)
 
 
 def test_sdist_holds_sources_not_generated_c(dists: tuple[Path, Path]) -> None:
@@ -189,10 +189,10 @@ def test_wheel_contents(dists: tuple[Path, Path]) -> None:
         assert any(re.fullmatch(pattern, n) for n in names), f"{stem} not compiled into the wheel"
     assert "kbatch/py.typed" in names
     assert "kbatch/__init__.py" in names
-    if (ROOT / "kbatch" / "_core.pyi").exists():
+    if (ROOT / "kbatch" / "codec" / "_core.pyi").exists():
         assert "kbatch/codec/_core.pyi" in names
     # every subpackage of the source tree is shipped (kbatch/protocol/ ...)
-    for init in ROOT.glob("kbatch/*/__init__.py"):
+    for init in ROOT.glob("kbatch/**/__init__.py"):
         rel = init.relative_to(ROOT).as_posix()
         assert rel in names, f"{rel} missing from the wheel"
     # and its data files (the protocol's JSON message definitions ...)
@@ -311,7 +311,7 @@ def test_wheel_in_fresh_venv(venv_python: Path, source: Path, workdir: Path) -> 
 
 def test_stubs_match_installed_wheel(venv_python: Path, workdir: Path) -> None:
     """``mypy.stubtest``: kbatch/codec/_core.pyi against the compiled module of the installed wheel."""
-    if not (ROOT / "kbatch" / "_core.pyi").exists():
+    if not (ROOT / "kbatch" / "codec" / "_core.pyi").exists():
         pytest.skip("no stubs yet")
     _run(venv_python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "mypy>=1.18", cwd=workdir)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}

@@ -56,7 +56,7 @@ KBATCH_SANITIZE=address KBATCH_DEBUG=1 \
     "$PY" setup.py -q build_ext --inplace --force 2>&1 | tee asan-build.log
 # setuptools -q hides the command lines: check the symbols instead (grep without -q, which
 # would close the pipe early and fail the pipeline under pipefail)
-for so in kbatch/_core*.so; do
+for so in kbatch/codec/_core*.so; do
     if ! nm -D "$so" | grep __asan_ > /dev/null; then
         echo "asan.sh: $so was not built with -fsanitize=address" >&2
         exit 1

@@ -31,7 +31,7 @@ from typing import Any
 
 from kbatch import storage
 from kbatch.errors import KBatchError
-from kbatch.tables import Store, recover
+from kbatch.tables import Store, default_catalog, delta_options, iceberg_properties, recover
 
 __all__ = ["add_arguments", "parse_duration", "run", "unreferenced"]
 
@@ -79,8 +79,6 @@ def _parquet(store: Store, cutoff: float) -> list[str]:
 def _delta(store: Store, seconds: float, dry_run: bool, options: dict[str, Any]) -> list[str]:
     from deltalake import DeltaTable
 
-    from kbatch.tables import delta_options
-
     out = []
     for top in sorted({rel.split("/", 1)[0] for rel, _ in store.objects() if "/_delta_log/" in rel}):
         uri = f"{store.url}/{top}"
@@ -92,12 +90,9 @@ def _delta(store: Store, seconds: float, dry_run: bool, options: dict[str, Any])
 
 
 def _iceberg(store: Store, cutoff: float, catalog_options: dict[str, str], options: dict[str, Any]) -> list[str]:
-    from kbatch.tables import default_catalog
 
     if store.remote:
         from pyiceberg.catalog import load_catalog
-
-        from kbatch.tables import iceberg_properties
 
         if "uri" not in catalog_options:
             raise ValueError(f"{store.url}: give the Iceberg catalog kbatch convert used: --catalog-option uri=...")

@@ -1,6 +1,7 @@
 """Arrow arrays of a :class:`~kbatch.RecordTable`'s columns: the schema (Spark's Kafka source
-columns), binary columns from (start, length) pairs, and the fixed-width, constant and header columns, by the compiled kernel
-(``_arrowkernels``) or vectorised NumPy when it is not compiled.
+columns), binary columns from (start, length) pairs, and the fixed-width, constant and header
+columns, built by the compiled kernel (``_arrowkernels``) or by vectorised NumPy when it is not
+compiled.
 
 :func:`record_columns` is what :func:`kbatch.codec.to_arrow` calls; :func:`binary_column` is public
 (``kbatch.arrow.binary_column``).

@@ -1,9 +1,10 @@
-"""The ``kbatch convert`` job: a ``log.dirs`` root (or a whole backup) to tables.
+"""``kbatch convert ROOT OUT``: a Kafka ``log.dirs`` root to Parquet, ORC or JSON, with Spark or in-process with Arrow.
 
-Parquet, ORC and JSON folders, Iceberg and Delta tables; with Spark (local mode, a cluster)
-or in-process with Arrow; typed values, dead letters, resumable appends and a summary that
-counts every record. Above the engines and the table formats, below the command line, which
-reaches it as the ``convert`` subcommand (:func:`add_arguments`, :func:`run`).
+The job of the ``convert`` subcommand: a root or a whole backup to Parquet, ORC and JSON
+folders, Iceberg and Delta tables; with Spark (local mode, a cluster) or in-process with Arrow;
+typed values, dead letters, resumable appends and a summary that counts every record. Above
+the engines and the table formats, below the command line, which reaches it as the
+``convert`` subcommand (:func:`add_arguments`, :func:`run`).
 """
 
 from ._convert import (

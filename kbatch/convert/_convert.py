@@ -1497,7 +1497,8 @@ def _open_sink(args: argparse.Namespace, topics: list[str], columns: list[str],
         except ImportError:
             raise UsageError(f"{args.out} with its offsets ledger needs boto3: pip install 'kbatch[s3]'") from None
         try:
-            return RemoteFolderSink(args.out, args.mode, storage_options=storage_options, side_folders=side_folders, **folder)
+            return RemoteFolderSink(args.out, args.mode, storage_options=storage_options, side_folders=side_folders,
+                                    **folder)
         except (FileExistsError, ValueError) as exc:
             raise UsageError(str(exc)) from None
     if args.format in ("parquet", "orc", "json"):  # a folder: Parquet written by the sink, or files put there

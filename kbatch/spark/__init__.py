@@ -118,7 +118,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from ._decode import decode_batches
     from ._schema import kafka_struct
-    from ._source import KafkaLogDataSource
+    from ._source import KafkaLogDataSource  # defers pyspark (a DataSource subclass)
     from ._values import decode_values
 from ._dead_letters import split_frame as split_frame
 from ._frame import task_frame as task_frame

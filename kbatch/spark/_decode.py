@@ -150,7 +150,7 @@ def decode_batches(
     """
     from pyspark.sql.types import IntegerType, StringType, StructType
 
-    from ._schema import kafka_struct
+    from ._schema import kafka_struct  # defers pyspark
 
     kafka = kafka_struct(include_headers=include_headers, extra_columns=extra_columns)
     if column not in df.columns:

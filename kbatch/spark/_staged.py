@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbatch.tables import Sink, Transform
+from kbatch.tables import Sink, Transform, iceberg_bucket
 
 __all__ = ["SPARK_TRANSFORMS", "check_transform", "write_staged"]
 
@@ -65,7 +65,6 @@ def _with_bucket(df: Any, name: str, t: Transform) -> Any:
     column, width = t.column, int(t.width or 0)
 
     def add(batches: Any) -> Any:
-        from kbatch.tables import iceberg_bucket
 
         for batch in batches:
             yield batch.append_column(name, iceberg_bucket(batch.column(column), width))

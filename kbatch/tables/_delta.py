@@ -55,6 +55,7 @@ from ._sink import (
     older_rows_note,
     staged_files,
 )
+from ._upsert import latest_per_key
 
 __all__ = ["DeltaSink", "app_id", "read_ledger", "type_change"]
 
@@ -488,8 +489,6 @@ class DeltaSink(Sink):
         new); the rows it ``inserted``, ``updated`` and ``deleted``."""
         import pyarrow as pa
         from deltalake import DeltaTable
-
-        from ._upsert import latest_per_key
 
         schema = self.schema_of(topic)
         live, dead = latest_per_key(pa.Table.from_batches(self._pending.pop(topic, []), schema=schema))

@@ -52,6 +52,7 @@ from ._sink import (
     older_rows_note,
     staged_files,
 )
+from ._upsert import latest_per_key
 
 __all__ = ["CATALOG_NAME", "DEFAULT_NAMESPACE", "IcebergSink", "default_catalog", "read_ledger"]
 
@@ -307,8 +308,6 @@ class IcebergSink(Sink):
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
         from pyiceberg.expressions import In
-
-        from ._upsert import latest_per_key
 
         batches = self._buffers.pop(topic, [])
         live, dead = latest_per_key(pa.Table.from_batches(batches, schema=self.schema_of(topic)))

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ._folder import LEDGER_DIR, STAGING_DIR
-from ._remote import is_s3, s3_client, split_url
+from ._remote import delta_options, is_s3, s3_client, split_url
 from ._runs import LEASE_SUFFIX, Lease, LeaseInfo, is_dead, parse_run
 
 __all__ = ["Store", "hold", "recover", "release"]
@@ -188,8 +188,6 @@ def _delta_files(store: Store, leases: Mapping[str, LeaseInfo], storage_options:
     from urllib.parse import quote, unquote
 
     from deltalake import DeltaTable
-
-    from ._remote import delta_options
 
     by_table: dict[str, list[str]] = {}
     for rel, _ in store.objects():

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from typing import Any, Final
 
+from ._delta import DeltaSink
+from ._folder import FolderSink
+from ._iceberg import IcebergSink
 from ._sink import Sink
 
 __all__ = ["TABLE_FORMATS", "open_sink"]
@@ -17,15 +20,9 @@ def open_sink(format: str, out: str | os.PathLike[str], mode: str, **options: An
     """The sink of ``format`` writing to ``out`` in ``mode`` (``errorifexists``, ``overwrite``,
     ``append``); ``options`` are the format's (see each sink's parameters)."""
     if format == "parquet":
-        from ._folder import FolderSink
-
         return FolderSink(out, mode, **options)
     if format == "iceberg":
-        from ._iceberg import IcebergSink
-
         return IcebergSink(out, mode, **options)
     if format == "delta":
-        from ._delta import DeltaSink
-
         return DeltaSink(out, mode, **options)
     raise ValueError(f"no table sink for format {format!r}: one of {', '.join(TABLE_FORMATS)}")

@@ -28,6 +28,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from kbatch._progress import plural, size
+
 from ._hooks import reached
 from ._ledger import Ledger, OffsetRange
 from ._partition import Transform
@@ -59,7 +61,6 @@ class TableCommit:
     notes: list[str] = field(default_factory=list)
 
     def line(self) -> str:
-        from kbatch._progress import plural, size
 
         if self.upsert is not None:
             u = self.upsert

@@ -91,15 +91,13 @@ from ._framing import (
     parse_frames,
     schema_id_header,
 )
-from ._json_infer import SAMPLE_RECORDS, infer_json_schema
-from ._json_schema import arrow_to_json_schema, json_schema_type
-from ._proto_decode import ProtoOptions
-from ._proto_schema import ProtoSchema, compile_proto, load_proto
 from ._reader import arrow_type, reader_schema, topic_subject
 from ._records_arrow import records_to_arrow
 from ._registry import Registry
 from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
 from ._topic import DEFAULT_TOPIC as DEFAULT_TOPIC
+from .json import SAMPLE_RECORDS, arrow_to_json_schema, infer_json_schema, json_schema_type
+from .protobuf import ProtoOptions, ProtoSchema, compile_proto, load_proto
 
 __all__ = [
     "ProtoOptions",

@@ -1,7 +1,7 @@
 """The value kernel's column buffers as Arrow arrays (no copy: Arrow takes the kernel's buffers).
 
 Every column comes back from the kernel as ``(length, validity, values, offsets, data)``; a
-:class:`~kbatch.values._avro_layout.Layout` says what each is. Nested arrays are built from the
+:class:`~kbatch.values.avro._layout.Layout` says what each is. Nested arrays are built from the
 leaves up with ``pyarrow.Array.from_buffers``. Under the ``"arrow"`` mapping two kinds of
 column are then reshaped: an enum's strings become a dictionary of the reader's symbols, and a
 union's struct of members (one slot per member per value, the branch taken valid) becomes a
@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._avro_layout import BIN, BOOL, FIXEDW, LIST, NULLT, STRUCT, Layout
+from .avro import BIN, BOOL, FIXEDW, LIST, NULLT, STRUCT, Layout
 
 __all__ = ["build_array"]
 

@@ -1,7 +1,7 @@
-# Included by the value kernels (``_avrokernel.pyx``, ``_protokernel.pyx``): one definition of the
-# growable column buffers that become Arrow arrays (validity bitmaps, values, offsets, bytes), their
-# rollback, a strict UTF-8 check, the buffers handed to Python without a copy (a decode's columns,
-# its error rows) and freeing what is left. The including
+# Included by the value kernels (``avro/_avrokernel.pyx``, ``protobuf/_protokernel.pyx``): one
+# definition of the growable column buffers that become Arrow arrays (validity bitmaps, values,
+# offsets, bytes), their rollback, a strict UTF-8 check, the buffers handed to Python without a
+# copy (a decode's columns, its error rows) and freeing what is left. The including
 # module defines ``E_OK``, ``E_TOO_BIG`` and ``E_MEMORY`` (its error codes) before the include and
 # cimports ``PyBuffer_FillInfo``, the ``libc`` integer types, ``malloc``/``realloc``/``free`` and
 # ``memcpy``/``memset``, and NumPy as ``np``.

@@ -34,8 +34,8 @@ import pyarrow as pa
 
 from ._decode import decode_records, resolve_reader, value_type
 from ._errors import ValueDecodeError
-from ._proto_schema import ProtoSchema
 from ._schema import Schema
+from .protobuf import ProtoSchema
 
 __all__ = ["DEAD_LETTER_COLUMNS", "dead_letter_schema", "dead_letters", "decoded_schema", "split"]
 

@@ -3,9 +3,9 @@ typed Arrow struct column.
 
 The steps: the frames (:func:`~kbatch.values.frames`: each record's writer schema id and body);
 the reader schema (named, or the subject's latest, or the newest writer met), whose language
-picks the decoder (JSON: :mod:`~kbatch.values._json_decode`; Protobuf:
-:mod:`~kbatch.values._proto_decode`; Avro, below); for Avro, one program per writer id
-(:class:`~kbatch.values._avro_compile.AvroProgram`, cached per reader schema for the process),
+picks the decoder (JSON: :mod:`~kbatch.values.json._decode`; Protobuf:
+:mod:`~kbatch.values.protobuf._decode`; Avro, below); for Avro, one program per writer id
+(:class:`~kbatch.values.avro._compile.AvroProgram`, cached per reader schema for the process),
 the kernel over the whole table with the GIL released; the kernel's buffers handed to Arrow
 without a copy. A record that does not decode (no frame, unknown id, a bad
 body) raises :class:`ValueDecodeError`, or with ``errors="null"`` is a null value with its
@@ -28,10 +28,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ._arrow_build import build_array
-from ._avro_compile import AvroProgram
-from ._avro_layout import MAX_RECURSION_DEPTH
-from ._avro_schema import parse_avro_schema
-from ._avrokernel import ERRORS, OPS, run
 from ._errors import (
     AvroSchemaError,
     JsonSchemaError,
@@ -41,12 +37,10 @@ from ._errors import (
     field_path,
 )
 from ._framing import Framing, frames, parse_frames, schema_id_header
-from ._json_decode import parse_json_values
-from ._json_infer import SAMPLE_RECORDS, infer_json_schema
-from ._json_schema import json_schema_type
-from ._proto_decode import ProtoOptions, reader_layout, run_protobuf
-from ._proto_schema import ProtoSchema
 from ._schema import Schema
+from .avro import ERRORS, MAX_RECURSION_DEPTH, OPS, AvroProgram, parse_avro_schema, run
+from .json import SAMPLE_RECORDS, infer_json_schema, json_schema_type, parse_json_values
+from .protobuf import ProtoOptions, ProtoSchema, reader_layout, run_protobuf
 
 __all__ = ["FORMATS", "MAX_ITEMS", "MIN_RECORDS_PER_THREAD", "Decoded", "base_table", "decode", "decode_records",
            "reader_program", "resolve_reader",

@@ -29,8 +29,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ._avrokernel import read_frames
 from ._errors import ValueDecodeError
+from .avro import read_frames
 
 __all__ = [
     "FRAME_BAD_HEADER",

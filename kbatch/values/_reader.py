@@ -23,9 +23,8 @@ import pyarrow as pa
 
 from ._decode import value_type
 from ._errors import AvroSchemaError, JsonSchemaError, ProtobufSchemaError
-from ._proto_decode import ProtoOptions
-from ._proto_schema import ProtoSchema
 from ._schema import Schema
+from .protobuf import ProtoOptions, ProtoSchema
 
 __all__ = ["arrow_type", "reader_schema", "topic_subject"]
 

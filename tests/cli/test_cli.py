@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kbatch import __main__ as cli
+from kbatch.cli import _main as cli
 from kbatch.errors import CRCError
 
 

@@ -19,8 +19,8 @@ from conftest import REAL_LOGS
 from support.dumprun import dump
 
 import kbatch
-from kbatch.protocol._json import java_double
 from kbatch.internal import default_registry
+from kbatch.protocol._json import java_double
 
 SCHEMA = default_registry().schema
 TOPIC_ID = uuid.UUID(bytes=base64.urlsafe_b64decode("Uj5wn_FqTXirEASvVZRY1w=="))  # Kafka's test topic id

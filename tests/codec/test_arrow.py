@@ -506,18 +506,6 @@ def test_encode_arrow_from_numpy_and_pandas_columns():
     assert t.values() == [b"x", b"yy"] and t.keys() == [None, None]
 
 
-def test_docstring_examples():
-    import doctest
-
-    import kbatch.codec._fromarrow
-
-    flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-    result = doctest.testmod(arrow, optionflags=flags)
-    assert result.failed == 0 and result.attempted > 10
-    result = doctest.testmod(kbatch.codec._fromarrow, optionflags=flags)  # the way back, re-exported by arrow
-    assert result.failed == 0 and result.attempted > 5
-
-
 def test_to_arrow_on_one_thread_is_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     # kbatch.set_threads(1) (as in Spark tasks) keeps the kernel on the calling thread.
 

@@ -22,9 +22,9 @@ from kbatch.log import LogWriter, open_logs
 pa = pytest.importorskip("pyarrow")
 import pyarrow.dataset as ds  # noqa: E402
 
-from kbatch.convert import _convert  # noqa: E402
 from kbatch.__main__ import main  # noqa: E402
 from kbatch.cli._sample import write_sample  # noqa: E402
+from kbatch.convert import _convert  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 REAL_ROOTS = sorted(p for p in REAL_LOGS.glob("*") if p.is_dir()) if REAL_LOGS.is_dir() else []

@@ -14,7 +14,6 @@ import pytest
 from conftest import REAL_LOGS
 
 import kbatch
-from kbatch.log._producer_snapshot import read_snapshot, write_snapshot
 from kbatch.errors import CorruptRecordError
 from kbatch.internal import (
     InternalRecordError,
@@ -27,6 +26,7 @@ from kbatch.internal import (
     producer_snapshots,
     transactions,
 )
+from kbatch.log._producer_snapshot import read_snapshot, write_snapshot
 
 pa = pytest.importorskip("pyarrow")
 SCHEMA = default_registry().schema

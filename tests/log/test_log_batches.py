@@ -19,7 +19,11 @@ import pyarrow.dataset as ds  # noqa: E402
 from kbatch.__main__ import main  # noqa: E402
 from kbatch.arrow import kafka_schema  # noqa: E402
 from kbatch.cli._sample import write_sample  # noqa: E402
-from kbatch.log import log_batches, open_log, open_logs  # noqa: E402
+from kbatch.log import (  # noqa: E402
+    log_batches,
+    open_log,
+    open_logs,
+)
 from kbatch.plan._plan import Options, plan_slices, plan_tasks, read_task, resolve_range, select_logs  # noqa: E402
 
 COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp", "timestampType", "headers"]

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.slow  # a JVM and Python workers: tens of seconds
 pa = pytest.importorskip("pyarrow")
 import pyarrow.dataset as ds  # noqa: E402
 
-from kbatch.convert import _convert  # noqa: E402
 from kbatch.cli._sample import write_sample  # noqa: E402
+from kbatch.convert import _convert  # noqa: E402
 from kbatch.log import open_logs  # noqa: E402
 
 REAL_LOGS = Path(os.environ.get("KBATCH_SHARED", Path(__file__).resolve().parents[3] / "shared")) / "real-logs"

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.slow  # a JVM and Python workers
 pa = pytest.importorskip("pyarrow")
 pl = pytest.importorskip("polars")
 
-from kbatch.convert import _convert  # noqa: E402
 from kbatch.cli._sample import write_sample  # noqa: E402
+from kbatch.convert import _convert  # noqa: E402
 
 
 def _run(capsys, *argv: str) -> dict:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import kbatch
-from kbatch.storage import _location as _storage
 from kbatch.log import LogDir, LogWriter, open_log
+from kbatch.storage import _location as _storage
 
 pafs = pytest.importorskip("pyarrow.fs")
 

@@ -11,9 +11,9 @@ from crc32c import crc32c
 from hypothesis import strategies as st
 
 import kbatch
+from kbatch._wire import ATTRIBUTES_OFFSET, CRC_OFFSET, LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET
 from kbatch.codec._core import decode, scan
 from kbatch.codec._legacy import encode_legacy
-from kbatch._wire import ATTRIBUTES_OFFSET, CRC_OFFSET, LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET
 
 
 @st.composite

@@ -18,8 +18,8 @@ from support.avro_values import framed, registry_of, table_of, write
 
 from kbatch import values
 from kbatch.values import AvroSchemaError, Schema
-from kbatch.values._avro_compile import AvroProgram
-from kbatch.values._avro_schema import parse_avro_schema
+from kbatch.values.avro._compile import AvroProgram
+from kbatch.values.avro._schema import parse_avro_schema
 
 fastavro = pytest.importorskip("fastavro")
 
@@ -130,7 +130,7 @@ def test_a_decimal_fixed_of_2_31_bytes_is_refused_at_once() -> None:
 
 @pytest.mark.parametrize(("size", "most"), [(1, 2), (2, 4), (4, 9), (8, 18), (16, 38), (17, 40)])
 def test_a_decimal_fixed_s_precision_bound_is_java_s_and_fastavro_s(size: int, most: int) -> None:
-    from kbatch.values._avro_schema import parse_avro
+    from kbatch.values.avro._schema import parse_avro
 
     assert parse_avro(fixed(size, logicalType="decimal", precision=most)).fields[0].type.logical == "decimal"
     assert parse_avro(fixed(size, logicalType="decimal", precision=most + 1)).fields[0].type.logical is None

@@ -13,9 +13,9 @@ import pytest
 import kbatch
 from kbatch.values import Registry, Schema
 from kbatch.values import decode as decode_values
-from kbatch.values._avro_compile import AvroProgram, folded
-from kbatch.values._avro_schema import parse_avro_schema
-from kbatch.values._avrokernel import OPS, read_frames
+from kbatch.values.avro._avrokernel import OPS, read_frames
+from kbatch.values.avro._compile import AvroProgram, folded
+from kbatch.values.avro._schema import parse_avro_schema
 
 fastavro = pytest.importorskip("fastavro")
 

@@ -1,4 +1,4 @@
-"""The verifier of Avro value programs (``kbatch.values._avro_verify``): every program the compiler
+"""The verifier of Avro value programs (``kbatch.values.avro._verify``): every program the compiler
 makes verifies, and a program breaking any one of its rules is refused, naming the instruction
 and the operand. (Every decode of the other value tests runs through it too: ``AvroProgram.arrays``
 verifies before anything reaches the kernel.)"""
@@ -16,10 +16,10 @@ from support.avro_evolve import evolve
 from support.avro_random import random_schema
 
 from kbatch.values import AvroSchemaError, ProgramError, Schema
-from kbatch.values._avro_compile import AvroProgram
-from kbatch.values._avro_schema import parse_avro_schema
-from kbatch.values._avro_verify import verify_avro
-from kbatch.values._avrokernel import KINDS, OPS
+from kbatch.values.avro._avrokernel import KINDS, OPS
+from kbatch.values.avro._compile import AvroProgram
+from kbatch.values.avro._schema import parse_avro_schema
+from kbatch.values.avro._verify import verify_avro
 
 OP = OPS
 STRUCT, FIXEDW, BIN, LIST, NULLT = (KINDS[k] for k in ("STRUCT", "FIXEDW", "BIN", "LIST", "NULLT"))

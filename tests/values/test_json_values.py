@@ -25,8 +25,8 @@ from support.tables import convert_cli, summary_of
 import kbatch
 from kbatch import values
 from kbatch.values import JsonSchemaError, Registry, Schema, ValueDecodeError
-from kbatch.values import _json_decode as json_decode
-from kbatch.values._json_decode import BLOCK_RECORDS
+from kbatch.values.json import _decode as json_decode
+from kbatch.values.json._decode import BLOCK_RECORDS
 
 orjson = pytest.importorskip("orjson")
 

@@ -1,6 +1,6 @@
 """The Protobuf program verifier (issue 34): every program the compiler builds from the test
 suite's .proto files and from random ones verifies, and a hand-made bad program is refused for
-each rule of ``kbatch.values._proto_verify``."""
+each rule of ``kbatch.values.protobuf._verify``."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from support.proto_gen import random_proto
 
 from kbatch.values import ProgramError, ProtobufSchemaError, Schema, compile_proto
-from kbatch.values._proto_compile import ProtoProgram
-from kbatch.values._proto_verify import verify_proto
+from kbatch.values.protobuf._compile import ProtoProgram
+from kbatch.values.protobuf._verify import verify_proto
 
 
 def _suite_protos() -> dict[str, str]:
@@ -183,7 +183,7 @@ def test_the_kernel_starts_records_only_at_the_root(order: ProtoProgram) -> None
     # that message's columns rows their parents never get
     import numpy as np
 
-    from kbatch.values._protokernel import run
+    from kbatch.values.protobuf._protokernel import run
 
     one = np.zeros(1, np.int64)
     for entry in (1, -2):

@@ -3,7 +3,7 @@
 pyarrow's reader (26.x) crashes the process on a text whose first value is the literal ``null``
 (``null``, `` null``, ``nullx``...): :func:`read_json` refuses such a text with
 :class:`pyarrow.ArrowInvalid` instead, the error the reader gives for any other value that is not
-a JSON object. Decoding (:mod:`._json_decode`) and inference (:mod:`._json_infer`) both read
+a JSON object. Decoding (:mod:`._decode`) and inference (:mod:`._infer`) both read
 through it, so no text reaches the reader unguarded.
 """
 

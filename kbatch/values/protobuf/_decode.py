@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import ProtobufSchemaError, field_path
-from ._proto_any import render_any_columns
-from ._proto_compile import ProtoProgram
-from ._proto_schema import ProtoSchema, compile_proto
+from .._errors import ProtobufSchemaError, field_path
+from .._schema import Schema
+from ._any import render_any_columns
+from ._compile import ProtoProgram
 from ._protokernel import ERRORS, MERGE, message_indexes, run
-from ._schema import Schema
+from ._schema import ProtoSchema, compile_proto
 
 __all__ = ["ProtoOptions", "ProtoRun", "is_protobuf", "reader_layout", "run_protobuf"]
 

@@ -42,11 +42,11 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ._avro_layout import Column, Layout
-from ._errors import ProtobufSchemaError
-from ._proto_schema import ProtoSchema
-from ._proto_verify import verify_proto
+from .._errors import ProtobufSchemaError
+from ..avro import Column, Layout
 from ._protokernel import FLAGS, KINDS, TYPES, WORDS
+from ._schema import ProtoSchema
+from ._verify import verify_proto
 
 __all__ = ["ProtoLayout", "ProtoProgram"]
 
@@ -109,7 +109,7 @@ class ProtoProgram:
         Spark's ``recursive.fields.max.depth``; -1 refuses recursive messages.
     any_as_json : bool
         Spark's ``convert.any.fields.to.json``: ``google.protobuf.Any`` values as JSON strings
-        (the kernel decodes them as structs; :mod:`._proto_any` renders them).
+        (the kernel decodes them as structs; :mod:`._any` renders them).
     """
 
     def __init__(self, schema: ProtoSchema, *, emit_default_values: bool = False, enums_as_ints: bool = False,
@@ -143,7 +143,7 @@ class ProtoProgram:
     def arrays(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32],
                               npt.NDArray[np.uint8], npt.NDArray[np.int32]]:
         """``(msgs, fields, aux, consts, coldesc)`` as the kernel takes them: verified by
-        :func:`~kbatch.values._proto_verify.verify_proto` when the program was built, and
+        :func:`~kbatch.values.protobuf._verify.verify_proto` when the program was built, and
         read-only."""
         return self._arrays
 

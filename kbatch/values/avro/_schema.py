@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import AvroSchemaError
+from .._errors import AvroSchemaError
 
 __all__ = ["NO_DEFAULT", "PRIMITIVES", "AvroField", "AvroType", "parse_avro", "parse_avro_schema"]
 

@@ -33,9 +33,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.json as pj
 
-from ._errors import JsonSchemaError
-from ._json_read import read_json
-from ._json_schema import arrow_to_json_schema
+from .._errors import JsonSchemaError
+from ._read import read_json
+from ._schema import arrow_to_json_schema
 
 __all__ = ["SAMPLE_RECORDS", "infer_json_schema"]
 

@@ -7,7 +7,7 @@ own (Confluent's Java provider uses protobuf-java's), on a temporary folder hold
 and every reference under its import name (:attr:`Schema.dependencies`), with the well-known
 types (``google/protobuf/*.proto``, shipped with grpcio-tools) and Confluent's
 ``confluent/meta.proto`` and ``confluent/type/decimal.proto`` (bundled in
-``kbatch/values/proto/``) on the include path: a registry stores none of those as references.
+``kbatch/values/protobuf/proto/``) on the include path: a registry stores none of those as references.
 The result, a ``FileDescriptorSet`` with every import, is loaded into a private upb descriptor
 pool, which answers presence, packing, map entries and oneofs for proto2, proto3 and editions
 alike.
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ._errors import ProtobufSchemaError
-from ._schema import Schema, lone_surrogate
+from .._errors import ProtobufSchemaError
+from .._schema import Schema, lone_surrogate
 
 __all__ = ["ProtoSchema", "compile_proto", "load_proto", "root_message"]
 

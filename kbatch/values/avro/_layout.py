@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ._avro_schema import AvroType
+from .._errors import AvroSchemaError
 from ._avrokernel import KINDS
-from ._errors import AvroSchemaError
+from ._schema import AvroType
 
 __all__ = ["Column", "Layout", "Slot"]
 

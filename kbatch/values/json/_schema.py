@@ -1,7 +1,7 @@
 """JSON Schema (draft 4 to 2020-12, as a schema registry accepts them) compiled to an Arrow type.
 
 The registry's ``schemaType: JSON`` subjects, ``--value-schema FILE`` and an inferred schema all
-go through :func:`json_schema_type`; the decoder (:mod:`kbatch.values._json_decode`) parses the
+go through :func:`json_schema_type`; the decoder (:mod:`kbatch.values.json._decode`) parses the
 values with the type it gives. The mapping:
 
 =====================================================  ===========================================
@@ -43,8 +43,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ._errors import JsonSchemaError
-from ._schema import Schema, lone_surrogate
+from .._errors import JsonSchemaError
+from .._schema import Schema, lone_surrogate
 
 __all__ = ["arrow_to_json_schema", "json_schema_type", "parse_json_schema_text"]
 

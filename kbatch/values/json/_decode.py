@@ -1,7 +1,7 @@
 """JSON values into Arrow, in bulk: one buffer, one vectorised parse, per-record work only for bad ones.
 
 :func:`parse_json_values` takes the bodies of ``n`` records (``(data, start, length)``, as the
-frames give them) and the Arrow struct type of the values (:mod:`kbatch.values._json_schema`),
+frames give them) and the Arrow struct type of the values (:mod:`kbatch.values.json._schema`),
 and returns a struct array of ``n`` rows (null where a record does not decode) and each bad
 record's reason and path. The steps, none with a Python object per record:
 
@@ -48,7 +48,7 @@ import pyarrow.json as pj
 
 from kbatch.codec import binary_column
 
-from ._json_read import read_json
+from ._read import read_json
 
 try:
     import orjson
@@ -94,7 +94,7 @@ def parse_json_values(
     starts, lengths : numpy arrays of int64
         Each body's place in ``data`` (every length >= 0).
     value_type : pyarrow.StructType
-        The values' type (:func:`~kbatch.values._json_schema.json_schema_type`).
+        The values' type (:func:`~kbatch.values.json._schema.json_schema_type`).
     column : str
         ``value`` or ``key``: the first part of the error paths.
     stop_at_first : bool

@@ -1,7 +1,7 @@
 """Avro (writer, reader) schema pairs compiled into programs for the value kernel.
 
 One :class:`AvroProgram` per reader schema holds the reader's column layout
-(:class:`~kbatch.values._avro_layout.Layout`) and the code of every writer schema met so far,
+(:class:`~kbatch.values.avro._layout.Layout`) and the code of every writer schema met so far,
 each compiled once (:meth:`AvroProgram.add_writer`) by the specification's schema resolution
 rules:
 
@@ -18,7 +18,7 @@ rules:
 
 A writer that cannot be resolved at all compiles to one failing instruction: its records each
 get an error, the rest of the table decodes. Instructions are ``(op, a, b, c)``
-(``kbatch.values._avrokernel.OPS``); :attr:`AvroProgram.paths` gives each instruction's field
+(``kbatch.values.avro._avrokernel.OPS``); :attr:`AvroProgram.paths` gives each instruction's field
 path (``value.items[].price``) for error messages.
 """
 
@@ -33,12 +33,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._avro_layout import STRUCT as STRUCT_KIND
-from ._avro_layout import Layout, Slot
-from ._avro_schema import NO_DEFAULT, AvroType, parse_avro_schema
-from ._avro_verify import verify_avro
+from .._errors import AvroSchemaError
 from ._avrokernel import OPS
-from ._errors import AvroSchemaError
+from ._layout import STRUCT as STRUCT_KIND
+from ._layout import Layout, Slot
+from ._schema import NO_DEFAULT, AvroType, parse_avro_schema
+from ._verify import verify_avro
 
 __all__ = ["AvroProgram", "encode_default", "folded", "min_size"]
 
@@ -62,7 +62,7 @@ class AvroProgram:
     reader : AvroType
         The reader schema (the output's layout).
     mapping : {"spark", "arrow"}
-        The type mapping (see :mod:`kbatch.values._avro_layout`).
+        The type mapping (see :mod:`kbatch.values.avro._layout`).
     max_depth : int, optional
         How deep a recursive record is kept (Spark's ``recursiveFieldMaxDepth``); the deeper
         levels are skipped. None: a recursive reader schema is refused.
@@ -119,7 +119,7 @@ class AvroProgram:
     def arrays(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.uint8],
                               npt.NDArray[np.int32]]:
         """``(program, aux, consts, coldesc)`` as the kernel takes them (read-only), verified
-        (:func:`~kbatch.values._avro_verify.verify_avro`) once per version of the program (the code
+        (:func:`~kbatch.values.avro._verify.verify_avro`) once per version of the program (the code
         only grows, by :meth:`add_writer` and :meth:`add_failure`): the only way to the kernel.
 
         Raises

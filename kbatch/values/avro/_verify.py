@@ -55,8 +55,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .._errors import ProgramError
 from ._avrokernel import KINDS, OPS
-from ._errors import ProgramError
 
 __all__ = ["verify_avro"]
 
@@ -95,7 +95,7 @@ def verify_avro(program: Any, aux: Any, consts: Any, coldesc: Any, entries: Iter
     Parameters
     ----------
     program, aux, consts, coldesc : array-like
-        As ``kbatch.values._avrokernel.run`` takes them: four int32 words per instruction, the
+        As ``kbatch.values.avro._avrokernel.run`` takes them: four int32 words per instruction, the
         int32 tables, the constant bytes, four int32 words per column.
     entries : iterable of int
         Every instruction a record may start at (each writer's entry, the null record's).

@@ -61,7 +61,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._errors import ProgramError
+from .._errors import ProgramError
 from ._protokernel import FLAGS, KINDS, TYPES, WORDS
 
 __all__ = ["verify_proto"]

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ._arrow_build import build_array
-from ._proto_compile import ProtoProgram
+from .._arrow_build import build_array
+from ._compile import ProtoProgram
 from ._protokernel import KINDS
 
 __all__ = ["render_any_columns"]
