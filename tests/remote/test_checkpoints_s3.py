@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import kbatch
-from kbatch.plan._plan import Options, resolve_range, select_logs
 from kbatch.log import LogWriter, open_log, open_logs
+from kbatch.plan import Options, resolve_range, select_logs
 
 pytest.importorskip("pyarrow")
 
