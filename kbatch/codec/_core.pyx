@@ -184,7 +184,7 @@ cdef extern from *:
 #   _LZ4_SOLO_CHUNKS    _core_inflate.pxi  chunks the calling thread decompresses alone after
 #                                          the helper found nothing (_lz4_solo_left counts them)
 # Python modules keep theirs at their top: kbatch.arrow (_THREAD_CHUNK, _kernels),
-# kbatch.codec._compression (_oneshot).
+# kbatch.codec._zstd (_oneshot).
 
 #: Input bytes per chunk (CRC'd, decompressed and parsed together; a parse
 #: thread's unit of work): a sixteenth of the input (the two threads' pipeline

@@ -222,7 +222,7 @@ cdef struct write_job_t:
 
 # zstd in C: libzstd's ZSTD_compressCCtx, found through ctypes in python-zstandard's
 # cffi module (which exports libzstd's symbols; its C backend hides them), as the
-# decoder finds it (_compression._oneshot) and liblz4 (_lz4_load). Called without
+# decoder finds it (_zstd._oneshot) and liblz4 (_lz4_load). Called without
 # the GIL and without a Python object per batch, so both threads compress at once.
 # Checked at load: its frames must be byte for byte python-zstandard's at the same
 # level (one frame, content size, no checksum), else the Python codec is used.

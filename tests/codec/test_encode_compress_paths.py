@@ -15,9 +15,9 @@ import pytest
 from support.twocores import PLAN_RECORDS, make_records
 
 import kbatch
+from kbatch.arrow import encode_arrow
 from kbatch.codec import _compression
 from kbatch.codec import _core as core
-from kbatch.arrow import encode_arrow
 
 needs_zstd_in_c = pytest.mark.skipif(not core._zstd_encode_in_c(), reason="libzstd not found in zstandard._cffi")
 
