@@ -40,7 +40,7 @@ from ._lz4 import lz4_compress, lz4_hc, unlz4
 from ._snappy import snappy_compress, unsnappy
 from ._zstd import unzstd, zstd_compress, zstd_decompress_into
 from ._zstd import zstd_c_functions as zstd_c_functions  # for the core's C decoder
-from ._zstd import zstd_library as zstd_library  # for the core's C decoder and encoder
+from ._zstd import zstd_library as zstd_library  # for the core's encoder (libzstd's compressor)
 
 __all__ = [
     "CODEC_NAMES",
