@@ -27,9 +27,12 @@ DuckDB): exact, without pushdown. :data:`PUSHDOWN` says which this DuckDB gets.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from kbatch.polars import scan_kafka_log
+
+if TYPE_CHECKING:  # kbatch.values needs pyarrow
+    from kbatch.values import Registry
 
 __all__ = ["PUSHDOWN", "register"]
 
@@ -66,7 +69,9 @@ class _Stream:
         return pa.RecordBatchReader.from_batches(schema, batches).__arrow_c_stream__(requested_schema)
 
 
-def register(con: Any, name: str, source: Any, **options: Any) -> Any:
+def register(con: Any, name: str, source: Any, *, topic: str | None = None,
+             values: Registry | Literal["auto"] | None = None, keys: Registry | Literal["auto"] | None = None,
+             errors: Literal["raise", "null"] = "raise", **options: Any) -> Any:
     """Register Kafka logs as the view ``name`` of DuckDB connection ``con``, with pushdown.
 
     Parameters
@@ -75,6 +80,13 @@ def register(con: Any, name: str, source: Any, **options: Any) -> Any:
     name : str
     source : str, PathLike, LogDir or sequence of LogDir
         As :func:`kbatch.polars.scan_kafka_log`.
+    topic, values, keys, errors
+        Typed values of one topic, as :func:`kbatch.polars.scan_kafka_log`'s: ``value`` the
+        struct of subject ``<topic>-value``'s latest schema (``values="auto"``: the root's own
+        ``_schemas``), then ``value_schema_id`` and, with ``errors="null"``, ``value_error``.
+        Before DuckDB 2.0 (no pushdown) every record of the view is read and decoded by each
+        query, whatever its ``WHERE``: with ``errors="raise"`` a bad record anywhere fails the
+        query; ``errors="null"`` and ``WHERE value_error IS NULL`` keep the good ones.
     **options
         :func:`kbatch.polars.scan_kafka_log`'s (``isolation_level``, ``stats``, ...).
 
@@ -83,5 +95,5 @@ def register(con: Any, name: str, source: Any, **options: Any) -> Any:
     duckdb.DuckDBPyConnection
         ``con``.
     """
-    frame = scan_kafka_log(source, **options)
+    frame = scan_kafka_log(source, topic=topic, values=values, keys=keys, errors=errors, **options)
     return con.register(name, frame if PUSHDOWN else _Stream(frame))

@@ -9,6 +9,12 @@ and ``is_in`` on ``topic``, ``partition``, ``offset`` and ``timestamp`` (a datet
 cannot hand over (``OR``, a function of a column, a filter on ``value``) is still exact. Polars
 is an optional dependency (``pip install kbatch[polars]``).
 
+Typed values (``values=`` / ``keys=``: a :class:`kbatch.values.Registry`, or ``"auto"``, the
+root's own ``_schemas`` topic): ``value`` is the struct ``kbatch convert --values auto`` writes,
+laid out by the latest version of subject ``<topic>-value`` (so the frame's schema is known
+before reading), followed by ``value_schema_id`` and, with ``errors="null"``, ``value_error``.
+One frame decodes one topic: ``topic=`` picks it in a root of several.
+
 >>> import kbatch, tempfile, polars as pl
 >>> from kbatch.log import LogWriter
 >>> root = tempfile.mkdtemp()
@@ -25,11 +31,14 @@ import io
 import json
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from kbatch.arrow import kafka_schema
 from kbatch.errors import LayoutError
-from kbatch.log import LogDir, ScanStats, open_log, open_logs, scan_logs
+from kbatch.log import LogDir, ScanStats, open_log, open_logs, scan_logs, value_scan
+
+if TYPE_CHECKING:  # kbatch.values needs pyarrow: imported when values="auto" is used
+    from kbatch.values import Registry
 
 __all__ = ["predicate_terms", "scan_kafka_log"]
 
@@ -145,15 +154,35 @@ def predicate_terms(predicate: Any) -> tuple[list[tuple[str, str, Any]], bool]:
     return terms, whole
 
 
-def _logs(source: Any) -> list[Any]:
+def _logs(source: Any) -> tuple[list[Any], Any]:
+    """The logs of ``source`` and the ``log.dirs`` root it names (None: not a root)."""
     if isinstance(source, LogDir):
-        return [source]
+        return [source], None
     if isinstance(source, (str, os.PathLike)):
         try:
-            return list(open_logs(source))
+            return list(open_logs(source)), source
         except LayoutError:
-            return [open_log(source)]
-    return list(source)
+            return [open_log(source)], None
+    return list(source), None
+
+
+def _registries(values: Registry | str | None, keys: Registry | str | None, root: Any,
+                logs: list[Any]) -> tuple[Registry | None, Registry | None]:
+    """``values`` and ``keys`` with ``"auto"`` the registry of the root's own ``_schemas`` topic
+    (``root``, else the one root the logs are in), as ``kbatch convert --values auto`` finds it."""
+    if "auto" not in (values, keys):
+        return values, keys  # type: ignore[return-value]  # (any other text: refused by the scan)
+    if root is None:
+        roots = sorted({str(log.root) for log in logs})
+        if len(roots) != 1:
+            raise ValueError(f"values='auto' reads the _schemas topic of the logs' root; these logs are in "
+                             f"{', '.join(roots) if roots else 'no root'}: pass a kbatch.values.Registry")
+        root = roots[0]
+    from kbatch.values import Registry  # defers pyarrow
+
+    registry = Registry.from_log_dirs(root)
+    return (registry if values == "auto" else values,  # type: ignore[return-value]
+            registry if keys == "auto" else keys)
 
 
 def scan_kafka_log(
@@ -163,6 +192,10 @@ def scan_kafka_log(
     on_corruption: str = "raise",
     verify_crc: bool = True,
     stats: ScanStats | None = None,
+    topic: str | None = None,
+    values: Registry | Literal["auto"] | None = None,
+    keys: Registry | Literal["auto"] | None = None,
+    errors: Literal["raise", "null"] = "raise",
 ) -> Any:
     """A ``polars.LazyFrame`` over Kafka logs, with projection, filter and limit pushed down.
 
@@ -175,19 +208,41 @@ def scan_kafka_log(
         As :meth:`kbatch.log.LogDir.read`.
     stats : ScanStats, optional
         Accumulates what every collect of the frame read and skipped.
+    topic : str, optional
+        Only this topic's partitions of ``source``.
+    values, keys : kbatch.values.Registry or "auto", optional
+        Decode the values (keys), as :meth:`kbatch.log.LogDir.scan_records` does: the struct of
+        the latest version of subject ``<topic>-value`` (``<topic>-key``), then
+        ``value_schema_id``. ``"auto"``: the registry of the root's own ``_schemas`` topic
+        (``source``, or the root the logs are in), as ``kbatch convert --values auto`` finds
+        it. The frame must be of one topic (``topic=``): each topic has its own reader schema.
+        Only the rows the pushed-down filter keeps are decoded, and only when the query uses
+        a decoded column.
+    errors : {"raise", "null"}
+        ``"raise"``: the first record read that does not decode raises
+        :class:`~kbatch.errors.ValueDecodeError` (its offset, partition, field path); ``"null"``:
+        its value is null and the ``value_error`` (``key_error``) column says why.
 
     Returns
     -------
     polars.LazyFrame
         Columns ``key``, ``value``, ``topic``, ``partition``, ``offset``, ``timestamp``
-        (``Datetime("us", "UTC")``), ``timestampType``, ``headers``. Exactly the eager
-        read's rows filtered by the query.
+        (``Datetime("us", "UTC")``), ``timestampType``, ``headers`` (with typed values:
+        ``key``, ``key_schema_id``, ``key_error``, ``value``, ``value_schema_id``,
+        ``value_error``, then the others). Exactly the eager read's rows filtered by the query
+        (decoded by :func:`kbatch.values.decode`).
     """
     import polars as pl
     from polars.io.plugins import register_io_source
 
-    logs = _logs(source)
-    schema = pl.from_arrow(kafka_schema(binary="binary_view").empty_table()).schema  # type: ignore[union-attr]
+    logs, root = _logs(source)
+    if topic is not None:
+        logs = [log for log in logs if log.topic == topic]
+    values, keys = _registries(values, keys, root, logs)
+    raw = kafka_schema(binary="binary_view")
+    typed = value_scan([topic] if topic is not None else [log.topic for log in logs], raw, values, keys, errors)
+    arrow = raw if typed is None else typed.schema
+    schema = pl.from_arrow(arrow.empty_table()).schema  # type: ignore[union-attr]
 
     def source_fn(with_columns: list[str] | None, predicate: Any, n_rows: int | None,
                   batch_size: int | None) -> Iterator[Any]:
@@ -196,9 +251,14 @@ def scan_kafka_log(
         needed = list(wanted)
         if predicate is not None:
             needed += [c for c in predicate.meta.root_names() if c not in needed]
+        if not logs:
+            return
+        # the columns the query needs, decoded ones among them: the one place the value fields
+        # it reads could be named too, for the scan's decode (ScanValues.decode) to decode only those
         reader = scan_logs(logs, needed, terms, n_rows if whole else None, isolation_level=isolation_level,
                            on_corruption=on_corruption, verify_crc=verify_crc,
-                           batch_rows=batch_size or 65_536, binary="binary_view", stats=stats)
+                           batch_rows=batch_size or 65_536, binary="binary_view", stats=stats,
+                           values=values, keys=keys, errors=errors)
         remaining = n_rows
         for batch in reader:
             df = pl.from_arrow(batch)

@@ -60,6 +60,7 @@ from ._discover import (
 from ._frames import MAX_WINDOW
 from ._metaproperties import cluster_id
 from ._scan import ScanStats, overlapping, scan_logs
+from ._scan_values import ScanDecoder
 from ._segment import OnCorruption, Segment, Skipped
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
@@ -701,6 +702,9 @@ class LogDir:
         batch_rows: int = DEFAULT_BATCH_ROWS,
         binary: str = "binary",
         stats: ScanStats | None = None,
+        values: ScanDecoder | None = None,
+        keys: ScanDecoder | None = None,
+        errors: Literal["raise", "null"] = "raise",
     ) -> Any:
         """Stream the records that pass ``filter``, reading only the segments and batches that can.
 
@@ -729,6 +733,19 @@ class LogDir:
             The layout of ``key``/``value`` (see :func:`kbatch.arrow.to_arrow`).
         stats : ScanStats, optional
             Filled in as the scan is read: segments and batches skipped, decoded, bytes.
+        values, keys : kbatch.values.Registry, optional
+            Decode the values (keys) as ``kbatch convert --values auto`` does: ``value`` is
+            the struct of the reader schema, the latest version of subject ``<topic>-value``
+            (``<topic>-key``), fixed before reading, followed by ``value_schema_id`` (the
+            writer's id) and, with ``errors="null"``, ``value_error``; these columns may be
+            named in ``columns`` too. Only the rows that pass ``filter`` are decoded, and only
+            when a decoded column is asked for. (The registry is called, never imported:
+            ``Registry.from_log_dirs(root)`` is the root's own ``_schemas``.)
+        errors : {"raise", "null"}
+            With ``values`` / ``keys``: ``"raise"``, the first record read that does not decode
+            raises :class:`~kbatch.errors.ValueDecodeError` (naming its offset, partition, field
+            path and byte); ``"null"``, its value is null and ``value_error`` says why (the
+            message a ``kbatch convert`` dead letter carries as ``error``).
 
         Returns
         -------
@@ -736,7 +753,8 @@ class LogDir:
             Streaming (bounded memory; nothing is read before the first batch is asked
             for); ``.read_all()`` gives a table. Always the rows of
             ``read(isolation_level=...)`` that pass ``filter`` (a lying index costs
-            speed, never rows), in offset order.
+            speed, never rows), in offset order; with ``values``, decoded as
+            :func:`kbatch.values.decode` decodes them with that reader schema.
 
         Examples
         --------
@@ -750,10 +768,21 @@ class LogDir:
         >>> got = open_log(f"{root}/t-0").scan_records(["offset"], [("timestamp", ">=", 6)], stats=stats).read_all()
         >>> got.column("offset").to_pylist(), stats.batches_walked  # (offsets alone: walked, not decoded)
         ([12, 13, 14, 15], 2)
+
+        Typed values, by the latest schema of subject ``t-value``:
+
+        >>> from kbatch.values import Registry, Schema
+        >>> reg = Registry({1: Schema('"string"', subject="t-value", version=1, id=1)})
+        >>> with LogWriter(root, "t", 0) as w:
+        ...     _ = w.append(kbatch.encode([b"\\x00\\x00\\x00\\x00\\x01\\x06abc", b"?"], base_offset=16))
+        >>> log = open_log(f"{root}/t-0")
+        >>> log.scan_records(["offset", "value", "value_error"], [("offset", ">=", 16)], values=reg,
+        ...                  errors="null").read_all().to_pylist()[1]["value_error"][:24]
+        'no schema registry frame'
         """
         return scan_logs([self], columns, filter, limit, isolation_level=isolation_level,
                          on_corruption=on_corruption, verify_crc=verify_crc, batch_rows=batch_rows,
-                         binary=binary, stats=stats)
+                         binary=binary, stats=stats, values=values, keys=keys, errors=errors)
 
     @property
     def _known_partition(self) -> int | None:

@@ -32,7 +32,9 @@ What is skipped, and on what evidence (the answer is always the records an eager
 
 Skipped batches are neither decompressed nor CRC-checked (``stats`` counts them); rows of the
 batches decoded or walked are then filtered exactly. Indexes are hints as everywhere in kbatch:
-an entry that does not match the log is noted and not used, costing speed, never rows.
+an entry that does not match the log is noted and not used, costing speed, never rows. Typed
+values (``values=`` / ``keys=``, :mod:`kbatch.log._scan_values`) are decoded from the rows kept,
+and only when a decoded column is asked for.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from kbatch.codec import (
 )
 
 from ._predicate import FilterError, Term, bounds, constant_holds, empty, normalize, row_mask
+from ._scan_values import ScanDecoder, TopicValues, value_scan
 
 #: The columns a scan can give (Spark's Kafka source columns with ``headers``), in this order by default.
 SCAN_COLUMNS: Final = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
@@ -119,13 +122,13 @@ def overlapping(aborted: Sequence[tuple[int, int, int]], first: int, last: int) 
     return [(pid, f) for pid, f, end in aborted[:stop] if end >= first]
 
 
-def _columns(columns: Sequence[str] | None) -> list[str]:
+def _columns(columns: Sequence[str] | None, names: Sequence[str] = SCAN_COLUMNS) -> list[str]:
     if columns is None:
-        return list(SCAN_COLUMNS)
+        return list(names)
     out = list(columns)
     for c in out:
-        if c not in SCAN_COLUMNS:
-            raise FilterError(f"columns: {c!r} is not one of {list(SCAN_COLUMNS)}")
+        if c not in names:
+            raise FilterError(f"columns: {c!r} is not one of {list(names)}")
     return out
 
 
@@ -244,6 +247,22 @@ def _arrow_batch(
             arrays.append(pa.nulls(n, pa.int32()) if partition is None
                           else pa.array(np.full(n, partition, np.int32), type=pa.int32()))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _typed_batch(
+    table: RecordTable, rows: npt.NDArray[np.bool_] | None, topic: str, partition: int | None,
+    base: Any, columns: list[str], typed: TopicValues, binary: str,
+) -> Any:
+    """The chosen rows of ``table`` as one Arrow record batch of ``columns``, some of them
+    decoded by ``typed`` (only the rows chosen are decoded); ``base``: the ``pyarrow.Schema`` of the
+    raw columns built beside them."""
+    import pyarrow as pa
+
+    sub = table if rows is None else select(table, rows)
+    sub.topic, sub.partition = topic, partition  # (the decode's errors name them)
+    raw = _arrow_batch(sub, None, topic, partition, base.names, base, binary)
+    out = typed.decode(sub, pa.Table.from_batches([raw]), columns).combine_chunks()
+    return out.to_batches()[0]
 
 
 def _max_timestamp(seg: Any, on_corruption: str) -> int:
@@ -471,14 +490,22 @@ def scan_logs(
     chunk_bytes: int = 16 << 20,
     binary: str = "binary",
     stats: ScanStats | None = None,
+    values: ScanDecoder | None = None,
+    keys: ScanDecoder | None = None,
+    errors: str = "raise",
 ) -> Any:
     """Stream the filtered records of partition directories as a ``pyarrow.RecordBatchReader``.
 
-    See :meth:`kbatch.log.LogDir.scan_records` (the parameters, what is skipped).
+    See :meth:`kbatch.log.LogDir.scan_records` (the parameters, what is skipped, typed values:
+    with ``values`` or ``keys`` every log must be of one topic).
     """
     import pyarrow as pa
 
-    cols = _columns(columns)
+    todo: list[Any] = [logs] if hasattr(logs, "segments") else list(logs)
+    source = kafka_schema(include_headers=True, binary=binary)  # type: ignore[arg-type]
+    typed = value_scan([log.topic for log in todo], source, values, keys, errors)
+    full = source if typed is None else typed.schema
+    cols = _columns(columns, full.names)
     plan = _Plan(normalize(filter))
     if limit is not None and limit < 0:
         raise FilterError(f"limit must be >= 0, got {limit}")
@@ -486,11 +513,13 @@ def scan_logs(
         raise FilterError(f"batch_rows must be >= 1, got {batch_rows}")
     if isolation_level not in ("read_uncommitted", "read_committed"):
         raise ValueError(f"isolation_level must be 'read_uncommitted' or 'read_committed', got {isolation_level!r}")
-    full = kafka_schema(include_headers=True, binary=binary)  # type: ignore[arg-type]
     schema = pa.schema([full.field(c) for c in cols])
     counts = ScanStats() if stats is None else stats
     narrow = set(cols) <= _WALKED_COLUMNS
-    todo: list[Any] = [logs] if hasattr(logs, "segments") else list(logs)
+    decoded = () if typed is None else typed.decoded(cols)
+    # the raw columns built beside the decoded ones (at least one: the decode's rows)
+    base = pa.schema([source.field(c) for c in cols if c in SCAN_COLUMNS and c not in decoded] or
+                     [source.field("offset")])
 
     def batches() -> Iterator[Any]:
         remaining = limit
@@ -512,8 +541,12 @@ def scan_logs(
                 n = len(table.records) if rows is None else int(rows.sum())
                 if n == 0:
                     continue
-                out = _arrow_batch(table, None if n == len(table.records) else rows, log.topic, partition, cols,
-                                   schema, binary)
+                chosen = None if n == len(table.records) else rows
+                if decoded:
+                    assert typed is not None and isinstance(table, RecordTable)  # (never walked: not narrow)
+                    out = _typed_batch(table, chosen, log.topic, partition, base, cols, typed, binary)
+                else:
+                    out = _arrow_batch(table, chosen, log.topic, partition, cols, schema, binary)
                 counts.rows += n
                 for k in range(0, n, batch_rows):
                     yield out.slice(k, batch_rows)

@@ -21,6 +21,7 @@ from ._errors import RegistryError, SchemaNotFoundError
 from ._files import load_directory
 from ._records_arrow import records_to_arrow
 from ._rest import RestClient, RestSource
+from ._scan import ScanValues
 from ._schema import Schema, join_subject, qualify_reference
 from ._store import SchemaStore, VersionState
 from ._topic import DEFAULT_TOPIC, find_schemas_log, replay_log
@@ -219,6 +220,14 @@ class Registry:
         keys=...)`` reaches the decoder: kbatch's record layers never import ``kbatch.values``,
         they call the registry they are given."""
         return records_to_arrow(table, values, keys, **options)
+
+    def scan_values(self, topic: str, source: Any, values: Registry | None = None, keys: Registry | None = None,
+                    *, errors: str = "raise") -> ScanValues:
+        """The typed values (decoded by ``values``) and keys (by ``keys``) of a lazy scan of
+        ``topic`` whose raw columns are ``source`` (a ``pyarrow.Schema``): the reader schemas,
+        the output schema, each batch's decode (:class:`kbatch.values._scan.ScanValues`). This is
+        how ``LogDir.scan_records(values=...)`` and :func:`kbatch.log.scan_logs` reach the decoder."""
+        return ScanValues(topic, source, values, keys, errors=errors)
 
     # ------------------------------------------------------------------ lookups
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.scan_roots import TERMS, eager, scan_roots
+from support.scan_roots import TERMS, eager, holds, scan_roots, term
 
 import kbatch
 from kbatch.log import LogWriter, ScanStats, open_log, open_logs, scan_logs
@@ -320,3 +320,281 @@ def test_a_corrupt_batch_fails_a_walked_scan_as_it_fails_the_eager_read(tmp_path
     assert len(skipped) == 990
     got = open_log(part).scan_records(["offset"], on_corruption="skip").read_all()
     assert got.column("offset").to_pylist() == skipped
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed values: every lazy scan gives what the eager read decoded by kbatch.values.decode gives
+
+
+#: Random filters over the root of support.typed_scan_root (timestamps in ms)
+TYPED_TERMS = st.lists(
+    st.one_of(term("offset", -1, 50), term("timestamp", 1_700_000_000_000, 1_700_000_000_250),
+              term("partition", 0, 2)),
+    max_size=3,
+)
+#: Topics with a key subject (proto's keys are plain bytes)
+KEYED = {"avro": True, "proto": False, "json": True}
+
+
+@pytest.fixture(scope="module")
+def typed_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("grpc_tools")  # the Protobuf schema is compiled by protoc
+    from support.typed_scan_root import write_typed_scan_root
+
+    return write_typed_scan_root(tmp_path_factory.mktemp("typed"))
+
+
+@pytest.fixture(scope="module")
+def registry(typed_root: Path):
+    from kbatch.values import Registry
+
+    return Registry.from_log_dirs(typed_root)
+
+
+def kept(table, terms: list):
+    """The rows of ``table`` (kbatch's Arrow columns) that pass ``terms``, filtered in Python."""
+    import pyarrow as pa
+
+    rows = {"partition": table.column("partition").to_pylist(), "offset": table.column("offset").to_pylist(),
+            "timestamp": [v // 1000 for v in table.column("timestamp").cast("int64").to_pylist()]}
+    keep = [all(holds(op, rows[c][i], v) for c, op, v in terms) for i in range(table.num_rows)]
+    return table.filter(pa.array(keep, pa.bool_()))
+
+
+def eager_typed(root: Path, registry, topic: str, terms: list, iso: str, errors: str, keys: bool):
+    """The eager reads of ``topic`` (each partition, topic and partition filled in) decoded by
+    ``kbatch.values.decode`` with each subject's latest schema, then filtered, as one table."""
+    import pyarrow as pa
+
+    from kbatch.values import decode
+
+    parts = []
+    for log in open_logs(root, [topic]):
+        out = log.to_arrow(isolation_level=iso)
+        if keys:
+            out = decode(out, registry, "key", registry.latest(f"{topic}-key"), errors)
+        out = decode(out, registry, "value", registry.latest(f"{topic}-value"), errors)
+        parts.append(kept(out, terms))
+    return pa.concat_tables(parts)
+
+
+def first_error(root: Path, registry, topic: str, terms: list, iso: str, keys: bool) -> str | None:
+    """The error a decode with errors="raise" of the eager reads' rows that pass ``terms`` gives:
+    the first record whose key or value does not decode (the value's error when both fail)."""
+    import pyarrow as pa
+
+    from kbatch.values import ValueDecodeError, decode
+
+    rows = eager_typed(root, registry, topic, terms, iso, "null", keys)
+    key_errors = rows.column("key_error").to_pylist() if keys else [None] * rows.num_rows
+    found = next((v or k for v, k in zip(rows.column("value_error").to_pylist(), key_errors, strict=True) if v or k),
+                 None)
+    if not keys:  # the same as the eager decode of those rows raises
+        raw = pa.concat_tables(kept(log.to_arrow(isolation_level=iso), terms) for log in open_logs(root, [topic]))
+        try:
+            decode(raw, registry, "value", registry.latest(f"{topic}-value"), "raise")
+        except ValueDecodeError as exc:
+            assert str(exc) == found
+        else:
+            assert found is None
+    return found
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(topic=st.sampled_from(["avro", "proto", "json"]), terms=TYPED_TERMS,
+       iso=st.sampled_from(["read_uncommitted", "read_committed"]), limit=st.none() | st.integers(0, 30),
+       columns=st.none() | st.permutations(["key", "key_schema_id", "key_error", "value", "value_schema_id",
+                                             "value_error", "offset", "partition", "headers"]).map(lambda c: c[:4]))
+def test_a_typed_scan_equals_the_eager_read_decoded_and_filtered(typed_root: Path, registry, topic: str,
+                                                                 terms: list, iso: str, limit: int | None,
+                                                                 columns: list[str] | None) -> None:
+    keyed = KEYED[topic]
+    want = eager_typed(typed_root, registry, topic, terms, iso, "null", keyed)
+    if columns is not None and not keyed:
+        columns = [c for c in columns if not c.startswith("key_")]
+    cols = want.column_names if columns is None else columns
+    got = scan_logs(open_logs(typed_root, [topic]), columns, terms, limit, isolation_level=iso,
+                    values=registry, keys=registry if keyed else None, errors="null").read_all()
+    assert got.column_names == cols
+    want = want.select(cols)
+    assert got.to_pylist() == (want if limit is None else want.slice(0, limit)).to_pylist()
+    for name in cols:  # the decoded columns typed as the eager decode types them
+        assert got.schema.field(name).type == want.schema.field(name).type, name
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(topic=st.sampled_from(["avro", "proto", "json"]), terms=TYPED_TERMS,
+       iso=st.sampled_from(["read_uncommitted", "read_committed"]))
+def test_a_typed_scan_raises_what_the_eager_decode_of_its_rows_raises(typed_root: Path, registry, topic: str,
+                                                                      terms: list, iso: str) -> None:
+    from kbatch.values import ValueDecodeError
+
+    keyed = KEYED[topic]
+    want = first_error(typed_root, registry, topic, terms, iso, keyed)
+    scan = scan_logs(open_logs(typed_root, [topic]), ["offset", "key", "value"], terms, isolation_level=iso,
+                     values=registry, keys=registry if keyed else None)
+    if want is None:
+        got = scan.read_all()
+        rows = eager_typed(typed_root, registry, topic, terms, iso, "null", keyed)
+        assert got.to_pylist() == rows.select(["offset", "key", "value"]).to_pylist()
+    else:
+        with pytest.raises(ValueDecodeError) as error:
+            scan.read_all()
+        assert str(error.value) == want
+        assert f"topic {topic}, partition " in want and "offset " in want
+
+
+def test_typed_values_decode_only_what_is_asked_for_and_push_filters_down(typed_root: Path, registry) -> None:
+    import pyarrow as pa
+
+    from kbatch.values import ValueDecodeError
+
+    log = open_log(typed_root / "avro-0")
+    # columns that are not decoded: no error raised (nothing decoded), batches walked as before
+    stats, plain = ScanStats(), ScanStats()
+    got = log.scan_records(["offset", "timestamp"], values=registry, stats=stats).read_all()
+    assert got.equals(log.scan_records(["offset", "timestamp"], stats=plain).read_all())
+    assert stats == plain and stats.batches_walked > 0
+    assert log.scan_records(["offset", "key"], values=registry).read_all().column("key").type == pa.binary()
+    # a decoded column, even the schema id alone, decodes: the bad value at offset 5 raises ...
+    for columns in (["value"], ["value_schema_id"], None):
+        with pytest.raises(ValueDecodeError, match=r"unknown schema id 99: .*partition 0, offset 5, schema id 99"):
+            log.scan_records(columns, values=registry).read_all()
+    # ... unless the filter skips it: the same batches read as without values, only their rows decoded
+    for terms in ([("offset", "<", 5)], [("offset", ">", 5), ("offset", "<", 16)]):
+        stats, plain = ScanStats(), ScanStats()
+        got = log.scan_records(["offset", "value"], terms, values=registry, stats=stats).read_all()
+        assert got.column("offset").to_pylist() == log.scan_records(["offset"], terms).read_all()[0].to_pylist()
+        log.scan_records(["offset", "value"], terms, stats=plain).read_all()
+        assert stats == plain
+    # errors="null": the value_error column, a null value; the other columns as without values
+    got = log.scan_records(["offset", "value", "value_error"], [("offset", "=", 5)], values=registry,
+                           errors="null").read_all().to_pylist()
+    assert got[0]["value"] is None and got[0]["value_error"].startswith("unknown schema id 99")
+
+
+def test_typed_values_say_what_they_cannot_do(typed_root: Path, registry) -> None:
+    from kbatch.values import SchemaNotFoundError
+
+    with pytest.raises(ValueError, match=r"one topic per scan.*avro, json"):
+        scan_logs(open_logs(typed_root, ["avro", "json"]), values=registry)
+    with pytest.raises(TypeError, match=r"Registry\.from_log_dirs"):
+        open_log(typed_root / "avro-0").scan_records(values="auto")
+    with pytest.raises(TypeError, match=r"kbatch\.values\.Registry"):
+        open_log(typed_root / "avro-0").scan_records(keys=object())
+    with pytest.raises(ValueError, match="errors='null' is for"):
+        open_log(typed_root / "avro-0").scan_records(errors="null")
+    with pytest.raises(ValueError, match="errors must be"):
+        open_log(typed_root / "avro-0").scan_records(values=registry, errors="skip")  # type: ignore[arg-type]
+    with pytest.raises(SchemaNotFoundError):  # no subject proto-key: nothing to lay the keys out by
+        open_log(typed_root / "proto-0").scan_records(keys=registry)
+    with pytest.raises(kbatch.log.FilterError, match="value_error"):  # errors="raise" has no error column
+        open_log(typed_root / "avro-0").scan_records(["value_error"], values=registry)
+
+
+def polars_typed(root: Path, registry, topic: str, iso: str):
+    """The eager decode of ``topic`` (errors="null") as a Polars frame: every row, to filter as a query does."""
+    return pl.from_arrow(eager_typed(root, registry, topic, [], iso, "null", KEYED[topic]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(topic=st.sampled_from(["avro", "proto", "json"]), terms=TYPED_TERMS,
+       iso=st.sampled_from(["read_uncommitted", "read_committed"]),
+       extra=st.sampled_from([None, "field", "good", "or"]), limit=st.none() | st.integers(0, 20))
+def test_a_typed_polars_scan_equals_the_eager_read_decoded_and_filtered(typed_root: Path, registry, topic: str,
+                                                                        terms: list, iso: str, extra: str | None,
+                                                                        limit: int | None) -> None:
+    from kbatch.polars import scan_kafka_log
+
+    keys = "auto" if KEYED[topic] else None
+    lf = scan_kafka_log(typed_root, topic=topic, values="auto", keys=keys, errors="null", isolation_level=iso)
+    want = polars_typed(typed_root, registry, topic, iso)
+    for t in terms:  # pushed down to the scan; applied to the eager frame
+        lf = lf.filter(polars_expr(*t))
+        want = want.filter(polars_expr(*t))
+    if extra == "field":  # on a field of the value: applied by the scan after the decode
+        lf = lf.filter(pl.col("value").struct.field("id") % 3 == 0)
+        want = want.filter(pl.col("value").struct.field("id") % 3 == 0)
+    elif extra == "good":
+        lf = lf.filter(pl.col("value_error").is_null())
+        want = want.filter(pl.col("value_error").is_null())
+    elif extra == "or":
+        lf = lf.filter((pl.col("offset") < 10) | pl.col("value").is_null())
+        want = want.filter((pl.col("offset") < 10) | pl.col("value").is_null())
+    cols = ["partition", "offset", "value", "value_schema_id", "value_error"] + (["key"] if keys else [])
+    lf, want = lf.select(cols), want.select(cols)
+    if limit is not None:
+        lf, want = lf.head(limit), want.head(limit)
+    got = lf.collect()
+    assert got.rows() == want.rows()
+    assert got.schema == want.schema
+
+
+def test_a_typed_polars_scan_raises_names_and_refuses(typed_root: Path, registry, tmp_path: Path) -> None:
+    from kbatch.polars import scan_kafka_log
+    from kbatch.values import RegistryError, SchemaNotFoundError, ValueDecodeError
+
+    lf = scan_kafka_log(typed_root, topic="json", values=registry)
+    assert lf.filter(pl.col("offset") < 5).select("offset").collect().height == 10
+    assert lf.filter(pl.col("offset") < 4).select(pl.col("value").struct.field("id")).collect()["id"].to_list() \
+        == [0, 1, 2, 3, 100, 101, 102, 103]
+    with pytest.raises(ValueDecodeError, match=r"unknown schema id 97: .*topic json, partition 0, offset 5"):
+        lf.select("value").collect()
+    # "auto": the _schemas of the root a partition directory (or the logs given) is in
+    want = eager_typed(typed_root, registry, "proto", [("partition", "=", 1)], "read_uncommitted", "null", False)
+    one = scan_kafka_log(typed_root / "proto-1", values="auto", errors="null").collect()
+    assert one.rows() == pl.from_arrow(want).rows()
+    logs = scan_kafka_log(open_logs(typed_root, ["proto"]), values="auto", errors="null").select("value").collect()
+    assert logs.height == sum(len(log.read()) for log in open_logs(typed_root, ["proto"]))
+    with pytest.raises(ValueError, match=r"one topic per scan.*_schemas, avro, json, proto"):
+        scan_kafka_log(typed_root, values="auto")
+    with LogWriter(tmp_path, "t", 0) as w:
+        w.append(kbatch.encode([b"x"]))
+    with pytest.raises(RegistryError, match="_schemas"):
+        scan_kafka_log(tmp_path, values="auto")
+    with pytest.raises(SchemaNotFoundError):  # a topic= with no partitions: still its subject's schema
+        scan_kafka_log(typed_root, topic="elsewhere", values=registry)
+    assert scan_kafka_log(typed_root, topic="elsewhere").collect().height == 0
+
+
+def test_duckdb_typed_values_equal_the_eager_decode(typed_root: Path, registry) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    from kbatch.duckdb import PUSHDOWN, register
+
+    con = duckdb.connect()
+    for topic in ("avro", "proto", "json"):
+        stats = ScanStats()
+        keys = "auto" if KEYED[topic] else None
+        register(con, topic, typed_root, topic=topic, values="auto", keys=keys, errors="null", stats=stats)
+        sql = (f'SELECT partition, "offset", value, value_schema_id, value_error{", key" if keys else ""} FROM {topic} '
+               f'WHERE "offset" BETWEEN 3 AND 20 AND timestamp >= TIMESTAMPTZ \'2023-11-14 22:13:20.010+00\' '
+               f'ORDER BY partition, "offset"')
+        got = con.sql(sql).pl()
+        since = dt.datetime(2023, 11, 14, 22, 13, 20, 10_000, tzinfo=dt.timezone.utc)  # 1_700_000_000_010 ms
+        want = (polars_typed(typed_root, registry, topic, "read_uncommitted")
+                .filter(pl.col("offset").is_between(3, 20) & (pl.col("timestamp") >= since))
+                .sort("partition", "offset").select(got.columns))
+        assert got.rows() == want.rows(), topic
+        assert want.height and want["value_error"].null_count() < want.height  # bad records among them
+        if PUSHDOWN:  # the filters reach the scan as they do without values (before 2.0, none does)
+            plain = ScanStats()
+            register(con, f"{topic}_raw", typed_root, topic=topic, stats=plain)
+            con.sql(sql.replace(f"FROM {topic} ", f"FROM {topic}_raw ")
+                    .replace("value_schema_id, value_error", "1, 2").replace(", key", "")).fetchall()
+            assert stats == plain and stats.segments_skipped > 0, stats
+
+
+def test_duckdb_typed_values_raise_the_first_bad_record(typed_root: Path, registry) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    from kbatch.duckdb import PUSHDOWN, register
+
+    con = duckdb.connect()
+    register(con, "orders", typed_root, topic="avro", values=registry)
+    with pytest.raises(duckdb.Error, match=r"unknown schema id 99: .*topic avro, partition 0, offset 5"):
+        con.sql('SELECT value.id FROM orders WHERE partition = 0').fetchall()
+    query = 'SELECT "offset", value.id FROM orders WHERE partition = 0 AND "offset" < 5 ORDER BY "offset"'
+    if PUSHDOWN:  # the filter reaches the scan: the bad record at offset 5 is never decoded
+        assert con.sql(query).fetchall() == [(o, o) for o in range(5)]
+    else:  # DuckDB < 2 reads (and decodes) every record of the view, then filters
+        with pytest.raises(duckdb.Error, match="offset 5"):
+            con.sql(query).fetchall()
