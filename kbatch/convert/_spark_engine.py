@@ -275,7 +275,7 @@ def spark_tasks(p: Plan, cores: int) -> tuple[list[tuple[LogSlice, ...]], Option
 
 def planned_frame(spark: Any, p: Plan) -> Any:
     """The checked plan's records as a DataFrame (:func:`spark_tasks` for the session's cores)."""
-    from kbatch.spark import task_frame
+    from kbatch.spark import task_frame  # defers pyspark
 
     return task_frame(spark, *spark_tasks(p, spark.sparkContext.defaultParallelism))
 

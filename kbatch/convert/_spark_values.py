@@ -54,7 +54,7 @@ def write_values(spark: Any, tasks: Sequence[Sequence[LogSlice]], opts: Options,
                  values: ValuePlan, folder: str, write: Callable[[Any], None]) -> None:
     """Each topic's records (of ``tasks``) decoded by the executors and given to ``write`` (a
     DataFrame each); the dead letters written into ``folder``'s side folder."""
-    from kbatch.spark import split_frame, task_frame
+    from kbatch.spark import split_frame, task_frame  # defers pyspark
 
     dead = str(Path(folder) / (values.side_folder or "_dead_letter"))
     run = uuid.uuid4().hex[:8]
