@@ -83,7 +83,7 @@ def build_segments(root: Path, n: int) -> Path:
 
 def plan_root(root: Path) -> int:
     """Plan a batch query over ``root`` as the source's ``partitions()`` does; the task count."""
-    from kbatch.plan._plan import Options, plan_slices, plan_tasks, resolve_range, select_logs
+    from kbatch.plan import Options, plan_slices, plan_tasks, resolve_range, select_logs
 
     opts = Options.parse({"path": str(root)})
     logs = select_logs(opts)

@@ -9,8 +9,11 @@ The lowest layer: it imports only the standard library, NumPy, the codec librari
 - ``_arrowkernels`` (Cython): the Arrow arrays of a decoded table in one pass;
 - ``_table``: :class:`RecordTable`, the decoded columns and their accessors;
 - ``_txn``: transactions (aborted batches, ``read_committed``) and :func:`decode`;
-- ``_encode`` (:func:`encode`), ``_legacy`` (magic 0/1 message sets), ``_compression``
-  (codecs in Python, where C does not decompress), ``_options`` (argument checks);
+- ``_encode`` (:func:`encode`), ``_legacy`` (magic 0/1 message sets), ``_options`` (argument
+  checks);
+- ``_compression`` (the codecs in Python, where C does not decompress: picks the codec), one
+  module per codec (``_gzip``, ``_snappy``, ``_lz4``, ``_zstd``) and ``_arena`` (the arena they
+  decompress into, the errors they share);
 - ``_columns`` (the Kafka source's column names and types), ``_arrow_columns`` (arrays of those
   columns), ``_arrow`` (tables, record batches, streams, pandas, Polars), ``_fromarrow`` (Arrow,
   pandas and Polars columns to the encoder's flat columns).

@@ -77,7 +77,9 @@ what it uses::
     _core_stamps.pxi   stamps: offsets and timestamps walked, no row built (scans)
     _core_gather.pxi   an encode's input gathered into C rows
     _core_output.pxi   where an encode's batches go: a new bytes or out=
-    _core_encode.pxi   planning and writing batches: encode*, BatchBuilder
+    _core_write.pxi    records and batch headers written, batches planned, uncompressed batches
+    _core_compress.pxi an encode's batches compressed (zstd in C, the other codecs in Python)
+    _core_encode.pxi   the encoders: encode, encode_arrays, encode_control, BatchBuilder
 """
 
 cimport cython
@@ -184,7 +186,7 @@ cdef extern from *:
 #   _LZ4_SOLO_CHUNKS    _core_inflate.pxi  chunks the calling thread decompresses alone after
 #                                          the helper found nothing (_lz4_solo_left counts them)
 # Python modules keep theirs at their top: kbatch.arrow (_THREAD_CHUNK, _kernels),
-# kbatch.codec._compression (_oneshot).
+# kbatch.codec._zstd (_oneshot).
 
 #: Input bytes per chunk (CRC'd, decompressed and parsed together; a parse
 #: thread's unit of work): a sixteenth of the input (the two threads' pipeline
@@ -240,7 +242,7 @@ def _zstd_in_c(object use=None):
 
 
 def _zstd_encode_in_c(object use=None):
-    """Whether zstd batches are compressed in C (_core_encode.pxi); ``use``
+    """Whether zstd batches are compressed in C (_core_compress.pxi); ``use``
     False turns it off, True back on (when found)."""
     global _zc
     if not _zc_tried:
@@ -308,4 +310,6 @@ include "_core_inflate.pxi"
 include "_core_stamps.pxi"
 include "_core_gather.pxi"
 include "_core_output.pxi"
+include "_core_write.pxi"
+include "_core_compress.pxi"
 include "_core_encode.pxi"

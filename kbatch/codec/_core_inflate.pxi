@@ -22,8 +22,8 @@
 # thread together (cramjam runs snappy and inflate, and ctypes libzstd, without the GIL), each
 # taking the next piece neither has taken. Anything else, or any failure, and
 # the chunk goes through _compression one batch at a time, which says what
-# is wrong. The zstd frame and xerial framing are those of
-# kbatch/codec/_compression.py's grammar; a raw snappy block starts with its
+# is wrong. The zstd frame and xerial framing are those of the grammars in
+# kbatch/codec/_zstd.py and _snappy.py; a raw snappy block starts with its
 # uncompressed length (varint32, little-endian base 128).
 
 cdef int64_t _zstd_single_size(const uint8_t* p, int64_t n) noexcept nogil:
@@ -100,7 +100,7 @@ cdef int64_t _plain_pieces(int codec, const uint8_t* p, int64_t n, int64_t src, 
         if size >= 0:
             pieces.append((src, src + n, size, decompress))
         return size
-    if codec == 1:  # taken at its trailer's word (ISIZE), as _compression._gunzip's fast path
+    if codec == 1:  # taken at its trailer's word (ISIZE), as _gzip.gunzip's fast path
         if n < 18 or p[0] != 0x1F or p[1] != 0x8B or p[2] != 8:
             return -1
         size = <int64_t>_le32(p + n - 4)
@@ -208,7 +208,7 @@ cdef bint _inflate_chunk(object mv, const uint8_t* base, batch_t* bp, int64_t fi
     return True
 
 
-# LZ4 frames in C. Kafka's LZ4 frame (kbatch/codec/_compression.py has its grammar)
+# LZ4 frames in C. Kafka's LZ4 frame (kbatch/codec/_lz4.py has its grammar)
 # does not say what its blocks decompress to, so an lz4 chunk cannot be laid
 # out piece by piece as above. But no block decompresses to more than the
 # frame's maximum block size, which bounds each batch. The calling thread

@@ -33,7 +33,7 @@
 # A batch is vouched for (STAMPS_OK) only when every check decode makes of it holds: its
 # CRC (with verify_crc), its payload decompressed by the same C path decode takes first
 # (liblz4's frame of independent blocks, libzstd's one-shot decoder) or by what has the last
-# word there (zlib, for a gzip payload of exactly one member: _compression._gunzip_stream),
+# word there (zlib, for a gzip payload of exactly one member: _gzip._gunzip_stream),
 # within max_decompressed_size, the record count against the bytes, and every record's fields
 # as decode's parser checks them (_parse_body). Anything else gets a status saying why not
 # and no rows: legacy (magic 0/1) batches, snappy (cramjam, with the GIL: decode's path),
@@ -140,7 +140,7 @@ cdef inline bint _walk_body(const uint8_t* p, const uint8_t* e, bint control_key
 
 cdef int _walk_gzip(walk_t* w, const uint8_t* src, int64_t n, const uint8_t** out, int64_t* size) noexcept nogil:
     """A gzip payload that is exactly one member, inflated by zlib (what decides for decode:
-    _compression._gunzip_stream) into the scratch buffer; W_CODEC for anything else (bytes
+    _gzip._gunzip_stream) into the scratch buffer; W_CODEC for anything else (bytes
     after the member: decode's path for several members)."""
     cdef int rc
     cdef int64_t room, at = 0

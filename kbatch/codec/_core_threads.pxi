@@ -176,7 +176,7 @@ cdef void _run_call(void* helper) noexcept with gil:
 cdef void _call_python(void* arg) noexcept nogil:
     """A Python job, on the helper thread. The thread's Python thread state is made
     at its first Python job and kept until the thread quits, and with it what the
-    job keeps per thread (kbatch.codec._compression's zstd contexts)."""
+    job keeps per thread (kbatch.codec._zstd's contexts)."""
     cdef worker_t* w = <worker_t*>arg
     if w.tstate == NULL:
         PyGILState_Ensure()  # (released only on the way out)

@@ -69,7 +69,7 @@ def iter_log_arrow(
 # The one log -> Arrow batches loop
 #
 # LogDir.to_arrow / iter_arrow (by iter_log_arrow), the Spark source's tasks (read_slice) and
-# ``kbatch convert --engine arrow`` (both by kbatch.plan._plan.read_logs) all read a log through
+# ``kbatch convert --engine arrow`` (both by kbatch.plan.read_logs) all read a log through
 # log_batches, so that they give the same rows for the same options:
 #
 #   for each log:    its offsets [start, end) (``ranges``, else ``start_offset``/``end_offset``)
@@ -85,7 +85,7 @@ def iter_log_arrow(
 #   ``progress``     is told of each table once its batches are out, and of the log's end
 #
 # The loop lives here, below kbatch.log, and knows a LogDir only by its methods: LogDir.to_arrow
-# reaches it without importing upward, and kbatch.plan._plan imports it down.
+# reaches it without importing upward, and kbatch.plan._read imports it down.
 
 
 #: Batches smaller than 1/JOIN_FRACTION of the caps are joined with the next ones of the same log

@@ -132,7 +132,7 @@ from ._staged import write_staged as write_staged
 
 __all__ = ["KafkaLogDataSource", "decode_batches", "decode_values", "kafka_struct", "register"]
 
-# pyspark is imported on first use, so that kbatch.plan._plan (the planner, used by
+# pyspark is imported on first use, so that kbatch.plan (the planner, used by
 # ``kbatch convert --engine arrow``) works without it.
 _LAZY = {
     "KafkaLogDataSource": "kbatch.spark._source",

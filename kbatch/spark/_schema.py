@@ -45,7 +45,7 @@ def kafka_struct(*, include_headers: bool = False, extra_columns: bool = False) 
 
 def options_struct(opts: Options) -> StructType:
     """The schema of a ``kafka-log`` read with ``opts``: :func:`kafka_struct`, and last the columns
-    ``root`` and ``clusterId`` (:data:`~kbatch.plan._plan.ROOT_COLUMN`, :data:`~kbatch.plan._plan.CLUSTER_ID_COLUMN`)
+    ``root`` and ``clusterId`` (:data:`~kbatch.plan.ROOT_COLUMN`, :data:`~kbatch.plan.CLUSTER_ID_COLUMN`)
     with ``recursiveFileLookup`` or ``replicas=all``."""
     schema = kafka_struct(include_headers=opts.include_headers, extra_columns=opts.extra_columns)
     if not opts.root_columns:

@@ -50,7 +50,7 @@ __all__ = ["KafkaLogDataSource", "LogPartition"]
 
 
 class LogPartition(InputPartition):
-    """A Spark input partition: the :class:`~kbatch.plan._plan.LogSlice` s one task reads."""
+    """A Spark input partition: the :class:`~kbatch.plan.LogSlice` s one task reads."""
 
     def __init__(self, pieces: Sequence[LogSlice]) -> None:
         super().__init__(tuple(pieces))
@@ -135,14 +135,14 @@ def _check_schema(opts: Options, schema: StructType, typed: SourceValues | None 
 
 def _read(pieces: Sequence[LogSlice], opts: Options, typed: SourceValues | None,
           tables: Callable[..., Iterator[Any]] | None = None) -> Iterator[Any]:
-    """One task's records (:func:`~kbatch.plan._plan.read_task`; ``tables``: how each log's tables
+    """One task's records (:func:`~kbatch.plan.read_task`; ``tables``: how each log's tables
     are read), their values decoded when asked."""
     batches = read_task(pieces, opts, tables)
     return batches if typed is None else typed.apply(batches)
 
 
 class KafkaLogReader(DataSourceReader):
-    """Batch reader: tasks of about ``maxPartitionBytes`` of log (:func:`~kbatch.plan._plan.plan_tasks`)."""
+    """Batch reader: tasks of about ``maxPartitionBytes`` of log (:func:`~kbatch.plan.plan_tasks`)."""
 
     def __init__(self, opts: Options, schema: StructType, typed: SourceValues | None = None) -> None:
         _check_schema(opts, schema, typed)

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from kbatch.errors import LayoutError
+
 from ._errors import RegistryError, SchemaNotFoundError
 from ._files import load_directory
 from ._records_arrow import records_to_arrow
@@ -181,8 +183,6 @@ class Registry:
         RegistryError
             Neither.
         """
-        from kbatch.errors import LayoutError
-
         try:
             return cls.from_log_dirs(path, recursive=recursive, storage_options=storage_options)
         except (RegistryError, LayoutError, FileNotFoundError):

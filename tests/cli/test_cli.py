@@ -159,7 +159,7 @@ def test_a_pattern_on_internal_topics_says_why_and_what_works(tmp_path, capsys):
 
 
 def test_source_option_include_internal_topics(tmp_path):
-    from kbatch.plan._plan import Options, select_logs
+    from kbatch.plan import Options, select_logs
 
     root = _internal_only_root(tmp_path / "root")
     for opts, n in (({}, 0), ({"includeInternalTopics": "true"}, 2), ({"kafka.exclude.internal.topics": "false"}, 2),

@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kbatch.codec import _compression as C
+from kbatch.codec import _gzip, _zstd
 from kbatch.errors import CorruptRecordError, UnsupportedError
 
 kafka_codec = pytest.importorskip("kafka.codec")
@@ -282,10 +283,10 @@ def test_zstd_compressors_are_kept_per_thread_and_level() -> None:
     # two threads; a kept one writes the same bytes as a new one
     import concurrent.futures
 
-    one, again = C._zstd_compressor(3), C._zstd_compressor(3)
-    assert one is again and C._zstd_compressor(7) is not one
+    one, again = _zstd._zstd_compressor(3), _zstd._zstd_compressor(3)
+    assert one is again and _zstd._zstd_compressor(7) is not one
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        assert pool.submit(C._zstd_compressor, 3).result() is not one
+        assert pool.submit(_zstd._zstd_compressor, 3).result() is not one
     data = bytes(range(256)) * 400
     for level in (3, 7):
         made = zstandard.ZstdCompressor(level=level).compress(data)
@@ -472,7 +473,7 @@ def test_gzip_members_decode_as_the_member_loop_does(
             return str(e)
         return bytes(arena.view())
 
-    assert run(C._gunzip) == run(C._gunzip_stream)
+    assert run(_gzip.gunzip) == run(_gzip._gunzip_stream)
 
 
 def test_gzip_trailing_bytes_are_ignored_like_gzipinputstream() -> None:

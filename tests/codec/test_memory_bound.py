@@ -19,7 +19,7 @@ import pytest
 import zstandard
 from support.refcodec import batch, varlong, zigzag_varint
 
-from kbatch.codec import _compression
+from kbatch.codec import _compression, _zstd
 
 pytestmark = [
     pytest.mark.skipif(
@@ -122,7 +122,7 @@ def test_zstd_rle_frames_stop_at_the_limit(tmp_path: Path) -> None:
     assert got["growth"] <= LIMIT + len(data) + SLACK, got
 
 
-@pytest.mark.skipif(_compression._oneshot() is None, reason="no libzstd one-shot decoder (zstandard._cffi)")
+@pytest.mark.skipif(_zstd._oneshot() is None, reason="no libzstd one-shot decoder (zstandard._cffi)")
 def test_zstd_long_window_frame(tmp_path: Path) -> None:
     # A frame written with a 128 MiB window (window log 27, which Java's reader accepts):
     # a streaming decoder keeps its own copy of the window besides the output (329 MiB
@@ -157,7 +157,7 @@ def test_zstd_without_the_one_shot_decoder(monkeypatch: pytest.MonkeyPatch) -> N
     results = []
     for oneshot in (True, False):
         if not oneshot:
-            monkeypatch.setattr(_compression, "_oneshot", lambda: None)
+            monkeypatch.setattr(_zstd, "_oneshot", lambda: None)
         with pytest.raises(kbatch.CorruptRecordError) as e:
             kbatch.decode(data, verify_crc=False)
         results.append((e.value.batch_index, e.value.partial.values()))

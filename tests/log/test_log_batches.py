@@ -1,6 +1,6 @@
 """The one log -> Arrow batches loop (kbatch.log.log_batches) behind its three entry points.
 
-``LogDir.to_arrow``, the Spark source's tasks (``kbatch.plan._plan.read_task``, no Spark needed) and
+``LogDir.to_arrow``, the Spark source's tasks (``kbatch.plan.read_task``, no Spark needed) and
 ``kbatch convert --engine arrow`` give the same rows on a root with aborted transactions,
 control batches, an open transaction (last stable offset), legacy batches and a corrupt batch
 skipped with ``on_corruption="skip"`` / ``failOnDataLoss=false``.
@@ -19,12 +19,8 @@ import pyarrow.dataset as ds  # noqa: E402
 from kbatch.__main__ import main  # noqa: E402
 from kbatch.arrow import kafka_schema  # noqa: E402
 from kbatch.cli._sample import write_sample  # noqa: E402
-from kbatch.log import (  # noqa: E402
-    log_batches,
-    open_log,
-    open_logs,
-)
-from kbatch.plan._plan import Options, plan_slices, plan_tasks, read_task, resolve_range, select_logs  # noqa: E402
+from kbatch.log import log_batches, open_log, open_logs  # noqa: E402
+from kbatch.plan import Options, plan_slices, plan_tasks, read_task, resolve_range, select_logs  # noqa: E402
 
 COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp", "timestampType", "headers"]
 

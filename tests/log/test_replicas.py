@@ -101,7 +101,7 @@ def test_replicas_all_gives_each_copy_with_its_root_as_a_column(tmp_path):
     pa = pytest.importorskip("pyarrow")
     pads = pytest.importorskip("pyarrow.dataset")
     from kbatch.__main__ import main
-    from kbatch.plan._plan import Options, plan_slices, plan_tasks, range_key, read_task, resolve_range, select_logs
+    from kbatch.plan import Options, plan_slices, plan_tasks, range_key, read_task, resolve_range, select_logs
 
     out = tmp_path / "out"
     tmp_path = tmp_path / "backup"
@@ -218,7 +218,7 @@ def test_meta_properties_is_read_as_java_properties(tmp_path):
 def test_kafka_log_source_reads_every_log_with_root_and_cluster_columns(tmp_path):
     """The source's planner and tasks (what Spark runs) with recursiveFileLookup; a stream refuses."""
     pa = pytest.importorskip("pyarrow")
-    from kbatch.plan._plan import Options, plan_slices, plan_tasks, range_key, read_task, resolve_range, select_logs
+    from kbatch.plan import Options, plan_slices, plan_tasks, range_key, read_task, resolve_range, select_logs
 
     want = _two_clusters(tmp_path)
     opts = Options.parse({"path": str(tmp_path), "recursiveFileLookup": "true", "maxPartitionBytes": "300"})

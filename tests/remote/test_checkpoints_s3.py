@@ -7,7 +7,7 @@ import pytest
 
 import kbatch
 from kbatch.log import LogWriter, open_log, open_logs
-from kbatch.plan._plan import Options, resolve_range, select_logs
+from kbatch.plan import Options, resolve_range, select_logs
 
 pytest.importorskip("pyarrow")
 

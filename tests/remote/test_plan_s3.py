@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from kbatch.plan._plan import Options, plan_slices, plan_tasks, range_key, read_task, resolve_range, select_logs
+from kbatch.plan import Options, plan_slices, plan_tasks, range_key, read_task, resolve_range, select_logs
 
 pa = pytest.importorskip("pyarrow")
 

@@ -15,7 +15,7 @@ pytest.importorskip("pyarrow")
 import kbatch  # noqa: E402
 from kbatch.cli._sample import write_sample  # noqa: E402
 from kbatch.log import LogWriter  # noqa: E402
-from kbatch.plan._plan import Options, plan_slices, plan_tasks, range_key, resolve_range, select_logs  # noqa: E402
+from kbatch.plan import Options, plan_slices, plan_tasks, range_key, resolve_range, select_logs  # noqa: E402
 from kbatch.spark._frame import task_frame  # noqa: E402
 
 

@@ -239,7 +239,7 @@ def test_stream_trigger_limits(tmp_path):
         datasource.ReadAllAvailable, datasource.ReadMaxRows, datasource.ReadMinRows
     )
 
-    from kbatch.plan._plan import Options
+    from kbatch.plan import Options
     from kbatch.spark._schema import kafka_struct
     from kbatch.spark._source import KafkaLogStreamReader
 

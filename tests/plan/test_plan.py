@@ -1,6 +1,6 @@
 """The kafka-log source's planner and reader without Spark: option semantics, splitting, reading.
 
-These run without pyspark (kbatch.plan._plan does not import it); the Spark suites next to
+These run without pyspark (kbatch.plan does not import it); the Spark suites next to
 this file check the same paths through real SparkSessions.
 """
 
@@ -14,11 +14,12 @@ import pytest
 
 import kbatch
 import kbatch.arrow
+import kbatch.plan as plan
 from kbatch.cli._sample import write_sample
 from kbatch.log import LogWriter, open_log, open_logs
+from kbatch.plan._read import read_slice
 
 pa = pytest.importorskip("pyarrow")
-plan = pytest.importorskip("kbatch.plan._plan")
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def _read_all(opts, logs=None) -> pa.Table:
     logs = plan.select_logs(opts) if logs is None else logs
     ranges = {(d.topic, d.partition): plan.resolve_range(d, opts) for d in logs}
     pieces = plan.plan_slices(logs, ranges, opts)
-    batches = [b for p in pieces for b in plan.read_slice(p, opts)]
+    batches = [b for p in pieces for b in read_slice(p, opts)]
     schema = kbatch.arrow.kafka_schema(include_headers=opts.include_headers, extra_columns=opts.extra_columns)
     t = pa.Table.from_batches(batches, schema=schema)
     return t.sort_by([("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")])
@@ -190,7 +191,7 @@ def test_arrow_batches_are_capped(sample):
     opts = _opts(sample, subscribe="orders", maxRecordsPerBatch=16)
     logs = plan.select_logs(opts)
     pieces = plan.plan_slices(logs, {(d.topic, d.partition): plan.resolve_range(d, opts) for d in logs}, opts)
-    sizes = [b.num_rows for p in pieces for b in plan.read_slice(p, opts)]
+    sizes = [b.num_rows for p in pieces for b in read_slice(p, opts)]
     assert max(sizes) <= 16 and sum(sizes) == 900
 
 
@@ -317,7 +318,7 @@ def test_task_opens_only_its_segments(tmp_path, monkeypatch):
     monkeypatch.setattr(kbatch.log.Segment, "__init__", spy)
     monkeypatch.setattr(Path, "iterdir", no_listing)
     piece = slices[len(slices) // 2]
-    got = list(plan.read_slice(piece, opts))
+    got = list(read_slice(piece, opts))
     assert sorted(opened) == sorted(piece.segments) and 0 < len(opened) <= 5
     monkeypatch.undo()
     offsets = [o for b in got for o in b.column("offset").to_pylist()]
@@ -421,10 +422,10 @@ def test_segment_deleted_after_planning(tmp_path, caplog):
     for f in victim.parent.glob(victim.stem + ".*"):
         f.unlink()  # retention ran between planning and the task
     with pytest.raises(ValueError, match=f"{piece.segments[0]} of offsets .* deleted after the query was planned"):
-        list(plan.read_slice(piece, opts))
+        list(read_slice(piece, opts))
     lenient = _opts(root, maxPartitionBytes=5 * (plan.SEGMENT_OPEN_COST + 400), failOnDataLoss="false")
     with caplog.at_level("WARNING", logger="kbatch.spark"):
-        got = [o for b in plan.read_slice(piece, lenient) for o in b.column("offset").to_pylist()]
+        got = [o for b in read_slice(piece, lenient) for o in b.column("offset").to_pylist()]
     assert "records are skipped" in caplog.text
     assert got and got[0] > piece.start and got[-1] == piece.end - 1
 
@@ -442,3 +443,9 @@ def test_a_backup_folder_is_an_error_naming_recursive_file_lookup(tmp_path):
     logs = plan.select_logs(plan.Options.parse({"path": str(backup), "recursiveFileLookup": "true",
                                                 "replicas": "all"}))
     assert len(logs) == 2
+
+
+def test_spark_workers_are_given_the_folder_that_holds_kbatch() -> None:
+    from kbatch.plan import env_pythonpath
+
+    assert (Path(env_pythonpath()) / "kbatch" / "__init__.py").is_file(), env_pythonpath()
