@@ -34,7 +34,7 @@ __all__ = ["convert_arrow", "pa_reader"]
 def _arrow_batches(
     p: Plan, args: argparse.Namespace, reports: dict[tuple[Any, ...], PartitionReport], progress: Progress
 ) -> Iterator[Any]:
-    """The selected records as Arrow batches (the Spark source's loop, :func:`kbatch.plan._plan.read_logs`),
+    """The selected records as Arrow batches (the Spark source's loop, :func:`kbatch.plan.read_logs`),
     each partition's records and skipped bytes counted in its report as they go; with
     the root columns (``--recursive``, ``--replicas all``) each log (and copy) over its own range,
     with its root and cluster id as the ``root`` and ``clusterId`` columns."""

@@ -160,7 +160,7 @@ def task_bytes(cost: int, cores: int) -> int:
     """The cost of log per Spark task, as Spark's file source sizes its splits: 128 MiB, less to
     give every core a task, and no less than opening four segments costs.
 
-    ``cost`` is the log's bytes plus :data:`~kbatch.plan._plan.SEGMENT_OPEN_COST` per segment (what
+    ``cost`` is the log's bytes plus :data:`~kbatch.plan.SEGMENT_OPEN_COST` per segment (what
     the planner packs), as Spark counts a file's length plus ``openCostInBytes``: four
     partitions of 43 MiB on 2 cores then make 2 tasks, not 4.
 

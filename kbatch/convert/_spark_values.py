@@ -1,6 +1,6 @@
 """``kbatch convert --engine spark --values avro``: the Spark engine's part of typed values.
 
-The plan is the arrow engine's (:func:`kbatch.convert._values.plan_values`: the registry, each
+The plan is the arrow engine's (:func:`kbatch.convert._value_plan.plan_values`: the registry, each
 topic's reader schemas and output schema, where dead letters go); here it runs on Spark. Each
 topic is one DataFrame (its tasks from the run's plan, the other topics' slices left out), since
 each topic's columns are its own reader schema's: the executors decode and split every batch
