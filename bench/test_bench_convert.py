@@ -13,7 +13,7 @@ Four measurements, each against its peer in the same run:
     ``--engine arrow`` on the same root plus Spark's fixed start-up (a new process that
     starts a session with convert's configuration and stops it). Target: within 2x.
 ``spark job``
-    In one warm session with convert's configuration (:func:`kbatch.convert._convert.spark_config`,
+    In one warm session with convert's configuration (:func:`kbatch.convert._spark_engine.spark_config`,
     ``local[*]``), the convert's query (its ``plan`` and ``planned_frame`` -> Parquet
     partitioned by topic) against
     Spark's own Parquet -> Parquet job on the same rows (the first query's output, read and
@@ -126,7 +126,7 @@ def cli(*args: str) -> float:
 _STARTUP = """
 import sys
 from pyspark.sql import SparkSession
-from kbatch.convert._convert import spark_config
+from kbatch.convert._spark_engine import spark_config
 b = SparkSession.builder
 for k, v in spark_config(None).items():
     b = b.config(k, v)
@@ -186,7 +186,7 @@ def spark_session() -> Any:
     os.environ.update({k: v for k, v in _env().items() if k in ("PYTHONPATH", "PYSPARK_PYTHON")})
     from pyspark.sql import SparkSession
 
-    from kbatch.convert._convert import spark_config
+    from kbatch.convert._spark_engine import spark_config
 
     builder = SparkSession.builder
     for k, v in spark_config(None).items():
@@ -201,16 +201,16 @@ def spark_jobs(spark: Any, root: Path, out: Path) -> dict[str, Callable[[], None
     Spark's Parquet -> Parquet of the same rows."""
     import argparse
 
-    from kbatch.convert import _convert
+    from kbatch.convert import _arguments, _plan, _spark_engine
 
     parser = argparse.ArgumentParser()
-    _convert.add_arguments(parser)
+    _arguments.add_arguments(parser)
     first = out / "first"
 
     def convert_to(folder: Path) -> None:
-        p = _convert.plan(parser.parse_args([str(root), str(folder), "--mode", "overwrite"]))
+        p = _plan.plan(parser.parse_args([str(root), str(folder), "--mode", "overwrite"]))
         try:
-            df = _convert.planned_frame(spark, p)
+            df = _spark_engine.planned_frame(spark, p)
             df.write.mode("overwrite").partitionBy("topic").parquet(str(folder))
         finally:
             p.close()

@@ -95,10 +95,10 @@ def _env() -> dict[str, str]:
 
 
 def _args(root: Path, out: Path, fmt: str, engine: str, *more: str) -> argparse.Namespace:
-    from kbatch.convert import _convert
+    from kbatch.convert import _arguments
 
     parser = argparse.ArgumentParser()
-    _convert.add_arguments(parser)
+    _arguments.add_arguments(parser)
     return parser.parse_args([str(root), str(out), "--format", fmt, "--engine", engine, "-q", *more])
 
 
@@ -115,7 +115,7 @@ def convert(root: Path, out: Path, fmt: str, engine: str, *more: str) -> tuple[f
     arrow engine in this process, Spark in a new one)."""
     import resource
 
-    from kbatch.convert import _convert
+    from kbatch.convert import _arrow_engine
 
     if engine == "spark":
         t0 = time.perf_counter()
@@ -128,19 +128,19 @@ def convert(root: Path, out: Path, fmt: str, engine: str, *more: str) -> tuple[f
     args = _args(root, out, fmt, engine, *more)
     c0 = _cpu(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
-    summary = _convert.convert_arrow(args)
+    summary = _arrow_engine.convert_arrow(args)
     return time.perf_counter() - t0, _cpu(resource.RUSAGE_SELF) - c0, summary.as_dict()
 
 
 def planning(root: Path, out: Path, fmt: str) -> float:
     """Seconds of ``plan`` alone (the logs selected, each partition's end found), best of 3."""
-    from kbatch.convert import _convert
+    from kbatch.convert import _plan
 
     best = float("inf")
     for _ in range(3):
         args = _args(root, out, fmt, "arrow", "--mode", "append")
         t0 = time.perf_counter()
-        p = _convert.plan(args)
+        p = _plan.plan(args)
         best = min(best, time.perf_counter() - t0)
         p.close()
     return best

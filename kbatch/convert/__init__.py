@@ -7,19 +7,12 @@ the engines and the table formats, below the command line, which reaches it as t
 ``convert`` subcommand (:func:`add_arguments`, :func:`run`).
 """
 
-from ._convert import (
-    ConvertError,
-    PartitionReport,
-    Summary,
-    UsageError,
-    add_arguments,
-    convert_arrow,
-    convert_spark,
-    run,
-    spark_config,
-    spark_error_line,
-    task_bytes,
-)
+from ._arguments import add_arguments
+from ._arrow_engine import convert_arrow
+from ._errors import ConvertError, UsageError
+from ._run import run
+from ._spark_engine import convert_spark, spark_config, spark_error_line, task_bytes
+from ._summary import PartitionReport, Summary
 
 __all__ = [
     "ConvertError",

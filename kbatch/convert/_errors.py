@@ -1,5 +1,6 @@
-"""The two ways ``kbatch convert`` fails, shared by its modules (:mod:`kbatch.convert._convert`,
-:mod:`kbatch.convert._values`): a usage mistake (status 2) or a failed run (status 1)."""
+"""The two ways ``kbatch convert`` fails, shared by its modules (the checks of
+:mod:`kbatch.convert._plan` and :mod:`kbatch.convert._value_plan`, the engines, the sinks): a
+usage mistake (status 2) or a failed run (status 1)."""
 
 from __future__ import annotations
 
@@ -15,4 +16,4 @@ class ConvertError(RuntimeError):
 
 
 for _cls in (ConvertError, UsageError):
-    _cls.__module__ = "kbatch.convert._convert"  # where they were first defined, and are still imported from
+    _cls.__module__ = "kbatch.convert"  # the face they are imported from

@@ -1,6 +1,6 @@
 """``kbatch convert --engine spark --values avro``: the Spark engine's part of typed values.
 
-The plan is the arrow engine's (:func:`kbatch.convert._values.plan_values`: the registry, each
+The plan is the arrow engine's (:func:`kbatch.convert._value_plan.plan_values`: the registry, each
 topic's reader schemas and output schema, where dead letters go); here it runs on Spark. Each
 topic is one DataFrame (its tasks from the run's plan, the other topics' slices left out), since
 each topic's columns are its own reader schema's: the executors decode and split every batch
@@ -54,7 +54,7 @@ def write_values(spark: Any, tasks: Sequence[Sequence[LogSlice]], opts: Options,
                  values: ValuePlan, folder: str, write: Callable[[Any], None]) -> None:
     """Each topic's records (of ``tasks``) decoded by the executors and given to ``write`` (a
     DataFrame each); the dead letters written into ``folder``'s side folder."""
-    from kbatch.spark import split_frame, task_frame
+    from kbatch.spark import split_frame, task_frame  # defers pyspark
 
     dead = str(Path(folder) / (values.side_folder or "_dead_letter"))
     run = uuid.uuid4().hex[:8]

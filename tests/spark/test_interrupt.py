@@ -57,7 +57,7 @@ def test_py4j_records_print_nothing_after_the_handler_is_installed() -> None:
     ``_plain_interrupts`` neither prints (a child process: the logging set-up is global)."""
     code = (
         "import logging\n"
-        "from kbatch.convert._convert import _plain_interrupts\n"
+        "from kbatch.convert._spark_engine import _plain_interrupts\n"
         "_plain_interrupts()\n"
         "try:\n"
         "    raise BrokenPipeError(32, 'Broken pipe')\n"

@@ -221,11 +221,12 @@ def _convert_run(capsys, *argv: str) -> tuple[int, dict | str]:
     (or the error line)."""
     import argparse
 
-    from kbatch.convert import _convert
+    from kbatch.convert._arguments import add_arguments
+    from kbatch.convert._run import run
 
     parser = argparse.ArgumentParser()
-    _convert.add_arguments(parser)
-    status = _convert.run(parser.parse_args([*argv, "--json-summary"]))
+    add_arguments(parser)
+    status = run(parser.parse_args([*argv, "--json-summary"]))
     captured = capsys.readouterr()
     if status:
         return status, captured.err.strip()

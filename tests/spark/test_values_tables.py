@@ -22,11 +22,12 @@ from support.avro_root import grow, write_avro_root  # noqa: E402
 
 
 def _run(capsys, *argv: str) -> dict:
-    from kbatch.convert import _convert
+    from kbatch.convert._arguments import add_arguments
+    from kbatch.convert._run import run
 
     parser = argparse.ArgumentParser()
-    _convert.add_arguments(parser)
-    status = _convert.run(parser.parse_args([*argv, "--json-summary"]))
+    add_arguments(parser)
+    status = run(parser.parse_args([*argv, "--json-summary"]))
     captured = capsys.readouterr()
     assert status == 0, captured.err
     return json.loads(captured.out.strip().splitlines()[-1])

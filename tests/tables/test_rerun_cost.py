@@ -13,9 +13,9 @@ pytest.importorskip("pyarrow")
 
 _RERUN = """
 import sys
-from kbatch.convert import _convert
-assert _convert.main([sys.argv[1], sys.argv[2], "--format", sys.argv[3], "--engine", "arrow", "--mode", "append",
-                      "--subscribe", "orders", "-q"]) == 0
+from kbatch.convert.__main__ import main
+assert main([sys.argv[1], sys.argv[2], "--format", sys.argv[3], "--engine", "arrow", "--mode", "append",
+             "--subscribe", "orders", "-q"]) == 0
 print(sorted(m for m in ("pyarrow.dataset", "pandas") if m in sys.modules))
 """
 

@@ -230,7 +230,7 @@ def test_a_later_reader_version_evolves_the_table_by_name(avro_root, tmp_path, k
     (["--reader-schema", '{"type": "nope"}'], "--reader-schema"),
 ])
 def test_usage_errors_are_one_line_before_any_work(avro_root, tmp_path, capsys, extra, says) -> None:
-    from kbatch.convert._convert import main
+    from kbatch.convert.__main__ import main
 
     out = tmp_path / "out"
     argv = [str(avro_root.root), str(out), "--values", "avro", "--engine", "arrow", "-q",
