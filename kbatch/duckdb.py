@@ -27,6 +27,7 @@ DuckDB): exact, without pushdown. :data:`PUSHDOWN` says which this DuckDB gets.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from kbatch.polars import scan_kafka_log
@@ -66,7 +67,8 @@ class _Stream:
         return pa.RecordBatchReader.from_batches(schema, batches).__arrow_c_stream__(requested_schema)
 
 
-def register(con: Any, name: str, source: Any, **options: Any) -> Any:
+def register(con: Any, name: str, source: Any, *, index: bool = True, index_dir: str | os.PathLike[str] | None = None,
+             **options: Any) -> Any:
     """Register Kafka logs as the view ``name`` of DuckDB connection ``con``, with pushdown.
 
     Parameters
@@ -75,13 +77,16 @@ def register(con: Any, name: str, source: Any, **options: Any) -> Any:
     name : str
     source : str, PathLike, LogDir or sequence of LogDir
         As :func:`kbatch.polars.scan_kafka_log`.
+    index, index_dir
+        The time index of a timestamp filter, as :meth:`kbatch.log.LogDir.scan_records`
+        (``index=False``: neither used nor kept).
     **options
-        :func:`kbatch.polars.scan_kafka_log`'s (``isolation_level``, ``stats``, ...).
+        :func:`kbatch.polars.scan_kafka_log`'s others (``isolation_level``, ``stats``, ...).
 
     Returns
     -------
     duckdb.DuckDBPyConnection
         ``con``.
     """
-    frame = scan_kafka_log(source, **options)
+    frame = scan_kafka_log(source, index=index, index_dir=index_dir, **options)
     return con.register(name, frame if PUSHDOWN else _Stream(frame))

@@ -163,6 +163,8 @@ def scan_kafka_log(
     on_corruption: str = "raise",
     verify_crc: bool = True,
     stats: ScanStats | None = None,
+    index: bool = True,
+    index_dir: str | os.PathLike[str] | None = None,
 ) -> Any:
     """A ``polars.LazyFrame`` over Kafka logs, with projection, filter and limit pushed down.
 
@@ -175,6 +177,9 @@ def scan_kafka_log(
         As :meth:`kbatch.log.LogDir.read`.
     stats : ScanStats, optional
         Accumulates what every collect of the frame read and skipped.
+    index, index_dir
+        The time index of a timestamp filter, as :meth:`kbatch.log.LogDir.scan_records`
+        (``index=False``: neither used nor kept).
 
     Returns
     -------
@@ -198,7 +203,8 @@ def scan_kafka_log(
             needed += [c for c in predicate.meta.root_names() if c not in needed]
         reader = scan_logs(logs, needed, terms, n_rows if whole else None, isolation_level=isolation_level,
                            on_corruption=on_corruption, verify_crc=verify_crc,
-                           batch_rows=batch_size or 65_536, binary="binary_view", stats=stats)
+                           batch_rows=batch_size or 65_536, binary="binary_view", stats=stats, index=index,
+                           index_dir=index_dir)
         remaining = n_rows
         for batch in reader:
             df = pl.from_arrow(batch)

@@ -701,6 +701,8 @@ class LogDir:
         batch_rows: int = DEFAULT_BATCH_ROWS,
         binary: str = "binary",
         stats: ScanStats | None = None,
+        index: bool = True,
+        index_dir: str | os.PathLike[str] | None = None,
     ) -> Any:
         """Stream the records that pass ``filter``, reading only the segments and batches that can.
 
@@ -729,6 +731,15 @@ class LogDir:
             The layout of ``key``/``value`` (see :func:`kbatch.arrow.to_arrow`).
         stats : ScanStats, optional
             Filled in as the scan is read: segments and batches skipped, decoded, bytes.
+        index : bool, default True
+            With a timestamp bound, use and keep each segment's time index: every batch's
+            least and greatest record timestamp, learned by the scans before (or ``kbatch
+            index``), so that batches outside the window are not read at all. A file that
+            does not match the segment now (changed, truncated, another's) is noted and not
+            used. False: neither read nor written.
+        index_dir : str or PathLike, optional
+            The folder of the time index files (default ``$KBATCH_INDEX_DIR``, else the user's
+            cache folder, ``~/.cache/kbatch``); one that cannot be written means no index.
 
         Returns
         -------
@@ -753,7 +764,7 @@ class LogDir:
         """
         return scan_logs([self], columns, filter, limit, isolation_level=isolation_level,
                          on_corruption=on_corruption, verify_crc=verify_crc, batch_rows=batch_rows,
-                         binary=binary, stats=stats)
+                         binary=binary, stats=stats, index=index, index_dir=index_dir)
 
     @property
     def _known_partition(self) -> int | None:
