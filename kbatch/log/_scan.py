@@ -266,20 +266,17 @@ def _arrow_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _max_timestamp(seg: Any, on_corruption: str, times: SegmentTimes | None) -> int:
+def _max_timestamp(seg: Any, on_corruption: str) -> int:
     """The largest batch max_timestamp of a segment (-1 when none).
 
     A local segment's from all its headers (a header scan: no record parsed), exact whatever
-    its ``.timeindex`` says (the headers go to its time index, ``times``); a remote one's
-    through ``Segment.max_timestamp`` (its last ``.timeindex`` entry that names a matching
-    batch, then the headers after it), which saves downloading the segment but trusts that no
-    batch before that entry has a larger timestamp.
+    its ``.timeindex`` says; a remote one's through ``Segment.max_timestamp`` (its last
+    ``.timeindex`` entry that names a matching batch, then the headers after it), which saves
+    downloading the segment but trusts that no batch before that entry has a larger timestamp.
     """
     if seg.is_remote:
         return int(seg.max_timestamp(on_corruption))
     heads = seg.scan(on_corruption)
-    if times is not None:
-        times.learn_heads(heads)
     return int(heads["max_timestamp"].max()) if len(heads) else -1
 
 
@@ -417,7 +414,7 @@ def _scan_log(
             stats.bytes_skipped_by_index += nbytes
         else:
             seg.limit_reads(None)
-            if plan.ts_lo is not None and _max_timestamp(seg, on_corruption, times) * 1000 < plan.ts_lo:
+            if plan.ts_lo is not None and _max_timestamp(seg, on_corruption) * 1000 < plan.ts_lo:
                 spans = []
             else:
                 spans = [(seg.position_for(start, on_corruption) if start > seg.base_offset else 0, seg.size)]

@@ -270,10 +270,13 @@ class SegmentTimes:
     def merged(self) -> npt.NDArray[Any]:
         """The entries found and learned, one per position: a walked entry over one from a header,
         the latest learned over an older one."""
-        parts = [self.entries, *self._learned]
+        parts = [self.entries, *self._learned] if len(self.entries) else self._learned
+        if not parts:
+            return self.entries
         allr = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        if not len(allr):
-            return allr
+        pos = allr["position"]
+        if len(parts) == 1 and np.all(pos[1:] > pos[:-1]):
+            return allr  # (one run of batches in order: nothing to merge)
         order = np.lexsort((np.arange(len(allr)), allr["kind"], allr["position"]))
         allr = allr[order]
         last = np.concatenate((allr["position"][1:] != allr["position"][:-1], [True]))
