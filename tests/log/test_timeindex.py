@@ -51,8 +51,8 @@ def rows(table) -> list[tuple]:
     return list(zip(table.column("offset").to_pylist(), ts, table.column("value").to_pylist(), strict=True))
 
 
-def expected(log, terms) -> list[tuple]:
-    return [(r[2], r[3], r[4]) for r in eager([log], terms, "read_uncommitted")]
+def expected(log, terms, iso: str = "read_uncommitted") -> list[tuple]:
+    return [(r[2], r[3], r[4]) for r in eager([log], terms, iso)]
 
 
 def scan(part: Path, terms, index_dir: Path, columns=("offset", "timestamp", "value"), **kw):
@@ -136,10 +136,11 @@ def shift_timestamps(part: Path, rng: np.random.Generator) -> Path | None:
 @given(seed=st.integers(0, 10_000), family=st.sampled_from(["jittered", "random"]),
        batches=st.integers(1, 60), lo=st.integers(95_000, 120_000), width=st.integers(0, 4000),
        which=st.sampled_from(["both", "lo", "hi"]), lo2=st.integers(95_000, 120_000),
-       walked=st.booleans(), how=st.sampled_from(["truncated", "flipped", "crc", "another", "changed"]))
+       walked=st.booleans(), how=st.sampled_from(["truncated", "flipped", "crc", "another", "changed"]),
+       iso=st.sampled_from(["read_uncommitted", "read_committed"]))
 def test_a_scan_with_the_index_equals_the_eager_read_filtered(
         tmp_path_factory: pytest.TempPathFactory, seed: int, family: str, batches: int, lo: int, width: int,
-        which: str, lo2: int, walked: bool, how: str) -> None:
+        which: str, lo2: int, walked: bool, how: str, iso: str) -> None:
     top = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp()))
     if family == "jittered":  # times ~97,700 .. 117,300
         part = jittered_log(top, seed, batches)
@@ -150,18 +151,18 @@ def test_a_scan_with_the_index_equals_the_eager_read_filtered(
     columns = ("offset", "timestamp") if walked else ("offset", "timestamp", "value")
     terms = window(lo, width, which)
     log = open_log(part)
-    want = [r[: len(columns)] for r in expected(log, terms)]
+    want = [r[: len(columns)] for r in expected(log, terms, iso)]
     # the first scan builds the index, the next ones use it; without it: the same rows
-    first, _, _ = scan(part, terms, index_dir, columns)
-    again, stats, _ = scan(part, terms, index_dir, columns)
-    plain, plain_stats, _ = scan(part, terms, index_dir, columns, index=False)
+    first, _, _ = scan(part, terms, index_dir, columns, isolation_level=iso)
+    again, stats, _ = scan(part, terms, index_dir, columns, isolation_level=iso)
+    plain, plain_stats, _ = scan(part, terms, index_dir, columns, index=False, isolation_level=iso)
     assert first == again == plain == want
     assert plain_stats.indexes_used == plain_stats.indexes_written == 0
     assert stats.indexes_written == 0  # (nothing new learned)
     # another window on the same index
     terms2 = window(lo2, width, which)
-    want2 = [r[: len(columns)] for r in expected(log, terms2)]
-    assert scan(part, terms2, index_dir, columns)[0] == want2
+    want2 = [r[: len(columns)] for r in expected(log, terms2, iso)]
+    assert scan(part, terms2, index_dir, columns, isolation_level=iso)[0] == want2
     # a lying or stale index file is noted and never used
     rng = np.random.default_rng(seed)
     nothing = which == "both" and width == 0  # (an empty window reads no segment: nothing to note)
@@ -172,20 +173,21 @@ def test_a_scan_with_the_index_equals_the_eager_read_filtered(
             return
         had = files[changed].exists()  # (a segment every scan skipped whole by its headers has none)
         log = open_log(part)
-        want = [r[: len(columns)] for r in expected(log, terms)]
-        got, stats, log = scan(part, terms, index_dir, columns)
+        want = [r[: len(columns)] for r in expected(log, terms, iso)]
+        got, stats, log = scan(part, terms, index_dir, columns, isolation_level=iso)
         assert got == want
         assert nothing or not had or any("stale" in n for n in log.notes), log.notes
     else:
         files = tamper(index_files(log, index_dir), how, rng)
         if not files:
             return
-        got, stats, log = scan(part, terms, index_dir, columns)
+        got, stats, log = scan(part, terms, index_dir, columns, isolation_level=iso)
         assert got == want
         assert nothing or any("not used" in n for n in log.notes), log.notes
     # written anew, and right again
-    assert scan(part, terms, index_dir, columns)[0] == want
-    assert scan(part, terms2, index_dir, columns)[0] == [r[: len(columns)] for r in expected(open_log(part), terms2)]
+    assert scan(part, terms, index_dir, columns, isolation_level=iso)[0] == want
+    want2 = [r[: len(columns)] for r in expected(open_log(part), terms2, iso)]
+    assert scan(part, terms2, index_dir, columns, isolation_level=iso)[0] == want2
 
 
 def day_log(root: Path, batches: int = 200) -> Path:
@@ -315,3 +317,37 @@ def test_an_index_that_disagrees_with_the_batches_it_reads_is_dropped(tmp_path: 
     assert stats.indexes_written >= 1  # written anew from what the scan framed
     got, stats, log = scan(part, terms, index_dir)
     assert got == want and not any("time index" in n for n in log.notes)
+
+
+def test_the_polars_and_duckdb_scans_take_the_index(tmp_path: Path) -> None:
+    import datetime as dt
+
+    pl = pytest.importorskip("polars")
+    from kbatch.polars import scan_kafka_log
+
+    part = day_log(tmp_path, batches=60)
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    lo, hi = epoch + dt.timedelta(milliseconds=200_000), epoch + dt.timedelta(milliseconds=260_000)
+    want = [r[0] for r in expected(open_log(part), [("timestamp", ">=", 200_000), ("timestamp", "<", 260_000)])]
+
+    def offsets(index_dir: Path, **kw) -> tuple[list[int], ScanStats]:
+        stats = ScanStats()
+        frame = scan_kafka_log(open_log(part), stats=stats, index_dir=index_dir, **kw)
+        got = frame.filter((pl.col("timestamp") >= lo) & (pl.col("timestamp") < hi)).select("offset").collect()
+        return got["offset"].to_list(), stats
+
+    got, off = offsets(tmp_path / "off", index=False)
+    assert got == want and off.indexes_used == off.indexes_written == 0 and not (tmp_path / "off").exists()
+    got, first = offsets(tmp_path / "pl")
+    got2, second = offsets(tmp_path / "pl")
+    assert got == got2 == want and first.indexes_written > 0 and second.batches_skipped_by_index > 0
+    duckdb = pytest.importorskip("duckdb")
+    from kbatch.duckdb import PUSHDOWN, register
+
+    con = duckdb.connect()
+    stats = ScanStats()
+    register(con, "d", open_log(part), index_dir=tmp_path / "pl", stats=stats)
+    rows = con.sql(f"SELECT \"offset\" FROM d WHERE timestamp >= TIMESTAMPTZ '{lo.isoformat()}' "
+                   f"AND timestamp < TIMESTAMPTZ '{hi.isoformat()}' ORDER BY 1").fetchall()
+    assert [r[0] for r in rows] == want
+    assert stats.batches_skipped_by_index > 0 or not PUSHDOWN
