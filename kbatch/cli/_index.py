@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     except KBatchError as exc:  # before ValueError: a kbatch error is one
         print(f"kbatch index: error: {exc}", file=sys.stderr)
         return 1
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, RuntimeError) as exc:  # (RuntimeError: no home folder for the default)
         print(f"kbatch index: error: {exc}", file=sys.stderr)
         return 2
     total = sum(seg.size for log in logs for seg in log.segments)

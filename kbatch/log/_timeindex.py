@@ -45,7 +45,7 @@ An index file, ``<segment stem>-<24 hex of sha256(key)>.tix`` (little-endian)::
         greatest     int64   ms (the header's maxTimestamp for kind 0)
 
 Trust: a file is used only when its header, identity and CRC match the segment now (a
-segment rewritten, grown, cut, or another segment's file: noted, not used) and its entries
+segment rewritten, grown, cut, or another segment's file: noted, removed, not used) and its entries
 are well formed (rising, non-overlapping frames inside the segment, offsets rising). An
 entry covers exactly the batch it names: a batch without one (legacy, snappy, damaged, or
 never framed) is read as a scan without an index reads it. The batches a scan frames are
@@ -295,6 +295,9 @@ class SegmentTimes:
             return False
         if not well_formed(merged, self.ident.size):
             _note(self.seg, "time index: the batches framed do not form a segment (damage): not written")
+            if self._dropped:
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
             return False
         self.entries, self.full, self._dropped = merged, full, False
         return self.owner.write(self, encode(self.ident, merged, full))
@@ -396,6 +399,8 @@ class TimeIndexes:
                 entries, full = decode(raw, ident)
             except ValueError as exc:
                 _note(seg, f"time index {path.name}: {exc}: not used")
+                with contextlib.suppress(OSError):
+                    path.unlink()  # (written anew by the scan that reads the segment)
         return SegmentTimes(self, seg, ident, path, entries, full)
 
     def write(self, times: SegmentTimes, data: bytes) -> bool:
