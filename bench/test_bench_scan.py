@@ -62,6 +62,8 @@ RECORDS = int(os.environ.get("KBATCH_BENCH_SCAN_RECORDS", "5000000"))
 DAY_MS = 86_400_000
 BLOCK = 10_000
 ROUNDS = 3
+#: Alternate rounds of the first query with the time index and the same query without it.
+PAIRED = 7
 REPO = str(Path(__file__).resolve().parents[1])
 
 
@@ -83,6 +85,12 @@ def build(root: Path, n: int = RECORDS, compression: str = "lz4") -> Path:
     return root / "events-0"
 
 
+def best_of_one(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
 def best(fn: Callable[[], Any]) -> tuple[float, Any]:
     times, out = [], None
     for _ in range(ROUNDS):
@@ -92,10 +100,13 @@ def best(fn: Callable[[], Any]) -> tuple[float, Any]:
     return min(times), out
 
 
-def measure(part: Path, windows: tuple[tuple[str, int], ...] = WINDOWS, projection: bool = True) -> dict[str, Any]:
+def measure(part: Path, windows: tuple[tuple[str, int], ...] = WINDOWS, projection: bool = True,
+            index: bool = True) -> dict[str, Any]:
     """Seconds (best of ``ROUNDS``), rows, bytes decoded and walked of the 1% window at each of
-    ``windows`` with pushdown (``pushdown_<where>``) and in the middle without (``no_pushdown``);
-    with ``projection``, the two projections of the whole log."""
+    ``windows`` with pushdown (``pushdown_<where>``, no time index) and in the middle without
+    (``no_pushdown``); with ``index``, the middle window with the time index, the first query
+    (``index_first``, writing it) and the next (``index_next``); with ``projection``, the two
+    projections of the whole log."""
     import polars as pl
 
     from kbatch.polars import scan_kafka_log
@@ -105,12 +116,13 @@ def measure(part: Path, windows: tuple[tuple[str, int], ...] = WINDOWS, projecti
     out: dict[str, Any] = {"records": RECORDS, "segments": len(log.segments),
                            "log_bytes": sum(s.size for s in log.segments)}
 
-    def query(push: bool, at: int, stats: ScanStats) -> int:
+    def query(push: bool, at: int, stats: ScanStats, index_dir: str | None = None) -> int:
         lo = epoch + dt.timedelta(milliseconds=at)
         hi = lo + dt.timedelta(milliseconds=DAY_MS // 100)
         window = (pl.col("timestamp") >= lo) & (pl.col("timestamp") < hi)
         flags = pl.QueryOptFlags(predicate_pushdown=push, projection_pushdown=push)
-        df = scan_kafka_log(log, stats=stats).filter(window).select("offset", "value").collect(optimizations=flags)
+        df = (scan_kafka_log(log, stats=stats, index=index_dir is not None, index_dir=index_dir).filter(window)
+              .select("offset", "value").collect(optimizations=flags))
         return df.height
 
     runs = [("pushdown_" + where, True, at) for where, at in windows] + [("no_pushdown", False, DAY_MS // 2)]
@@ -120,6 +132,29 @@ def measure(part: Path, windows: tuple[tuple[str, int], ...] = WINDOWS, projecti
         out[name + "_rows"] = rows
         out[name + "_bytes"] = stats.bytes_decoded // ROUNDS
         out[name + "_walked"] = getattr(stats, "bytes_walked", 0) // ROUNDS  # (0 before the walk)
+    if index:
+        # the first query with the index (it writes it, each round into a new folder) and the
+        # same query without it, in alternate rounds (the same state of the machine for both)
+        with tempfile.TemporaryDirectory() as tmp:
+            stats, off_stats = ScanStats(), ScanStats()
+            first, off = [], []
+            for _ in range(PAIRED):
+                off.append(best_of_one(lambda: query(True, DAY_MS // 2, off_stats)))
+                first.append(best_of_one(lambda: query(True, DAY_MS // 2, stats, tempfile.mkdtemp(dir=tmp))))
+            for name, runs in (("index_off", off), ("index_first", first)):
+                times = sorted(t for t, _ in runs)
+                out[name], out[name + "_median"], out[name + "_rows"] = times[0], times[len(times) // 2], runs[0][1]
+            out["index_first_bytes"] = stats.bytes_decoded // PAIRED
+            out["index_first_walked"] = stats.bytes_walked // PAIRED
+            out["index_first_written"] = stats.indexes_written // PAIRED
+            # the next ones: the index there (the last round's folder)
+            built = sorted(Path(tmp).iterdir())[-1]
+            stats = ScanStats()
+            out["index_next"], out["index_next_rows"] = best(lambda: query(True, DAY_MS // 2, stats, str(built)))
+            out["index_next_bytes"] = stats.bytes_decoded // ROUNDS
+            out["index_next_walked"] = stats.bytes_walked // ROUNDS
+            out["index_next_skipped"] = stats.batches_skipped_by_index // ROUNDS
+            out["index_next_framed"] = stats.batches_framed // ROUNDS
     if projection:
         for name, cols in (("two_columns", ["offset", "timestamp"]), ("all_columns", None)):
             out[name], _ = best(lambda cols=cols: log.scan_records(cols).read_all().num_rows)  # type: ignore[misc]
@@ -224,6 +259,8 @@ def table(r: dict[str, Any], plain: dict[str, Any]) -> str:
         row("1% window in the middle, pushdown", r, "pushdown_middle"),
         row("1% window at the end, pushdown", r, "pushdown_end"),
         row("1% window in the middle, no pushdown", r, "no_pushdown"),
+        row("1% window in the middle, pushdown, first query with the time index (writes it)", r, "index_first"),
+        row("1% window in the middle, pushdown, next query with the time index", r, "index_next"),
         row("uncompressed: 1% window in the middle, pushdown", plain, "pushdown_middle"),
         row("uncompressed: 1% window in the middle, no pushdown", plain, "no_pushdown"),
         f"| offset+timestamp, whole log | {r['two_columns']:.2f} | | | |",
@@ -234,15 +271,26 @@ def table(r: dict[str, Any], plain: dict[str, Any]) -> str:
 def test_scan_bench() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         r = measure(build(Path(tmp) / "lz4"))
-        plain = measure(build(Path(tmp) / "none", compression="none"), WINDOWS[1:2], projection=False)
+        plain = measure(build(Path(tmp) / "none", compression="none"), WINDOWS[1:2], projection=False, index=False)
     print("\n" + table(r, plain))
     for d in (r, plain):
         assert d["pushdown_middle_rows"] == d["no_pushdown_rows"] > 0
+    assert r["index_first_rows"] == r["index_next_rows"] == r["index_off_rows"] == r["no_pushdown_rows"]
     for where, _ in WINDOWS:
         print(f"window at {where}: {r['no_pushdown'] / r['pushdown_' + where]:.1f}x faster with pushdown")
     print(f"uncompressed, window in the middle: {plain['no_pushdown'] / plain['pushdown_middle']:.1f}x faster")
     speed = r["no_pushdown"] / r["pushdown_middle"]
     report(f"window with pushdown {speed:.1f}x faster", "20x", speed >= 20)
+    print(f"time index: the next query skipped {r['index_next_skipped']:,} batches unread, framed "
+          f"{r['index_next_framed']:,}; the first wrote {r['index_first_written']} index files")
+    speed = r["no_pushdown"] / r["index_next"]
+    report(f"window with pushdown and the time index {speed:.1f}x faster than without pushdown", "20x", speed >= 20)
+    ratio = r["index_first_median"] / r["index_off_median"]
+    print(f"first query with the time index (writing it), {PAIRED} rounds alternating with the same query without "
+          f"it: best {r['index_first']:.3f} s against {r['index_off']:.3f} s, median {r['index_first_median']:.3f} s "
+          f"against {r['index_off_median']:.3f} s")
+    report(f"first query with the time index (writing it) {ratio:.2f}x the time of the same query without it "
+           "(medians)", "at most 1x", ratio <= 1.0)
     narrow = r["all_columns"] / r["two_columns"]
     report(f"offset+timestamp projection {narrow:.1f}x faster than every column", "3x", narrow >= 3)
 
@@ -253,7 +301,7 @@ def test_spark_scan_bench() -> None:
         part = build(Path(tmp))
         r = measure_spark(Path(tmp))
         lo, hi = _window()
-        want = open_log(part).scan_records(["offset"], [("timestamp", ">=", lo), ("timestamp", "<", hi)])
+        want = open_log(part).scan_records(["offset"], [("timestamp", ">=", lo), ("timestamp", "<", hi)], index=False)
         r["rows"] = want.read_all().num_rows
     print("\n" + spark_table(r))
     assert r["spark_pushdown_rows"] == r["spark_no_pushdown_rows"] == r["rows"] > 0

@@ -27,6 +27,7 @@ DuckDB): exact, without pushdown. :data:`PUSHDOWN` says which this DuckDB gets.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, Literal
 
 from kbatch.polars import scan_kafka_log
@@ -71,7 +72,8 @@ class _Stream:
 
 def register(con: Any, name: str, source: Any, *, topic: str | None = None,
              values: Registry | Literal["auto"] | None = None, keys: Registry | Literal["auto"] | None = None,
-             errors: Literal["raise", "null"] = "raise", **options: Any) -> Any:
+             errors: Literal["raise", "null"] = "raise", index: bool = True,
+             index_dir: str | os.PathLike[str] | None = None, **options: Any) -> Any:
     """Register Kafka logs as the view ``name`` of DuckDB connection ``con``, with pushdown.
 
     Parameters
@@ -87,13 +89,17 @@ def register(con: Any, name: str, source: Any, *, topic: str | None = None,
         Before DuckDB 2.0 (no pushdown) every record of the view is read and decoded by each
         query, whatever its ``WHERE``: with ``errors="raise"`` a bad record anywhere fails the
         query; ``errors="null"`` and ``WHERE value_error IS NULL`` keep the good ones.
+    index, index_dir
+        The time index of a timestamp filter, as :meth:`kbatch.log.LogDir.scan_records`
+        (``index=False``: neither used nor kept).
     **options
-        :func:`kbatch.polars.scan_kafka_log`'s (``isolation_level``, ``stats``, ...).
+        :func:`kbatch.polars.scan_kafka_log`'s others (``isolation_level``, ``stats``, ...).
 
     Returns
     -------
     duckdb.DuckDBPyConnection
         ``con``.
     """
-    frame = scan_kafka_log(source, topic=topic, values=values, keys=keys, errors=errors, **options)
+    frame = scan_kafka_log(source, topic=topic, values=values, keys=keys, errors=errors, index=index,
+                           index_dir=index_dir, **options)
     return con.register(name, frame if PUSHDOWN else _Stream(frame))

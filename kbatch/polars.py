@@ -196,6 +196,8 @@ def scan_kafka_log(
     values: Registry | Literal["auto"] | None = None,
     keys: Registry | Literal["auto"] | None = None,
     errors: Literal["raise", "null"] = "raise",
+    index: bool = True,
+    index_dir: str | os.PathLike[str] | None = None,
 ) -> Any:
     """A ``polars.LazyFrame`` over Kafka logs, with projection, filter and limit pushed down.
 
@@ -222,6 +224,9 @@ def scan_kafka_log(
         ``"raise"``: the first record read that does not decode raises
         :class:`~kbatch.errors.ValueDecodeError` (its offset, partition, field path); ``"null"``:
         its value is null and the ``value_error`` (``key_error``) column says why.
+    index, index_dir
+        The time index of a timestamp filter, as :meth:`kbatch.log.LogDir.scan_records`
+        (``index=False``: neither used nor kept).
 
     Returns
     -------
@@ -258,7 +263,7 @@ def scan_kafka_log(
         reader = scan_logs(logs, needed, terms, n_rows if whole else None, isolation_level=isolation_level,
                            on_corruption=on_corruption, verify_crc=verify_crc,
                            batch_rows=batch_size or 65_536, binary="binary_view", stats=stats,
-                           values=values, keys=keys, errors=errors)
+                           values=values, keys=keys, errors=errors, index=index, index_dir=index_dir)
         remaining = n_rows
         for batch in reader:
             df = pl.from_arrow(batch)

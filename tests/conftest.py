@@ -1,4 +1,5 @@
-"""Shared fixtures: the conformance vectors and real broker logs from ../shared."""
+"""Shared fixtures: the conformance vectors and real broker logs from ../shared; the scans' time
+index files in a folder of the session's (never the user's cache)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,18 @@ import pytest
 SHARED = Path(os.environ.get("KBATCH_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 VECTORS = SHARED / "vectors"
 REAL_LOGS = SHARED / "real-logs"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _time_index_dir(tmp_path_factory: pytest.TempPathFactory):
+    """``KBATCH_INDEX_DIR``: the session's folder, for scans and their subprocesses."""
+    old = os.environ.get("KBATCH_INDEX_DIR")
+    os.environ["KBATCH_INDEX_DIR"] = str(tmp_path_factory.mktemp("kbatch-index"))
+    yield
+    if old is None:
+        os.environ.pop("KBATCH_INDEX_DIR", None)
+    else:
+        os.environ["KBATCH_INDEX_DIR"] = old
 
 
 def load_vectors() -> list[dict]:

@@ -85,6 +85,9 @@ from ._scan import scan_tables as scan_tables
 from ._scan_values import value_scan as value_scan
 from ._segment import OnCorruption as OnCorruption
 from ._segment import Segment, Skipped
+from ._timeindex import IndexSummary as IndexSummary
+from ._timeindex import build_time_index as build_time_index
+from ._timeindex import default_index_dir as default_index_dir
 
 __all__ = [
     "OFFSET_INDEX_DTYPE",

@@ -705,6 +705,8 @@ class LogDir:
         values: ScanDecoder | None = None,
         keys: ScanDecoder | None = None,
         errors: Literal["raise", "null"] = "raise",
+        index: bool = True,
+        index_dir: str | os.PathLike[str] | None = None,
     ) -> Any:
         """Stream the records that pass ``filter``, reading only the segments and batches that can.
 
@@ -746,6 +748,15 @@ class LogDir:
             raises :class:`~kbatch.errors.ValueDecodeError` (naming its offset, partition, field
             path and byte); ``"null"``, its value is null and ``value_error`` says why (the
             message a ``kbatch convert`` dead letter carries as ``error``).
+        index : bool, default True
+            With a timestamp bound, use and keep each segment's time index: every batch's
+            least and greatest record timestamp, learned by the scans before (or ``kbatch
+            index``), so that batches outside the window are not read at all. A file that
+            does not match the segment now (changed, truncated, another's) is noted and not
+            used. False: neither read nor written.
+        index_dir : str or PathLike, optional
+            The folder of the time index files (default ``$KBATCH_INDEX_DIR``, else the user's
+            cache folder, ``~/.cache/kbatch``); one that cannot be written means no index.
 
         Returns
         -------
@@ -782,7 +793,8 @@ class LogDir:
         """
         return scan_logs([self], columns, filter, limit, isolation_level=isolation_level,
                          on_corruption=on_corruption, verify_crc=verify_crc, batch_rows=batch_rows,
-                         binary=binary, stats=stats, values=values, keys=keys, errors=errors)
+                         binary=binary, stats=stats, values=values, keys=keys, errors=errors, index=index,
+                         index_dir=index_dir)
 
     @property
     def _known_partition(self) -> int | None:

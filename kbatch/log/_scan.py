@@ -5,7 +5,8 @@ engine-free scan the Polars, Spark and DuckDB entry points use, :func:`scan_tabl
 scan of one log as whole ``RecordTable`` s: the Spark source's tasks), :class:`ScanStats` and
 :func:`overlapping` (the aborted transactions a fetch lists: ``LogDir``'s reads too). Uses
 :mod:`kbatch.log._predicate` (the filter form), the :class:`~kbatch.log.LogDir` and
-:class:`~kbatch.log.Segment` readers (seeks through their checked indexes) and
+:class:`~kbatch.log.Segment` readers (seeks through their checked indexes),
+:mod:`kbatch.log._timeindex` (each batch's least and greatest record timestamp, cached) and
 :mod:`kbatch.arrow` (the schema and the byte columns).
 
 What is skipped, and on what evidence (the answer is always the records an eager
@@ -14,7 +15,13 @@ What is skipped, and on what evidence (the answer is always the records an eager
     a log        its topic or partition fails a term
     a segment    its offsets are outside the offset bounds (names: base offsets), or its largest
                  timestamp (a local segment's headers; a remote one's checked .timeindex, then
-                 the headers after its last entry) is below the timestamp lower bound
+                 the headers after its last entry) is below the timestamp lower bound, or
+                 its time index rules out every batch
+    a batch,     with a timestamp bound, when the segment's time index (kbatch.log._timeindex:
+    unread       what earlier scans or `kbatch index` learned, checked against the segment's
+                 identity) says its [least, greatest] record timestamp misses the window, or
+                 its offsets the bounds: never framed nor read (a remote one never fetched);
+                 bytes no entry covers are read as below
     the start    of a segment's read is the checked .index position of the first offset wanted
     a batch      its offsets [base, base + last offset delta] are outside the bounds; its
                  max_timestamp is below the lower bound (magic 2); a LogAppendTime batch (every
@@ -32,7 +39,9 @@ What is skipped, and on what evidence (the answer is always the records an eager
 
 Skipped batches are neither decompressed nor CRC-checked (``stats`` counts them); rows of the
 batches decoded or walked are then filtered exactly. Indexes are hints as everywhere in kbatch:
-an entry that does not match the log is noted and not used, costing speed, never rows. Typed
+an entry that does not match the log is noted and not used, costing speed, never rows. A scan
+with a timestamp bound keeps what it learns in the segment's time index (headers framed,
+walks with CRCs checked) for the next one (``index=False``: neither used nor kept). Typed
 values (``values=`` / ``keys=``, :mod:`kbatch.log._scan_values`) are decoded from the rows kept,
 and only when a decoded column is asked for.
 """
@@ -41,7 +50,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+import os
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -64,6 +74,7 @@ from kbatch.codec import (
 
 from ._predicate import FilterError, Term, bounds, constant_holds, empty, normalize, row_mask
 from ._scan_values import ScanDecoder, TopicValues, value_scan
+from ._timeindex import SegmentTimes, TimeIndexes
 
 #: The columns a scan can give (Spark's Kafka source columns with ``headers``), in this order by default.
 SCAN_COLUMNS: Final = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
@@ -95,6 +106,11 @@ class ScanStats:
         walked.
     batches_dropped_by_stamps : int
         Batches walked and then skipped: every record's timestamp above the upper bound.
+    indexes_used, indexes_written : int
+        Segments whose time index (:mod:`kbatch.log._timeindex`) the scan used, and index
+        files it wrote (what it learned of the batches it framed and walked).
+    batches_skipped_by_index, bytes_skipped_by_index : int
+        Batches (and their bytes) a time index ruled out: never framed, never read.
     rows : int
         Rows returned.
     """
@@ -109,6 +125,10 @@ class ScanStats:
     batches_walked: int = 0
     bytes_walked: int = 0
     batches_dropped_by_stamps: int = 0
+    indexes_used: int = 0
+    indexes_written: int = 0
+    batches_skipped_by_index: int = 0
+    bytes_skipped_by_index: int = 0
     rows: int = 0
 
 
@@ -309,13 +329,14 @@ def _frame_end(heads: npt.NDArray[Any], k: int) -> int:
 
 def _read_group(
     seg: Any, part: npt.NDArray[Any], drop: npt.NDArray[np.bool_], plan: _Plan, narrow: bool, verify_crc: bool,
-    on_corruption: str, stats: ScanStats,
+    on_corruption: str, stats: ScanStats, times: SegmentTimes | None,
 ) -> Iterator[RecordTable | _Stamped]:
     """The tables of the batches ``part`` (header rows, back to back in ``seg``) not dropped, in
     order: walked (the batches the walk vouches for, when ``narrow``) or decoded.
 
     Walked: every batch kept when ``narrow``, else those :meth:`_Plan.to_walk` names; one the
-    walk vouches for whose least record timestamp is above the upper bound is dropped.
+    walk vouches for whose least record timestamp is above the upper bound is dropped. What a
+    walk with CRCs checked vouches for goes to the segment's time index (``times``).
     """
     drop = drop.copy()
     walk = ~drop if narrow else ~drop & plan.to_walk(part)
@@ -329,6 +350,8 @@ def _read_group(
                      verify_crc=verify_crc)
         status = got[4]
         least = got[3]
+        if times is not None and verify_crc:
+            times.learn_walk(part[w0 : w1 + 1], got, walk[w0 : w1 + 1])
         ok = np.zeros(len(part), dtype=np.bool_)
         ok[w0 : w1 + 1] = status == STAMPS_OK
         # walked: vouched for, or found corrupt (legacy, snappy, too large: left untouched)
@@ -380,10 +403,10 @@ def _stamped(part: npt.NDArray[Any], got: tuple[Any, ...], w0: int, a: int, b: i
 
 def _scan_log(
     log: Any, plan: _Plan, isolation_level: str, on_corruption: str, verify_crc: bool, chunk_bytes: int,
-    stats: ScanStats, limited: bool, narrow: bool,
+    stats: ScanStats, limited: bool, narrow: bool, indexes: TimeIndexes | None = None,
 ) -> Iterator[tuple[RecordTable | _Stamped, npt.NDArray[np.bool_] | None]]:
     """(table, rows kept or None for all) of one log, the filter's batches only (``narrow``: the
-    columns asked for are walked columns)."""
+    columns asked for are walked columns; ``indexes``: the time indexes to use and keep)."""
     start = log.log_start_offset if plan.off_lo is None else max(log.log_start_offset, plan.off_lo)
     end = None if plan.off_hi is None else plan.off_hi + 1
     aborted: list[tuple[int, int, int]] = []
@@ -401,12 +424,55 @@ def _scan_log(
         if seg.size == 0 or (nxt_base is not None and nxt_base <= start):
             stats.segments_skipped += 1
             continue
-        if plan.ts_lo is not None and _max_timestamp(seg, on_corruption) * 1000 < plan.ts_lo:
+        times = None if indexes is None else indexes.open(seg)
+        if times is not None and times.usable:
+            # the byte ranges the index does not rule out (the others are never read)
+            spans, n, nbytes = times.spans(plan.ts_lo, plan.ts_hi, start, end)
+            stats.indexes_used += 1
+            stats.batches_skipped_by_index += n
+            stats.bytes_skipped_by_index += nbytes
+        else:
+            seg.limit_reads(None)
+            if plan.ts_lo is not None and _max_timestamp(seg, on_corruption) * 1000 < plan.ts_lo:
+                spans = []
+            else:
+                spans = [(seg.position_for(start, on_corruption) if start > seg.base_offset else 0, seg.size)]
+        ended = False
+        if spans:
+            ended = yield from _scan_spans(seg, spans, times, plan, start, end, aborted, on_corruption,
+                                           verify_crc, chunk_bytes, stats, limited, narrow)
+        else:
             stats.segments_skipped += 1
-            continue
-        pos = seg.position_for(start, on_corruption) if start > seg.base_offset else 0
-        while True:
-            heads, nxt, at_end = seg.frame_headers(pos, chunk_bytes, on_corruption)
+        if times is not None and times.save():
+            stats.indexes_written += 1
+        if ended:
+            stats.segments_skipped += len(segments) - i - 1
+            return
+
+
+def _scan_spans(
+    seg: Any, spans: list[tuple[int, int]], times: SegmentTimes | None, plan: _Plan, start: int, end: int | None,
+    aborted: list[tuple[int, int, int]], on_corruption: str, verify_crc: bool, chunk_bytes: int,
+    stats: ScanStats, limited: bool, narrow: bool,
+) -> Generator[tuple[RecordTable | _Stamped, npt.NDArray[np.bool_] | None], None, bool]:
+    """:func:`_scan_log`'s reads of the byte ranges ``spans`` of one segment (each a run of
+    whole batches); True when the offsets wanted end in it. A batch framed that disagrees with
+    the time index (``times``) drops it: the rest of the segment is read without it."""
+    todo = list(spans)
+    k = 0
+    while k < len(todo):
+        a, b = todo[k]
+        k += 1
+        seg.limit_reads(b)  # (remote: nothing past the range is fetched, not even read-ahead)
+        pos = a
+        while pos < b:
+            heads, nxt, at_end = seg.frame_headers(pos, min(chunk_bytes, b - pos), on_corruption)
+            if times is not None:
+                if not times.agrees(heads, pos, nxt, b):
+                    del todo[k:]
+                    b = seg.size
+                    seg.limit_reads(None)
+                times.learn_heads(heads)
             if len(heads):
                 stats.batches_framed += len(heads)
                 drop = plan.skip_batches(heads, start, end)
@@ -424,15 +490,15 @@ def _scan_log(
                     lo, hi = int(group[0]), int(group[-1])
                     part = heads[lo : hi + 1]
                     for table in _read_group(seg, part, drop[lo : hi + 1], plan, narrow, verify_crc,
-                                             on_corruption, stats):
+                                             on_corruption, stats, times):
                         yield table, _rows(plan, table, start, end)
                     seg.release(int(part["position"][0]), _frame_end(part, len(part) - 1))
                 if end is not None and int(heads["base_offset"][-1]) >= end:
-                    stats.segments_skipped += len(segments) - i - 1
-                    return
+                    return True
             pos = nxt
             if at_end:
-                break
+                return False
+    return False
 
 
 def scan_tables(
@@ -493,6 +559,8 @@ def scan_logs(
     values: ScanDecoder | None = None,
     keys: ScanDecoder | None = None,
     errors: str = "raise",
+    index: bool = True,
+    index_dir: str | os.PathLike[str] | None = None,
 ) -> Any:
     """Stream the filtered records of partition directories as a ``pyarrow.RecordBatchReader``.
 
@@ -520,11 +588,28 @@ def scan_logs(
     # the raw columns built beside the decoded ones (at least one: the decode's rows)
     base = pa.schema([source.field(c) for c in cols if c in SCAN_COLUMNS and c not in decoded] or
                      [source.field("offset")])
+    # a time index serves (and is kept by) scans with a timestamp bound
+    indexes = TimeIndexes(index_dir) if index and (plan.ts_lo is not None or plan.ts_hi is not None) else None
 
     def batches() -> Iterator[Any]:
         remaining = limit
         if plan.none or remaining == 0:
             return
+        if indexes is not None:
+            # remote segments fetch only what the scan asks for (no read-ahead into a segment
+            # its index may rule out) until it reaches them
+            for log in todo:
+                for seg in log.segments:
+                    seg.limit_reads(0)
+        try:
+            yield from _batches(remaining)
+        finally:
+            if indexes is not None:
+                for log in todo:
+                    for seg in log.segments:
+                        seg.limit_reads(None)
+
+    def _batches(remaining: int | None) -> Iterator[Any]:
         for log in todo:
             counts.logs += 1
             partition = None if log.partition < 0 else int(log.partition)
@@ -533,7 +618,7 @@ def scan_logs(
                 counts.logs_skipped += 1
                 continue
             for table, rows in _scan_log(log, plan, isolation_level, on_corruption, verify_crc, chunk_bytes, counts,
-                                         remaining is not None, narrow):
+                                         remaining is not None, narrow, indexes):
                 if remaining is not None and (len(table.records) if rows is None else int(rows.sum())) > remaining:
                     if rows is None:
                         rows = np.ones(len(table.records), dtype=np.bool_)

@@ -84,6 +84,15 @@ class Skipped(NamedTuple):
     reason: str
 
 
+class SegmentIdentity(NamedTuple):
+    """What a cache about a segment is keyed by (:meth:`Segment.identity`): a changed file is
+    another identity."""
+
+    key: str  # the real path of a local file, the URL of a remote object
+    size: int
+    mtime_ns: int
+    head: bytes  # the first batch's header (the first BATCH_OVERHEAD bytes, fewer in a smaller file)
+
 
 class Segment:
     """One ``.log`` segment file, memory-mapped, with its indexes when they are usable.
@@ -300,6 +309,39 @@ class Segment:
                 "plugin (compressed or encrypted chunks), not the segment's bytes; kbatch reads plain "
                 "segment objects only")
         self._read_plugin_indexes(manifest)
+
+    def identity(self) -> SegmentIdentity | None:
+        """The file's identity now (:class:`SegmentIdentity`: path or URL, size, modification
+        time, first batch header), or None when it is no longer the size it had when opened.
+        One ``stat`` and a read of 61 bytes (remote: a metadata request and a range request).
+
+        Raises
+        ------
+        OSError, StorageError
+            The file cannot be looked up or read.
+        """
+        n = min(self.size, BATCH_OVERHEAD)
+        if self._reader is None:
+            st = os.stat(self.path)
+            if st.st_size != self.size:
+                return None
+            with open(self.path, "rb") as f:
+                head = os.pread(f.fileno(), n, 0)
+            return SegmentIdentity(os.path.realpath(self.path), self.size, int(st.st_mtime_ns), head)
+        try:
+            info = self._loc.fs.get_file_info(self._loc.path)
+        except Exception as exc:
+            raise StorageError(f"cannot look up {self.url}: {exc}", url=self.url) from exc
+        if info.size != self.size:
+            return None
+        return SegmentIdentity(self.url, self.size, int(info.mtime_ns or 0), self._reader.read(0, n))
+
+    def limit_reads(self, stop: int | None) -> None:
+        """A remote segment fetches nothing at or past ``stop`` (None: the end) that a read does
+        not ask for: no window, read-ahead or next segment's first chunk beyond it (the scan
+        bounds each range a time index keeps). No-op locally."""
+        if self._reader is not None:
+            self._reader.bound(stop)
 
     def view(self, start: int, stop: int) -> memoryview:
         """The bytes ``[start, stop)`` of the ``.log`` (clipped to its size): a slice of the

@@ -360,6 +360,10 @@ class RangeReader:
     ----------
     size : int
         The object's size (from the listing, or one metadata request).
+    limit : int
+        No window or read-ahead reaches past this byte unless a view asks for it (default:
+        ``size``; :meth:`bound` sets it): a reader told which bytes are wanted fetches no
+        others.
     requests, bytes_read : int
         Range requests made and bytes they returned (for the bench's requests per GiB).
     """
@@ -383,6 +387,18 @@ class RangeReader:
         if size is None:
             size = self._open().size()
         self.size = int(size)
+        self.limit = self.size
+
+    def bound(self, stop: int | None) -> None:
+        """Fetch nothing at or past ``stop`` (None: the end) that a view does not ask for: windows
+        end there, read-ahead stops there, and the first chunk :meth:`then` would request of the
+        next object is not requested (a reader that knows which ranges it wants: a time index)."""
+        self.limit = self.size if stop is None else max(0, min(int(stop), self.size))
+
+    def _extent(self, start: int, stop: int) -> int:
+        """Where a window from ``start`` that must hold ``[start, stop)`` ends: a chunk at least,
+        never past :attr:`limit` unless ``stop`` is, never past the object."""
+        return min(self.size, max(stop, min(start + self.chunk, max(self.limit, start))))
 
     def _open(self) -> Any:
         """An opened file (the first; one metadata request): what the size is asked of."""
@@ -468,8 +484,9 @@ class RangeReader:
         (the first chunk of each, up to one larger than a chunk: its own read-ahead goes on)."""
         nxt = self._pending[-1][0] + self._pending[-1][1] if self._pending else self._win_start + len(self._win)
         pool = io_pool() if self.ahead > 0 else None
-        while pool is not None and len(self._pending) < self.ahead and nxt < self.size:
-            n = min(self.chunk, self.size - nxt)
+        end = min(self.size, self.limit)
+        while pool is not None and len(self._pending) < self.ahead and nxt < end:
+            n = min(self.chunk, end - nxt)
             self._pending.append((nxt, n, pool.submit(self._fetch, nxt, n)))
             nxt += n
         budget = self.ahead - len(self._pending)
@@ -488,8 +505,8 @@ class RangeReader:
     def start(self) -> None:
         """Request the first chunk now, unless it is requested or reading has begun (a view
         from byte 0 takes it)."""
-        if self.ahead > 0 and self.size and not self._pending and not len(self._win):
-            n = min(self.chunk, self.size)
+        if self.ahead > 0 and self.limit and not self._pending and not len(self._win):
+            n = min(self.chunk, self.limit)
             self._pending.append((0, n, io_pool().submit(self._fetch, 0, n)))
 
     def view(self, start: int, stop: int) -> tuple[memoryview, int]:
@@ -510,14 +527,14 @@ class RangeReader:
         if ws <= start < we:
             # the range begins in the window: keep its tail, take only what follows it
             tail = self._win[start - ws :]
-            more = self._take(we, min(self.size, max(stop, we + self.chunk)))
+            more = self._take(we, self._extent(we, stop))
             joined = bytearray(len(tail) + len(more))
             joined[: len(tail)] = tail
             joined[len(tail) :] = more
             self._win = memoryview(joined)
         else:
             self._win = memoryview(b"")  # let the old window go before the new one arrives
-            self._win = self._take(start, min(self.size, max(stop, start + self.chunk)))
+            self._win = self._take(start, self._extent(start, stop))
         self._win_start = start
         self._read_ahead()
         return self._win, start
