@@ -288,7 +288,7 @@ class RecordTable:
         arrow_dtypes: bool = True,
     ) -> pd.DataFrame:
         """The records as a :class:`pandas.DataFrame` (see :func:`kbatch.arrow.to_pandas`)."""
-        return _late()[1].to_pandas(
+        frame: pd.DataFrame = _late()[1].to_pandas(
             self,
             topic=topic,
             partition=partition,
@@ -296,6 +296,7 @@ class RecordTable:
             extra_columns=extra_columns,
             arrow_dtypes=arrow_dtypes,
         )
+        return frame
 
     def to_polars(
         self,
@@ -306,9 +307,10 @@ class RecordTable:
         extra_columns: bool = False,
     ) -> pl.DataFrame:
         """The records as a :class:`polars.DataFrame`, bytes not copied (see :func:`kbatch.arrow.to_polars`)."""
-        return _late()[1].to_polars(
+        polars_frame: pl.DataFrame = _late()[1].to_polars(
             self, topic=topic, partition=partition, include_headers=include_headers, extra_columns=extra_columns
         )
+        return polars_frame
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         """The Arrow PyCapsule stream interface: ``polars.DataFrame(t)``, ``pyarrow.table(t)``,
@@ -318,11 +320,12 @@ class RecordTable:
 
     def _column_bytes(self, name: str) -> list[bytes | None]:
         r = self.records
-        return _late()[0].slices(
+        values: list[bytes | None] = _late()[0].slices(
             self.data,
             np.ascontiguousarray(r[f"{name}_start"]),
             np.ascontiguousarray(r[f"{name}_length"]),
         )
+        return values
 
 
 # ---------------------------------------------------------------------------------------------
@@ -431,7 +434,8 @@ def concat(tables: Sequence[RecordTable]) -> RecordTable:
     """
     tables = list(tables)
     if not tables:
-        return _late()[0].decode(b"", verify_crc=True, max_decompressed_size=None)
+        empty: RecordTable = _late()[0].decode(b"", verify_crc=True, max_decompressed_size=None)
+        return empty
     if len(tables) == 1:
         return tables[0]
     parts: list[npt.NDArray[Any]] = []
