@@ -5,7 +5,8 @@ and ``run(args) -> int``.
   error net under the subcommands;
 - ``_dump`` (``kbatch dump``) with its record-value and internal-topic renderers
   (``_dump_values``, ``_dump_internal``);
-- ``_sample`` (``kbatch sample``), ``_clean`` (``kbatch clean``), ``_schemas``
+- ``_sample`` (``kbatch sample``), ``_clean`` (``kbatch clean``), ``_compact``
+  (``kbatch compact``), ``_schemas``
   (``kbatch schemas``); ``kbatch convert`` is the :mod:`kbatch.convert` job's own.
 
 The top layer: it imports the packages below it through their faces, and nothing imports it
