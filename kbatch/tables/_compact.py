@@ -23,6 +23,7 @@ after it continues where the table ended.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -34,7 +35,7 @@ from typing import Any
 from kbatch.errors import CommitConflictError, TableError
 
 from ._delta import read_ledger as read_delta_ledger
-from ._folder import LEDGER_DIR, STAGING_DIR, FolderSink, ledger_entry, read_ledger, roll_forward
+from ._folder import LEDGER_DIR, STAGING_DIR, FolderSink, ledger_entry, link_entry, read_ledger, roll_forward
 from ._hooks import reached
 from ._ledger import LEDGER_KEY, Ledger
 from ._runs import run_name
@@ -163,11 +164,11 @@ def compact_folder(out: str | os.PathLike[str], target: int = DEFAULT_TARGET, dr
         entry = {"commit": number + 1, "ledger": json.loads(ledger.to_json()),
                  "converted": json.loads(Ledger().to_json()), "files": new, "records": 0,
                  "staging": f"{STAGING_DIR}/{run}", "compacted": sorted(plans), "removed": removed}
-        sink = FolderSink(out, "append")
-        if sink.committed() != ledger or read_ledger(out)[1] != number:
-            raise CommitConflictError(f"{out}: another run committed while this one compacted: nothing "
-                                      "compacted; run again", table=str(out))
-        sink.link_entry(out / LEDGER_DIR, number + 1, entry)  # the commit point
+        try:
+            link_entry(out / LEDGER_DIR, number + 1, entry, run)  # the commit point
+        except FileExistsError:
+            raise CommitConflictError(f"{out}: another run committed (ledger commit {number + 1}) while this "
+                                      "one compacted: nothing compacted; run again", table=str(out)) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         _drop_staging_dir(out)
@@ -201,10 +202,8 @@ def _stage(out: Path, staging: Path, plans: dict[str, list[list[Path]]], name: s
 
 
 def _drop_staging_dir(out: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # another run's folder is there
         (out / STAGING_DIR).rmdir()
-    except OSError:  # another run's folder is there
-        pass
 
 
 def compact_delta(uri: str, target: int = DEFAULT_TARGET, retain: float | None = None, dry_run: bool = False,
@@ -212,11 +211,12 @@ def compact_delta(uri: str, target: int = DEFAULT_TARGET, retain: float | None =
     """Compact the Delta table ``uri`` with deltalake's ``optimize.compact`` in one commit
     carrying its ledger; then, with ``retain`` (seconds), vacuum what was removed longer ago.
     ``dry_run``: count what would be compacted (and vacuumed), change nothing."""
+    import pyarrow as pa
     from deltalake import CommitProperties, DeltaTable
 
     table = DeltaTable(uri, storage_options=storage_options)
     ledger, _ = read_delta_ledger(table)
-    files = table.get_add_actions(flatten=True).to_pydict()
+    files = pa.table(table.get_add_actions(flatten=True)).to_pydict()
     sizes = files.get("size_bytes", [])
     parts = [{k: v[i] for k, v in files.items() if k.startswith("partition.")} for i in range(len(sizes))]
     small: dict[str, int] = {}
@@ -230,7 +230,8 @@ def compact_delta(uri: str, target: int = DEFAULT_TARGET, retain: float | None =
     if not dry_run and after < before:
         reached("before-commit")
         props = CommitProperties(custom_metadata={LEDGER_KEY: ledger.to_json()}) if len(ledger) else None
-        table.optimize.compact(target_size=target, commit_properties=props)
+        table.optimize.compact(target_size=target, commit_properties=props)  # the commit point
+        reached("mid-commit")  # committed, not yet checked nor vacuumed
         result.files_after = len(table.file_uris())
         result.commit = str(table.version())
         if read_delta_ledger(table)[0] != ledger:

@@ -47,8 +47,8 @@ from ._sink import EndOnError, Sink, TableCommit, by_topic, count_rows
 from ._staging import StagedOutput
 from ._swap import exchange
 
-__all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "commits", "ledger_entry", "ledger_name", "read_ledger",
-           "roll_forward", "write_parquet"]
+__all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "commits", "ledger_entry", "ledger_name", "link_entry",
+           "read_ledger", "roll_forward", "write_parquet"]
 
 LEDGER_DIR = "_kbatch_ledger"
 STAGING_DIR = "_kbatch_staging"
@@ -98,6 +98,22 @@ def roll_forward(out: Path, entry: dict[str, Any]) -> None:
                 (out / rel).parent.mkdir(parents=True, exist_ok=True)
                 os.replace(src / rel, out / rel)
     shutil.rmtree(src, ignore_errors=True)
+
+
+def link_entry(folder: Path, n: int, entry: dict[str, Any], run: str) -> None:
+    """Write ledger commit ``n`` (``entry``) into ``folder`` by run ``run``: the commit point,
+    ``FileExistsError`` when another run created it first."""
+    folder.mkdir(parents=True, exist_ok=True)
+    final = folder / ledger_name(n)
+    tmp = folder / f".{final.name}.{run}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(entry, f)
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(tmp, final)  # fails if another run created it first
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def ledger_name(n: int) -> str:
@@ -253,7 +269,7 @@ class FolderSink(Sink):
         reached("before-commit")
         if self.incremental:
             entry["staging"] = f"{STAGING_DIR}/{self.run}"
-            self.link_entry(self.out / LEDGER_DIR, n, entry)  # the commit point
+            self._link_entry(self.out / LEDGER_DIR, n, entry)  # the commit point
             reached("mid-commit")
             for rel, _ in files:
                 (self.out / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -265,7 +281,7 @@ class FolderSink(Sink):
             if self.mode == "append" and self.out.is_dir() and any(self.out.iterdir()):
                 self.abort()
                 raise self._created_meanwhile()
-            self.link_entry(folder / LEDGER_DIR, n, entry)
+            self._link_entry(folder / LEDGER_DIR, n, entry)
             try:
                 self._staged.commit()  # the commit point: one rename
             except FileExistsError:  # another run's first commit came between the check and the rename
@@ -329,23 +345,14 @@ class FolderSink(Sink):
                     out.append((path.relative_to(self.folder).as_posix(), path.stat().st_size))
         return sorted(out)
 
-    def link_entry(self, folder: Path, n: int, entry: dict[str, Any]) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        final = folder / ledger_name(n)
-        tmp = folder / f".{final.name}.{self.run}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(entry, f)
-            f.flush()
-            os.fsync(f.fileno())
+    def _link_entry(self, folder: Path, n: int, entry: dict[str, Any]) -> None:
         try:
-            os.link(tmp, final)  # fails if another run created it first
+            link_entry(folder, n, entry, self.run)
         except FileExistsError:
             self.abort()
             raise CommitConflictError(
                 f"{self.out}: another run committed (ledger commit {n}) after this one read the ledger: "
                 "nothing of this run committed; run again to append what is left", table=str(self.out)) from None
-        finally:
-            tmp.unlink(missing_ok=True)
 
     def abort(self) -> None:
         if self._staged is not None:
