@@ -5,7 +5,8 @@ and ``run(args) -> int``.
   error net under the subcommands;
 - ``_dump`` (``kbatch dump``) with its record-value and internal-topic renderers
   (``_dump_values``, ``_dump_internal``);
-- ``_sample`` (``kbatch sample``), ``_clean`` (``kbatch clean``), ``_schemas``
+- ``_sample`` (``kbatch sample``), ``_clean`` (``kbatch clean``), ``_compact``
+  (``kbatch compact``: small table files into large ones, the ledger kept), ``_schemas``
   (``kbatch schemas``), ``_index`` (``kbatch index``: the scans' time index, built ahead of
   time); ``kbatch convert`` is the :mod:`kbatch.convert` job's own.
 

@@ -33,12 +33,12 @@ from kbatch import storage
 from kbatch.errors import KBatchError
 from kbatch.tables import Store, default_catalog, delta_options, iceberg_properties, recover
 
-__all__ = ["add_arguments", "parse_duration", "run", "unreferenced"]
+__all__ = ["add_arguments", "parse_duration", "run", "table_format", "unreferenced"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_duration(text: str) -> float:
+def parse_duration(text: str, flag: str = "--older-than") -> float:
     """Seconds of ``30s``, ``15m``, ``12h``, ``7d``, ``2w`` (a number and one unit).
 
     >>> parse_duration("7d"), parse_duration("0s"), parse_duration("1.5h")
@@ -46,11 +46,11 @@ def parse_duration(text: str) -> float:
     """
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text)
     if not m:
-        raise ValueError(f"--older-than {text!r}: a number and a unit (s, m, h, d, w), e.g. 7d")
+        raise ValueError(f"{flag} {text!r}: a number and a unit (s, m, h, d, w), e.g. 7d")
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def _format(store: Store) -> str:
+def table_format(store: Store) -> str:
     """What OUT holds: ``parquet`` (an offsets ledger), ``iceberg`` (kbatch's catalog) or ``delta``."""
     names = {rel.split("/", 1)[0] for rel, _ in store.objects()}
     if "_kbatch_ledger" in names:
@@ -132,7 +132,7 @@ def unreferenced(out: str, older_than: float, storage_options: dict[str, Any] | 
     seconds ago (paths relative to OUT); deleted unless ``dry_run`` (Delta's vacuum deletes them
     itself)."""
     store = Store(out, storage_options)
-    fmt = _format(store)
+    fmt = table_format(store)
     cutoff = time.time() - older_than
     if fmt == "delta":
         return _delta(store, older_than, dry_run, dict(storage_options or {}))

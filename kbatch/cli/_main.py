@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, str] = {
     "sample": "kbatch.cli._sample",
     "convert": "kbatch.convert",
     "clean": "kbatch.cli._clean",
+    "compact": "kbatch.cli._compact",
     "schemas": "kbatch.cli._schemas",
     "index": "kbatch.cli._index",
 }

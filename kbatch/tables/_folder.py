@@ -45,22 +45,24 @@ from ._ledger import Ledger
 from ._runs import run_name
 from ._sink import EndOnError, Sink, TableCommit, by_topic, count_rows
 from ._staging import StagedOutput
+from ._swap import exchange
 
-__all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "ledger_name", "read_ledger", "write_parquet"]
+__all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "commits", "ledger_entry", "ledger_name", "link_entry",
+           "read_ledger", "roll_forward", "write_parquet"]
 
 LEDGER_DIR = "_kbatch_ledger"
 STAGING_DIR = "_kbatch_staging"
 _DIGITS = 20
 
 
-def _commits(out: Path) -> list[int]:
+def commits(out: Path) -> list[int]:
     folder = out / LEDGER_DIR
     if not folder.is_dir():
         return []
     return sorted(int(p.stem) for p in folder.iterdir() if p.suffix == ".json" and p.stem.isdigit())
 
 
-def _entry(out: Path, n: int) -> dict[str, Any]:
+def ledger_entry(out: Path, n: int) -> dict[str, Any]:
     path = out / LEDGER_DIR / ledger_name(n)
     try:
         d = json.loads(path.read_text())
@@ -73,10 +75,45 @@ def _entry(out: Path, n: int) -> dict[str, Any]:
 def read_ledger(out: str | os.PathLike[str]) -> tuple[Ledger, int]:
     """The ledger of a Parquet folder written by kbatch and its commit number (0: none)."""
     out = Path(out)
-    numbers = _commits(out)
+    numbers = commits(out)
     if not numbers:
         return Ledger(), 0
-    return Ledger.from_json(json.dumps(_entry(out, numbers[-1])["ledger"])), numbers[-1]
+    return Ledger.from_json(json.dumps(ledger_entry(out, numbers[-1])["ledger"])), numbers[-1]
+
+
+def roll_forward(out: Path, entry: dict[str, Any]) -> None:
+    """Put in place what ledger commit ``entry`` staged (its ``staging`` folder, then removed):
+    a run's new files, moved one by one, or a compaction's (``kbatch compact``) folders, each
+    ``compacted`` folder of OUT exchanged whole with its staged copy (:func:`kbatch.tables._swap.exchange`).
+    Done already (the process was not killed), it does nothing."""
+    src = out / entry["staging"]
+    if "compacted" in entry:
+        files = entry.get("files", [])
+        for top in entry["compacted"]:
+            if any((src / rel).exists() for rel in files if rel.startswith(f"{top}/")):  # not swapped yet
+                exchange(src / top, out / top)
+    else:
+        for rel in entry.get("files", []):
+            if (src / rel).exists():
+                (out / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(src / rel, out / rel)
+    shutil.rmtree(src, ignore_errors=True)
+
+
+def link_entry(folder: Path, n: int, entry: dict[str, Any], run: str) -> None:
+    """Write ledger commit ``n`` (``entry``) into ``folder`` by run ``run``: the commit point,
+    ``FileExistsError`` when another run created it first."""
+    folder.mkdir(parents=True, exist_ok=True)
+    final = folder / ledger_name(n)
+    tmp = folder / f".{final.name}.{run}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(entry, f)
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(tmp, final)  # fails if another run created it first
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def ledger_name(n: int) -> str:
@@ -180,18 +217,13 @@ class FolderSink(Sink):
     def _recover(self) -> None:
         """Move the files of the last commit still staged (a run killed after its commit point);
         the staging folders of runs that died before theirs are :func:`kbatch.tables._leftovers.recover`'s."""
-        numbers = _commits(self.out)
+        numbers = commits(self.out)
         pending: str | None = None
         if numbers:
-            last = _entry(self.out, numbers[-1])
+            last = ledger_entry(self.out, numbers[-1])
             pending = last.get("staging")
             if pending:
-                src = self.out / pending
-                for rel in last.get("files", []):
-                    if (src / rel).exists():
-                        (self.out / rel).parent.mkdir(parents=True, exist_ok=True)
-                        os.replace(src / rel, self.out / rel)
-                shutil.rmtree(src, ignore_errors=True)
+                roll_forward(self.out, last)
                 self._drop_staging_dir()
 
     def open(self, schema: Any) -> None:
@@ -314,22 +346,13 @@ class FolderSink(Sink):
         return sorted(out)
 
     def _link_entry(self, folder: Path, n: int, entry: dict[str, Any]) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        final = folder / ledger_name(n)
-        tmp = folder / f".{final.name}.{self.run}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(entry, f)
-            f.flush()
-            os.fsync(f.fileno())
         try:
-            os.link(tmp, final)  # fails if another run created it first
+            link_entry(folder, n, entry, self.run)
         except FileExistsError:
             self.abort()
             raise CommitConflictError(
                 f"{self.out}: another run committed (ledger commit {n}) after this one read the ledger: "
                 "nothing of this run committed; run again to append what is left", table=str(self.out)) from None
-        finally:
-            tmp.unlink(missing_ok=True)
 
     def abort(self) -> None:
         if self._staged is not None:

@@ -1,0 +1,247 @@
+"""Table maintenance: small files rewritten into large ones in one commit that keeps the offsets
+ledger (``kbatch compact``): :func:`compact_folder`, :func:`compact_delta`.
+
+Compaction changes no record, so the ledger after it is the ledger before it, and an append
+after it continues where the table ended.
+
+- **Parquet folder** (:func:`compact_folder`): in each ``topic=`` folder with two or more files
+  smaller than the target (per leaf folder, files of one schema together), the small files are
+  rewritten into files of about the target size. The new ``topic=`` folder is built in
+  ``OUT/_kbatch_staging/<run>/`` (the files kept hard-linked, the new ones written); the commit
+  point is the next ledger file, which holds the same ledger and names the folders replaced
+  (``compacted``) and the files removed; then each folder is exchanged whole with its staged
+  copy (:func:`kbatch.tables._swap.exchange`): a reader sees the old files or the new ones of a
+  topic, never both. A run killed after the commit point is rolled forward by the next sink
+  opened on OUT (:func:`kbatch.tables._folder.roll_forward`), one killed before it leaves only
+  its staging folder (:func:`kbatch.tables._leftovers.recover` removes it).
+- **Delta** (:func:`compact_delta`): deltalake's ``optimize.compact`` per topic table, its
+  commit info carrying the ledger (as every kbatch commit's does); then, when asked, ``VACUUM``
+  of the files removed longer ago than the retention (never below the table's
+  ``delta.deletedFileRetentionDuration``, 7 days unless set: a reader of an older version may
+  still need them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbatch.errors import CommitConflictError, TableError
+
+from ._delta import read_ledger as read_delta_ledger
+from ._folder import LEDGER_DIR, STAGING_DIR, FolderSink, ledger_entry, link_entry, read_ledger, roll_forward
+from ._hooks import reached
+from ._ledger import LEDGER_KEY, Ledger
+from ._runs import run_name
+
+__all__ = ["DEFAULT_TARGET", "Compaction", "compact_delta", "compact_folder"]
+
+#: The default size of a compacted file: 128 MiB.
+DEFAULT_TARGET = 128 << 20
+#: Rows per row group of a compacted Parquet file (as ``kbatch convert`` writes by default).
+_ROW_GROUP = 1 << 20
+
+
+@dataclass
+class Compaction:
+    """What compacting one table did (or, in a dry run, would do)."""
+
+    table: str
+    files_before: int
+    files_after: int
+    #: the commit's id (a ledger commit number, a Delta version); None when nothing changed
+    commit: str | None = None
+    #: files a vacuum removed (or would)
+    vacuumed: list[str] = field(default_factory=list)
+
+    def line(self, dry_run: bool = False) -> str:
+        if self.files_before == self.files_after:
+            return f"table {self.table}: {self.files_before} data files, nothing to compact"
+        verb = "would compact" if dry_run else "compacted"
+        tail = f" (commit {self.commit})" if self.commit else ""
+        return f"table {self.table}: {verb} {self.files_before} data files into {self.files_after}{tail}"
+
+
+def _data_files(folder: Path) -> Iterator[Path]:
+    """The Parquet data files under ``folder`` (hidden names left out), at any depth."""
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
+        for name in sorted(filenames):
+            if not name.startswith((".", "_")):
+                yield Path(dirpath) / name
+
+
+def _groups(files: list[Path], target: int) -> list[list[Path]]:
+    """``files`` (of one folder) smaller than ``target`` bytes, by schema, packed into groups of
+    about ``target`` bytes; a group of one file is left out (nothing to gain)."""
+    import pyarrow.parquet as pq
+
+    by_schema: dict[str, list[Path]] = {}
+    for f in files:
+        if f.stat().st_size < target:
+            key = pq.read_schema(f).remove_metadata().to_string(show_field_metadata=True)
+            by_schema.setdefault(key, []).append(f)
+    out = []
+    for same in by_schema.values():
+        group: list[Path] = []
+        size = 0
+        for f in same:
+            if group and size + f.stat().st_size > target:
+                out.append(group)
+                group, size = [], 0
+            group.append(f)
+            size += f.stat().st_size
+        out.append(group)
+    return [g for g in out if len(g) > 1]
+
+
+def _rewrite(group: list[Path], dest: Path) -> int:
+    """The rows of ``group`` (Parquet files of one schema) in one Parquet file ``dest``, in order,
+    the first file's codec and schema (with its metadata); returns the rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    first = pq.ParquetFile(group[0])
+    meta = first.metadata
+    codec = meta.row_group(0).column(0).compression.lower() if meta.num_row_groups and meta.num_columns else "snappy"
+    schema = first.schema_arrow
+    rows = 0
+    pending: list[Any] = []
+    with pq.ParquetWriter(dest, schema, compression=codec) as writer:
+        for path in group:
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=1 << 16):
+                pending.append(batch)
+                rows += batch.num_rows
+                if sum(b.num_rows for b in pending) >= _ROW_GROUP:
+                    writer.write_table(pa.Table.from_batches(pending, schema), row_group_size=_ROW_GROUP)
+                    pending = []
+        if pending:
+            writer.write_table(pa.Table.from_batches(pending, schema), row_group_size=_ROW_GROUP)
+    expected = sum(pq.ParquetFile(p).metadata.num_rows for p in group)
+    if rows != expected:
+        raise TableError(f"{dest}: {rows} rows written of {expected}: nothing compacted", table=str(dest))
+    return rows
+
+
+def compact_folder(out: str | os.PathLike[str], target: int = DEFAULT_TARGET, dry_run: bool = False) -> Compaction:
+    """Compact the Parquet folder ``out`` (see the module's notes); ``target`` bytes per file."""
+    out = Path(out)
+    FolderSink(out, "append")  # rolls forward a commit killed before its files were in place
+    ledger, number = read_ledger(out)
+    if not number:
+        raise ValueError(f"{out}: no offsets ledger (_kbatch_ledger): not a Parquet folder kbatch convert wrote")
+    tops = sorted(p.name for p in out.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    if any(p.is_file() and not p.name.startswith((".", "_")) for p in out.iterdir()) or not all(
+            t.startswith("topic=") for t in tops):
+        raise ValueError(f"{out}: only a folder partitioned by topic (topic=<name>/) can be compacted "
+                         "(--no-partition-by-topic tables cannot yet)")
+    before = 0
+    plans: dict[str, list[list[Path]]] = {}
+    for top in tops:
+        by_leaf: dict[Path, list[Path]] = {}
+        for f in _data_files(out / top):
+            if f.suffix != ".parquet":
+                raise ValueError(f"{f}: only Parquet data files can be compacted")
+            by_leaf.setdefault(f.parent, []).append(f)
+            before += 1
+        groups = [g for files in by_leaf.values() for g in _groups(files, target)]
+        if groups:
+            plans[top] = groups
+    after = before - sum(len(g) - 1 for gs in plans.values() for g in gs)
+    if dry_run or not plans:
+        return Compaction(str(out), before, after)
+    run = run_name()
+    staging = out / STAGING_DIR / run
+    try:
+        new, removed = _stage(out, staging, plans, run.partition("@")[0])
+        reached("before-commit")
+        entry = {"commit": number + 1, "ledger": json.loads(ledger.to_json()),
+                 "converted": json.loads(Ledger().to_json()), "files": new, "records": 0,
+                 "staging": f"{STAGING_DIR}/{run}", "compacted": sorted(plans), "removed": removed}
+        try:
+            link_entry(out / LEDGER_DIR, number + 1, entry, run)  # the commit point
+        except FileExistsError:
+            raise CommitConflictError(f"{out}: another run committed (ledger commit {number + 1}) while this "
+                                      "one compacted: nothing compacted; run again", table=str(out)) from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        _drop_staging_dir(out)
+        raise
+    reached("mid-commit")
+    roll_forward(out, ledger_entry(out, number + 1))
+    _drop_staging_dir(out)
+    return Compaction(str(out), before, after, str(number + 1))
+
+
+def _stage(out: Path, staging: Path, plans: dict[str, list[list[Path]]], name: str) -> tuple[list[str], list[str]]:
+    """Each planned ``topic=`` folder of ``out`` built anew in ``staging``: its files hard-linked
+    but those of ``plans`` (rewritten, one file per group); returns the new files and the files
+    removed, relative to OUT."""
+    new, removed = [], []
+    for top, groups in plans.items():
+        gone = {f for g in groups for f in g}
+        for dirpath, _dirs, filenames in os.walk(out / top):
+            there = staging / Path(dirpath).relative_to(out)
+            there.mkdir(parents=True, exist_ok=True)
+            for fname in filenames:
+                path = Path(dirpath) / fname
+                if path not in gone:
+                    os.link(path, there / fname)
+        for i, group in enumerate(groups):
+            rel = group[0].parent.relative_to(out) / f"part-{name}-compact-{i}.parquet"
+            _rewrite(group, staging / rel)
+            new.append(rel.as_posix())
+            removed += [f.relative_to(out).as_posix() for f in group]
+    return new, sorted(removed)
+
+
+def _drop_staging_dir(out: Path) -> None:
+    with contextlib.suppress(OSError):  # another run's folder is there
+        (out / STAGING_DIR).rmdir()
+
+
+def compact_delta(uri: str, target: int = DEFAULT_TARGET, retain: float | None = None, dry_run: bool = False,
+                  storage_options: dict[str, Any] | None = None) -> Compaction:
+    """Compact the Delta table ``uri`` with deltalake's ``optimize.compact`` in one commit
+    carrying its ledger; then, with ``retain`` (seconds), vacuum what was removed longer ago.
+    ``dry_run``: count what would be compacted (and vacuumed), change nothing."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable
+
+    table = DeltaTable(uri, storage_options=storage_options)
+    ledger, _ = read_delta_ledger(table)
+    files = pa.table(table.get_add_actions(flatten=True)).to_pydict()
+    sizes = files.get("size_bytes", [])
+    parts = [{k: v[i] for k, v in files.items() if k.startswith("partition.")} for i in range(len(sizes))]
+    small: dict[str, int] = {}
+    for size, part in zip(sizes, parts, strict=True):
+        if size < target:
+            key = json.dumps(part, sort_keys=True, default=str)
+            small[key] = small.get(key, 0) + 1
+    before = len(sizes)
+    after = before - sum(n - 1 for n in small.values() if n > 1)
+    result = Compaction(uri, before, after)
+    if not dry_run and after < before:
+        reached("before-commit")
+        props = CommitProperties(custom_metadata={LEDGER_KEY: ledger.to_json()}) if len(ledger) else None
+        table.optimize.compact(target_size=target, commit_properties=props)  # the commit point
+        reached("mid-commit")  # committed, not yet checked nor vacuumed
+        result.files_after = len(table.file_uris())
+        result.commit = str(table.version())
+        if read_delta_ledger(table)[0] != ledger:
+            raise TableError(f"{uri}: the ledger changed in the compaction (version {result.commit})", table=uri)
+    if retain is not None:
+        try:
+            result.vacuumed = table.vacuum(retention_hours=int(retain // 3600), dry_run=dry_run,
+                                           enforce_retention_duration=True)
+        except Exception as exc:  # deltalake's: a retention below the table's
+            if "retention" in str(exc).lower():
+                raise ValueError(f"--retain: {exc}") from None
+            raise
+    return result
