@@ -6,7 +6,7 @@ writer schema. This package finds the schemas and the frames; decoding bodies in
 columns builds on it: :func:`decode` turns Avro, Protobuf and JSON Schema values (and plain JSON)
 into a typed struct column, the decoder picked by each schema's ``schemaType`` (``docs/values.md``:
 the reader schema, schema evolution, Spark's type mapping or Arrow's own, recursive schemas cut at
-``max_depth``, ``threads``, errors), and :func:`records_to_arrow`
+``max_depth``, ``threads``, errors; ``fields=``: only some fields), and :func:`records_to_arrow`
 (``RecordTable.to_arrow(values=registry)``) does it in one step with the other columns. An
 engine that declares its output before reading (Spark: ``kbatch.spark.decode_values``) fixes the
 reader schema with :func:`reader_schema` and its Arrow type with :func:`arrow_type`.

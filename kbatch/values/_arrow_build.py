@@ -41,7 +41,7 @@ def build_array(layout: Layout, columns: list[tuple[Any, ...]], col: int = 0) ->
         return _dictionary(strings, c.symbols) if c.convert == "dictionary" else strings
     if c.convert == "any_json":  # a Protobuf Any rendered as JSON: its string buffers replace the struct's
         return pa.Array.from_buffers(pa.string(), n, [validity, _buf(offs), _buf(data) or _EMPTY])
-    children = [build_array(layout, columns, child) for child in c.children]
+    children = [build_array(layout, columns, child) for child in c.children if not layout.columns[child].hidden]
     if c.convert == "dense_union":
         return _dense_union(layout, col, n, children)
     atype = layout.arrow_type(col)

@@ -27,6 +27,7 @@ A record whose value and key both fail is one dead letter, the value's error.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -87,6 +88,7 @@ def decoded_schema(
     mapping: str = "spark",
     registry: Any = None,
     format: str = "auto",
+    fields: Sequence[str] | None = None,
 ) -> pa.Schema:
     """The schema of :func:`split`'s good rows, from the reader schemas alone (no record read).
 
@@ -103,6 +105,8 @@ def decoded_schema(
         Needed only for a reader given by id.
     format : {"auto", "avro", "json", "protobuf"}
         The language of readers given as text (``auto``: Avro).
+    fields : sequence of str, optional
+        Only these fields of the values (:func:`~kbatch.values.decode`'s projection).
 
     Returns
     -------
@@ -122,7 +126,8 @@ def decoded_schema(
     for column, reader in (("value", values), ("key", keys)):
         if reader is None:
             continue
-        field = pa.field(column, value_type(resolve_reader(registry, reader, format=format), mapping))
+        field = pa.field(column, value_type(resolve_reader(registry, reader, format=format), mapping,
+                                            fields=fields if column == "value" else None))
         at = out.get_field_index(column)
         if at < 0:
             raise ValueError(f"the source has no {column} column to decode")
@@ -139,6 +144,7 @@ def split(
     mapping: str = "spark",
     on_error: OnError = "dead-letter",
     format: str = "auto",
+    fields: Sequence[str] | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Decode ``raw``'s values (and keys) and part its rows into decoded ones and dead letters.
 
@@ -159,6 +165,10 @@ def split(
     on_error : {"dead-letter", "raise"}
         ``"raise"``: raise the :class:`ValueDecodeError` of the first record that does not
         decode instead (nothing is returned).
+    fields : sequence of str, optional
+        Decode only these fields of the values (:func:`~kbatch.values.decode`'s projection; the
+        keys are decoded whole). A record is a dead letter when its kept fields do not decode,
+        or its bytes cannot be walked (``docs/values.md``: what a skipped field still checks).
 
     Returns
     -------
@@ -187,12 +197,12 @@ def split(
         if registry is not None:
             reader = resolve_reader(registry, reader, format=format)
         done = decode_records(out, registry, column, reader, mapping, stop_at_first=on_error == "raise",
-                              format=format)
+                              format=format, fields=fields if column == "value" else None)
         out = done.table
         for i, problem in done.errors.items():
             bad.setdefault(i, (column, problem))  # the value's error first: one dead letter per record
     good_schema = decoded_schema(source, values=values, keys=keys, mapping=mapping, registry=registry,
-                                 format=format)
+                                 format=format, fields=fields)
     if not bad:
         return out.cast(good_schema) if out.schema != good_schema else out, _empty(dead_letter_schema(source))
     rows = np.fromiter(sorted(bad), dtype=np.int64, count=len(bad))

@@ -19,6 +19,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, NamedTuple
 
@@ -36,9 +37,10 @@ from ._errors import (
     ValueDecodeError,
     field_path,
 )
+from ._fields import FieldTree, field_tree, project_struct
 from ._framing import Framing, frames, parse_frames, schema_id_header
 from ._schema import Schema
-from .avro import ERRORS, MAX_RECURSION_DEPTH, OPS, AvroProgram, parse_avro_schema, run
+from .avro import ERRORS, MAX_RECURSION_DEPTH, OPS, AvroProgram, parse_avro_schema, project_avro, run
 from .json import SAMPLE_RECORDS, infer_json_schema, json_schema_type, parse_json_values
 from .protobuf import ProtoOptions, ProtoSchema, reader_layout, run_protobuf
 
@@ -77,6 +79,7 @@ def decode(
     format: str = "auto",
     sample: int = SAMPLE_RECORDS,
     protobuf: ProtoOptions | None = None,
+    fields: Sequence[str] | None = None,
 ) -> pa.Table:
     """Decode a table's Avro, JSON or Protobuf values (or keys) into a typed struct column.
 
@@ -139,6 +142,13 @@ def decode(
         For Protobuf values (the reader schema's ``schemaType`` is ``PROTOBUF``, or a
         :class:`ProtoSchema`): Spark's ``from_protobuf`` options (``emit_default_values``,
         ``enums_as_ints``, ``recursive_depth``) and the message to decode.
+    fields : sequence of str, optional
+        Decode only these fields of the values (projection): top-level names (``"customer"``) or
+        dotted paths into nested records (``"address.city"``; through a union of null and one
+        record too). The struct then holds only them (a nested record only its kept fields), in
+        the reader schema's order, each with the type and values the whole decode gives it; the
+        other fields' bytes are walked, not decoded (``docs/values.md``: what is still checked in
+        them). A name the reader schema lacks is a ``ValueError`` naming the fields there are.
 
     Returns
     -------
@@ -152,7 +162,8 @@ def decode(
         raise ValueError(f"errors must be 'raise' or 'null', got {errors!r}")
     done = decode_records(table, registry, column, reader_schema, mapping, stop_at_first=errors == "raise",
                           framing=framing, schema_id=schema_id, max_items=max_items, max_depth=max_depth,
-                          threads=threads, base=base, format=format, sample=sample, protobuf=protobuf)
+                          threads=threads, base=base, format=format, sample=sample, protobuf=protobuf,
+                          fields=fields)
     out = done.table
     if errors == "null":
         text: list[str | None] = [None] * out.num_rows
@@ -190,6 +201,7 @@ def decode_records(
     format: str = "auto",
     sample: int = SAMPLE_RECORDS,
     protobuf: ProtoOptions | None = None,
+    fields: Sequence[str] | None = None,
 ) -> Decoded:
     """:func:`decode`'s work, with every record's :class:`ValueDecodeError` returned, not raised.
 
@@ -207,6 +219,7 @@ def decode_records(
         raise ValueError(f"threads must be an int >= 0, got {threads!r}")
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    tree = field_tree(fields)
     plain = registry is None
     if plain and format != "json":
         raise ValueError("a registry is needed, except for plain JSON values (format='json')")
@@ -252,17 +265,17 @@ def decode_records(
     foreign = {i: w.schema_type for i, w in met.items() if w.schema_type != kind}
     if kind == "PROTOBUF":
         return _decode_protobuf(source, ids, live, by_id, named, foreign, unknown, guid_unknown, met, reader, column,
-                                stop_at_first, framing == "confluent", protobuf or ProtoOptions())
+                                stop_at_first, framing == "confluent", protobuf or ProtoOptions(), tree)
     assert isinstance(reader, Schema)  # a compiled ProtoSchema is PROTOBUF
     if kind == "JSON":
         return _decode_json(source, ids, live, by_id, named, foreign, unknown, guid_unknown, reader, column,
-                            stop_at_first, plain)
+                            stop_at_first, plain, tree)
     if kind != "AVRO":
         raise ValueError(f"{kind} values are not decoded yet")
     entry = np.full(n, -1, dtype=np.int32)
     writers = {i: w for i, w in writers.items() if i not in foreign}
     by_guid = [None if s is None or -2 - k in foreign else s for k, s in enumerate(by_guid)]
-    program = reader_program(reader, mapping, max_depth)
+    program = reader_program(reader, mapping, max_depth, tree)
     with _LOCK:
         pcs = {i: program.add_writer_schema(w) for i, w in writers.items()}
         guid_pcs = [-1 if s is None else program.add_writer_schema(s) for s in by_guid]
@@ -370,12 +383,13 @@ def _assemble(source: _Source, column: str, value: Any, ids: npt.NDArray[np.int3
 def _decode_json(source: _Source, ids: npt.NDArray[np.int32], live: npt.NDArray[np.bool_],
                  by_id: npt.NDArray[np.bool_], named: npt.NDArray[np.bool_], foreign: dict[int, str],
                  unknown: dict[int, str], guid_unknown: dict[int, str], reader: Schema, column: str,
-                 stop_at_first: bool, plain: bool) -> Decoded:
+                 stop_at_first: bool, plain: bool, tree: FieldTree | None) -> Decoded:
     """JSON values (JSON Schema writers, or plain JSON): :func:`parse_json_values` over the
-    records whose writer is a JSON Schema the registry has (every live record, for plain JSON)."""
+    records whose writer is a JSON Schema the registry has (every live record, for plain JSON);
+    with ``tree``, the parser is given the type of the kept fields only."""
     f = source.frames
     n = len(f)
-    value_type = json_schema_type(reader)
+    value_type = project_struct(json_schema_type(reader), tree)
     if plain:
         usable = live.copy()
     else:
@@ -411,7 +425,7 @@ def _decode_protobuf(source: _Source, ids: npt.NDArray[np.int32], live: npt.NDAr
                      by_id: npt.NDArray[np.bool_], named: npt.NDArray[np.bool_], foreign: dict[int, str],
                      unknown: dict[int, str], guid_unknown: dict[int, str], met: dict[int, Schema],
                      reader: Schema | ProtoSchema, column: str, stop_at_first: bool, indexed: bool,
-                     options: ProtoOptions) -> Decoded:
+                     options: ProtoOptions, tree: FieldTree | None) -> Decoded:
     """Protobuf values: :func:`run_protobuf` over the records whose writer is a Protobuf schema the
     registry has (``met``: by id, and ``-2 - k`` for the ``k``-th GUID); ``indexed``: Confluent's
     message indexes follow the frame (not with ``framing="raw"``)."""
@@ -423,7 +437,7 @@ def _decode_protobuf(source: _Source, ids: npt.NDArray[np.int32], live: npt.NDAr
         guided = named & known[np.maximum(f.guid_index, 0)]
         writer_key[guided] = -2 - f.guid_index[guided].astype(np.int64)
     done = run_protobuf(reader, options, _as_uint8(f.data), f.start, f.length, writer_key, met, column,
-                        stop_at_first, indexed=indexed)
+                        stop_at_first, indexed=indexed, fields=tree)
     messages = _front_errors(source, column, ids, by_id, named, unknown, guid_unknown, foreign, "PROTOBUF",
                              live & (writer_key == -1))
     for i, (reason, path, position) in done.errors.items():
@@ -510,30 +524,33 @@ def resolve_reader(registry: Any, reader_schema: Schema | ProtoSchema | int | st
 
 
 def value_type(reader: Schema | ProtoSchema, mapping: str = "spark", max_depth: int | None = None,
-               protobuf: ProtoOptions | None = None) -> pa.DataType:
+               protobuf: ProtoOptions | None = None, fields: Sequence[str] | None = None) -> pa.DataType:
     """The Arrow type values decode into with reader schema ``reader``, by its language (Avro:
     ``mapping`` and ``max_depth``; Protobuf: the options ``protobuf``, whose message, else the
-    reader's root message, lays the values out)."""
+    reader's root message, lays the values out), with only ``fields`` when given."""
+    tree = field_tree(fields)
     if reader.schema_type == "PROTOBUF":
-        return reader_layout(reader, protobuf).arrow_type(0)
+        return reader_layout(reader, protobuf, tree).arrow_type(0)
     assert isinstance(reader, Schema)
     if reader.schema_type == "JSON":
-        return json_schema_type(reader)
+        return project_struct(json_schema_type(reader), tree)
     if reader.schema_type != "AVRO":
         raise ValueError(f"{reader.schema_type} values are not decoded yet")
-    layout = reader_program(reader, mapping, max_depth).layout
+    layout = reader_program(reader, mapping, max_depth, tree).layout
     return layout.arrow_type(layout.root.col)
 
 
-def reader_program(reader: Schema, mapping: str, max_depth: int | None = None) -> AvroProgram:
-    """The compiled program of ``reader`` (writers are added to it as met), cached per process."""
-    key = (reader.text, tuple((name, s.text) for name, s in reader.dependencies), mapping, max_depth)
+def reader_program(reader: Schema, mapping: str, max_depth: int | None = None,
+                   fields: FieldTree | None = None) -> AvroProgram:
+    """The compiled program of ``reader`` cut to ``fields`` (writers are added to it as met),
+    cached per process: one per (reader, fields), holding the code of each writer met."""
+    key = (reader.text, tuple((name, s.text) for name, s in reader.dependencies), mapping, max_depth, fields)
     with _LOCK:
         program = _PROGRAMS.get(key)
         if program is not None:
             _PROGRAMS.move_to_end(key)
             return program
-    program = AvroProgram(parse_avro_schema(reader), mapping, max_depth)
+    program = AvroProgram(project_avro(parse_avro_schema(reader), fields), mapping, max_depth)
     with _LOCK:
         _PROGRAMS[key] = program
         while len(_PROGRAMS) > _PROGRAMS_SIZE:

@@ -17,6 +17,7 @@ kbatch.values.AvroSchemaError: name a reader schema (an id, a Schema or Avro sch
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -105,11 +106,12 @@ def _registry(registry: Any, given: object) -> Any:
 
 
 def arrow_type(reader: Schema | ProtoSchema | str, mapping: str = "spark", max_depth: int | None = None,
-               protobuf: ProtoOptions | None = None) -> pa.DataType:
+               protobuf: ProtoOptions | None = None, *, fields: Sequence[str] | None = None) -> pa.DataType:
     """The Arrow type :func:`~kbatch.values.decode` gives values laid out by ``reader`` (a
     :class:`Schema` of any language it decodes, a compiled ``ProtoSchema``, or Avro schema text)
     under ``mapping`` and ``max_depth`` (recursive records kept that deep; None refuses them); the
     column itself is nullable. A Protobuf reader is laid out by ``protobuf`` (its message, else the
-    reader's root message; ``enums_as_ints``, ...), by default ``ProtoOptions()``."""
+    reader's root message; ``enums_as_ints``, ...), by default ``ProtoOptions()``. ``fields``: only
+    these fields (:func:`~kbatch.values.decode`'s projection)."""
     schema = Schema(reader) if isinstance(reader, str) else reader
-    return value_type(schema, mapping, max_depth, protobuf)
+    return value_type(schema, mapping, max_depth, protobuf, fields)

@@ -4,6 +4,7 @@ reach through :meth:`kbatch.values.Registry.records_to_arrow`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -25,6 +26,7 @@ def records_to_arrow(
     mapping: str = "spark",
     max_depth: int | None = None,
     threads: int = 1,
+    fields: Sequence[str] | None = None,
     **to_arrow: Any,
 ) -> pa.Table:
     """A ``RecordTable`` as Arrow with its values and/or keys decoded: what
@@ -33,7 +35,8 @@ def records_to_arrow(
 
     ``values`` / ``keys``: the registry to decode each with (None: left as bytes);
     ``reader_schema`` / ``key_reader_schema``, ``errors``, ``mapping``, ``max_depth``,
-    ``threads``: as :func:`decode`; ``to_arrow``: ``RecordTable.to_arrow``'s ``topic``,
+    ``threads``: as :func:`decode`; ``fields``: the value fields to decode (:func:`decode`'s
+    projection; the keys are decoded whole); ``to_arrow``: ``RecordTable.to_arrow``'s ``topic``,
     ``partition``, ``include_headers``, ``extra_columns``, ``binary``. The bytes of the decoded
     columns are never copied.
     """
@@ -42,5 +45,5 @@ def records_to_arrow(
     for name, registry, reader in (("key", keys, key_reader_schema), ("value", values, reader_schema)):
         if registry is not None:
             out = decode(table, registry, name, reader, errors, mapping, max_depth=max_depth, threads=threads,
-                         base=out)
+                         base=out, fields=fields if name == "value" else None)
     return out

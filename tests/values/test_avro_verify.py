@@ -16,7 +16,7 @@ from support.avro_evolve import evolve
 from support.avro_random import random_schema
 
 from kbatch.values import AvroSchemaError, ProgramError, Schema
-from kbatch.values.avro._avrokernel import KINDS, OPS
+from kbatch.values.avro._avrokernel import KINDS, OPS, SKIP_NESTING, SKIP_NODES
 from kbatch.values.avro._compile import AvroProgram
 from kbatch.values.avro._schema import parse_avro_schema
 from kbatch.values.avro._verify import verify_avro
@@ -186,6 +186,23 @@ def sub(*body: list[int]) -> list[list[int]]:
 SUB = len(GOOD)
 WIDE = [16 if i == 5 else w for i, w in enumerate(COLS)]  # column 1 16 bytes wide
 RET = [OP["RET"], 0, 0, 0]
+SKIPPING = edit(15, [OP["SKIP"], len(AUX), 0, 0], [OP["END"], 0, 0, 0])  # a SKIP of the tree at aux[6] before END
+VARINT_, BYTES_, FIXED_, UNION_, ARRAY_, CHOICE_ = (SKIP_NODES[k] for k in ("VARINT", "BYTES", "FIXED", "UNION",
+                                                                             "ARRAY", "CHOICE"))
+# at aux[6]: a varint; a union (table at 19) of nothing (21) or bytes (22); an array of 3-byte
+# items (26); a choice (table at 30) of nothing or a varint
+SKIP_TREE = [4, VARINT_, 0, 0, UNION_, 2, 19, ARRAY_, 3, 26, CHOICE_, 2, 30, 21, 22, 0, 1, BYTES_, 0, 0,
+             1, FIXED_, 3, 0, 0, -1]
+
+
+def nested_arrays(depth: int) -> list[int]:
+    """A skip tree at aux[6] of ``depth`` arrays each the item of the one before."""
+    out: list[int] = []
+    for k in range(depth):
+        out += [1, ARRAY_, 0, len(AUX) + 4 * (k + 1)]
+    return [*out, 0]
+
+
 BAD: list[tuple[str, list[list[int]], str, dict[str, Any]]] = [
     # 1. operands
     ("unknown opcode", edit(8, [99, 1, 0, 0]), r"instruction 8 \(99 at value.i8\): unknown opcode 99", {}),
@@ -220,6 +237,20 @@ BAD: list[tuple[str, list[list[int]], str, dict[str, Any]]] = [
     ("uuid fixed size", edit(9, [OP["UUID_FIXED"], 2, 15, 0]), r"b=15: a uuid fixed is 16 bytes", {}),
     ("duration size", edit(8, [OP["DURATION"], 1, 16, 0]), r"b=16: a duration is 12 bytes", {"cols": WIDE}),
     ("precision", edit(8, [OP["DEC_BYTES"], 1, 0, 39]), r"precision operand c=39 out of 0-38", {"cols": WIDE}),
+    ("skip tree out of aux", edit(15, [OP["SKIP"], 99, 0, 0], [OP["END"], 0, 0, 0]),
+     r"instruction 15 \(SKIP .*skip sequence at aux\[99\] out of aux", {}),
+    ("skip nodes past aux", SKIPPING, r"skip sequence at aux\[6\] out of aux \(length 10\)",
+     {"aux": [*AUX, 2, 1, 0, 0]}),
+    ("skip node kind", SKIPPING, r"skip node at aux\[7\]: unknown kind 9", {"aux": [*AUX, 1, 9, 0, 0]}),
+    ("skip fixed size", SKIPPING, r"negative size -1", {"aux": [*AUX, 1, FIXED_, -1, 0]}),
+    ("skip union of none", SKIPPING, r"union of 0 branches", {"aux": [*AUX, 1, UNION_, 0, 10]}),
+    ("skip union cycle", SKIPPING, r"branch 0 at aux\[6\], not after its table", {"aux": [*AUX, 1, UNION_, 1, 10, 6]}),
+    ("skip array cycle", SKIPPING, r"items at aux\[6\] \(not negative; after the node\)",
+     {"aux": [*AUX, 1, ARRAY_, 1, 6]}),
+    ("skip array size", SKIPPING, r"least item size -1", {"aux": [*AUX, 1, ARRAY_, -1, 10, 0]}),
+    ("skip choice code", SKIPPING, r"choice of 1 branches", {"aux": [*AUX, 1, CHOICE_, 1, 10, -3]}),
+    ("skip nesting", SKIPPING, rf"unions and arrays nested over {SKIP_NESTING} deep",
+     {"aux": [*AUX, *nested_arrays(SKIP_NESTING + 1)]}),
     ("time unit", edit(8, [OP["TIME"], 1, 2, 0]), r"operand b=2 is neither 0", {}),
     ("fixed_w width", edit(8, [OP["FIXED_W"], 1, 4, 0]), r"column operand 1 is 8 bytes wide, the op writes 4", {}),
     ("long_mul by zero", edit(8, [OP["LONG_MUL"], 1, 0, 0]), r"factor operand b=0 is not positive", {}),
@@ -271,6 +302,11 @@ BAD: list[tuple[str, list[list[int]], str, dict[str, Any]]] = [
 def test_a_program_breaking_a_rule_is_refused(code: list[list[int]], reason: str, kw: dict[str, Any]) -> None:
     with pytest.raises(ProgramError, match=reason):
         check(code, **kw)
+
+
+def test_a_skip_tree_verifies() -> None:
+    check(SKIPPING, aux=[*AUX, *nested_arrays(SKIP_NESTING)])
+    check(SKIPPING, aux=[*AUX, *SKIP_TREE])
 
 
 def test_a_recursive_gosub_that_writes_nothing_verifies() -> None:

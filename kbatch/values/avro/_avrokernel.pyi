@@ -7,6 +7,8 @@ OPS: dict[str, int]
 KINDS: dict[str, int]
 ERRORS: dict[int, str]
 MAX_PATH: int
+SKIP_NODES: dict[str, int]
+SKIP_NESTING: int
 ERROR_DTYPE: np.dtype[Any]
 
 def run(

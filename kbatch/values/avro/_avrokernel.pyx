@@ -8,7 +8,8 @@ all of them writing the same reader-laid-out columns, so records of many writer 
 interleaved in one table decode into one set of columns. The machine has a loop stack (arrays
 and maps, blocks of items) and a call stack (a reader field's default value is a
 constant Avro encoding run through the field's program; GOSUB runs a subroutine on the value's
-own bytes: a recursive type skipped below the depth the reader keeps).
+own bytes: a recursive type skipped below the depth the reader keeps). SKIP walks past the
+values the reader does not keep in one instruction, by a skip tree in ``aux`` (``_skipping.pxi``).
 
 Columns (``coldesc``: ``kind, width, parent, nullable`` per column, in pre-order, a list's
 child right after it):
@@ -80,6 +81,7 @@ cdef enum Op:
     OP_UUID_STR = 33
     OP_DURATION = 34
     OP_TIME = 35
+    OP_SKIP = 36
 
 cdef enum Err:
     E_OK = 0
@@ -118,7 +120,7 @@ OPS = {name: value for name, value in (
     ("SKIP_VARINT", OP_SKIP_VARINT), ("SKIP_BYTES", OP_SKIP_BYTES), ("SKIP_N", OP_SKIP_N),
     ("NULLABLE", OP_NULLABLE), ("GOSUB", OP_GOSUB),
     ("FIXED_W", OP_FIXED_W), ("UUID_STR", OP_UUID_STR), ("DURATION", OP_DURATION),
-    ("TIME", OP_TIME))}
+    ("TIME", OP_TIME), ("SKIP", OP_SKIP))}
 #: Column kinds.
 KINDS = {"NULLT": K_NULLT, "BOOL": K_BOOL, "FIXEDW": K_FIXEDW, "BIN": K_BIN, "LIST": K_LIST, "STRUCT": K_STRUCT}
 #: Error code -> what it means (the message's first words).
@@ -206,6 +208,8 @@ cdef struct Machine:
 
 include "_reading.pxi"
 
+include "_skipping.pxi"
+
 
 cdef int _run(Machine* m) noexcept nogil:
     """Decode records ``m.rec`` up to ``m.rec_end`` (the record loop is here, so that a record
@@ -225,6 +229,7 @@ cdef int _run(Machine* m) noexcept nogil:
     cdef int k
     cdef uint8_t text[36]
     cdef const uint8_t* q
+    cdef const uint8_t* where
     cdef int64_t vs
     cdef const int32_t* prog = m.prog
     cdef const int32_t* aux = m.aux
@@ -603,6 +608,15 @@ cdef int _run(Machine* m) noexcept nogil:
             if e:
                 break
             p += ins[1]
+            pc += 1
+        elif op == OP_SKIP:
+            # values the reader does not keep, walked by their skip tree in aux (_skipping.pxi)
+            q = p
+            e = _skip_tree(m, aux, ins[1], &q, end, &where)
+            if e:
+                at = where
+                break
+            p = q
             pc += 1
         elif op == OP_CALL:
             if m.ncalls >= MAX_CALLS:

@@ -16,6 +16,11 @@ rules:
   the records that take it); a reader union takes the writer's type in its first branch that
   matches exactly, else by name, else by promotion (Avro's Java ``bestBranch`` order).
 
+A writer's values the reader does not keep (a field it lacks, or one a projection leaves out;
+a union branch cut at the recursion depth) are skipped: consecutive ones by one ``SKIP``
+instruction walking their *skip tree* in ``aux`` (``_skipping.pxi`` in the kernel), recursive
+types by ``GOSUB`` subroutines, instruction by instruction.
+
 A writer that cannot be resolved at all compiles to one failing instruction: its records each
 get an error, the rest of the table decodes. Instructions are ``(op, a, b, c)``
 (``kbatch.values.avro._avrokernel.OPS``); :attr:`AvroProgram.paths` gives each instruction's field
@@ -34,13 +39,13 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import AvroSchemaError
-from ._avrokernel import OPS
+from ._avrokernel import OPS, SKIP_NESTING, SKIP_NODES
 from ._layout import STRUCT as STRUCT_KIND
 from ._layout import Layout, Slot
 from ._schema import NO_DEFAULT, AvroType, parse_avro_schema
 from ._verify import verify_avro
 
-__all__ = ["AvroProgram", "encode_default", "folded", "min_size"]
+__all__ = ["AvroProgram", "encode_default", "folded", "min_size", "skip_nodes"]
 
 END, JUMP, FAIL, UNION, ARRAY, LOOP, CALL, RET, STRUCT, NULLSLOT, GOSUB = (
     OPS[k] for k in ("END", "JUMP", "FAIL", "UNION", "ARRAY", "LOOP", "CALL", "RET", "STRUCT", "NULLSLOT", "GOSUB"))
@@ -48,6 +53,14 @@ _PROMOTE = {"int": ("long", "float", "double"), "long": ("float", "double"), "fl
             "string": ("bytes",), "bytes": ("string",)}
 _MILLIS = ("timestamp-millis", "local-timestamp-millis")
 NULLABLE = OPS["NULLABLE"]
+SK_VARINT, SK_BYTES, SK_FIXED, SK_UNION, SK_ARRAY, SK_CHOICE = (
+    SKIP_NODES[k] for k in ("VARINT", "BYTES", "FIXED", "UNION", "ARRAY", "CHOICE"))
+_FIXED_SIZES = {"boolean": 1, "float": 4, "double": 8}
+#: A skip tree's nodes before they are written to aux: ``(SK_VARINT,)``, ``(SK_BYTES,)``,
+#: ``(SK_FIXED, size)``, ``(SK_UNION, [branch nodes, ...])``, ``(SK_ARRAY, least item size, item nodes)``,
+#: ``(SK_CHOICE, [code, ...])`` (a union of at most one VARINT, BYTES or FIXED a branch: 0 nothing,
+#: -1 a varint, -2 bytes, k > 0 k bytes).
+SkipNodes = list[tuple[Any, ...]]
 #: Instructions that read one value into one column (what may follow a NULLABLE).
 _ONE_VALUE = frozenset(OPS[k] for k in (
     "LONG", "INT", "STRING", "BYTES", "ENUM", "LONG_MUL", "VARINT_F", "VARINT_D", "DEC_BYTES", "BOOL", "FLOAT",
@@ -316,17 +329,21 @@ class AvroProgram:
         self._struct(s.col)
         path = self._path
         matched: set[str] = set()
+        skipped: list[tuple[str, AvroType]] = []  # a run of writer fields the reader does not keep
         for wf in w.fields:
             rf = next((f for f in r.fields if f.name == wf.name), None) or \
                 next((f for f in r.fields if wf.name in f.aliases and f.name not in matched), None)
-            self._path = f"{path}.{wf.name}"
             if rf is None or rf.name not in s.fields:  # not in the reader, or cut at the recursion depth
                 if rf is not None:
                     matched.add(rf.name)
-                self._skip(wf.type, [*stack, w.name])
+                skipped.append((wf.name, wf.type))
             else:
+                self._skip_run(skipped, path, [*stack, w.name])
+                skipped = []
                 matched.add(rf.name)
+                self._path = f"{path}.{wf.name}"
                 self._emit(wf.type, s.fields[rf.name], [*stack, w.name])
+        self._skip_run(skipped, path, [*stack, w.name])
         for rf in r.fields:
             if rf.name in matched or rf.name not in s.fields:
                 continue
@@ -409,7 +426,51 @@ class AvroProgram:
                 self.consts += data
         self._op(OPS["ENUM"], col, table, len(w.symbols))
 
+    def _skip_run(self, fields: list[tuple[str, AvroType]], path: str, stack: list[str]) -> None:
+        """Skip a run of a record's fields (``(name, type)``, the record at ``path``): one SKIP
+        for them all when none is recursive (its error path: the field, or the record for
+        several), else each by :meth:`_skip`."""
+        if not fields:
+            return
+        nodes = skip_nodes([t for _, t in fields], stack)
+        if nodes is not None:
+            self._path = f"{path}.{fields[0][0]}" if len(fields) == 1 else path
+            if nodes:
+                self._op(OPS["SKIP"], self._skip_tree(nodes))
+            return
+        for name, t in fields:
+            self._path = f"{path}.{name}"
+            self._skip(t, stack)
+
+    def _skip_tree(self, nodes: SkipNodes) -> int:
+        """Write a skip sequence to ``aux`` (what it refers to after it); returns where."""
+        at = len(self.aux)
+        self.aux += [len(nodes)] + [0] * (3 * len(nodes))
+        for i, node in enumerate(nodes):
+            base = at + 1 + 3 * i
+            self.aux[base] = node[0]
+            if node[0] == SK_FIXED:
+                self.aux[base + 1] = node[1]
+            elif node[0] == SK_CHOICE:
+                self.aux[base + 1], self.aux[base + 2] = len(node[1]), len(self.aux)
+                self.aux += node[1]
+            elif node[0] == SK_UNION:
+                table = len(self.aux)
+                self.aux += [0] * len(node[1])
+                self.aux[base + 1], self.aux[base + 2] = len(node[1]), table
+                for k, branch in enumerate(node[1]):
+                    self.aux[table + k] = self._skip_tree(branch)
+            elif node[0] == SK_ARRAY:
+                self.aux[base + 1] = node[1]
+                self.aux[base + 2] = self._skip_tree(node[2])
+        return at
+
     def _skip(self, w: AvroType, stack: list[str]) -> None:
+        nodes = skip_nodes([w], stack)
+        if nodes is not None:  # no recursive record in it: one SKIP
+            if nodes:
+                self._op(OPS["SKIP"], self._skip_tree(nodes))
+            return
         kind = w.kind
         if kind == "null" or (kind == "fixed" and w.size == 0):
             return
@@ -424,8 +485,9 @@ class AvroProgram:
             if w.name in stack:  # a recursive record: a subroutine that calls itself
                 self._skip_calls.append((self._op(GOSUB), w))
                 return
-            for f in w.fields:
-                self._skip(f.type, [*stack, w.name])
+            path = self._path
+            self._skip_run([(f.name, f.type) for f in w.fields], path, [*stack, w.name])
+            self._path = path
         elif kind in ("array", "map"):
             item = w.items if kind == "array" else w.values
             assert item is not None
@@ -439,6 +501,57 @@ class AvroProgram:
             self._branches(w, lambda branch: self._skip(branch, stack))
         else:  # pragma: no cover - every kind is above
             raise AvroSchemaError(f"cannot skip {kind!r}")
+
+
+def skip_nodes(types: list[AvroType], stack: list[str], nesting: int = 0) -> SkipNodes | None:
+    """The skip tree of values of ``types`` one after the other (records inlined, consecutive
+    fixed sizes merged); None when one holds a recursive record (a name in ``stack``, the
+    records around it) or unions and arrays nest deeper than the kernel's ``SKIP_NESTING``."""
+    out: SkipNodes = []
+    for t in types:
+        kind = t.kind
+        if kind == "null" or (kind == "fixed" and t.size == 0):
+            continue
+        if kind in ("int", "long", "enum"):
+            out.append((SK_VARINT,))
+        elif kind in ("bytes", "string"):
+            out.append((SK_BYTES,))
+        elif kind in _FIXED_SIZES or kind == "fixed":
+            size = _FIXED_SIZES.get(kind, t.size)
+            if out and out[-1][0] == SK_FIXED and out[-1][1] + size < 1 << 31:
+                out[-1] = (SK_FIXED, out[-1][1] + size)
+            else:
+                out.append((SK_FIXED, size))
+        elif kind == "record":
+            assert t.name is not None
+            inner = None if t.name in stack else skip_nodes([f.type for f in t.fields], [*stack, t.name], nesting)
+            if inner is None:
+                return None
+            if inner and out and inner[0][0] == SK_FIXED == out[-1][0] and out[-1][1] + inner[0][1] < 1 << 31:
+                out[-1] = (SK_FIXED, out[-1][1] + inner[0][1])
+                inner = inner[1:]
+            out += inner
+        elif nesting >= SKIP_NESTING:
+            return None
+        elif kind in ("array", "map"):
+            item = t.items if kind == "array" else t.values
+            assert item is not None
+            inner = skip_nodes([AvroType("string"), item] if kind == "map" else [item], stack, nesting + 1)
+            if inner is None:
+                return None
+            out.append((SK_ARRAY, min_size(item) + (1 if kind == "map" else 0), inner))
+        elif kind == "union":
+            branches = [skip_nodes([b], stack, nesting + 1) for b in t.branches]
+            if any(b is None for b in branches):
+                return None
+            if all(not b or (len(b) == 1 and b[0][0] in (SK_VARINT, SK_BYTES, SK_FIXED)) for b in branches):
+                out.append((SK_CHOICE, [0 if not b else -1 if b[0][0] == SK_VARINT else -2 if b[0][0] == SK_BYTES
+                                        else b[0][1] for b in branches]))
+            else:
+                out.append((SK_UNION, branches))
+        else:  # pragma: no cover - every kind is above
+            raise AvroSchemaError(f"cannot skip {kind!r}")
+    return out
 
 
 def folded(layout: Layout, col: int) -> bool:

@@ -77,6 +77,9 @@ class Column:
     symbols: tuple[str, ...] = ()
     #: A dense union's null branch (its type code), or -1.
     null_code: int = -1
+    #: Decoded but left out of its struct's Arrow type and array (a Protobuf oneof member's
+    #: sibling kept by a projection only to clear it: see ``kbatch.values.protobuf._compile``).
+    hidden: bool = False
 
 
 @dataclass(eq=False)
@@ -252,7 +255,7 @@ class Layout:
                 fields.append(pa.field("null", pa.null()))
             return pa.dense_union(fields)
         if c.kind == STRUCT:
-            return pa.struct([self.arrow_field(child) for child in c.children])
+            return pa.struct([self.arrow_field(child) for child in c.children if not self.columns[child].hidden])
         child = c.children[0]
         if c.map_type:
             entries = self.columns[child]

@@ -19,7 +19,12 @@ the instruction's index, its field path and the operand) unless all of this hold
    default's constants lie within ``aux`` and ``consts``; every enum symbol's constant too; a
    ``FAIL`` names a message; a size the kernel reads from the data after checking only the
    operand (``UUID_FIXED`` 16 bytes, ``DURATION`` 12) is that size; ``LONG_MUL`` never divides
-   by zero; every jump, loop exit, union branch, call and entry is an instruction of the code.
+   by zero; every jump, loop exit, union branch, call and entry is an instruction of the code;
+   a ``SKIP``'s skip tree (``_skipping.pxi``) lies within ``aux``, node by node of a known kind,
+   a fixed size and a least item size not negative, a union (or a choice: each branch's code -2
+   or more) of at least one branch, every sequence a node refers to after the node (so the tree
+   is finite), unions and arrays nested at most ``SKIP_NESTING`` deep (the kernel's walk keeps a
+   stack that deep).
 2. **Structured control flow** (a pass over every path from every entry, each subroutine
    once): every path of an entry ends in ``END`` or ``FAIL`` and never meets ``RET`` (the
    kernel's call stack would underflow); every path of a subroutine ends in ``RET`` or ``FAIL``
@@ -56,7 +61,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._errors import ProgramError
-from ._avrokernel import KINDS, OPS
+from ._avrokernel import KINDS, OPS, SKIP_NESTING, SKIP_NODES
 
 __all__ = ["verify_avro"]
 
@@ -75,6 +80,8 @@ _WRITES: dict[int, tuple[int, int]] = {OPS[k]: v for k, v in {
  DURATION, TIME, LONG_MUL, DEC_BYTES, DEC_FIXED, FIXED) = (OPS[k] for k in (
     "END", "JUMP", "FAIL", "UNION", "ARRAY", "LOOP", "CALL", "RET", "NULLSLOT", "GOSUB", "NULLABLE", "ENUM",
     "SKIP_N", "FIXED_W", "UUID_FIXED", "DURATION", "TIME", "LONG_MUL", "DEC_BYTES", "DEC_FIXED", "FIXED"))
+SKIP = OPS["SKIP"]
+SK_FIXED, SK_UNION, SK_ARRAY, SK_CHOICE = (SKIP_NODES[k] for k in ("FIXED", "UNION", "ARRAY", "CHOICE"))
 #: Decimal128's digits (the kernel's ``POW10`` table).
 _MAX_PRECISION = 38
 
@@ -147,6 +154,7 @@ class _Verifier:
         self.owner: dict[int, int] = {}  # instruction -> the entry or subroutine whose code it is
         self.effects: dict[int, tuple[tuple[int, int], ...]] = {}
         self.pending: dict[int, bool] = {}  # subroutine -> whether a GOSUB assumed it writes nothing
+        self.skips: dict[int, int] = {}  # skip sequence -> the deepest nesting it was checked at
 
     # ------------------------------------------------------------ reporting
 
@@ -227,6 +235,8 @@ class _Verifier:
         elif op == SKIP_N or op in (FIXED, DEC_FIXED):
             if (b if op != SKIP_N else a) < 0:
                 raise self.fail(pc, "size operand is negative")
+        elif op == SKIP:
+            self.skip_tree(pc, a, 0)
         elif op == UUID_FIXED and b != 16:
             raise self.fail(pc, f"size operand b={b}: a uuid fixed is 16 bytes")
         elif op == DURATION and b != 12:
@@ -235,6 +245,43 @@ class _Verifier:
             raise self.fail(pc, f"factor operand b={b} is not positive")
         if op in (DEC_BYTES, DEC_FIXED) and not 0 <= c <= _MAX_PRECISION:
             raise self.fail(pc, f"precision operand c={c} out of 0-{_MAX_PRECISION}")
+
+    def skip_tree(self, pc: int, seq: int, nesting: int) -> None:
+        """The skip sequence at ``aux[seq]``, ``nesting`` unions and arrays deep."""
+        if self.skips.get(seq, -1) >= nesting:
+            return  # (checked at this depth or deeper already: within the nesting left here too)
+        aux = self.aux
+        if not 0 <= seq < len(aux) or aux[seq] < 0 or seq + 1 + 3 * aux[seq] > len(aux):
+            raise self.fail(pc, f"skip sequence at aux[{seq}] out of aux (length {len(aux)})")
+        for k in range(aux[seq]):
+            base = seq + 1 + 3 * k
+            kind, x, y = aux[base:base + 3]
+            if kind not in SKIP_NODES.values():
+                raise self.fail(pc, f"skip node at aux[{base}]: unknown kind {kind}")
+            if kind == SK_FIXED and x < 0:
+                raise self.fail(pc, f"skip node at aux[{base}]: negative size {x}")
+            if kind == SK_CHOICE and (x < 1 or y <= base or y + x > len(aux) or min(aux[y:y + x]) < -2):
+                raise self.fail(pc, f"skip node at aux[{base}]: choice of {x} branches, table aux[{y}:{y + x}] "
+                                    f"(at least one; after the node, within aux; each -2 or more)")
+            if kind not in (SK_UNION, SK_ARRAY):
+                continue
+            if nesting >= SKIP_NESTING:
+                raise self.fail(pc, f"skip node at aux[{base}]: unions and arrays nested over {SKIP_NESTING} deep")
+            if kind == SK_ARRAY:
+                if x < 0 or y <= base:
+                    raise self.fail(pc, f"skip node at aux[{base}]: least item size {x}, items at aux[{y}] "
+                                        f"(not negative; after the node)")
+                self.skip_tree(pc, y, nesting + 1)
+                continue
+            if x < 1 or y <= base or y + x > len(aux):
+                raise self.fail(pc, f"skip node at aux[{base}]: union of {x} branches, table aux[{y}:{y + x}] "
+                                    f"(at least one; after the node, within aux)")
+            for b in range(x):
+                if aux[y + b] <= y:
+                    raise self.fail(pc, f"skip node at aux[{base}]: branch {b} at aux[{aux[y + b]}], not after "
+                                        f"its table")
+                self.skip_tree(pc, aux[y + b], nesting + 1)
+        self.skips[seq] = max(nesting, self.skips.get(seq, -1))
 
     # ------------------------------------------------------------ 2, 3. paths
 

@@ -31,6 +31,13 @@ recursive message is refused unless ``recursive_depth`` (Spark's ``recursive.fie
 is given: a message type then occurs at most that many times on a path, deeper fields are
 dropped (1 drops every recursive field; a map whose values are dropped is dropped whole).
 Groups (proto2) are skipped.
+
+With ``fields`` (projection, a :data:`~kbatch.values._fields.FieldTree`) a message instance has
+only the kept fields (a singular message field kept in part: an instance of only its kept
+fields); the others are not in the field table, so the kernel skips them as it skips unknown
+fields. A kept oneof member's siblings stay in the table, hidden (:attr:`Column.hidden`: decoded,
+left out of the output; a sibling message with none of its fields), so that a sibling written
+after it still clears it, as in the whole decode.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from .._errors import ProtobufSchemaError
+from .._fields import FieldTree, kept, not_a_record
 from ..avro import Column, Layout
 from ._protokernel import FLAGS, KINDS, TYPES, WORDS
 from ._schema import ProtoSchema
@@ -110,10 +118,12 @@ class ProtoProgram:
     any_as_json : bool
         Spark's ``convert.any.fields.to.json``: ``google.protobuf.Any`` values as JSON strings
         (the kernel decodes them as structs; :mod:`._any` renders them).
+    fields : FieldTree, optional
+        Only these fields (projection); None: every field.
     """
 
     def __init__(self, schema: ProtoSchema, *, emit_default_values: bool = False, enums_as_ints: bool = False,
-                 recursive_depth: int = -1, any_as_json: bool = False) -> None:
+                 recursive_depth: int = -1, any_as_json: bool = False, fields: FieldTree | None = None) -> None:
         self.schema = schema
         self.any_as_json = any_as_json
         #: the struct columns of ``google.protobuf.Any`` values rendered as JSON strings
@@ -129,7 +139,7 @@ class ProtoProgram:
         self.aux: list[int] = []
         self.consts = bytearray()
         self._enums: dict[str, int] = {}
-        self._instance(schema.descriptor(), -1, True, "value", "value", [], map_entry=False)
+        self._instance(schema.descriptor(), -1, True, "value", "value", [], map_entry=False, keep=fields)
         arrays = (np.asarray(self.msgs, dtype=np.int32).reshape(-1),
                   np.asarray(self.fields or [[0] * FIELD_WORDS], dtype=np.int32).reshape(-1),
                   np.asarray(self.aux or [0], dtype=np.int32),
@@ -150,21 +160,26 @@ class ProtoProgram:
     # ------------------------------------------------------------ layout
 
     def _instance(self, desc: Any, parent: int, nullable: bool, name: str, path: str, stack: list[str],
-                  map_entry: bool) -> int:
-        """A message instance (its struct column, fields, dense table); returns its index."""
+                  map_entry: bool, keep: FieldTree | None = None) -> int:
+        """A message instance (its struct column, fields, dense table), only the fields of
+        ``keep`` when given; returns its index."""
         col = self.layout.new(STRUCT, 0, parent, nullable, name)
         mi = len(self.msgs)
         self.msgs.append([col, 0, 0, 0, 0, 0, 0])
         stack = [*stack, desc.full_name]
         rows: list[list[int]] = []
         paths: list[str] = []
+        wanted, hidden = _wanted(desc, keep, path)
         for fd in desc.fields:
-            if fd.type == _GROUP:
+            if fd.type == _GROUP or (wanted is not None and fd.name not in wanted):
                 continue
-            done = self._field(fd, col, f"{path}.{fd.name}", stack, map_entry)
+            done = self._field(fd, col, f"{path}.{fd.name}", stack, map_entry,
+                               None if wanted is None else wanted[fd.name])
             if done is not None:
                 rows.append(done[0])
                 paths.append(done[1])
+                if fd.name in hidden:
+                    self.layout.columns[done[0][2]].hidden = True
         first = len(self.fields)
         for row, field_path in zip(rows, paths, strict=True):
             self.fields.append(row[:FIELD_WORDS])
@@ -198,10 +213,15 @@ class ProtoProgram:
         self.aux += [len(cols), *cols]
         return at
 
-    def _field(self, fd: Any, parent: int, path: str, stack: list[str],
-               map_entry: bool) -> tuple[list[int], str] | None:
-        """A field's table row (with its oneof key last) and its path; None: dropped."""
+    def _field(self, fd: Any, parent: int, path: str, stack: list[str], map_entry: bool,
+               keep: FieldTree | None = None) -> tuple[list[int], str] | None:
+        """A field's table row (with its oneof key last) and its path; None: dropped. ``keep``:
+        the fields kept of a singular message field (None: all)."""
         mt = fd.message_type if fd.type == _MESSAGE else None
+        if keep is not None and (fd.is_repeated or mt is None or _well_known(mt.full_name)
+                                 or mt.full_name == "google.protobuf.Any"):
+            what = "a repeated field" if fd.is_repeated else f"a {mt.full_name if mt is not None else 'scalar field'}"
+            raise not_a_record(path, what, keep)
         if self._cut(mt, path, stack):
             return None
         if mt is not None and mt.GetOptions().map_entry:  # a map whose values are cut is dropped whole
@@ -234,7 +254,8 @@ class ProtoProgram:
                                                     path, stack, is_map)
             row = [fd.number, ftype, lst, item, flags, child, inner, 0, 0, 0]
         else:
-            ftype, child, inner, item = self._value(fd, mt, parent, name, not (flags & EMIT), path, stack, False)
+            ftype, child, inner, item = self._value(fd, mt, parent, name, not (flags & EMIT), path, stack, False,
+                                                    keep)
             if flags & DEFAULT:
                 inner = self._default(fd, ftype)
             row = [fd.number, ftype, item, item, flags, child, inner, 0, 0, self._subtree(item)]
@@ -251,8 +272,8 @@ class ProtoProgram:
         return stack.count(mt.full_name) >= self.depth
 
     def _value(self, fd: Any, mt: Any, parent: int, name: str, nullable: bool, path: str, stack: list[str],
-               is_map: bool) -> tuple[int, int, int, int]:
-        """``(type, child, inner, column)`` of one value of ``fd``."""
+               is_map: bool, keep: FieldTree | None = None) -> tuple[int, int, int, int]:
+        """``(type, child, inner, column)`` of one value of ``fd`` (a message: only ``keep``)."""
         if mt is not None:
             full = mt.full_name
             if full == "google.protobuf.Timestamp":
@@ -265,7 +286,7 @@ class ProtoProgram:
                 inner = TYPES[_WRAPPERS[full]]
                 kind, width, arrow = _LEAVES[inner]
                 return TYPES["WRAPPER"], 0, inner, self.layout.new(kind, width, parent, nullable, name, arrow)
-            mi = self._instance(mt, parent, nullable and not is_map, name, path, stack, map_entry=is_map)
+            mi = self._instance(mt, parent, nullable and not is_map, name, path, stack, map_entry=is_map, keep=keep)
             if full == "google.protobuf.Any" and self.any_as_json:
                 self.layout.columns[self.msgs[mi][0]].convert = "any_json"
                 self.any_columns.append(self.msgs[mi][0])
@@ -319,6 +340,29 @@ class ProtoProgram:
             self.consts += data
         self._enums[et.full_name] = at
         return at
+
+
+def _wanted(desc: Any, keep: FieldTree | None, path: str) -> tuple[dict[str, FieldTree | None] | None, set[str]]:
+    """The fields of message ``desc`` that ``keep`` keeps (None: all), by name with what is kept
+    of each, and those among them kept only as siblings of a kept oneof member (hidden; a
+    message one with none of its fields)."""
+    if keep is None:
+        return None, set()
+    wanted = kept(keep, [fd.name for fd in desc.fields if fd.type != _GROUP], path)
+    hidden: set[str] = set()
+    for fd in desc.fields:
+        oneof = fd.containing_oneof
+        if fd.name not in wanted or oneof is None or len(oneof.fields) < 2:
+            continue
+        for sibling in oneof.fields:
+            if sibling.name not in wanted and sibling.name not in hidden:
+                hidden.add(sibling.name)
+    for name in hidden:
+        sibling = desc.fields_by_name[name]
+        mt = sibling.message_type if sibling.type == _MESSAGE else None
+        plain = mt is not None and not _well_known(mt.full_name) and mt.full_name != "google.protobuf.Any"
+        wanted[name] = () if plain else None
+    return wanted, hidden
 
 
 def _well_known(name: str) -> bool:

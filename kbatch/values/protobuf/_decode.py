@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import ProtobufSchemaError, field_path
+from .._fields import FieldTree
 from .._schema import Schema
 from ._any import render_any_columns
 from ._compile import ProtoProgram
@@ -71,18 +72,21 @@ def compiled(schema: Schema | ProtoSchema) -> ProtoSchema:
     return _cached(key, lambda: compile_proto(schema))  # type: ignore[no-any-return]
 
 
-def reader_layout(reader: Schema | ProtoSchema, options: ProtoOptions | None = None) -> Any:
-    """The output columns of a Protobuf reader schema (its root message, or ``options.message``)."""
+def reader_layout(reader: Schema | ProtoSchema, options: ProtoOptions | None = None,
+                  fields: FieldTree | None = None) -> Any:
+    """The output columns of a Protobuf reader schema (its root message, or ``options.message``),
+    only ``fields`` when given."""
     options = options or ProtoOptions()
     schema = compiled(reader)
-    return program_of(schema.with_message(options.message or schema.message), options).layout
+    return program_of(schema.with_message(options.message or schema.message), options, fields).layout
 
 
-def program_of(reader: ProtoSchema, options: ProtoOptions) -> ProtoProgram:
-    key = ("program", id(reader.pool), reader.descriptor_set, reader.message, options)
+def program_of(reader: ProtoSchema, options: ProtoOptions, fields: FieldTree | None = None) -> ProtoProgram:
+    """The program of ``reader``'s message under ``options``, cut to ``fields``, cached per process."""
+    key = ("program", id(reader.pool), reader.descriptor_set, reader.message, options, fields)
     return _cached(key, lambda: ProtoProgram(  # type: ignore[no-any-return]
         reader, emit_default_values=options.emit_default_values, enums_as_ints=options.enums_as_ints,
-        recursive_depth=options.recursive_depth, any_as_json=options.any_as_json))
+        recursive_depth=options.recursive_depth, any_as_json=options.any_as_json, fields=fields))
 
 
 def _unpack(key: int) -> list[int]:
@@ -115,7 +119,8 @@ def _read_indexes(body: bytes) -> list[int]:
 def _entries(proto_reader: ProtoSchema, options: ProtoOptions, data: npt.NDArray[np.uint8],
              start: npt.NDArray[np.int64], length: npt.NDArray[np.int64], writer_key: npt.NDArray[np.int64],
              writers: dict[int, Schema], column: str, ok: npt.NDArray[np.bool_], key: npt.NDArray[np.uint64],
-             errors: dict[int, tuple[str, str, int]]) -> tuple[ProtoProgram, npt.NDArray[np.int32]]:
+             errors: dict[int, tuple[str, str, int]],
+             fields: FieldTree | None) -> tuple[ProtoProgram, npt.NDArray[np.int32]]:
     """The program of the reader's root message (or ``options.message``), and each record's
     entry: 0 where its writer and message indexes name that message; else an error."""
     n = len(start)
@@ -147,7 +152,7 @@ def _entries(proto_reader: ProtoSchema, options: ProtoOptions, data: npt.NDArray
     if target is None:  # the reader's root message (the same for every batch)
         target = proto_reader.message
     proto_reader = proto_reader.with_message(target)
-    program = program_of(proto_reader, options)
+    program = program_of(proto_reader, options, fields)
     entry = np.full(n, -1, np.int32)
     for (wk, k), name in named.items():
         rows = ok & (writer_key == wk) & (key.astype(np.int64) == k)
@@ -181,9 +186,11 @@ class ProtoRun:
 
 def run_protobuf(reader: Schema | ProtoSchema, options: ProtoOptions, data: npt.NDArray[np.uint8],
                  start: npt.NDArray[np.int64], length: npt.NDArray[np.int64], writer_key: npt.NDArray[np.int64],
-                 writers: dict[int, Schema], column: str, stop_at_first: bool, *, indexed: bool = True) -> ProtoRun:
+                 writers: dict[int, Schema], column: str, stop_at_first: bool, *, indexed: bool = True,
+                 fields: FieldTree | None = None) -> ProtoRun:
     """Decode the bodies ``data[start:start + length]`` of the records with ``writer_key >= 0``
-    (or <= -2: a GUID's writer), whose schemas are ``writers[writer_key]``."""
+    (or <= -2: a GUID's writer), whose schemas are ``writers[writer_key]``; only ``fields`` when
+    given (the others skipped as unknown fields are)."""
     n = len(start)
     has = writer_key != -1
     used = np.zeros(n, np.int64)
@@ -200,11 +207,11 @@ def run_protobuf(reader: Schema | ProtoSchema, options: ProtoOptions, data: npt.
     ok = has & (bad == 0)
     proto_reader = compiled(reader) if isinstance(reader, Schema) else reader
     if not indexed:  # raw framing: bare messages of the reader's message (or options.message)
-        program = program_of(proto_reader.with_message(options.message or proto_reader.message), options)
+        program = program_of(proto_reader.with_message(options.message or proto_reader.message), options, fields)
         entry = np.where(has, 0, -1).astype(np.int32)
     else:
         program, entry = _entries(proto_reader, options, data, start, length, writer_key, writers, column, ok,
-                                  key, errors)
+                                  key, errors, fields)
     starts = np.where(entry >= 0, start + used, 0).astype(np.int64)
     lens = np.where(entry >= 0, length - used, 0).astype(np.int64)
     msgs, fields, aux, consts, coldesc = program.arrays()
