@@ -27,6 +27,7 @@ DuckDB): exact, without pushdown. :data:`PUSHDOWN` says which this DuckDB gets.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from kbatch.polars import scan_kafka_log
@@ -55,7 +56,11 @@ PUSHDOWN = _pushdown()
 
 class _Stream:
     """A ``LazyFrame`` as an Arrow stream (the PyCapsule interface), collected afresh, in batches,
-    each time DuckDB scans the view: DuckDB pushes nothing into it and applies every filter itself."""
+    each time DuckDB scans the view: DuckDB pushes nothing into it and applies every filter itself.
+
+    DuckDB asks for the stream several times per view and query (when it is registered, when a
+    query is bound, when it runs) and reads only the last one; the scan starts when its first
+    batch is read, so the streams it only asks for read nothing."""
 
     def __init__(self, frame: Any) -> None:
         self.frame = frame
@@ -65,8 +70,13 @@ class _Stream:
         import pyarrow as pa
 
         schema = pl.DataFrame(schema=self.frame.collect_schema()).to_arrow().schema
-        batches = (b for df in self.frame.collect_batches() for b in df.to_arrow().to_batches())
-        return pa.RecordBatchReader.from_batches(schema, batches).__arrow_c_stream__(requested_schema)
+        frame = self.frame
+
+        def batches() -> Iterator[Any]:  # collect_batches starts the scan: only once a batch is read
+            for df in frame.collect_batches():
+                yield from df.to_arrow().to_batches()
+
+        return pa.RecordBatchReader.from_batches(schema, batches()).__arrow_c_stream__(requested_schema)
 
 
 def register(con: Any, name: str, source: Any, *, topic: str | None = None,

@@ -225,6 +225,29 @@ def test_duckdb_pushes_sql_filters_into_the_scan(tmp_path: Path) -> None:
         assert con.sql('SELECT count(*) FROM logs WHERE "offset" >= 990').fetchall() == [(10,)]
 
 
+def test_duckdb_stream_reads_the_log_once_per_query(tmp_path: Path) -> None:
+    """Before DuckDB 2.0 (no pushdown): DuckDB asks for the view's stream several times per query
+    and reads one; the others start no scan, so a query reads each record once."""
+    duckdb = pytest.importorskip("duckdb")
+    from kbatch.duckdb import PUSHDOWN, register
+
+    if PUSHDOWN:
+        pytest.skip("DuckDB 2.0 on reads the LazyFrame itself")
+    with LogWriter(tmp_path, "t", 0, segment_bytes=1000) as w:
+        for b in range(20):
+            w.append(kbatch.encode([b"x%d" % b] * 10, base_offset=10 * b))
+    stats = ScanStats()
+    con = duckdb.connect()
+    register(con, "logs", tmp_path, stats=stats)
+    assert stats.rows == 0  # registered: nothing read
+    rel = con.sql("SELECT count(*) FROM logs")
+    assert stats.rows == 0  # bound: nothing read
+    assert rel.fetchall() == [(200,)]
+    assert (stats.rows, stats.batches_decoded) == (200, 20), stats
+    assert con.sql('SELECT count(*) FROM logs WHERE "offset" >= 190').fetchall() == [(10,)]
+    assert stats.rows == 400, stats  # a second query reads the log afresh, once
+
+
 def test_a_timeindex_entry_that_checks_out_but_hides_a_larger_timestamp_loses_nothing(tmp_path: Path) -> None:
     # batch maxima 5000, 1000, 2000 (CreateTime: they need not rise); the broker's .timeindex
     # has one entry (5000 at offset 0). A forged one names offset 2 with 2000: the batch there
