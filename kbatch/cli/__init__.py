@@ -6,7 +6,8 @@ and ``run(args) -> int``.
 - ``_dump`` (``kbatch dump``) with its record-value and internal-topic renderers
   (``_dump_values``, ``_dump_internal``);
 - ``_sample`` (``kbatch sample``), ``_clean`` (``kbatch clean``), ``_schemas``
-  (``kbatch schemas``); ``kbatch convert`` is the :mod:`kbatch.convert` job's own.
+  (``kbatch schemas``); ``kbatch convert`` is the :mod:`kbatch.convert` job's own;
+- ``_sql`` (``kbatch sql``) with the DuckDB views it registers (``_sql_views``).
 
 The top layer: it imports the packages below it through their faces, and nothing imports it
 but ``kbatch.__main__``.

@@ -31,6 +31,7 @@ SUBCOMMANDS: dict[str, str] = {
     "convert": "kbatch.convert",
     "clean": "kbatch.cli._clean",
     "schemas": "kbatch.cli._schemas",
+    "sql": "kbatch.cli._sql",
 }
 
 #: What a subcommand's handler looks like: parsed arguments in, exit status out.
