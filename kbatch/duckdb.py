@@ -71,6 +71,7 @@ class _Reads:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.busy = 0
+        self.started = False
         self.stopped = False
 
     def batches(self, read: Iterator[Any]) -> Iterator[Any]:
@@ -81,6 +82,7 @@ class _Reads:
                     if self.stopped:
                         return
                     self.busy += 1
+                    self.started = True
                 try:
                     batch = next(read, None)
                 finally:
@@ -98,6 +100,8 @@ class _Reads:
         """End every stream and wait (up to ``timeout`` seconds) until no read is under way for a while."""
         with self.lock:
             self.stopped = True
+            if not self.started:  # no stream was ever read: nothing to wait for
+                return
         deadline = time.monotonic() + timeout
         quiet = 0
         while quiet < 3 and time.monotonic() < deadline:
