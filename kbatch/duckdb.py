@@ -27,10 +27,14 @@ DuckDB): exact, without pushdown. :data:`PUSHDOWN` says which this DuckDB gets.
 
 from __future__ import annotations
 
+import atexit
 import os
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from kbatch.polars import scan_kafka_log
+from kbatch.polars import scan_batches, scan_kafka_log
 
 if TYPE_CHECKING:  # kbatch.values needs pyarrow
     from kbatch.values import Registry
@@ -54,20 +58,79 @@ def _pushdown() -> bool:
 PUSHDOWN = _pushdown()
 
 
-class _Stream:
-    """A ``LazyFrame`` as an Arrow stream (the PyCapsule interface), collected afresh, in batches,
-    each time DuckDB scans the view: DuckDB pushes nothing into it and applies every filter itself."""
+class _Reads:
+    """The reads of every view's stream under way, and their end at the interpreter's exit.
 
-    def __init__(self, frame: Any) -> None:
-        self.frame = frame
+    DuckDB before 2.0 scans a stream through pyarrow's ``Scanner``, which reads ahead in
+    pyarrow's threads, also after a query that stopped early (``LIMIT``) is done. A thread still
+    inside the stream's Python code when the interpreter finalizes can never take the GIL again,
+    and pyarrow's exit waits for it: the process hangs. At exit (:mod:`atexit`, before the
+    interpreter finalizes) every stream ends (the next batch asked for is the end) and the exit
+    waits for the reads under way.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.busy = 0
+        self.started = False
+        self.stopped = False
+
+    def batches(self, read: Iterator[Any]) -> Iterator[Any]:
+        """The batches of ``read``, counted while one is read; none once stopped."""
+        try:
+            while True:
+                with self.lock:
+                    if self.stopped:
+                        return
+                    self.busy += 1
+                    self.started = True
+                try:
+                    batch = next(read, None)
+                finally:
+                    with self.lock:
+                        self.busy -= 1
+                if batch is None:
+                    return
+                yield batch
+        finally:
+            close = getattr(read, "close", None)
+            if close is not None:
+                close()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """End every stream and wait (up to ``timeout`` seconds) until no read is under way for a while."""
+        with self.lock:
+            self.stopped = True
+            if not self.started:  # no stream was ever read: nothing to wait for
+                return
+        deadline = time.monotonic() + timeout
+        quiet = 0
+        while quiet < 3 and time.monotonic() < deadline:
+            with self.lock:
+                quiet = 0 if self.busy else quiet + 1
+            time.sleep(0.01)
+
+
+_READS = _Reads()
+atexit.register(_READS.stop)
+
+
+class _Stream:
+    """The rows of a view as an Arrow stream (the PyCapsule interface), read afresh, in batches,
+    each time DuckDB scans the view (:func:`kbatch.polars.scan_batches`, in the thread that asks
+    for a batch, no engine of Polars'): DuckDB pushes nothing into it and applies every filter
+    itself. DuckDB asks for the stream several times per view and query and reads one; reading
+    starts with the first batch. See :class:`_Reads` for how the reads end at exit."""
+
+    def __init__(self, schema: Any, batches: Callable[[], Iterator[Any]]) -> None:
+        self.schema = schema
+        self.batches = batches
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
-        import polars as pl
         import pyarrow as pa
 
-        schema = pl.DataFrame(schema=self.frame.collect_schema()).to_arrow().schema
-        batches = (b for df in self.frame.collect_batches() for b in df.to_arrow().to_batches())
-        return pa.RecordBatchReader.from_batches(schema, batches).__arrow_c_stream__(requested_schema)
+        reader = pa.RecordBatchReader.from_batches(self.schema, _READS.batches(self.batches()))
+        return reader.__arrow_c_stream__(requested_schema)
 
 
 def register(con: Any, name: str, source: Any, *, topic: str | None = None,
@@ -100,6 +163,9 @@ def register(con: Any, name: str, source: Any, *, topic: str | None = None,
     duckdb.DuckDBPyConnection
         ``con``.
     """
-    frame = scan_kafka_log(source, topic=topic, values=values, keys=keys, errors=errors, index=index,
-                           index_dir=index_dir, **options)
-    return con.register(name, frame if PUSHDOWN else _Stream(frame))
+    if PUSHDOWN:
+        return con.register(name, scan_kafka_log(source, topic=topic, values=values, keys=keys, errors=errors,
+                                                 index=index, index_dir=index_dir, **options))
+    # before DuckDB 2.0 nothing is pushed into the scan: every record is read, no time index serves
+    return con.register(name, _Stream(*scan_batches(source, topic=topic, values=values, keys=keys, errors=errors,
+                                                    **options)))

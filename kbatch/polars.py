@@ -30,7 +30,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from kbatch.arrow import kafka_schema
@@ -185,6 +185,55 @@ def _registries(values: Registry | str | None, keys: Registry | str | None, root
             registry if keys == "auto" else keys)
 
 
+def _scanned(source: Any, topic: str | None, values: Registry | str | None, keys: Registry | str | None,
+             errors: str) -> tuple[list[Any], Registry | None, Registry | None, Any]:
+    """The logs of ``source`` (of ``topic``), the registries decoding them, and the Arrow schema of their scan."""
+    logs, root = _logs(source)
+    if topic is not None:
+        logs = [log for log in logs if log.topic == topic]
+    values, keys = _registries(values, keys, root, logs)
+    raw = kafka_schema(binary="binary_view")
+    typed = value_scan([topic] if topic is not None else [log.topic for log in logs], raw, values, keys, errors)
+    return logs, values, keys, raw if typed is None else typed.schema
+
+
+def scan_batches(
+    source: Any,
+    *,
+    isolation_level: str = "read_uncommitted",
+    on_corruption: str = "raise",
+    verify_crc: bool = True,
+    stats: ScanStats | None = None,
+    topic: str | None = None,
+    values: Registry | Literal["auto"] | None = None,
+    keys: Registry | Literal["auto"] | None = None,
+    errors: Literal["raise", "null"] = "raise",
+) -> tuple[Any, Callable[[], Iterator[Any]]]:
+    """Every row of :func:`scan_kafka_log`'s frame as Arrow, read in the caller's thread.
+
+    The parameters are :func:`scan_kafka_log`'s. Returns the frame's schema as Polars gives it
+    to Arrow (a ``pyarrow.Schema``) and a function whose every call reads the logs afresh, one
+    ``pyarrow.RecordBatch`` at a time, each as Polars gives it to Arrow: the frame's columns and
+    types, without Polars' engine (no thread of its own to outlive a reader that stops early)
+    and without pushdown. What :func:`kbatch.duckdb.register` gives DuckDB before 2.0.
+    """
+    import polars as pl
+
+    logs, values, keys, arrow = _scanned(source, topic, values, keys, errors)
+    schema = pl.from_arrow(arrow.empty_table()).to_arrow().schema  # type: ignore[union-attr]
+
+    def batches() -> Iterator[Any]:
+        if not logs:
+            return
+        reader = scan_logs(logs, arrow.names, None, None, isolation_level=isolation_level,
+                           on_corruption=on_corruption, verify_crc=verify_crc, binary="binary_view", stats=stats,
+                           values=values, keys=keys, errors=errors)
+        for batch in reader:
+            yield from pl.from_arrow(batch).to_arrow().to_batches()  # type: ignore[union-attr]
+
+    return schema, batches
+
+
 def scan_kafka_log(
     source: Any,
     *,
@@ -240,13 +289,7 @@ def scan_kafka_log(
     import polars as pl
     from polars.io.plugins import register_io_source
 
-    logs, root = _logs(source)
-    if topic is not None:
-        logs = [log for log in logs if log.topic == topic]
-    values, keys = _registries(values, keys, root, logs)
-    raw = kafka_schema(binary="binary_view")
-    typed = value_scan([topic] if topic is not None else [log.topic for log in logs], raw, values, keys, errors)
-    arrow = raw if typed is None else typed.schema
+    logs, values, keys, arrow = _scanned(source, topic, values, keys, errors)
     schema = pl.from_arrow(arrow.empty_table()).schema  # type: ignore[union-attr]
 
     def source_fn(with_columns: list[str] | None, predicate: Any, n_rows: int | None,

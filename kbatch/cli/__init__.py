@@ -8,7 +8,8 @@ and ``run(args) -> int``.
 - ``_sample`` (``kbatch sample``), ``_clean`` (``kbatch clean``), ``_compact``
   (``kbatch compact``: small table files into large ones, the ledger kept), ``_schemas``
   (``kbatch schemas``), ``_index`` (``kbatch index``: the scans' time index, built ahead of
-  time); ``kbatch convert`` is the :mod:`kbatch.convert` job's own.
+  time); ``kbatch convert`` is the :mod:`kbatch.convert` job's own;
+- ``_sql`` (``kbatch sql``) with the DuckDB views it registers (``_sql_views``).
 
 The top layer: it imports the packages below it through their faces, and nothing imports it
 but ``kbatch.__main__``.

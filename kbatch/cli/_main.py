@@ -33,6 +33,7 @@ SUBCOMMANDS: dict[str, str] = {
     "compact": "kbatch.cli._compact",
     "schemas": "kbatch.cli._schemas",
     "index": "kbatch.cli._index",
+    "sql": "kbatch.cli._sql",
 }
 
 #: What a subcommand's handler looks like: parsed arguments in, exit status out.

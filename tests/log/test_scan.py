@@ -227,6 +227,54 @@ def test_duckdb_pushes_sql_filters_into_the_scan(tmp_path: Path) -> None:
         assert con.sql('SELECT count(*) FROM logs WHERE "offset" >= 990').fetchall() == [(10,)]
 
 
+def test_duckdb_stream_reads_the_log_once_per_query(tmp_path: Path) -> None:
+    """Before DuckDB 2.0 (no pushdown): DuckDB asks for the view's stream several times per query
+    and reads one; the others start no scan, so a query reads each record once, and one that
+    stops early stops reading."""
+    duckdb = pytest.importorskip("duckdb")
+    from kbatch.duckdb import PUSHDOWN, register
+
+    if PUSHDOWN:
+        pytest.skip("DuckDB 2.0 on reads the LazyFrame itself")
+    with LogWriter(tmp_path, "t", 0, segment_bytes=1000) as w:
+        for b in range(20):
+            w.append(kbatch.encode([b"x%d" % b] * 10, base_offset=10 * b))
+    stats = ScanStats()
+    con = duckdb.connect()
+    register(con, "logs", tmp_path, stats=stats)
+    assert stats.rows == 0  # registered: nothing read
+    rel = con.sql("SELECT count(*) FROM logs")
+    assert stats.rows == 0  # bound: nothing read
+    assert rel.fetchall() == [(200,)]
+    assert (stats.rows, stats.batches_decoded) == (200, 20), stats
+    assert con.sql('SELECT count(*) FROM logs WHERE "offset" >= 190').fetchall() == [(10,)]
+    assert stats.rows == 400, stats  # a second query reads the log afresh, once
+    assert con.sql("SELECT value FROM logs LIMIT 3").fetchall() == [(b"x0",)] * 3
+    assert stats.rows < 600, stats  # a query that stops early stops the read (in DuckDB's thread)
+
+
+def test_a_script_ending_after_a_query_that_stopped_early_exits(tmp_path: Path) -> None:
+    """Before DuckDB 2.0, pyarrow reads a view's stream ahead in its own threads, also after a
+    ``LIMIT`` query is done; a read still in Python at the interpreter's exit hung it (or
+    aborted it). The streams end at exit, and the exit waits for the reads under way."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("duckdb")
+    with LogWriter(tmp_path, "t", 0, segment_bytes=1 << 20) as w:
+        for b in range(200):
+            w.append(kbatch.encode([b"x%d" % b * 50] * 500, base_offset=500 * b, compression="zstd"))
+    script = ("import duckdb, sys; from kbatch.duckdb import register; con = duckdb.connect(); "
+              "register(con, 't', sys.argv[1]); print(con.sql('SELECT count(*) FROM (SELECT * FROM t LIMIT 3)')"
+              ".fetchall())")
+    repo = str(Path(__file__).resolve().parents[2])
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "PYTHONPATH": repo})
+        assert (done.returncode, done.stdout) == (0, "[(3,)]\n"), done.stderr[-2000:]
+
+
 def test_a_timeindex_entry_that_checks_out_but_hides_a_larger_timestamp_loses_nothing(tmp_path: Path) -> None:
     # batch maxima 5000, 1000, 2000 (CreateTime: they need not rise); the broker's .timeindex
     # has one entry (5000 at offset 0). A forged one names offset 2 with 2000: the batch there
