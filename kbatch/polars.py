@@ -220,7 +220,7 @@ def scan_batches(
     import polars as pl
 
     logs, values, keys, arrow = _scanned(source, topic, values, keys, errors)
-    schema = pl.from_arrow(arrow.empty_table()).to_arrow().schema  # type: ignore[union-attr]
+    schema = pl.from_arrow(arrow.empty_table()).to_arrow().schema
 
     def batches() -> Iterator[Any]:
         if not logs:
@@ -229,7 +229,7 @@ def scan_batches(
                            on_corruption=on_corruption, verify_crc=verify_crc, binary="binary_view", stats=stats,
                            values=values, keys=keys, errors=errors)
         for batch in reader:
-            yield from pl.from_arrow(batch).to_arrow().to_batches()  # type: ignore[union-attr]
+            yield from pl.from_arrow(batch).to_arrow().to_batches()
 
     return schema, batches
 

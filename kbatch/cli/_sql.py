@@ -185,7 +185,8 @@ def scan_error(text: str) -> str | None:
         tail = text.split("Python exception", 1)[1]
         found = re.findall(r"^[A-Za-z_][\w.]*: (.+)$", tail, re.MULTILINE)
         if found:
-            return found[-1].strip()
+            last: str = found[-1]
+            return last.strip()
         return text.split("Detail:", 1)[0].split("failed():", 1)[-1].replace("Invalid: ", "").strip()
     m = re.search(r"registered as '.*?' failed: (?:[A-Za-z_][\w.]*: )?(.+)", text, re.DOTALL)
     return " ".join(m.group(1).split()) if m else None
@@ -254,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
             _list(views, args)
             return 0
         try:
-            rel = con.sql(args.query)
+            rel: Any = con.sql(args.query)  # None for a statement without rows (duckdb's stubs say otherwise)
             if rel is None:  # a statement without rows (CREATE, SET, ...)
                 if copy is not None:
                     _say("error", "the query gives no rows to write to --output")

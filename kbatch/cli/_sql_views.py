@@ -34,7 +34,7 @@ import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from kbatch._progress import plural
 from kbatch.errors import KBatchError
@@ -105,8 +105,8 @@ class _Table:
 
 def _typing(registry: Any, subjects: set[str], topic: str) -> tuple[Any, Any, str]:
     """(values, keys) registries for ``topic``'s scan (None: binary) and what they decode."""
-    said = []
-    chosen = []
+    said: list[str] = []
+    chosen: list[Any] = []
     for column in ("value", "key"):
         subject = f"{topic}-{column}"
         if subject not in subjects:
@@ -167,9 +167,10 @@ def register_views(con: Any, logs: Sequence[LogDir], *, registry: Any = None, re
                 notes.append(f"topic {topic} stays binary: {exc}")
             if not typed and (values, keys) == (None, None):
                 untyped.append(topic)
-        scan = {"topic": topic, "isolation_level": isolation_level, "stats": stats}
+        scan: dict[str, Any] = {"topic": topic, "isolation_level": isolation_level, "stats": stats}
         try:
-            register(con, topic, parts, values=values, keys=keys, errors=errors if typed else "raise", **scan)
+            mode: Literal["raise", "null"] = "null" if typed and errors == "null" else "raise"
+            register(con, topic, parts, values=values, keys=keys, errors=mode, **scan)
         except (KBatchError, LookupError) as exc:  # its schema does not lay out a column
             if not typed:
                 raise
@@ -182,6 +183,11 @@ def register_views(con: Any, logs: Sequence[LogDir], *, registry: Any = None, re
                      f"{'its' if len(untyped) == 1 else 'their'} records stay binary")
     views += _internal_views(con, logs, by_topic, taken, notes)
     return views
+
+
+def _member(compute: Callable[[], Any], table: str) -> Any:
+    """Table ``table`` of the mapping ``compute()`` gives (the metadata image's tables)."""
+    return compute()[table]
 
 
 def _internal_views(con: Any, logs: Sequence[LogDir], by_topic: dict[str, list[LogDir]], taken: dict[str, str],
@@ -203,7 +209,7 @@ def _internal_views(con: Any, logs: Sequence[LogDir], by_topic: dict[str, list[L
         schema_of = empty.setdefault(fn.__name__, fn([]))  # the table over no partition: its columns
         if "." in name:  # cluster_metadata.<table>: a view in the schema, over the stream registered as "<name>"
             group, table = name.split(".", 1)
-            con.register(name, _Table(lambda c=compute, t=table: c()[t], schema_of[table].schema))
+            con.register(name, _Table(functools.partial(_member, compute, table), schema_of[table].schema))
             if group not in schemas:
                 con.execute(f"CREATE SCHEMA IF NOT EXISTS {group}")
                 schemas.add(group)

@@ -37,6 +37,10 @@ __all__ = ["FieldTree", "field_tree", "kept", "not_a_record", "project_struct"]
 FieldTree = tuple[tuple[str, "FieldTree | None"], ...]
 
 
+#: One level of the tree being built: a kept name -> its sub-level, None when kept whole.
+Level = dict[str, "Level | None"]
+
+
 def field_tree(fields: Sequence[str] | None) -> FieldTree | None:
     """``fields`` (names and dotted paths) as a :data:`FieldTree`; None for None (every field)."""
     if fields is None:
@@ -45,14 +49,14 @@ def field_tree(fields: Sequence[str] | None) -> FieldTree | None:
         raise TypeError(f"fields must be a sequence of field names (a list of str), got {type(fields).__name__}")
     if not fields:
         raise ValueError("fields: name at least one field to keep (None keeps them all)")
-    root: dict[str, dict | None] = {}
+    root: dict[str, Level | None] = {}
     for path in fields:
         if not isinstance(path, str):
             raise TypeError(f"fields: each field is a str (a name or a dotted path), got {type(path).__name__}")
         parts = path.split(".")
         if not all(parts):
             raise ValueError(f"fields: {path!r} is not a field name or a dotted path (a.b.c)")
-        level: dict[str, dict | None] = root
+        level: dict[str, Level | None] = root
         for k, part in enumerate(parts):
             last = k == len(parts) - 1
             if part in level and level[part] is None:
@@ -66,7 +70,7 @@ def field_tree(fields: Sequence[str] | None) -> FieldTree | None:
     return _frozen(root)
 
 
-def _frozen(level: dict[str, dict | None]) -> FieldTree:
+def _frozen(level: dict[str, Level | None]) -> FieldTree:
     return tuple((name, None if sub is None else _frozen(sub)) for name, sub in sorted(level.items()))
 
 

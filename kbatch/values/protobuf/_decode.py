@@ -214,8 +214,8 @@ def run_protobuf(reader: Schema | ProtoSchema, options: ProtoOptions, data: npt.
                                   key, errors, fields)
     starts = np.where(entry >= 0, start + used, 0).astype(np.int64)
     lens = np.where(entry >= 0, length - used, 0).astype(np.int64)
-    msgs, fields, aux, consts, coldesc = program.arrays()
-    columns, kerrors, _ = run(msgs, fields, aux, consts, coldesc, data, starts, lens, entry, stop_at_first)
+    msgs, field_table, aux, consts, coldesc = program.arrays()
+    columns, kerrors, _ = run(msgs, field_table, aux, consts, coldesc, data, starts, lens, entry, stop_at_first)
     merged: set[int] = set()
     while True:  # the slow path: upb merges, the kernel decodes the canonical bytes
         merge = [int(r["record"]) for r in kerrors if int(r["code"]) == MERGE and int(r["record"]) not in merged]
@@ -236,7 +236,7 @@ def run_protobuf(reader: Schema | ProtoSchema, options: ProtoOptions, data: npt.
             lens[i] = len(canon)
             extra += canon
         data = np.concatenate([data, np.frombuffer(bytes(extra) or b"\0", np.uint8)])
-        columns, kerrors, _ = run(msgs, fields, aux, consts, coldesc, data, starts, lens, entry, stop_at_first)
+        columns, kerrors, _ = run(msgs, field_table, aux, consts, coldesc, data, starts, lens, entry, stop_at_first)
     for r in kerrors:
         i = int(r["record"])
         code, fi = int(r["code"]), int(r["pc"])
