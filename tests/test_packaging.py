@@ -200,7 +200,7 @@ def test_wheel_contents(dists: tuple[Path, Path]) -> None:
         rel = data_file.relative_to(ROOT).as_posix()
         assert rel in names, f"{rel} missing from the wheel"
     assert not [n for n in names if n.endswith(".c")], "generated C in the wheel"
-    assert re.search(r"^kbatch\s*=\s*kbatch\.__main__:main$", entry_points, re.M), entry_points
+    assert re.search(r"^kbatch\s*=\s*kbatch\.cli:main$", entry_points, re.M), entry_points
 
 
 def _manylinux_platforms(arch: str) -> list[str]:
