@@ -23,7 +23,6 @@ after it continues where the table ended.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -35,7 +34,16 @@ from typing import Any
 from kbatch.errors import CommitConflictError, TableError
 
 from ._delta import read_ledger as read_delta_ledger
-from ._folder import LEDGER_DIR, STAGING_DIR, FolderSink, ledger_entry, link_entry, read_ledger, roll_forward
+from ._folder import (
+    LEDGER_DIR,
+    STAGING_DIR,
+    FolderSink,
+    drop_staging_dir,
+    ledger_entry,
+    link_entry,
+    read_ledger,
+    roll_forward,
+)
 from ._hooks import reached
 from ._ledger import LEDGER_KEY, Ledger
 from ._runs import run_name
@@ -171,11 +179,11 @@ def compact_folder(out: str | os.PathLike[str], target: int = DEFAULT_TARGET, dr
                                       "one compacted: nothing compacted; run again", table=str(out)) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
-        _drop_staging_dir(out)
+        drop_staging_dir(out)
         raise
     reached("mid-commit")
     roll_forward(out, ledger_entry(out, number + 1))
-    _drop_staging_dir(out)
+    drop_staging_dir(out)
     return Compaction(str(out), before, after, str(number + 1))
 
 
@@ -201,9 +209,6 @@ def _stage(out: Path, staging: Path, plans: dict[str, list[list[Path]]], name: s
     return new, sorted(removed)
 
 
-def _drop_staging_dir(out: Path) -> None:
-    with contextlib.suppress(OSError):  # another run's folder is there
-        (out / STAGING_DIR).rmdir()
 
 
 def compact_delta(uri: str, target: int = DEFAULT_TARGET, retain: float | None = None, dry_run: bool = False,

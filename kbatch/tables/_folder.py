@@ -47,8 +47,8 @@ from ._sink import EndOnError, Sink, TableCommit, by_topic, count_rows
 from ._staging import StagedOutput
 from ._swap import exchange
 
-__all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "commits", "ledger_entry", "ledger_name", "link_entry",
-           "read_ledger", "roll_forward", "write_parquet"]
+__all__ = ["LEDGER_DIR", "STAGING_DIR", "FolderSink", "commits", "drop_staging_dir", "ledger_entry", "ledger_name",
+           "link_entry", "read_ledger", "roll_forward", "write_parquet"]
 
 LEDGER_DIR = "_kbatch_ledger"
 STAGING_DIR = "_kbatch_staging"
@@ -160,6 +160,12 @@ def write_parquet(sink: Any, folder: str, batches: Iterable[Any], name: str, fil
     source.check()
     return calls
 
+
+
+def drop_staging_dir(out: Path) -> None:
+    """Remove ``OUT/_kbatch_staging`` when no run has a folder in it (OUT as it was)."""
+    with contextlib.suppress(OSError):  # another run's folder is there
+        (out / STAGING_DIR).rmdir()
 
 class FolderSink(Sink):
     """A folder of Parquet files partitioned by topic, with its ledger (see the module's notes).
@@ -364,6 +370,4 @@ class FolderSink(Sink):
         self._folder = None
 
     def _drop_staging_dir(self) -> None:
-        """Remove ``OUT/_kbatch_staging`` when no run has a folder in it (OUT as it was)."""
-        with contextlib.suppress(OSError):  # another run's folder is there
-            (self.out / STAGING_DIR).rmdir()
+        drop_staging_dir(self.out)
