@@ -156,7 +156,8 @@ def register(con: Any, name: str, source: Any, *, topic: str | None = None,
         The time index of a timestamp filter, as :meth:`kbatch.log.LogDir.scan_records`
         (``index=False``: neither used nor kept).
     **options
-        :func:`kbatch.polars.scan_kafka_log`'s others (``isolation_level``, ``stats``, ...).
+        :func:`kbatch.polars.scan_kafka_log`'s others (``isolation_level``, ``stats``, ``fields``:
+        only those value fields decoded, the others skipped, ...).
 
     Returns
     -------

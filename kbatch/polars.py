@@ -13,7 +13,11 @@ Typed values (``values=`` / ``keys=``: a :class:`kbatch.values.Registry`, or ``"
 root's own ``_schemas`` topic): ``value`` is the struct ``kbatch convert --values auto`` writes,
 laid out by the latest version of subject ``<topic>-value`` (so the frame's schema is known
 before reading), followed by ``value_schema_id`` and, with ``errors="null"``, ``value_error``.
-One frame decodes one topic: ``topic=`` picks it in a root of several.
+One frame decodes one topic: ``topic=`` picks it in a root of several. ``fields=`` narrows the
+``value`` struct to the fields named (the decoder skips the others), and a predicate whose every
+use of ``value`` is a field of it (``pl.col("value").struct.field("total") > 100``) is judged
+on a decode of those fields alone: only the records it keeps are decoded whole
+(:mod:`kbatch.values._scan`).
 
 >>> import kbatch, tempfile, polars as pl
 >>> from kbatch.log import LogWriter
@@ -40,7 +44,7 @@ from kbatch.log import LogDir, ScanStats, open_log, open_logs, scan_logs, value_
 if TYPE_CHECKING:  # kbatch.values needs pyarrow: imported when values="auto" is used
     from kbatch.values import Registry
 
-__all__ = ["predicate_terms", "scan_kafka_log"]
+__all__ = ["ValueWhere", "predicate_terms", "scan_kafka_log", "value_where"]
 
 _OPS: Final = {"Eq": "=", "Lt": "<", "LtEq": "<=", "Gt": ">", "GtEq": ">="}
 _FLIP: Final = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -154,6 +158,71 @@ def predicate_terms(predicate: Any) -> tuple[list[tuple[str, str, Any]], bool]:
     return terms, whole
 
 
+class ValueWhere:
+    """A Polars predicate on value fields, judged on a narrow decode (a
+    :class:`kbatch.log._scan_values.ValueFilter`)."""
+
+    def __init__(self, predicate: Any, fields: Sequence[str]) -> None:
+        self.predicate = predicate
+        self.fields = fields
+
+    def __call__(self, table: Any) -> Any:
+        import numpy as np
+        import polars as pl
+
+        try:
+            kept = pl.from_arrow(table).select(self.predicate.fill_null(False)).to_series()  # type: ignore[union-attr]
+        except pl.exceptions.PolarsError:  # (a use of the fields it could not judge: keep every row)
+            return np.ones(table.num_rows, dtype=np.bool_)
+        return kept.to_numpy()
+
+
+#: Decoded columns a predicate judged on a narrow decode must not read: the narrow decode's
+#: errors and ids are not the whole decode's (a fault in a field it skips goes unseen).
+_NOT_NARROW: Final = frozenset({"value_error", "value_schema_id", "key", "key_error", "key_schema_id"})
+
+
+def value_where(predicate: Any, keys_decoded: bool = False) -> ValueWhere | None:
+    """The filter on value fields of a Polars ``predicate``, to be judged on a decode of those
+    fields alone, or None when it has none or reads ``value`` in another way (whole, in a
+    function of the struct) or a decoded column whose narrow decode differs (``value_error``,
+    ``value_schema_id``, decoded keys).
+
+    >>> import polars as pl
+    >>> value_where((pl.col("value").struct.field("total") > 5) & (pl.col("offset") > 9)).fields
+    ['total']
+    >>> value_where(pl.col("value").is_null()) is None
+    True
+    """
+    if predicate is None:
+        return None
+    roots = predicate.meta.root_names()
+    if "value" not in roots or any(c in roots for c in _NOT_NARROW if keys_decoded or not c.startswith("key")):
+        return None
+    fields: set[str] = set()
+    uses = [0]
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            f = node.get("Function")
+            if isinstance(f, dict) and f.get("input") == [{"Column": "value"}]:
+                name = f.get("function", {}).get("StructExpr", {})
+                if isinstance(name, dict) and isinstance(name.get("FieldByName"), str):
+                    fields.add(name["FieldByName"])
+                    uses[0] += 1
+                    return
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(json.loads(predicate.meta.serialize(format="json")))
+    if not fields or uses[0] != roots.count("value"):
+        return None
+    return ValueWhere(predicate, sorted(fields))
+
+
 def _logs(source: Any) -> tuple[list[Any], Any]:
     """The logs of ``source`` and the ``log.dirs`` root it names (None: not a root)."""
     if isinstance(source, LogDir):
@@ -186,14 +255,15 @@ def _registries(values: Registry | str | None, keys: Registry | str | None, root
 
 
 def _scanned(source: Any, topic: str | None, values: Registry | str | None, keys: Registry | str | None,
-             errors: str) -> tuple[list[Any], Registry | None, Registry | None, Any]:
+             errors: str, fields: Sequence[str] | None) -> tuple[list[Any], Registry | None, Registry | None, Any]:
     """The logs of ``source`` (of ``topic``), the registries decoding them, and the Arrow schema of their scan."""
     logs, root = _logs(source)
     if topic is not None:
         logs = [log for log in logs if log.topic == topic]
     values, keys = _registries(values, keys, root, logs)
     raw = kafka_schema(binary="binary_view")
-    typed = value_scan([topic] if topic is not None else [log.topic for log in logs], raw, values, keys, errors)
+    typed = value_scan([topic] if topic is not None else [log.topic for log in logs], raw, values, keys, errors,
+                       fields)
     return logs, values, keys, raw if typed is None else typed.schema
 
 
@@ -208,6 +278,7 @@ def scan_batches(
     values: Registry | Literal["auto"] | None = None,
     keys: Registry | Literal["auto"] | None = None,
     errors: Literal["raise", "null"] = "raise",
+    fields: Sequence[str] | None = None,
 ) -> tuple[Any, Callable[[], Iterator[Any]]]:
     """Every row of :func:`scan_kafka_log`'s frame as Arrow, read in the caller's thread.
 
@@ -219,7 +290,7 @@ def scan_batches(
     """
     import polars as pl
 
-    logs, values, keys, arrow = _scanned(source, topic, values, keys, errors)
+    logs, values, keys, arrow = _scanned(source, topic, values, keys, errors, fields)
     schema = pl.from_arrow(arrow.empty_table()).to_arrow().schema
 
     def batches() -> Iterator[Any]:
@@ -227,7 +298,7 @@ def scan_batches(
             return
         reader = scan_logs(logs, arrow.names, None, None, isolation_level=isolation_level,
                            on_corruption=on_corruption, verify_crc=verify_crc, binary="binary_view", stats=stats,
-                           values=values, keys=keys, errors=errors)
+                           values=values, keys=keys, errors=errors, fields=fields)
         for batch in reader:
             yield from pl.from_arrow(batch).to_arrow().to_batches()
 
@@ -247,6 +318,7 @@ def scan_kafka_log(
     errors: Literal["raise", "null"] = "raise",
     index: bool = True,
     index_dir: str | os.PathLike[str] | None = None,
+    fields: Sequence[str] | None = None,
 ) -> Any:
     """A ``polars.LazyFrame`` over Kafka logs, with projection, filter and limit pushed down.
 
@@ -276,6 +348,12 @@ def scan_kafka_log(
     index, index_dir
         The time index of a timestamp filter, as :meth:`kbatch.log.LogDir.scan_records`
         (``index=False``: neither used nor kept).
+    fields : sequence of str, optional
+        With ``values``: only these fields of the values (top-level names or dotted paths into
+        nested records); the decoder skips the others and ``value`` holds only these. A
+        predicate reading only fields of ``value`` (and raw columns) is in any case judged on
+        a decode of its fields first: the records it rules out are not decoded further (nor
+        checked further: a fault in one of their other fields is not reported).
 
     Returns
     -------
@@ -289,7 +367,7 @@ def scan_kafka_log(
     import polars as pl
     from polars.io.plugins import register_io_source
 
-    logs, values, keys, arrow = _scanned(source, topic, values, keys, errors)
+    logs, values, keys, arrow = _scanned(source, topic, values, keys, errors, fields)
     schema = pl.from_arrow(arrow.empty_table()).schema  # type: ignore[union-attr]
 
     def source_fn(with_columns: list[str] | None, predicate: Any, n_rows: int | None,
@@ -301,12 +379,13 @@ def scan_kafka_log(
             needed += [c for c in predicate.meta.root_names() if c not in needed]
         if not logs:
             return
-        # the columns the query needs, decoded ones among them: the one place the value fields
-        # it reads could be named too, for the scan's decode (ScanValues.decode) to decode only those
+        # a filter on value fields is judged on a decode of those alone (whole: no limit to count)
+        where = value_where(predicate, keys is not None) if values is not None and not whole else None
         reader = scan_logs(logs, needed, terms, n_rows if whole else None, isolation_level=isolation_level,
                            on_corruption=on_corruption, verify_crc=verify_crc,
                            batch_rows=batch_size or 65_536, binary="binary_view", stats=stats,
-                           values=values, keys=keys, errors=errors, index=index, index_dir=index_dir)
+                           values=values, keys=keys, errors=errors, index=index, index_dir=index_dir,
+                           fields=fields, where=where)
         remaining = n_rows
         for batch in reader:
             df = pl.from_arrow(batch)

@@ -707,6 +707,7 @@ class LogDir:
         errors: Literal["raise", "null"] = "raise",
         index: bool = True,
         index_dir: str | os.PathLike[str] | None = None,
+        fields: Sequence[str] | None = None,
     ) -> Any:
         """Stream the records that pass ``filter``, reading only the segments and batches that can.
 
@@ -757,6 +758,10 @@ class LogDir:
         index_dir : str or PathLike, optional
             The folder of the time index files (default ``$KBATCH_INDEX_DIR``, else the user's
             cache folder, ``~/.cache/kbatch``); one that cannot be written means no index.
+        fields : sequence of str, optional
+            With ``values``: only these fields of the values (top-level names or dotted paths
+            into nested records, :func:`kbatch.values.decode`'s projection); the decoder skips
+            the others, and the ``value`` struct holds only these.
 
         Returns
         -------
@@ -794,7 +799,7 @@ class LogDir:
         return scan_logs([self], columns, filter, limit, isolation_level=isolation_level,
                          on_corruption=on_corruption, verify_crc=verify_crc, batch_rows=batch_rows,
                          binary=binary, stats=stats, values=values, keys=keys, errors=errors, index=index,
-                         index_dir=index_dir)
+                         index_dir=index_dir, fields=fields)
 
     @property
     def _known_partition(self) -> int | None:

@@ -73,7 +73,7 @@ from kbatch.codec import (
 )
 
 from ._predicate import FilterError, Term, bounds, constant_holds, empty, normalize, row_mask
-from ._scan_values import ScanDecoder, TopicValues, value_scan
+from ._scan_values import ScanDecoder, TopicValues, ValueFilter, value_scan
 from ._timeindex import SegmentTimes, TimeIndexes
 
 #: The columns a scan can give (Spark's Kafka source columns with ``headers``), in this order by default.
@@ -271,16 +271,24 @@ def _arrow_batch(
 
 def _typed_batch(
     table: RecordTable, rows: npt.NDArray[np.bool_] | None, topic: str, partition: int | None,
-    base: Any, columns: list[str], typed: TopicValues, binary: str,
+    base: Any, columns: list[str], typed: TopicValues, binary: str, where: ValueFilter | None,
 ) -> Any:
     """The chosen rows of ``table`` as one Arrow record batch of ``columns``, some of them
-    decoded by ``typed`` (only the rows chosen are decoded); ``base``: the ``pyarrow.Schema`` of the
-    raw columns built beside them."""
+    decoded by ``typed`` (only the rows chosen are decoded, less those ``where`` rules out);
+    ``base``: the ``pyarrow.Schema`` of the raw columns built beside them. None: ``where`` ruled
+    out every row."""
     import pyarrow as pa
 
     sub = table if rows is None else select(table, rows)
     sub.topic, sub.partition = topic, partition  # (the decode's errors name them)
     raw = _arrow_batch(sub, None, topic, partition, base.names, base, binary)
+    kept = None if where is None else typed.judge(sub, pa.Table.from_batches([raw]), columns, where)
+    if kept is not None and not kept.all():  # the rows the value filter keeps, decoded whole
+        if not kept.any():
+            return None
+        sub = select(sub, kept)
+        sub.topic, sub.partition = topic, partition
+        raw = _arrow_batch(sub, None, topic, partition, base.names, base, binary)
     out = typed.decode(sub, pa.Table.from_batches([raw]), columns).combine_chunks()
     return out.to_batches()[0]
 
@@ -561,18 +569,24 @@ def scan_logs(
     errors: str = "raise",
     index: bool = True,
     index_dir: str | os.PathLike[str] | None = None,
+    fields: Sequence[str] | None = None,
+    where: ValueFilter | None = None,
 ) -> Any:
     """Stream the filtered records of partition directories as a ``pyarrow.RecordBatchReader``.
 
     See :meth:`kbatch.log.LogDir.scan_records` (the parameters, what is skipped, typed values:
-    with ``values`` or ``keys`` every log must be of one topic).
+    with ``values`` or ``keys`` every log must be of one topic). ``where``: a filter on value
+    fields judged after a decode of only those (:class:`~kbatch.log._scan_values.ValueFilter`;
+    not with ``limit``, which counts the rows before it).
     """
     import pyarrow as pa
 
     todo: list[Any] = [logs] if hasattr(logs, "segments") else list(logs)
     source = kafka_schema(include_headers=True, binary=binary)  # type: ignore[arg-type]
-    typed = value_scan([log.topic for log in todo], source, values, keys, errors)
+    typed = value_scan([log.topic for log in todo], source, values, keys, errors, fields)
     full = source if typed is None else typed.schema
+    if where is not None and (typed is None or limit is not None):
+        raise ValueError("where= filters decoded values (values=), and counts no limit")
     cols = _columns(columns, full.names)
     plan = _Plan(normalize(filter))
     if limit is not None and limit < 0:
@@ -629,7 +643,10 @@ def scan_logs(
                 chosen = None if n == len(table.records) else rows
                 if decoded:
                     assert typed is not None and isinstance(table, RecordTable)  # (never walked: not narrow)
-                    out = _typed_batch(table, chosen, log.topic, partition, base, cols, typed, binary)
+                    typed_out = _typed_batch(table, chosen, log.topic, partition, base, cols, typed, binary, where)
+                    if typed_out is None:
+                        continue
+                    out, n = typed_out, typed_out.num_rows
                 else:
                     out = _arrow_batch(table, chosen, log.topic, partition, cols, schema, binary)
                 counts.rows += n

@@ -19,7 +19,22 @@ from typing import Any, Protocol
 
 from kbatch.codec import RecordTable
 
-__all__ = ["ScanDecoder", "TopicValues", "value_scan"]
+__all__ = ["ScanDecoder", "TopicValues", "ValueFilter", "value_scan"]
+
+
+class ValueFilter(Protocol):
+    """A filter on value fields, judged on the values decoded with only :attr:`fields` (the
+    rows it rules out are not decoded further): what :func:`kbatch.polars.scan_kafka_log` makes
+    of a query's predicate. It must keep every row the query's whole filter keeps (it may keep
+    more: the scan's caller filters the rows given back again)."""
+
+    #: the top-level value fields it reads
+    fields: Sequence[str]
+
+    def __call__(self, table: Any) -> Any:
+        """A boolean per row of ``table`` (a ``pyarrow.Table``: the rows' raw columns and the
+        ``value`` struct of :attr:`fields`, ``value_schema_id``): whether it may be kept."""
+        ...
 
 
 class TopicValues(Protocol):
@@ -36,18 +51,24 @@ class TopicValues(Protocol):
         """The output ``columns`` of ``table`` (its other columns in ``base``, a ``pyarrow.Table``)."""
         ...
 
+    def judge(self, table: RecordTable, base: Any, columns: Sequence[str], where: ValueFilter) -> Any:
+        """The rows of ``table`` that ``where`` keeps (a NumPy boolean mask), judged on a decode of its
+        fields alone, or None when every row is to be decoded whole."""
+        ...
+
 
 class ScanDecoder(Protocol):
     """What a scan's ``values=`` / ``keys=`` take: a :class:`kbatch.values.Registry`."""
 
     def scan_values(self, topic: str, source: Any, values: Any = None, keys: Any = None, *,
-                    errors: str = "raise") -> TopicValues: ...
+                    errors: str = "raise", fields: Sequence[str] | None = None) -> TopicValues: ...
 
 
 def value_scan(topics: Collection[str], source: Any, values: ScanDecoder | None, keys: ScanDecoder | None,
-               errors: str) -> TopicValues | None:
+               errors: str, fields: Sequence[str] | None = None) -> TopicValues | None:
     """The typed values of a scan of ``topics`` whose raw columns are ``source`` (a
-    ``pyarrow.Schema``), or None when neither ``values`` nor ``keys`` is given.
+    ``pyarrow.Schema``), or None when neither ``values`` nor ``keys`` is given; ``fields``: only
+    these fields of the values.
 
     Raises
     ------
@@ -60,6 +81,8 @@ def value_scan(topics: Collection[str], source: Any, values: ScanDecoder | None,
     """
     if errors not in ("raise", "null"):
         raise ValueError(f"errors must be 'raise' or 'null', got {errors!r}")
+    if fields is not None and values is None:
+        raise ValueError("fields= projects the decoded values: give values= too")
     if values is None and keys is None:
         if errors != "raise":
             raise ValueError("errors='null' is for the typed values of values= or keys=")
@@ -80,4 +103,6 @@ def value_scan(topics: Collection[str], source: Any, values: ScanDecoder | None,
                          f"{', '.join(names) if names else 'no topic'}: scan one topic's logs at a time")
     decoder = values if values is not None else keys
     assert decoder is not None
-    return decoder.scan_values(names[0], source, values, keys, errors=errors)
+    if fields is None:
+        return decoder.scan_values(names[0], source, values, keys, errors=errors)
+    return decoder.scan_values(names[0], source, values, keys, errors=errors, fields=fields)

@@ -222,12 +222,12 @@ class Registry:
         return records_to_arrow(table, values, keys, **options)
 
     def scan_values(self, topic: str, source: Any, values: Registry | None = None, keys: Registry | None = None,
-                    *, errors: str = "raise") -> ScanValues:
+                    *, errors: str = "raise", fields: Sequence[str] | None = None) -> ScanValues:
         """The typed values (decoded by ``values``) and keys (by ``keys``) of a lazy scan of
         ``topic`` whose raw columns are ``source`` (a ``pyarrow.Schema``): the reader schemas,
         the output schema, each batch's decode (:class:`kbatch.values._scan.ScanValues`). This is
         how ``LogDir.scan_records(values=...)`` and :func:`kbatch.log.scan_logs` reach the decoder."""
-        return ScanValues(topic, source, values, keys, errors=errors)
+        return ScanValues(topic, source, values, keys, errors=errors, fields=fields)
 
     # ------------------------------------------------------------------ lookups
 

@@ -387,21 +387,6 @@ TYPED_TERMS = st.lists(
 KEYED = {"avro": True, "proto": False, "json": True}
 
 
-@pytest.fixture(scope="module")
-def typed_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("grpc_tools")  # the Protobuf schema is compiled by protoc
-    from support.typed_scan_root import write_typed_scan_root
-
-    return write_typed_scan_root(tmp_path_factory.mktemp("typed"))
-
-
-@pytest.fixture(scope="module")
-def registry(typed_root: Path):
-    from kbatch.values import Registry
-
-    return Registry.from_log_dirs(typed_root)
-
-
 def kept(table, terms: list):
     """The rows of ``table`` (kbatch's Arrow columns) that pass ``terms``, filtered in Python."""
     import pyarrow as pa
