@@ -98,8 +98,8 @@ def table(m: dict[str, Any]) -> str:
              "| query | seconds | records/s |", "|---|---:|---:|"]
     lines += [f"| {name} | {t:.3f} | {N_RECORDS / t:,.0f} |" for name, t in m["best"].items()]
     lines += ["", f"projection 2 of 18 fields: {m['projection']:.2f}x faster than all 18 (target >= 4x)",
-              f"filter passing 1% in the scan: {m['filter']:.2f}x faster than decode all, then filter "
-              f"(target >= 5x)"]
+              (f"filter passing 1% in the scan: {m['filter']:.2f}x faster than decode all, then filter "
+               f"(target >= 5x)")]
     return "\n".join(lines)
 
 

@@ -19,7 +19,10 @@ as DuckDB's ``to_json`` writes it: a blob as text with ``\\xNN`` escapes, so ``d
 for UTF-8 text), or ``--output FILE.parquet|.csv|.json`` (DuckDB's ``COPY``, replacing FILE).
 Several statements separated by ``;`` run in order; the last one's rows are the output.
 Timestamps are shown in UTC (``SET TimeZone = 'Europe/Paris'; SELECT ...`` shows them in another zone).
-``--stats`` says on stderr what the topic views' scans read and skipped.
+``--stats`` says on stderr what the topic views' scans read and skipped. A typed view decodes
+only the value fields the query reads (:mod:`kbatch.cli._sql_fields`; a query DuckDB then
+cannot bind runs again with every field), and DuckDB 2 hands a filter on value fields to the
+scan, which judges it on a decode of those fields alone.
 
 Status 0; 2 for a user mistake (a query DuckDB cannot parse or bind, a view that does not
 exist, no such ROOT, a folder that is not a root), 1 when the data fails the query (a corrupt
@@ -37,6 +40,7 @@ from typing import Any
 from kbatch.errors import KBatchError, LayoutError
 from kbatch.log import ScanStats, logs_deeper, open_logs
 
+from ._sql_fields import value_fields
 from ._sql_views import View, register_views
 
 __all__ = ["OUTPUT_FORMATS", "add_arguments", "run", "scan_error"]
@@ -247,15 +251,26 @@ def run(args: argparse.Namespace) -> int:
     con = duckdb.connect()
     try:
         con.execute("SET TimeZone = 'UTC'")  # timestamps shown as Kafka keeps them (a statement may change it)
-        views = register_views(con, logs, registry=registry, registry_topic=registry_topic, errors=args.errors,
-                               isolation_level=args.isolation_level, stats=stats, notes=notes)
+        read = None if args.list or registry is None else value_fields(con, args.query)
+
+        def views_of(fields: frozenset[str] | None, said: list[str]) -> list[View]:
+            return register_views(con, logs, registry=registry, registry_topic=registry_topic, errors=args.errors,
+                                  isolation_level=args.isolation_level, stats=stats, notes=said, fields=fields)
+
+        views = views_of(read, notes)
         for note in notes:
             _say("note", note)
         if args.list:
             _list(views, args)
             return 0
         try:
-            rel: Any = con.sql(args.query)  # None for a statement without rows (duckdb's stubs say otherwise)
+            try:
+                rel: Any = con.sql(args.query)  # None for a statement without rows (duckdb's stubs say otherwise)
+            except duckdb.BinderException:
+                if not read:
+                    raise
+                views_of(None, [])  # (a use of the value the fields missed: every field, as the user wrote it)
+                rel = con.sql(args.query)
             if rel is None:  # a statement without rows (CREATE, SET, ...)
                 if copy is not None:
                     _say("error", "the query gives no rows to write to --output")

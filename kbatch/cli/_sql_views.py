@@ -16,7 +16,9 @@ Typed values
     (keys) decoded, as ``scan_kafka_log(values=...)`` decodes them: ``value`` the struct laid
     out by the subject's latest version, then ``value_schema_id`` (and ``value_error`` with
     ``errors="null"``). Topics with neither subject stay binary (said in one note), as do the
-    internal topics and the registry's own.
+    internal topics and the registry's own. Given the value fields a query reads
+    (:mod:`kbatch.cli._sql_fields`), a typed view decodes only those (``fields=``), the struct
+    holding only them.
 Kafka's state
     :mod:`kbatch.internal`'s tables, under the names of the Spark source's views
     (:data:`INTERNAL_VIEWS`): ``consumer_offsets`` and ``consumer_groups`` (from
@@ -47,6 +49,8 @@ from kbatch.internal import (
     transactions,
 )
 from kbatch.log import LogDir, ScanStats
+
+from ._sql_fields import view_fields
 
 __all__ = ["INTERNAL_VIEWS", "View", "register_views", "sql_name"]
 
@@ -103,6 +107,13 @@ class _Table:
         return pa.RecordBatchReader.from_batches(self.schema, batches()).__arrow_c_stream__(requested_schema)
 
 
+def _struct_fields(registry: Any, topic: str) -> list[str]:
+    """The fields of ``topic``'s value struct, as its scan lays it out."""
+    from kbatch.values import arrow_type, reader_schema, topic_subject  # defers pyarrow
+
+    return list(arrow_type(reader_schema(registry, subject=topic_subject(topic, "value"), format="auto")).names)
+
+
 def _typing(registry: Any, subjects: set[str], topic: str) -> tuple[Any, Any, str]:
     """(values, keys) registries for ``topic``'s scan (None: binary) and what they decode."""
     said: list[str] = []
@@ -120,7 +131,8 @@ def _typing(registry: Any, subjects: set[str], topic: str) -> tuple[Any, Any, st
 
 def register_views(con: Any, logs: Sequence[LogDir], *, registry: Any = None, registry_topic: str = "_schemas",
                    errors: str = "raise", isolation_level: str = "read_uncommitted",
-                   stats: ScanStats | None = None, notes: list[str]) -> list[View]:
+                   stats: ScanStats | None = None, notes: list[str],
+                   fields: frozenset[str] | None = None) -> list[View]:
     """Register the views of ``logs`` (one root's partitions) in DuckDB connection ``con``.
 
     Parameters
@@ -135,6 +147,9 @@ def register_views(con: Any, logs: Sequence[LogDir], *, registry: Any = None, re
         As :func:`kbatch.polars.scan_kafka_log`'s; ``stats`` adds up every topic view's scans.
     notes : list of str
         Receives what was left binary or out, and why.
+    fields : frozenset of str, optional
+        The value fields the query reads (:func:`kbatch.cli._sql_fields.value_fields`): a typed
+        view decodes only those of its struct (None: all).
 
     Returns
     -------
@@ -170,7 +185,10 @@ def register_views(con: Any, logs: Sequence[LogDir], *, registry: Any = None, re
         scan: dict[str, Any] = {"topic": topic, "isolation_level": isolation_level, "stats": stats}
         try:
             mode: Literal["raise", "null"] = "null" if typed and errors == "null" else "raise"
-            register(con, topic, parts, values=values, keys=keys, errors=mode, **scan)
+            narrow = view_fields(fields, _struct_fields(registry, topic)) if values is not None else None
+            if narrow is not None:
+                typed += f" (fields {', '.join(narrow)})"
+            register(con, topic, parts, values=values, keys=keys, errors=mode, fields=narrow, **scan)
         except (KBatchError, LookupError) as exc:  # its schema does not lay out a column
             if not typed:
                 raise
