@@ -202,13 +202,17 @@ def decode_records(
     sample: int = SAMPLE_RECORDS,
     protobuf: ProtoOptions | None = None,
     fields: Sequence[str] | None = None,
+    walk_tail: bool = True,
 ) -> Decoded:
     """:func:`decode`'s work, with every record's :class:`ValueDecodeError` returned, not raised.
 
     The one decoding path of :func:`decode` (``errors="raise"`` / ``"null"``) and of
     :func:`kbatch.values.split` (good rows and dead letters). ``stop_at_first``: the kernel stops
     at the first bad record, which is then raised (``errors="raise"``); otherwise every bad record
-    is a null value and an entry in :attr:`Decoded.errors`. Parameters as :func:`decode`'s.
+    is a null value and an entry in :attr:`Decoded.errors`. ``walk_tail=False`` (with ``fields``,
+    Avro): the writer's fields after the last one kept are not walked (their faults unseen: what a
+    lazy scan's value filter judges by, :mod:`kbatch.values._scan`). Other parameters as
+    :func:`decode`'s.
     """
     if column not in ("value", "key"):
         raise ValueError(f"column must be 'value' or 'key', got {column!r}")
@@ -275,7 +279,7 @@ def decode_records(
     entry = np.full(n, -1, dtype=np.int32)
     writers = {i: w for i, w in writers.items() if i not in foreign}
     by_guid = [None if s is None or -2 - k in foreign else s for k, s in enumerate(by_guid)]
-    program = reader_program(reader, mapping, max_depth, tree)
+    program = reader_program(reader, mapping, max_depth, tree, walk_tail or tree is None)
     with _LOCK:
         pcs = {i: program.add_writer_schema(w) for i, w in writers.items()}
         guid_pcs = [-1 if s is None else program.add_writer_schema(s) for s in by_guid]
@@ -541,16 +545,17 @@ def value_type(reader: Schema | ProtoSchema, mapping: str = "spark", max_depth: 
 
 
 def reader_program(reader: Schema, mapping: str, max_depth: int | None = None,
-                   fields: FieldTree | None = None) -> AvroProgram:
+                   fields: FieldTree | None = None, walk_tail: bool = True) -> AvroProgram:
     """The compiled program of ``reader`` cut to ``fields`` (writers are added to it as met),
-    cached per process: one per (reader, fields), holding the code of each writer met."""
-    key = (reader.text, tuple((name, s.text) for name, s in reader.dependencies), mapping, max_depth, fields)
+    cached per process: one per (reader, fields, walk_tail), holding the code of each writer met."""
+    key = (reader.text, tuple((name, s.text) for name, s in reader.dependencies), mapping, max_depth, fields,
+           walk_tail)
     with _LOCK:
         program = _PROGRAMS.get(key)
         if program is not None:
             _PROGRAMS.move_to_end(key)
             return program
-    program = AvroProgram(project_avro(parse_avro_schema(reader), fields), mapping, max_depth)
+    program = AvroProgram(project_avro(parse_avro_schema(reader), fields), mapping, max_depth, walk_tail)
     with _LOCK:
         _PROGRAMS[key] = program
         while len(_PROGRAMS) > _PROGRAMS_SIZE:

@@ -148,7 +148,9 @@ class ScanValues:
         given = self.fields if self.fields is not None else self.schema.field("value").type.names
         if not set(narrow) <= set(given) or set(narrow) == set(given):
             return None  # (a field the output leaves out: Polars says so itself; or nothing to save)
-        done = decode_records(table, registry, "value", reader, base=base, fields=narrow)
+        # the fields after the last one it reads are not walked: a record it rules out is not
+        # checked further, one it keeps is decoded whole after
+        done = decode_records(table, registry, "value", reader, base=base, fields=narrow, walk_tail=False)
         if done.errors and self.errors == "raise":
             return None
         return np.asarray(where(done.table), dtype=np.bool_)

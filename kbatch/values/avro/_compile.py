@@ -79,10 +79,17 @@ class AvroProgram:
     max_depth : int, optional
         How deep a recursive record is kept (Spark's ``recursiveFieldMaxDepth``); the deeper
         levels are skipped. None: a recursive reader schema is refused.
+    walk_tail : bool, default True
+        Walk the writer's fields after the last one the reader keeps of a value that is a
+        record. False (a projection): they are left unread, since the value's length ends the
+        record (a fault in them goes unreported: what a lazy scan's value filter judges by).
     """
 
-    def __init__(self, reader: AvroType, mapping: str = "spark", max_depth: int | None = None) -> None:
+    def __init__(self, reader: AvroType, mapping: str = "spark", max_depth: int | None = None,
+                 walk_tail: bool = True) -> None:
         self.reader = reader
+        self.walk_tail = walk_tail
+        self._root: AvroType | None = None  # the writer being compiled
         self.layout = Layout(reader, mapping, max_depth)
         self.arrow = mapping == "arrow"
         self.code: list[list[int]] = []
@@ -181,6 +188,7 @@ class AvroProgram:
         entry = len(self.code)
         mark = self._mark()
         self._path = "value"
+        self._root = writer
         try:
             self._emit(writer, self.layout.root, [])
             self._op(END)
@@ -343,7 +351,8 @@ class AvroProgram:
                 matched.add(rf.name)
                 self._path = f"{path}.{wf.name}"
                 self._emit(wf.type, s.fields[rf.name], [*stack, w.name])
-        self._skip_run(skipped, path, [*stack, w.name])
+        if self.walk_tail or w is not self._root or stack:  # (the value itself: its end is the record's)
+            self._skip_run(skipped, path, [*stack, w.name])
         for rf in r.fields:
             if rf.name in matched or rf.name not in s.fields:
                 continue
