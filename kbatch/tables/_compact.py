@@ -1,5 +1,6 @@
 """Table maintenance: small files rewritten into large ones in one commit that keeps the offsets
-ledger (``kbatch compact``): :func:`compact_folder`, :func:`compact_delta`.
+ledger (``kbatch compact``): :func:`compact_folder`, :func:`compact_delta`, and (in
+:mod:`kbatch.tables._compact_iceberg`) ``compact_iceberg``.
 
 Compaction changes no record, so the ledger after it is the ledger before it, and an append
 after it continues where the table ended.
@@ -19,6 +20,19 @@ after it continues where the table ended.
   of the files removed longer ago than the retention (never below the table's
   ``delta.deletedFileRetentionDuration``, 7 days unless set: a reader of an older version may
   still need them).
+- **Iceberg** (:func:`kbatch.tables._compact_iceberg.compact_iceberg`): per table, the small
+  data files of each partition streamed into files of about the target size
+  (:func:`rewrite_parquet`, shared with the folder's) and swapped for them in one pyiceberg
+  transaction, an ``overwrite`` snapshot removing exactly those files whose summary carries
+  the ledger; the catalog commit is the commit point (a concurrent commit makes it fail, the
+  table unchanged). With a retention, then the snapshots older than it are expired and the
+  files only they referenced deleted. A table with delete files is refused.
+
+A run killed before its commit point leaves nothing a reader sees (a staging folder, or files
+no snapshot or version references: ``kbatch clean`` removes them); one killed after it leaves
+the table compacted (a Parquet folder's swap is finished by the next run on OUT). The stages
+the tests kill a run at are :func:`kbatch.tables._hooks.reached`'s ``before-commit`` and
+``mid-commit``.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from kbatch._version import __version__
 from kbatch.errors import CommitConflictError, TableError
 
 from ._compact import DEFAULT_TARGET, Compaction, rewrite_parquet
@@ -116,10 +117,7 @@ def compact_table(table: Any, name: str, target: int = DEFAULT_TARGET, retain: f
                 uri = _rewrite(table, group, f"{run}-compact-{i:05d}")
                 written.append(uri)
                 files.append((uri, group[0].partition))
-            props = {LEDGER_KEY: ledger.to_json()} if len(ledger) else {}
-            version = table.metadata.properties.get("kbatch.version")
-            if version:
-                props["kbatch.version"] = version
+            props = {"kbatch.version": __version__, **({LEDGER_KEY: ledger.to_json()} if len(ledger) else {})}
             txn = table.transaction()
             append_files(txn, table.io, files, props, [f for g in groups for f in g])
             reached("before-commit")
