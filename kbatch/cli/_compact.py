@@ -13,7 +13,12 @@ files of about that size, in one commit per table that holds the same offsets le
   ledger; with ``--retain DURATION``, then ``VACUUM`` of the files removed longer ago than that
   (never below the table's ``delta.deletedFileRetentionDuration``, 7d unless set; default: keep
   them);
-- **Iceberg**: not yet (status 2).
+- **Iceberg** (OUT's own SQLite catalog; on S3 the one ``--catalog-option uri=...`` names): per
+  table, the files rewritten and their replacements in one pyiceberg transaction, its snapshot
+  carrying the ledger (:mod:`kbatch.tables._compact_iceberg`); a table with delete files (kbatch
+  writes none) is refused. With ``--retain DURATION``, then the snapshots older than that are
+  expired (never the current one, nor those the ledger is read through) and the files only
+  they referenced deleted (default: keep them).
 
 Status 0 (one line per table: files before and after; ``--dry-run``: what would be), 2 for a
 user mistake (no such OUT, not a kbatch table, a bad size or duration), 1 for a table that
@@ -29,7 +34,16 @@ from pathlib import Path
 
 from kbatch import storage
 from kbatch.errors import KBatchError
-from kbatch.tables import Store, compact_delta, compact_folder, delta_options, hold, recover, release
+from kbatch.tables import (
+    Store,
+    compact_delta,
+    compact_folder,
+    compact_iceberg,
+    delta_options,
+    hold,
+    recover,
+    release,
+)
 
 from ._clean import parse_duration, table_format
 
@@ -55,10 +69,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target-size", default="128M", metavar="SIZE",
                         help="the size of a compacted file; files smaller are rewritten (default 128M)")
     parser.add_argument("--retain", metavar="DURATION",
-                        help="Delta: then vacuum the files removed longer ago than this (7d, 12h; default: keep)")
+                        help="Delta: then vacuum the files removed longer ago than this; Iceberg: expire the "
+                        "snapshots older than this and delete the files only they referenced (7d, 12h; "
+                        "default: keep)")
     parser.add_argument("--dry-run", action="store_true", help="say what would be compacted, change nothing")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="pyarrow filesystem option of an s3:// OUT (as kbatch convert's)")
+    parser.add_argument("--catalog-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="the Iceberg catalog of an s3:// OUT, as kbatch convert was given it (uri=...)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,8 +89,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"{args.out}: no such folder")
         store = Store(args.out, options)
         fmt = table_format(store)
-        if fmt == "iceberg":
-            raise ValueError(f"{args.out}: an Iceberg table: kbatch compact does not compact Iceberg tables yet")
+        catalog = dict(item.split("=", 1) for item in args.catalog_option if "=" in item)
         if fmt == "parquet":
             if store.remote:
                 raise ValueError(f"{args.out}: kbatch compact does not compact an s3:// Parquet folder yet")
@@ -84,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             if fmt == "parquet":
                 done = [compact_folder(args.out, target, dry_run=args.dry_run)]
+            elif fmt == "iceberg":
+                done = compact_iceberg(args.out, target, retain, args.dry_run, options, catalog)
             else:
                 done = []
                 for top in sorted({rel.split("/", 1)[0] for rel, _ in store.objects() if "/_delta_log/" in rel}):
@@ -102,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
     for c in done:
         print(c.line(args.dry_run))
         verb = "would remove" if args.dry_run else "removed"
+        for snap in c.expired:
+            print(f"{'would expire' if args.dry_run else 'expired'} snapshot {snap} of {c.table}")
         for rel in c.vacuumed:
             print(f"{verb} {rel}")
     return 0

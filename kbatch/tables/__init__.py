@@ -6,8 +6,9 @@ Iceberg tables (pyiceberg) and Delta tables (deltalake).
 - :class:`Sink`: the one interface the engines call (open, write Arrow batches, commit with
   the ledger, abort); :func:`open_sink` picks the implementation for a ``--format``.
 - :func:`resume`: the ranges an append converts, and the gaps retention left.
-- ``compact_folder`` / ``compact_delta``: small files rewritten into large ones in one commit
-  that keeps the ledger (``kbatch compact``, :mod:`kbatch.tables._compact`).
+- ``compact_folder`` / ``compact_iceberg`` / ``compact_delta``: small files rewritten into
+  large ones in one commit that keeps the ledger (``kbatch compact``,
+  :mod:`kbatch.tables._compact`, :mod:`kbatch.tables._compact_iceberg`).
 - :class:`RemoteFolderSink`: a Parquet folder on S3 with its ledger (S3's conditional write is
   the commit point); Iceberg and Delta tables take ``s3://`` too (:mod:`kbatch.tables._remote`
   passes ``--storage-option`` to pyiceberg and deltalake).
@@ -19,6 +20,7 @@ from ._bucket import iceberg_bucket as iceberg_bucket
 from ._compact import DEFAULT_TARGET as DEFAULT_TARGET
 from ._compact import compact_delta as compact_delta
 from ._compact import compact_folder as compact_folder
+from ._compact_iceberg import compact_iceberg as compact_iceberg
 from ._delta import DeltaSink
 from ._folder import FolderSink, read_ledger
 from ._folderschema import READERS, read_recipe

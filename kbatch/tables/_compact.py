@@ -1,5 +1,6 @@
 """Table maintenance: small files rewritten into large ones in one commit that keeps the offsets
-ledger (``kbatch compact``): :func:`compact_folder`, :func:`compact_delta`.
+ledger (``kbatch compact``): :func:`compact_folder`, :func:`compact_delta`, and (in
+:mod:`kbatch.tables._compact_iceberg`) ``compact_iceberg``.
 
 Compaction changes no record, so the ledger after it is the ledger before it, and an append
 after it continues where the table ended.
@@ -19,6 +20,19 @@ after it continues where the table ended.
   of the files removed longer ago than the retention (never below the table's
   ``delta.deletedFileRetentionDuration``, 7 days unless set: a reader of an older version may
   still need them).
+- **Iceberg** (:func:`kbatch.tables._compact_iceberg.compact_iceberg`): per table, the small
+  data files of each partition streamed into files of about the target size
+  (:func:`rewrite_parquet`, shared with the folder's) and swapped for them in one pyiceberg
+  transaction, an ``overwrite`` snapshot removing exactly those files whose summary carries
+  the ledger; the catalog commit is the commit point (a concurrent commit makes it fail, the
+  table unchanged). With a retention, then the snapshots older than it are expired and the
+  files only they referenced deleted. A table with delete files is refused.
+
+A run killed before its commit point leaves nothing a reader sees (a staging folder, or files
+no snapshot or version references: ``kbatch clean`` removes them); one killed after it leaves
+the table compacted (a Parquet folder's swap is finished by the next run on OUT). The stages
+the tests kill a run at are :func:`kbatch.tables._hooks.reached`'s ``before-commit`` and
+``mid-commit``.
 """
 
 from __future__ import annotations
@@ -26,7 +40,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +62,7 @@ from ._hooks import reached
 from ._ledger import LEDGER_KEY, Ledger
 from ._runs import run_name
 
-__all__ = ["DEFAULT_TARGET", "Compaction", "compact_delta", "compact_folder"]
+__all__ = ["DEFAULT_TARGET", "Compaction", "compact_delta", "compact_folder", "rewrite_parquet"]
 
 #: The default size of a compacted file: 128 MiB.
 DEFAULT_TARGET = 128 << 20
@@ -67,6 +81,8 @@ class Compaction:
     commit: str | None = None
     #: files a vacuum removed (or would)
     vacuumed: list[str] = field(default_factory=list)
+    #: Iceberg: the snapshots expired (or that would be)
+    expired: list[int] = field(default_factory=list)
 
     def line(self, dry_run: bool = False) -> str:
         if self.files_before == self.files_after:
@@ -109,21 +125,26 @@ def _groups(files: list[Path], target: int) -> list[list[Path]]:
     return [g for g in out if len(g) > 1]
 
 
-def _rewrite(group: list[Path], dest: Path) -> int:
-    """The rows of ``group`` (Parquet files of one schema) in one Parquet file ``dest``, in order,
-    the first file's codec and schema (with its metadata); returns the rows written."""
+def rewrite_parquet(sources: Sequence[Any], dest: Any, codec: str | None = None) -> int:
+    """The rows of ``sources`` (Parquet files of one schema: paths or open binary files) in one
+    Parquet file ``dest`` (a path or an open binary file), in order, with the first file's schema
+    (its metadata, field ids included) and ``codec`` (default: the first file's); returns the rows
+    written. Rows are streamed, a row group at a time; a count that differs from the sources'
+    footers raises :class:`~kbatch.errors.TableError`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    first = pq.ParquetFile(group[0])
-    meta = first.metadata
-    codec = meta.row_group(0).column(0).compression.lower() if meta.num_row_groups and meta.num_columns else "snappy"
-    schema = first.schema_arrow
+    files = [pq.ParquetFile(s) for s in sources]
+    meta = files[0].metadata
+    if codec is None:
+        written = meta.num_row_groups and meta.num_columns
+        codec = meta.row_group(0).column(0).compression.lower() if written else "snappy"
+    schema = files[0].schema_arrow
     rows = 0
     pending: list[Any] = []
     with pq.ParquetWriter(dest, schema, compression=codec) as writer:
-        for path in group:
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=1 << 16):
+        for source in files:
+            for batch in source.iter_batches(batch_size=1 << 16):
                 pending.append(batch)
                 rows += batch.num_rows
                 if sum(b.num_rows for b in pending) >= _ROW_GROUP:
@@ -131,7 +152,7 @@ def _rewrite(group: list[Path], dest: Path) -> int:
                     pending = []
         if pending:
             writer.write_table(pa.Table.from_batches(pending, schema), row_group_size=_ROW_GROUP)
-    expected = sum(pq.ParquetFile(p).metadata.num_rows for p in group)
+    expected = sum(f.metadata.num_rows for f in files)
     if rows != expected:
         raise TableError(f"{dest}: {rows} rows written of {expected}: nothing compacted", table=str(dest))
     return rows
@@ -203,12 +224,10 @@ def _stage(out: Path, staging: Path, plans: dict[str, list[list[Path]]], name: s
                     os.link(path, there / fname)
         for i, group in enumerate(groups):
             rel = group[0].parent.relative_to(out) / f"part-{name}-compact-{i}.parquet"
-            _rewrite(group, staging / rel)
+            rewrite_parquet(group, staging / rel)
             new.append(rel.as_posix())
             removed += [f.relative_to(out).as_posix() for f in group]
     return new, sorted(removed)
-
-
 
 
 def compact_delta(uri: str, target: int = DEFAULT_TARGET, retain: float | None = None, dry_run: bool = False,

@@ -6,7 +6,8 @@ clean-up, as a crash or ``kill -9`` would) when a sink reaches that stage:
     mid-write       after the first batch of records was handed to the format's writer
     before-commit   every data file written, nothing committed
     mid-commit      committed, the data files not all moved into place (a Parquet folder;
-                    the next run moves them)
+                    the next run moves them); a compaction: committed, not yet checked,
+                    expired nor vacuumed
     between-commits the dead letters (``--values``) committed to their tables, the data not yet
 
 Unset (always, outside the tests) it does nothing.

@@ -54,7 +54,7 @@ from ._sink import (
 )
 from ._upsert import latest_per_key
 
-__all__ = ["CATALOG_NAME", "DEFAULT_NAMESPACE", "IcebergSink", "default_catalog", "read_ledger"]
+__all__ = ["CATALOG_NAME", "DEFAULT_NAMESPACE", "IcebergSink", "default_catalog", "no_retries", "read_ledger"]
 
 DEFAULT_NAMESPACE: Final = "kafka"
 #: The name of the default (SQLite) catalog, under which its tables are stored in ``catalog.db``.
@@ -90,7 +90,7 @@ def _default_options(path: Path) -> dict[str, str]:
     return {"type": "sql", "uri": f"sqlite:///{path / 'catalog.db'}", "warehouse": path.as_uri()}
 
 
-def _no_retries(table: Any) -> Any:
+def no_retries(table: Any) -> Any:
     """``table`` whose transactions fail instead of retrying on a newer snapshot (this object
     only: the table's stored properties are not changed)."""
     props = {**table.metadata.properties, "commit.retry.num-retries": "0"}
@@ -189,7 +189,7 @@ class IcebergSink(Sink):
         self._held: dict[str, tuple[Ledger, int | None]] = {}
         for topic in topics:
             try:
-                table = _no_retries(self.catalog.load_table(self.identifier(topic)))
+                table = no_retries(self.catalog.load_table(self.identifier(topic)))
             except NoSuchTableError:
                 continue
             self._tables[topic] = table
@@ -237,7 +237,7 @@ class IcebergSink(Sink):
                 name = self.identifier(topic)
                 raise CommitConflictError(f"table {name} was created by another run meanwhile: nothing of this "
                                           "run committed; run again", table=name) from None
-            self._tables[topic] = _no_retries(self.catalog.load_table(self.identifier(topic)))
+            self._tables[topic] = no_retries(self.catalog.load_table(self.identifier(topic)))
         return self._tables[topic]
 
     def _optional(self, topic: str) -> Any:
