@@ -4,7 +4,8 @@ among them, 1-3 partitions of several segments, aborted transactions):
 
 - a random query (offset, timestamp and partition filters, a column subset, ``head(n)``, a
   filter on the decoded value) over ``kbatch.polars.scan_kafka_log`` gives exactly the eager read
-  decoded by ``kbatch.values.decode`` and filtered by Polars (``errors="null"``); with
+  decoded by ``kbatch.values.decode`` and filtered by Polars (``errors="null"``), and the same
+  SQL over ``kbatch.duckdb.register``'s view and over the eager table gives the same rows; with
   ``errors="raise"`` it raises ``ValueDecodeError`` exactly when a bad value is among the rows
   the query reads (those its filter keeps), naming the first;
 - a projected decode (``fields=``, dotted paths included) equals the whole decode's fields;
@@ -29,7 +30,7 @@ from polars.testing import assert_frame_equal  # noqa: E402
 from support.projection import assert_projected, avro_paths, draw_fields, struct_paths  # noqa: E402
 from support.random_typed_root import BASE_TS, LANGUAGES, TOPIC, RandomRoot, write_random_root  # noqa: E402
 from support.scan_roots import term  # noqa: E402
-from support.typed_queries import eager_frame, polars_expr  # noqa: E402
+from support.typed_queries import eager_frame, polars_expr, sql_term  # noqa: E402
 
 import kbatch  # noqa: E402
 from kbatch.log import ScanStats, open_logs  # noqa: E402
@@ -126,6 +127,25 @@ def test_errors_raise_exactly_when_a_bad_value_is_read(tmp_path_factory: pytest.
     event("read without error" + (", bad values among the rows" if may else ""))
     want = read.select(columns) if limit is None else read.select(columns).head(limit)
     assert_frame_equal(got, want)
+
+
+@SETTINGS
+@given(language=LANGUAGE, seed=SEED, terms=TERMS, iso=ISO, good=st.booleans())
+def test_a_typed_duckdb_query_equals_the_eager_decode_filtered(tmp_path_factory: pytest.TempPathFactory,
+                                                               language: str, seed: int, terms: list, iso: str,
+                                                               good: bool) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    from kbatch.duckdb import register
+
+    r, registry = random_root(tmp_path_factory, seed, language)
+    con = duckdb.connect()
+    register(con, "lazy", r.root, topic=TOPIC, values="auto", errors="null", isolation_level=iso, index=False)
+    con.register("eager", eager_frame(r.root, registry, TOPIC, iso).to_arrow())
+    where = " AND ".join([sql_term(*t) for t in terms] + (["value_error IS NULL"] if good else [])) or "TRUE"
+    # the values compared as DuckDB's JSON of each (the same SQL over the view and over the eager table)
+    sql = ('SELECT partition, "offset", timestamp, key, value_schema_id, value_error, to_json(value)::VARCHAR '
+           'FROM {} WHERE ' + where + ' ORDER BY partition, "offset"')
+    assert con.sql(sql.format("lazy")).fetchall() == con.sql(sql.format("eager")).fetchall()
 
 
 # ---------------------------------------------------------------- projection

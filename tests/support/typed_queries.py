@@ -27,6 +27,23 @@ def polars_expr(column: str, op: str, value: Any) -> Any:
     return {"=": c.__eq__, "<": c.__lt__, "<=": c.__le__, ">": c.__gt__, ">=": c.__ge__}[op](lit(value))
 
 
+def sql_term(column: str, op: str, value: Any) -> str:
+    """The term ``(column, op, value)`` of :func:`support.scan_roots.term` as DuckDB SQL (a
+    timestamp in ms compared as a ``TIMESTAMPTZ``)."""
+
+    def lit(v: Any) -> str:
+        if column == "timestamp":
+            return f"TIMESTAMPTZ '{(EPOCH + dt.timedelta(milliseconds=v)).isoformat(sep=' ')}'"
+        return repr(v)
+
+    name = f'"{column}"'
+    if op == "between":
+        return f"{name} BETWEEN {lit(value[0])} AND {lit(value[1])}"
+    if op == "in":
+        return f"{name} IN ({', '.join(lit(v) for v in value)})" if value else "FALSE"
+    return f"{name} {op} {lit(value)}"
+
+
 def eager_frame(root: Path, registry: Any, topic: str, iso: str = "read_uncommitted") -> Any:
     """Every record of ``topic`` under ``root`` read eagerly (``LogDir.to_arrow``), its values
     decoded by ``kbatch.values.decode`` with the latest version of ``<topic>-value`` and
