@@ -92,6 +92,17 @@ def _terms(node: Any, out: list[tuple[str, str, Any]]) -> bool:
     """Append the terms of ``node`` (a serialized Polars expression); True when all of it became terms."""
     if not isinstance(node, dict):
         return False
+    if "Literal" in node:  # a constant: Polars folds e.g. ``is_in([])`` into ``false``
+        try:
+            value = _literal(node)
+        except Exception:  # noqa: BLE001 - left to Polars
+            return False
+        if value is True:
+            return True
+        if value is False or value is None:  # keeps no row: nothing to read (or decode)
+            out.append(("offset", "in", []))
+            return True
+        return False
     if "BinaryExpr" in node:
         b = node["BinaryExpr"]
         if b["op"] in ("And", "LogicalAnd"):
@@ -145,11 +156,14 @@ def predicate_terms(predicate: Any) -> tuple[list[tuple[str, str, Any]], bool]:
     """The :meth:`~kbatch.log.LogDir.scan_records` terms of a Polars predicate, and whether they are all of it.
 
     Only ANDed parts are taken: comparisons of ``topic``, ``partition``, ``offset`` with
-    literals of their type, of ``timestamp`` with datetimes, ``is_between`` and ``is_in``.
+    literals of their type, of ``timestamp`` with datetimes, ``is_between`` and ``is_in``; a
+    constant ``false`` (or null), which keeps no row, is the term ``offset in []``.
 
     >>> import polars as pl
     >>> predicate_terms((pl.col("offset") > 5) & (pl.col("value") == b"x"))
     ([('offset', '>', 5)], False)
+    >>> predicate_terms(pl.lit(False))
+    ([('offset', 'in', [])], True)
     """
     if predicate is None:
         return [], True

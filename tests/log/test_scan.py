@@ -202,6 +202,21 @@ def test_polars_pushes_the_filter_down(tmp_path: Path) -> None:
     assert stats.batches_walked == 1, stats
 
 
+def test_a_polars_filter_folded_to_false_reads_nothing(tmp_path: Path, typed_root: Path, registry) -> None:
+    # Polars folds is_in([]) into the constant false before the scan sees it: that keeps no row,
+    # so no batch is read and, with typed values, no bad value raises (it read and decoded all)
+    from kbatch.polars import scan_kafka_log
+
+    with LogWriter(tmp_path, "t", 0) as w:
+        w.append(kbatch.encode([b"x"] * 10))
+    for empty in (pl.col("offset").is_in([]), pl.lit(False), pl.lit(None, pl.Boolean)):
+        stats = ScanStats()
+        assert scan_kafka_log(tmp_path, stats=stats).filter(empty).collect().height == 0
+        assert stats.batches_framed == stats.rows == 0, stats
+        lf = scan_kafka_log(typed_root, topic="avro", values=registry).filter(empty)  # offset 5 does not decode
+        assert lf.select("offset", "value").collect().height == 0
+
+
 def test_duckdb_pushes_sql_filters_into_the_scan(tmp_path: Path) -> None:
     """DuckDB 2.0 on: the filters reach the scan (two batches decoded). Before 2.0 (whose pushdown
     into a LazyFrame drops a timestamp filter: every row came back) the rows are still exactly
