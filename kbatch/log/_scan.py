@@ -281,14 +281,16 @@ def _typed_batch(
 
     sub = table if rows is None else select(table, rows)
     sub.topic, sub.partition = topic, partition  # (the decode's errors name them)
+    if where is not None:  # judged with the raw columns it reads alone; the rows it keeps, decoded whole
+        judged = pa.schema([base.field(c) for c in where.columns if c in base.names] or [base.field(0)])
+        kept = typed.judge(sub, pa.Table.from_batches([_arrow_batch(sub, None, topic, partition, judged.names,
+                                                                    judged, binary)]), columns, where)
+        if kept is not None and not kept.all():
+            if not kept.any():
+                return None
+            sub = select(sub, kept)
+            sub.topic, sub.partition = topic, partition
     raw = _arrow_batch(sub, None, topic, partition, base.names, base, binary)
-    kept = None if where is None else typed.judge(sub, pa.Table.from_batches([raw]), columns, where)
-    if kept is not None and not kept.all():  # the rows the value filter keeps, decoded whole
-        if not kept.any():
-            return None
-        sub = select(sub, kept)
-        sub.topic, sub.partition = topic, partition
-        raw = _arrow_batch(sub, None, topic, partition, base.names, base, binary)
     out = typed.decode(sub, pa.Table.from_batches([raw]), columns).combine_chunks()
     return out.to_batches()[0]
 

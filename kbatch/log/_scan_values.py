@@ -30,10 +30,12 @@ class ValueFilter(Protocol):
 
     #: the top-level value fields it reads
     fields: Sequence[str]
+    #: the scan's other columns it reads (raw ones: ``offset``, ``partition``, ...)
+    columns: Sequence[str]
 
     def __call__(self, table: Any) -> Any:
-        """A boolean per row of ``table`` (a ``pyarrow.Table``: the rows' raw columns and the
-        ``value`` struct of :attr:`fields`, ``value_schema_id``): whether it may be kept."""
+        """A boolean per row of ``table`` (a ``pyarrow.Table``: the rows' raw :attr:`columns` and
+        the ``value`` struct of :attr:`fields`, ``value_schema_id``): whether it may be kept."""
         ...
 
 
