@@ -179,7 +179,7 @@ class ValueWhere:
     def __init__(self, predicate: Any, fields: Sequence[str]) -> None:
         self.predicate = predicate
         self.fields = fields
-        self.columns = sorted(set(predicate.meta.root_names()) - {"value"})
+        self.columns: Sequence[str] = sorted(set(predicate.meta.root_names()) - {"value"})
 
     def __call__(self, table: Any) -> Any:
         import numpy as np
