@@ -522,14 +522,17 @@ def scan_tables(
     verify_crc: bool = True,
     chunk_bytes: int = 16 << 20,
     stats: ScanStats | None = None,
+    index: bool = True,
+    index_dir: str | os.PathLike[str] | None = None,
 ) -> Iterator[RecordTable]:
     """The records of one log passing ``terms`` (normalized, :func:`kbatch.log._predicate.normalize`)
     within offsets ``[start, end)``, as ``RecordTable`` s with every column.
 
     What ``log.iter_tables(start_offset=start, end_offset=end, ...)`` gives, filtered, read by the
-    scan's rules (segments, batches skipped by headers, walked past an upper time bound; only the
-    rows that pass are kept, sharing the tables' bytes): the Spark source's tasks read their
-    slices through it when filters are pushed.
+    scan's rules (segments, batches skipped by headers or by the time index, walked past an upper
+    time bound; only the rows that pass are kept, sharing the tables' bytes): the Spark source's
+    tasks read their slices through it when filters are pushed. ``index``, ``index_dir``: as
+    :meth:`kbatch.log.LogDir.scan_records`'s.
     """
     bound = [*terms]
     if start is not None:
@@ -541,8 +544,9 @@ def scan_tables(
             plan.terms, "partition", None if log.partition < 0 else int(log.partition)):
         return
     counts = ScanStats() if stats is None else stats
+    indexes = TimeIndexes(index_dir) if index and (plan.ts_lo is not None or plan.ts_hi is not None) else None
     for table, rows in _scan_log(log, plan, isolation_level, on_corruption, verify_crc, chunk_bytes, counts,
-                                 False, False):
+                                 False, False, indexes):
         assert isinstance(table, RecordTable)  # every column: never walked alone
         if rows is not None:
             if not rows.any():

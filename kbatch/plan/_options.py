@@ -63,6 +63,8 @@ OPTIONS = (
     "includeInternalTopics",
     "kafka.exclude.internal.topics",
     "filterPushdown",
+    "timeIndex",
+    "timeIndexDir",
     # typed values (kbatch.spark._values)
     "valueFormat",
     "keyFormat",
@@ -260,6 +262,8 @@ class Options:
     recursive: bool = False
     replicas: str = "best"
     include_internal: bool = False
+    time_index: bool = True
+    time_index_dir: str | None = None
     storage_options: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -367,6 +371,8 @@ class Options:
             recursive=_bool(opts, "recursiveFileLookup", False),
             replicas=_replicas_option(opts, streaming),
             include_internal=_include_internal(opts),
+            time_index=_bool(opts, "timeIndex", True),
+            time_index_dir=opts.get("timeindexdir") or None,
             storage_options=parse_options(
                 f"{k[len(STORAGE_PREFIX):]}={v}" for k, v in opts.items() if k.startswith(STORAGE_PREFIX)
             ),

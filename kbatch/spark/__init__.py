@@ -78,6 +78,14 @@ Options (Spark's Kafka source names and meanings; values are strings)
     Spark still filters the rows. Needs PySpark 4.1+ with
     ``spark.sql.python.filterPushdown.enabled=true`` (PySpark refuses a reader that pushes
     filters when it is off). No column pruning: PySpark's Python sources offer none.
+``timeIndex`` / ``timeIndexDir``
+    kbatch's: with ``filterPushdown`` and a timestamp filter, each task uses and keeps the
+    segments' time index (every batch's least and greatest record timestamp,
+    :mod:`kbatch.log._timeindex`), so that a later query skips the batches outside its window
+    without reading them. ``timeIndex=false``: neither used nor kept. ``timeIndexDir``: the
+    index folder (default ``$KBATCH_INDEX_DIR``, else the user's cache folder, on each machine;
+    a folder every executor shares makes one query's index serve the next wherever it runs).
+    A file that does not match its segment now is never used.
 ``view``
     kbatch's: Kafka's own state instead of records (:mod:`kbatch.spark._views`):
     ``consumer_offsets``, ``consumer_groups``, ``transactions``, ``producer_snapshots``,

@@ -68,8 +68,10 @@ def translate(filters: Sequence[Any]) -> list[Term]:
     return terms
 
 
-def narrow(log: Any, start: int, end: int, terms: Sequence[Term], on_corruption: str = "raise") -> tuple[int, int]:
-    """The part of ``log``'s offsets ``[start, end)`` where rows passing ``terms`` can be (empty: start, start)."""
+def narrow(log: Any, start: int, end: int, terms: Sequence[Term], on_corruption: str = "raise",
+           index: bool = True, index_dir: str | None = None) -> tuple[int, int]:
+    """The part of ``log``'s offsets ``[start, end)`` where rows passing ``terms`` can be (empty:
+    start, start); ``index``, ``index_dir``: the time index (:mod:`kbatch.log._timeindex`)."""
     if not terms:
         return start, end
     partition = None if log.partition < 0 else log.partition
@@ -87,17 +89,21 @@ def narrow(log: Any, start: int, end: int, terms: Sequence[Term], on_corruption:
         # the first offset in the range whose record reaches the bound, by the scan's own rules
         # (segment and batch max timestamps from headers): no row before it can pass
         first = scan_logs([log], ["offset"], [("timestamp", ">=", _from_micros(ts_lo)), ("offset", ">=", start),
-                                              ("offset", "<", end)], 1, on_corruption=on_corruption).read_all()
+                                              ("offset", "<", end)], 1, on_corruption=on_corruption,
+                           index=index, index_dir=index_dir).read_all()
         start = int(first.column(0)[0].as_py()) if first.num_rows else end
     return start, max(start, end)
 
 
-def reader(terms: Sequence[Term], stats: ScanStats | None = None) -> Callable[..., Iterator[Any]] | None:
+def reader(terms: Sequence[Term], stats: ScanStats | None = None, index: bool = True,
+           index_dir: str | None = None) -> Callable[..., Iterator[Any]] | None:
     """``tables(log, start_offset=, end_offset=, ...)``: a task's slice of ``log`` read by the scan
-    with ``terms`` (:func:`kbatch.log._scan.scan_tables`: batches skipped by their headers, walked past
-    an upper time bound, only the records that pass built), the keyword arguments of
-    ``LogDir.iter_tables`` otherwise; None: no ``offset`` or ``timestamp`` term, the slice's
-    range already says it all. ``stats`` counts what the scans read and skipped."""
+    with ``terms`` (:func:`kbatch.log._scan.scan_tables`: batches skipped by their headers or the
+    time index, walked past an upper time bound, only the records that pass built), the keyword
+    arguments of ``LogDir.iter_tables`` otherwise; None: no ``offset`` or ``timestamp`` term, the
+    slice's range already says it all. ``stats`` counts what the scans read and skipped;
+    ``index``, ``index_dir``: the time index each task uses and keeps (in its own machine's
+    cache folder unless ``index_dir`` names one)."""
     if not any(t[0] in ("offset", "timestamp") for t in terms):
         return None
 
@@ -106,7 +112,7 @@ def reader(terms: Sequence[Term], stats: ScanStats | None = None) -> Callable[..
                chunk_bytes: int = 16 << 20) -> Iterator[Any]:
         return scan_tables(log, terms, start_offset, end_offset, isolation_level=isolation_level,
                            on_corruption=on_corruption, verify_crc=verify_crc, chunk_bytes=chunk_bytes,
-                           stats=stats)
+                           stats=stats, index=index, index_dir=index_dir)
 
     return tables
 

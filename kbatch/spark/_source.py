@@ -181,12 +181,14 @@ class PushdownKafkaLogReader(KafkaLogReader):
         return iter(filters)  # all of them: Spark still filters the rows it is given
 
     def _narrow(self, log: Any, start: int, end: int) -> tuple[int, int]:
-        return narrow(log, start, end, self.terms, self.opts.on_corruption)
+        return narrow(log, start, end, self.terms, self.opts.on_corruption, self.opts.time_index,
+                      self.opts.time_index_dir)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         # the slice read by the scan with the terms: only the records passing the offset and
         # timestamp terms are built and handed to Spark, which filters them again
-        return _read(partition.pieces, self.opts, self.typed, reader(self.terms))  # type: ignore[attr-defined]
+        tables = reader(self.terms, index=self.opts.time_index, index_dir=self.opts.time_index_dir)
+        return _read(partition.pieces, self.opts, self.typed, tables)  # type: ignore[attr-defined]
 
 
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -16,8 +16,9 @@ pytest.importorskip("pyarrow")
 import pyspark.sql.datasource as datasource
 
 import kbatch
-from kbatch.log import LogWriter, open_log, open_logs
+from kbatch.log import LogWriter, ScanStats, open_log, open_logs
 from kbatch.spark._pushdown import narrow, translate
+from kbatch.spark._pushdown import reader as task_tables
 
 UTC = dt.timezone.utc
 #: PySpark 4.1+ hands a Python source its filters (pyspark.sql.datasource.EqualTo, ...); on 4.0 the
@@ -190,3 +191,38 @@ def test_pushed_tasks_return_the_eager_read_filtered(roots: dict[str, Path], whi
             got += zip(b.column("topic").to_pylist(), b.column("partition").to_pylist(),
                        b.column("offset").to_pylist(), stamps, b.column("value").to_pylist(), strict=True)
     assert sorted(got) == sorted(eager(open_logs(roots[which]), terms, iso))
+
+
+@needs_filters
+def test_tasks_keep_and_use_the_time_index(tmp_path: Path) -> None:
+    from pyspark.sql.datasource import GreaterThanOrEqual, LessThan
+
+    from kbatch.spark._source import KafkaLogDataSource
+
+    root = _log(tmp_path / "root")
+    lo, hi = (dt.datetime(1970, 1, 1, 0, 0, s, tzinfo=UTC) for s in (3, 4))  # offsets 300..399
+    filters = [GreaterThanOrEqual(("timestamp",), lo), LessThan(("timestamp",), hi)]
+
+    def rows(**options: str) -> list[int]:
+        source = KafkaLogDataSource({"path": str(root), "filterPushdown": "true", "maxPartitionBytes": "2000",
+                                     **options})
+        reader = source.reader(source.schema())
+        list(reader.pushFilters(filters))
+        return sorted(o for t in reader.partitions() for b in reader.read(t) for o in b.column("offset").to_pylist())
+
+    want = list(range(300, 400))
+    index = tmp_path / "index"
+    assert rows(timeIndexDir=str(index)) == want
+    assert any(index.glob("*.tix"))  # the tasks kept their segments' index ...
+    # ... which the tasks' reads of the next query use: the batches outside the window unread
+    stats = ScanStats()
+    tables = task_tables(translate(filters), stats, index_dir=str(index))
+    assert tables is not None
+    log = open_log(root / "t-0")
+    got = [int(o) for t in tables(log, 300, 1000) for o in t.records["offset"]]
+    assert sorted(got) == want
+    assert stats.indexes_used > 0 and stats.batches_skipped_by_index > 0, stats
+    assert rows(timeIndexDir=str(index)) == want
+    off = tmp_path / "off"
+    assert rows(timeIndex="false", timeIndexDir=str(off)) == want
+    assert not off.exists() or not any(off.rglob("*.*"))  # neither kept nor used
