@@ -31,9 +31,9 @@ from typing import Any
 
 from kbatch import storage
 from kbatch.errors import KBatchError
-from kbatch.tables import Store, default_catalog, delta_options, iceberg_properties, recover
+from kbatch.tables import Store, default_catalog, delta_options, iceberg_properties, recover, table_format
 
-__all__ = ["add_arguments", "parse_duration", "run", "table_format", "unreferenced"]
+__all__ = ["add_arguments", "parse_duration", "run", "unreferenced"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -48,18 +48,6 @@ def parse_duration(text: str, flag: str = "--older-than") -> float:
     if not m:
         raise ValueError(f"{flag} {text!r}: a number and a unit (s, m, h, d, w), e.g. 7d")
     return float(m.group(1)) * _UNITS[m.group(2)]
-
-
-def table_format(store: Store) -> str:
-    """What OUT holds: ``parquet`` (an offsets ledger), ``iceberg`` (kbatch's catalog) or ``delta``."""
-    names = {rel.split("/", 1)[0] for rel, _ in store.objects()}
-    if "_kbatch_ledger" in names:
-        return "parquet"
-    if "catalog.db" in names or any(rel.endswith(".metadata.json") for rel, _ in store.objects()):
-        return "iceberg"
-    if any("/_delta_log/" in rel for rel, _ in store.objects()):
-        return "delta"
-    raise ValueError(f"{store.url} holds no table kbatch wrote (an offsets ledger, catalog.db, _delta_log)")
 
 
 def _parquet(store: Store, cutoff: float) -> list[str]:

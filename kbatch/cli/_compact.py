@@ -34,18 +34,9 @@ from pathlib import Path
 
 from kbatch import storage
 from kbatch.errors import KBatchError
-from kbatch.tables import (
-    Store,
-    compact_delta,
-    compact_folder,
-    compact_iceberg,
-    delta_options,
-    hold,
-    recover,
-    release,
-)
+from kbatch.tables import Store, compact_out, hold, recover, release, table_format
 
-from ._clean import parse_duration, table_format
+from ._clean import parse_duration
 
 __all__ = ["add_arguments", "parse_size", "run"]
 
@@ -87,28 +78,13 @@ def run(args: argparse.Namespace) -> int:
         options = storage.parse_options(args.storage_option)
         if not storage.is_remote(args.out) and not Path(args.out).is_dir():
             raise ValueError(f"{args.out}: no such folder")
-        store = Store(args.out, options)
-        fmt = table_format(store)
         catalog = dict(item.split("=", 1) for item in args.catalog_option if "=" in item)
-        if fmt == "parquet":
-            if store.remote:
-                raise ValueError(f"{args.out}: kbatch compact does not compact an s3:// Parquet folder yet")
-            if retain is not None:
-                raise ValueError("--retain: a Parquet folder keeps no replaced files (they go at the commit)")
         if not args.dry_run:
+            table_format(Store(args.out, options))  # (a folder that holds no table: nothing recovered in it)
             recover(args.out, options)
             hold(args.out, options)  # this run's staging folder is not a dead run's leftover
         try:
-            if fmt == "parquet":
-                done = [compact_folder(args.out, target, dry_run=args.dry_run)]
-            elif fmt == "iceberg":
-                done = compact_iceberg(args.out, target, retain, args.dry_run, options, catalog)
-            else:
-                done = []
-                for top in sorted({rel.split("/", 1)[0] for rel, _ in store.objects() if "/_delta_log/" in rel}):
-                    uri = f"{store.url}/{top}"
-                    done.append(compact_delta(uri, target, retain, args.dry_run,
-                                              delta_options(uri, options) if store.remote else None))
+            done = compact_out(args.out, target, retain, args.dry_run, options, catalog)
         finally:
             if not args.dry_run:
                 release(args.out)

@@ -75,6 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--where", default=None, help="a Spark SQL filter, e.g. \"timestamp >= '2024-01-01'\"")
     parser.add_argument("--no-partition-by-topic", action="store_true", help="one flat output directory")
     parser.add_argument("--mode", choices=MODES, default="errorifexists", help="if OUT exists")
+    parser.add_argument("--compact-after", type=int, default=None, metavar="FILES",
+                        help="after the run, compact OUT (as kbatch compact OUT does) once a table holds this many "
+                        "data files or more, some smaller than 128M")
     parser.add_argument("--recursive", action="store_true",
                         help="find partitions at any depth under ROOT (a backup of several log.dirs roots); "
                              "every different log (cluster id, topic id) and one replica of each, with "

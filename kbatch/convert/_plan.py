@@ -145,6 +145,16 @@ def plan(args: argparse.Namespace) -> Plan:
         value = getattr(args, name, None)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    compact_after = getattr(args, "compact_after", None)
+    if compact_after is not None:
+        if compact_after < 2:
+            raise UsageError(f"--compact-after must be >= 2 (the data files a table holds), got {compact_after}")
+        if args.format not in ("parquet", "iceberg", "delta"):
+            raise UsageError("--compact-after compacts a Parquet folder, an Iceberg or a Delta table, not "
+                             f"--format {args.format}")
+        if args.format == "parquet" and is_remote(args.out):
+            raise UsageError(f"--compact-after: kbatch compact does not compact an s3:// Parquet folder yet "
+                             f"({args.out})")
     if (args.catalog or args.catalog_option or args.namespace) and args.format != "iceberg":
         raise UsageError("--catalog, --catalog-option and --namespace are for --format iceberg")
     if args.partition_by and args.format not in ("iceberg", "delta"):

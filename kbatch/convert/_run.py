@@ -25,6 +25,9 @@ What holds, for both engines:
 - The summary counts the records actually written, per partition with the offset range and
   why the two differ (transaction markers, aborted transactions, compaction gaps, corrupt
   bytes skipped), and the wall time with Spark's start-up apart from the job's time and rate.
+- ``--compact-after FILES``: after the run's commit, OUT is compacted as ``kbatch compact OUT``
+  compacts it once a table holds that many data files (some below 128M); a compaction that fails
+  leaves the run's commit standing, and says so (status 1).
 """
 
 from __future__ import annotations
@@ -34,14 +37,16 @@ import json
 import os
 import sys
 
+from kbatch import storage
 from kbatch.errors import KBatchError
-from kbatch.tables import read_recipe, release
+from kbatch.tables import DEFAULT_TARGET, compact_after, hold, read_recipe, release
 
 from ._arrow_engine import convert_arrow
 from ._errors import ConvertError, UsageError
 from ._plan import default_engine
 from ._sinks import has_ledger, is_remote
 from ._spark_engine import convert_spark
+from ._summary import Summary
 
 __all__ = ["run"]
 
@@ -54,10 +59,13 @@ def run(args: argparse.Namespace) -> int:
     """
     default_engine(args)
     existed = is_remote(args.out) or os.path.lexists(args.out)
+    failed = False
     try:
         try:
             summary = convert_arrow(args) if args.engine == "arrow" else convert_spark(args)
-        finally:  # the run's lease on an S3 OUT (recover_out) ends with the run
+            if getattr(args, "compact_after", None) and summary.written:
+                failed = _compact(args, summary)
+        finally:  # the run's lease on OUT (recover_out, the compaction) ends with the run
             release(args.out)
     except UsageError as exc:
         print(f"kbatch convert: error: {exc}", file=sys.stderr)
@@ -76,4 +84,22 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary.as_dict()))
     elif not args.quiet:
         print("\n".join(summary.lines()))
+    if failed:
+        print(f"kbatch convert: error: {summary.compacted[-1]}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _compact(args: argparse.Namespace, summary: Summary) -> bool:
+    """``--compact-after``: compact OUT once a table holds that many data files (the run's commit
+    stands whatever happens here); the lines said in ``summary``; True when it failed."""
+    options = storage.parse_options(args.storage_option)
+    catalog = dict(item.split("=", 1) for item in args.catalog_option if "=" in item)
+    try:
+        hold(args.out, options)  # (this run's staging folder is not a dead run's leftover)
+        done = compact_after(args.out, args.compact_after, DEFAULT_TARGET, options, catalog)
+    except (KBatchError, ValueError, OSError) as exc:
+        summary.compacted.append(f"the run's commit stands; compacting {args.out} failed: {exc}")
+        return True
+    summary.compacted += [c.line() for c in done if c.files_after < c.files_before]
+    return False

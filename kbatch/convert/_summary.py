@@ -167,6 +167,8 @@ class Summary:
     engine_default: str = ""
     #: a Parquet folder: how each reader reads a topic of it (kbatch.tables._folderschema)
     read: list[str] = field(default_factory=list)
+    #: --compact-after: each table compacted after the run, in words (or why the compaction failed)
+    compacted: list[str] = field(default_factory=list)
 
     @property
     def records_per_second(self) -> float:
@@ -224,6 +226,7 @@ class Summary:
             out.append(f"  ... {plural(len(self.per_partition) - len(shown), 'more partition')} (--json-summary)")
         out += [t.line() for t in self.tables]
         out += self.read
+        out += [f"compaction: {line}" for line in self.compacted]
         out += [f"gap: {g.line()}" for g in self.gaps]
         out += [f"damaged: {d}" for rep in self.per_partition for d in damaged_lines(rep, self.tables)]
         if self.dead_letters:

@@ -7,8 +7,10 @@ Iceberg tables (pyiceberg) and Delta tables (deltalake).
   the ledger, abort); :func:`open_sink` picks the implementation for a ``--format``.
 - :func:`resume`: the ranges an append converts, and the gaps retention left.
 - ``compact_folder`` / ``compact_iceberg`` / ``compact_delta``: small files rewritten into
-  large ones in one commit that keeps the ledger (``kbatch compact``,
-  :mod:`kbatch.tables._compact`, :mod:`kbatch.tables._compact_iceberg`).
+  large ones in one commit that keeps the ledger (:mod:`kbatch.tables._compact`,
+  :mod:`kbatch.tables._compact_iceberg`); ``compact_out`` / ``compact_after``: every table of an
+  OUT, as ``kbatch compact`` and ``kbatch convert --compact-after`` run them
+  (:mod:`kbatch.tables._maintenance`).
 - :class:`RemoteFolderSink`: a Parquet folder on S3 with its ledger (S3's conditional write is
   the commit point); Iceberg and Delta tables take ``s3://`` too (:mod:`kbatch.tables._remote`
   passes ``--storage-option`` to pyiceberg and deltalake).
@@ -31,6 +33,9 @@ from ._leftovers import Store as Store
 from ._leftovers import hold as hold
 from ._leftovers import recover as recover
 from ._leftovers import release as release
+from ._maintenance import compact_after as compact_after
+from ._maintenance import compact_out as compact_out
+from ._maintenance import table_format as table_format
 from ._open import TABLE_FORMATS, open_sink
 from ._partition import Transform
 from ._remote import delta_options as delta_options

@@ -149,3 +149,34 @@ def test_ledger_file_of_the_compaction(root, tmp_path):
     last = sorted((out / "_kbatch_ledger").glob("*.json"))[-1]
     entry = json.loads(last.read_text())
     assert entry["compacted"] == ["topic=events"] and len(entry["removed"]) == 3 and entry["records"] == 0
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "delta"])
+def test_convert_compact_after_keeps_the_file_count_bounded(root, tmp_path, fmt):
+    from support.tables import summary_of
+
+    out = tmp_path / "out"
+    n, counts, compactions = 0, [], []
+    for _ in range(7):
+        n += 10
+        write_log(root, "events", 0, n)
+        summary = summary_of(convert_cli(str(root), str(out), "--format", fmt, "--mode", "append",
+                                         "--subscribe", "events", "--compact-after", "3"))
+        counts.append(_files(out, fmt))
+        compactions.append(summary["compacted"])
+        assert _rows(out, fmt) == rows_of_root(root, ["events"])  # every record once, after every run
+    # a run reaching 3 files compacts them into 1: 1, 2, 1, 2, 1, ...
+    assert counts == [1, 2, 1, 2, 1, 2, 1], counts
+    assert [bool(c) for c in compactions] == [False, False, True, False, True, False, True]
+    assert "compacted 3 data files into 1" in compactions[2][0]
+    assert len(_rows(out, fmt)) == n
+    held = _ledger(out, fmt).get("events", 0)
+    assert held is not None and held.held() == [(0, n)]  # the compactions kept the ledger whole
+
+
+def test_convert_compact_after_is_checked_before_any_work(root, tmp_path):
+    for argv, said in ((["--compact-after", "1"], "--compact-after must be >= 2"),
+                       (["--format", "orc", "--compact-after", "3"], "--compact-after compacts a Parquet folder")):
+        proc = convert_cli(str(root), str(tmp_path / "out"), *argv, json_summary=False)
+        assert proc.returncode == 2 and said in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+        assert not (tmp_path / "out").exists()
