@@ -290,7 +290,7 @@ def projection(pair_seed: int, proj: int) -> Projection:
     reader = cut_reader(p.reader, tree, p.rnames, cut=cut)
     writer = p.writer if walk_tail else cut_writer(p.writer, reader)
     parsed = None
-    if p.rec is None and not any(n in cut or n in p.rnames and _full_name(p.rnames[n], None) in cut
+    if p.rec is None and not any(n in cut or (n in p.rnames and _full_name(p.rnames[n], None) in cut)
                                  for n in _references(reader, set())):
         try:
             parsed = (fastavro.parse_schema(strip_logical(writer)), fastavro.parse_schema(strip_logical(reader)))
@@ -308,7 +308,7 @@ def _projected_want(p: Pair, j: Projection, body: bytes) -> Any:
         return _SKIP  # fastavro's skip of a string checks UTF-8; kbatch's walk does not
     except TypeError:
         return _SKIP  # fastavro's own failure on a cut schema's shape (a record branch in a skipped union)
-    except Exception as exc:  # noqa: BLE001 - fastavro's own errors
+    except Exception as exc:
         raise _Rejects(f"{type(exc).__name__}: {exc}") from exc
     try:
         return (expected_arrow if p.mapping == "arrow" else expected)(raw, j.reader, j.rnames)
@@ -325,7 +325,7 @@ _SKIP = object()
 def check_projection(p: Pair, j: Projection, table: pa.Table, bodies: list[bytes], whole: pa.Table) -> None:
     """The projected decode of ``table`` against the whole one (``whole``) and fastavro (see the
     module)."""
-    kw: dict[str, Any] = dict(mapping=p.mapping, max_depth=p.max_depth, max_items=MAX_ITEMS)
+    kw: dict[str, Any] = {"mapping": p.mapping, "max_depth": p.max_depth, "max_items": MAX_ITEMS}
     if j.walk_tail:
         out = values.decode(table, p.registry, reader_schema=p.reader_text, errors="null", fields=j.fields, **kw)
         errors = out.column("value_error").to_pylist()

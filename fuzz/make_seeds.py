@@ -140,12 +140,13 @@ def write_seeds(root: Path) -> dict[str, int]:
         n += 1
     counts["avro_evolution"] = n
 
-    n = 0  # fuzz_protobuf: (schema seed, flags, message seed, edits): each re-encoding alone, then all at once
+    n = 0  # fuzz_protobuf: (schema seed, flags, message seed, projection, edits): each re-encoding alone,
+    # then all at once
     for seed in range(24):
         flags = (1 << (seed % 6)) if seed < 18 else 0x3F | (seed % 4) << 6
         edits = b"" if seed % 3 else bytes([seed, 5 * seed, 0x01])
         _put(root / "protobuf", f"schema{seed}", seed.to_bytes(2, "little") + bytes([flags])
-             + (seed * 104729).to_bytes(4, "little") + edits)
+             + (seed * 104729).to_bytes(4, "little") + (seed * 37).to_bytes(2, "little") + edits)
         n += 1
     counts["protobuf"] = n
 
