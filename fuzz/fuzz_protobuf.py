@@ -17,6 +17,8 @@ Input layout::
                         order, bit 4 unknown fields, bit 5 singular fields repeated (the last
                         one wins; a message field merges); bits 6-7: number of messages - 1
     seed    uint32 LE   the messages' seed (``proto_gen.random_message``)
+    proj    uint16 LE   the projection's seed: ``fields`` for a second, projected decode, one to
+                        four of the root message's top-level fields (``projection.draw_fields``)
     edits   3 bytes each, applied to copies of the re-encoded bodies (``fixtures.edit_copies``)
 
 Every body is framed with schema id 1 and the root message's index. Oracle: the column
@@ -27,6 +29,16 @@ never an error row; a body upb refuses is an error row. Where upb is not the ref
 entry holding an unknown field (upb moves the whole entry to the message's unknown fields;
 protobuf-java and kbatch read it), so no re-encoding puts one there and an edited body's row may
 hold map entries upb's lacks. No crash, no sanitizer report.
+
+The bodies decode again with ``fields=`` (``check_projection``): its column validates; a body the
+whole decode reads, the projection reads, to the whole row cut to ``fields`` (compared as Arrow);
+a body the whole decode refuses may be an error (naming ``value``) or a value (the fault may lie
+in a field left out, whose contents are not decoded: a skipped string's UTF-8, a skipped
+message's own bytes). Such a value must equal upb's parse of the body's kept top-level fields
+alone (``kept_fields``: the same bytes with the others cut out; upb gets no chance to refuse
+what kbatch skips), and upb refusing those is a finding; a body whose top level ends inside a
+field must be an error. (Not checked: a body with a top-level group, tag 0, a wire type 6 or 7
+or a tag over 32 bits, which ``kept_fields`` does not walk.)
 
 Run ``python fuzz/fuzz_protobuf.py CORPUS_DIR [libFuzzer flags]``, or ``bash fuzz/run.sh``.
 """
@@ -53,6 +65,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support.avro_values import framed
+from support.projection import draw_fields, same, select
 from support.proto_gen import kbatch_row, message_classes, random_message, random_proto_rng, upb_row
 
 CACHED_SCHEMAS = 16
@@ -216,15 +229,92 @@ def upb_reading(p: Proto, body: bytes) -> Any:
     return upb_row(msg, p.spec, p.root)
 
 
+#: ``kept_fields`` met what it does not walk (a group, a tag it doubts): no reference
+_UNWALKED = b"unwalked"
+
+
+def kept_fields(body: bytes, numbers: set[int]) -> bytes | None:
+    """The top-level fields of ``body`` whose numbers are in ``numbers``, their bytes as they are,
+    in their order; None when the bytes end inside a field; ``_UNWALKED`` at a group, a wire type
+    6 or 7, a tag 0 or one over 32 bits (what kbatch may refuse or skip its own way)."""
+    out = bytearray()
+    pos = 0
+    try:
+        while pos < len(body):
+            start = pos
+            key, pos = _read_varint(body, pos)
+            number, wire = key >> 3, key & 7
+            if number == 0 or key >= 1 << 32 or wire not in (0, 1, 2, 5):
+                return _UNWALKED
+            if wire == 0:
+                _, pos = _read_varint(body, pos)
+            elif wire == 2:
+                n, pos = _read_varint(body, pos)
+                pos += n
+            else:
+                pos += 8 if wire == 1 else 4
+            if pos > len(body):
+                return None
+            if number in numbers:
+                out += body[start:pos]
+    except IndexError:
+        return None
+    return bytes(out)
+
+
+def check_projection(p: Proto, fields: list[str], table: pa.Table, bodies: list[bytes], whole: pa.Table) -> None:
+    """The projected decode of ``table`` against the whole one (``whole``) and upb (see the
+    module)."""
+    out = values.decode(table, p.registry, errors="null", protobuf=p.options, fields=fields)
+    oracle.check(out.num_rows == len(bodies), "projected: one row per value")
+    column = out.column("value").combine_chunks()
+    column.validate(full=True)
+    errors = out.column("value_error").to_pylist()
+    whole_errors = whole.column("value_error").to_pylist()
+    for i, (w, e) in enumerate(zip(whole_errors, errors, strict=True)):
+        oracle.check(e is None or " - at value" in e, f"projected ({fields}): an error without its place: {e!r}")
+        oracle.check(w is not None or e is None,
+                     f"projected ({fields}): body {i} ({bodies[i].hex()}) decodes whole but not projected: {e}")
+    whole_cut = select(whole.column("value"), fields)
+    oracle.check(column.type == whole_cut.type,
+                 f"projected ({fields}): type {column.type} != the whole's cut {whole_cut.type}")
+    ok = pa.array([e is None for e in whole_errors])
+    oracle.check(same(column.filter(ok), whole_cut.filter(ok)),
+                 f"projected ({fields}): rows differ from the whole decode's cut to the fields")
+    numbers = {k for k, (name, _, _) in enumerate(p.spec[p.root], 1) if name in fields}
+    spec = [*p.spec[:p.root], [f for f in p.spec[p.root] if f[0] in fields], *p.spec[p.root + 1:]]
+    rows = None
+    for i, (w, e) in enumerate(zip(whole_errors, errors, strict=True)):
+        if w is None or e is not None:
+            continue
+        kept = kept_fields(bodies[i], numbers)
+        oracle.check(kept is not None, f"projected ({fields}): body {i} ({bodies[i].hex()}): its top level "
+                                       f"cannot be walked, yet decoded")
+        assert kept is not None
+        if kept is _UNWALKED:
+            continue
+        try:
+            msg = p.classes[f"M{p.root}"].FromString(kept)
+        except Exception:  # noqa: BLE001 - upb refuses the kept fields: kbatch then must too
+            raise oracle.Finding(f"projected ({fields}): body {i} ({bodies[i].hex()}): upb refuses its kept "
+                                 f"fields ({kept.hex()}), kbatch decoded them") from None
+        rows = rows if rows is not None else column.to_pylist()
+        expect = {k: v for k, v in upb_row(msg, p.spec, p.root).items() if k in fields}
+        got = kbatch_row(rows[i], spec, p.root)
+        oracle.check(oracle.same(got, expect) or _entries_dropped(got, expect),
+                     f"projected ({fields}): body {i} ({bodies[i].hex()}): kbatch {got!r} != upb {expect!r} "
+                     f"(kept fields {kept.hex()}; whole decode: {w})")
+
+
 def TestOneInput(raw: bytes) -> None:
-    if len(raw) < 7:
+    if len(raw) < 9:
         return
     p = schema(int.from_bytes(raw[:2], "little"))
     flags = raw[2]
     rng = random.Random(int.from_bytes(raw[3:7], "little"))
     messages = [random_message(rng, p.spec, p.classes, p.root) for _ in range(1 + (flags >> 6))]
     rewritten = [rewrite(m.SerializeToString(), p.spec[p.root], p.spec, flags, rng) for m in messages]
-    bodies = rewritten + fixtures.edit_copies(rewritten, raw[7:])
+    bodies = rewritten + fixtures.edit_copies(rewritten, raw[9:])
     table = pa.table({"value": pa.array([framed(1, p.indexes + b) for b in bodies], pa.binary())})
     out = values.decode(table, p.registry, errors="null", protobuf=p.options)
     oracle.check(out.num_rows == len(bodies), "one row per value")
@@ -243,6 +333,10 @@ def TestOneInput(raw: bytes) -> None:
         got = kbatch_row(row, p.spec, p.root)
         oracle.check(oracle.same(got, expect) or (kind == "edited" and _entries_dropped(got, expect)),
                      f"{kind} body {i} ({body.hex()}): kbatch {got!r} != upb {expect!r}")
+    names = [name for name, _, _ in p.spec[p.root]]
+    if names:
+        check_projection(p, draw_fields(random.Random(int.from_bytes(raw[7:9], "little")), names), table, bodies,
+                         out)
 
 
 def _entries_dropped(got: Any, expect: Any) -> bool:

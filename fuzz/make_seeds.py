@@ -131,20 +131,22 @@ def write_seeds(root: Path) -> dict[str, int]:
         n += 1
     counts["values"] = n
 
-    n = 0  # fuzz_avro_evolution: (pair seed, flags, value seed, edits): every pair shape, valid and edited
-    for seed in range(32):
+    n = 0  # fuzz_avro_evolution: (pair seed, flags, value seed, projection, edits): every pair shape, valid
+    for seed in range(32):  # and edited, projected walking the tail and not
         edits = b"" if seed % 2 == 0 else bytes([seed, 3 * seed, 0xFF, 0x80 | seed, seed, 0x7F])
+        proj = (seed * 31) | (0x8000 if seed % 4 >= 2 else 0)
         _put(root / "avro_evolution", f"pair{seed}", seed.to_bytes(2, "little") + bytes([seed % 8])
-             + (seed * 7919).to_bytes(4, "little") + edits)
+             + (seed * 7919).to_bytes(4, "little") + proj.to_bytes(2, "little") + edits)
         n += 1
     counts["avro_evolution"] = n
 
-    n = 0  # fuzz_protobuf: (schema seed, flags, message seed, edits): each re-encoding alone, then all at once
+    n = 0  # fuzz_protobuf: (schema seed, flags, message seed, projection, edits): each re-encoding alone,
+    # then all at once
     for seed in range(24):
         flags = (1 << (seed % 6)) if seed < 18 else 0x3F | (seed % 4) << 6
         edits = b"" if seed % 3 else bytes([seed, 5 * seed, 0x01])
         _put(root / "protobuf", f"schema{seed}", seed.to_bytes(2, "little") + bytes([flags])
-             + (seed * 104729).to_bytes(4, "little") + edits)
+             + (seed * 104729).to_bytes(4, "little") + (seed * 37).to_bytes(2, "little") + edits)
         n += 1
     counts["protobuf"] = n
 

@@ -73,6 +73,8 @@ def _select(arr: pa.Array, tree: FieldTree | None) -> pa.Array:
             child = _select(arr.field(i), keep[f.name])
             children.append(child)
             fields.append(pa.field(f.name, child.type, f.nullable))
+    if not children:  # (from_arrays of no children has no rows: a field max_depth cut is all that was kept)
+        return pa.array([{} if v else None for v in arr.is_valid().to_pylist()], pa.struct([]))
     return pa.StructArray.from_arrays(children, fields=fields, mask=arr.is_null() if arr.null_count else None)
 
 
