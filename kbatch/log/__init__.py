@@ -82,6 +82,7 @@ from ._producer_snapshot import read_snapshot as read_snapshot
 from ._scan import SCAN_COLUMNS as SCAN_COLUMNS
 from ._scan import ScanStats, scan_logs
 from ._scan import scan_tables as scan_tables
+from ._scan import window_end as window_end
 from ._scan_values import value_scan as value_scan
 from ._segment import OnCorruption as OnCorruption
 from ._segment import Segment, Skipped

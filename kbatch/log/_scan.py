@@ -511,6 +511,44 @@ def _scan_spans(
     return False
 
 
+def window_end(log: Any, ts_lo: int | None, ts_hi: int | None, start: int, end: int,
+               index_dir: str | os.PathLike[str] | None = None) -> int:
+    """The offset in ``[start, end]`` after which no record of ``log`` has a timestamp in
+    ``[ts_lo, ts_hi]`` (microseconds), by the segments' time indexes alone (no batch read): the
+    end of the last batch an index does not rule out. A segment without a usable index, or whose
+    index leaves its tail uncovered, may hold such a record up to its end (the next segment's
+    base offset). What a planner narrows a time window's upper end by (the records of a batch
+    being out of order, its header cannot).
+    """
+    if start >= end or (ts_lo is None and ts_hi is None):
+        return end
+    indexes = TimeIndexes(index_dir)
+    segments = log.segments
+    last = start
+    for i, seg in enumerate(segments):
+        nxt = segments[i + 1].base_offset if i + 1 < len(segments) else end
+        if seg.base_offset >= end:
+            break
+        if nxt <= start or seg.size == 0:
+            continue
+        times = indexes.open(seg)
+        if times is None or not times.usable:
+            last = max(last, min(nxt, end))
+            continue
+        spans, _, _ = times.spans(ts_lo, ts_hi, start, end)
+        if not spans:
+            continue
+        e = times.entries
+        stops = e["position"] + e["length"].astype(np.int64)
+        tail = spans[-1][1]
+        at = np.flatnonzero(stops == tail)
+        if len(at):
+            last = max(last, min(int(e["last_offset"][at[-1]]) + 1, end))
+        else:  # bytes no entry covers (the segment grew since): anything up to its end
+            last = max(last, min(nxt, end))
+    return last
+
+
 def scan_tables(
     log: Any,
     terms: Sequence[Term],
@@ -666,4 +704,4 @@ def scan_logs(
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
-__all__ = ["SCAN_COLUMNS", "ScanStats", "overlapping", "scan_logs", "scan_tables"]
+__all__ = ["SCAN_COLUMNS", "ScanStats", "overlapping", "scan_logs", "scan_tables", "window_end"]

@@ -8,7 +8,10 @@ before cutting it into tasks: a partition whose topic or partition fails a term 
 offset bounds cut the range; a timestamp lower bound ``T`` starts it at the first offset whose
 record timestamp is >= ``T`` (found by a one-row :func:`kbatch.log._scan.scan_logs`, which skips
 segments and batches by their headers' max timestamps), which no row with a timestamp >= ``T``
-precedes. Every task then reads its narrowed slice with the same scan (:func:`reader`,
+precedes; and where the segments' time indexes (kept by earlier queries' tasks, or ``kbatch
+index``) rule out the batches after the window, the range ends with the last batch they do not
+rule out (:func:`kbatch.log._scan.window_end`), so a repeated question plans only the window's
+tasks. Every task then reads its narrowed slice with the same scan (:func:`reader`,
 :func:`kbatch.log._scan.scan_tables`): batches skipped by their headers, those past an upper time
 bound walked (every record's timestamp read, no row built) and dropped, and only the records
 that pass the offset and timestamp terms built (no key, value or header copied for the
@@ -32,6 +35,7 @@ from kbatch.log import (
     normalize,
     scan_logs,
     scan_tables,
+    window_end,
 )
 
 __all__ = ["narrow", "reader", "translate"]
@@ -92,6 +96,10 @@ def narrow(log: Any, start: int, end: int, terms: Sequence[Term], on_corruption:
                                               ("offset", "<", end)], 1, on_corruption=on_corruption,
                            index=index, index_dir=index_dir).read_all()
         start = int(first.column(0)[0].as_py()) if first.num_rows else end
+    if index and start < end and (ts_lo is not None or b["timestamp"][1] is not None):
+        # the end: past the last batch the segments' time indexes (kept by earlier queries' tasks)
+        # do not rule out (a batch header cannot bound an upper end: its records are out of order)
+        end = window_end(log, ts_lo, b["timestamp"][1], start, end, index_dir)
     return start, max(start, end)
 
 

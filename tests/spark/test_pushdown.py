@@ -226,3 +226,31 @@ def test_tasks_keep_and_use_the_time_index(tmp_path: Path) -> None:
     off = tmp_path / "off"
     assert rows(timeIndex="false", timeIndexDir=str(off)) == want
     assert not off.exists() or not any(off.rglob("*.*"))  # neither kept nor used
+
+
+@needs_filters
+def test_narrow_ends_a_time_window_by_the_time_index(tmp_path: Path) -> None:
+    from pyspark.sql.datasource import GreaterThanOrEqual, LessThan
+
+    from kbatch.log import build_time_index
+
+    root = _log(tmp_path / "root")
+    lo, hi = (dt.datetime(1970, 1, 1, 0, 0, s, tzinfo=UTC) for s in (3, 4))  # offsets 300..399
+    terms = translate([GreaterThanOrEqual(("timestamp",), lo), LessThan(("timestamp",), hi)])
+    index = tmp_path / "index"
+    log = open_log(root / "t-0")
+    # without an index the upper bound cannot end the range (a batch's records are out of order)
+    assert narrow(log, 0, 1000, terms, index=False) == (300, 1000)
+    assert narrow(log, 0, 1000, terms, index_dir=str(index)) == (300, 1000)  # (none kept yet)
+    build_time_index([log], index)
+    assert narrow(log, 0, 1000, terms, index_dir=str(index)) == (300, 400)
+    assert narrow(log, 0, 1000, terms, index=False) == (300, 1000)
+    # a segment changed since (a batch appended to the last): its index is not used, its end kept
+    with LogWriter(root, "t", 0, segment_bytes=2000) as w:
+        w.append(kbatch.encode([b"late"], base_offset=1000, timestamps=[3500]))
+    log = open_log(root / "t-0")
+    lo_end = narrow(log, 0, 1001, terms, index_dir=str(index))
+    assert lo_end[0] == 300 and lo_end[1] == 1001  # the late record (offset 1000, 3.5 s) may be in the window
+    got = sorted(int(o) for t in task_tables(terms, index_dir=str(index))(log, *lo_end)
+                 for o in t.records["offset"])
+    assert got == [*range(300, 400), 1000]
