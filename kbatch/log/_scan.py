@@ -542,10 +542,9 @@ def window_end(log: Any, ts_lo: int | None, ts_hi: int | None, start: int, end: 
         stops = e["position"] + e["length"].astype(np.int64)
         tail = spans[-1][1]
         at = np.flatnonzero(stops == tail)
-        if len(at):
-            last = max(last, min(int(e["last_offset"][at[-1]]) + 1, end))
-        else:  # bytes no entry covers (the segment grew since): anything up to its end
-            last = max(last, min(nxt, end))
+        # (bytes after the last span no entry covers: the segment grew since, anything up to its end)
+        upto = int(e["last_offset"][at[-1]]) + 1 if len(at) else nxt
+        last = max(last, min(upto, end))
     return last
 
 
