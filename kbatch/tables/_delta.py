@@ -55,7 +55,7 @@ from ._sink import (
     older_rows_note,
     staged_files,
 )
-from ._upsert import latest_per_key
+from ._upsert import Keyed, latest_per_key, reduce_changes
 
 __all__ = ["DeltaSink", "app_id", "read_ledger", "type_change"]
 
@@ -203,9 +203,12 @@ class DeltaSink(Sink):
         The columns the run writes, to check ``partition_by`` against before any work.
     compression : str, optional
         The Parquet codec (default snappy; "none").
-    upsert : bool, default False
+    upsert : bool or Keyed, default False
         One row per key, through a Delta merge: the run's latest record per key replaces the
-        table's row, a tombstone deletes it (the run's records are held in memory).
+        table's row, a tombstone deletes it (the run's records are held in memory). A
+        :class:`~kbatch.tables.Keyed` with an ``op`` column: the rows are changes by a primary
+        key (``--cdc``, :mod:`kbatch.tables._upsert`), a truncate deleting the table's rows in
+        the same commit.
     table_suffix : str, default ""
         Each topic's table is at ``OUT/<topic><table_suffix>`` (``"__dead_letter"``: the
         tables of the records whose values did not decode).
@@ -215,8 +218,8 @@ class DeltaSink(Sink):
 
     def __init__(self, out: str | os.PathLike[str], mode: str, *, topics: Sequence[str] = (),
                  partition_by: Sequence[str] | None = None, properties: dict[str, str] | None = None,
-                 columns: Sequence[str] | None = None, compression: str | None = None, upsert: bool = False,
-                 table_suffix: str = "", partitions: Sequence[Key] = (),
+                 columns: Sequence[str] | None = None, compression: str | None = None,
+                 upsert: bool | Keyed = False, table_suffix: str = "", partitions: Sequence[Key] = (),
                  storage_options: dict[str, Any] | None = None) -> None:
         from deltalake import DeltaTable
 
@@ -236,7 +239,8 @@ class DeltaSink(Sink):
                 raise ValueError(f"--partition-by {t.name}({t.width}, {t.column}): Delta partitions by columns; "
                                  "use a column, or day()/hour()/month()/year() of the timestamp")
         self.properties = dict(properties or {})
-        self.upsert = upsert
+        self.upsert = bool(upsert)
+        self.keyed = upsert if isinstance(upsert, Keyed) else Keyed()
         self._pending: dict[str, list[Any]] = {}
         self.compression = None if compression == "none" else (compression or "snappy")
         self.run = run_name()  # in the data files' names: the next run knows a dead run's (kbatch.tables._leftovers)
@@ -293,7 +297,9 @@ class DeltaSink(Sink):
 
         if self.upsert:  # merged at the commit
             for topic, batch in by_topic(count_rows(batches, self._counts)):
-                self._pending.setdefault(topic, []).append(_fit(_derive(batch, self.partition), self.schema_of(topic)))
+                if self.keyed.op is None:
+                    batch = _fit(_derive(batch, self.partition), self.schema_of(topic))
+                self._pending.setdefault(topic, []).append(batch)  # changes: fitted once reduced
             return
         source = EndOnError(batches)  # an error raised after the writer returned (see EndOnError)
         for topic, group in itertools.groupby(by_topic(count_rows(source, self._counts)), key=lambda tb: tb[0]):
@@ -491,20 +497,54 @@ class DeltaSink(Sink):
         from deltalake import DeltaTable
 
         schema = self.schema_of(topic)
-        live, dead = latest_per_key(pa.Table.from_batches(self._pending.pop(topic, []), schema=schema))
-        source = pa.concat_tables([live, live.schema.empty_table() if not dead else
-                                   pa.Table.from_pylist([{"key": k} for k in dead], schema=schema)])
         uri = self.uri(topic)
         if topic not in self._tables:
             DeltaTable.create(uri, schema, mode="error", partition_by=self.partition_columns or None,
                               description=self._description(), storage_options=self.storage)
-        metrics = (DeltaTable(uri, storage_options=self.storage)
-                   .merge(source, predicate="t.key = s.key", source_alias="s", target_alias="t",
-                          commit_properties=props)
+        table = DeltaTable(uri, storage_options=self.storage)
+        if self.keyed.op is not None:
+            return self._apply_changes(table, topic, props)
+        live, dead = latest_per_key(pa.Table.from_batches(self._pending.pop(topic, []), schema=schema))
+        source = pa.concat_tables([live, live.schema.empty_table() if not dead else
+                                   pa.Table.from_pylist([{"key": k} for k in dead], schema=schema)])
+        metrics = (table.merge(source, predicate="t.key = s.key", source_alias="s", target_alias="t",
+                               commit_properties=props)
                    .when_matched_delete(predicate="s.value IS NULL")
                    .when_matched_update_all()
                    .when_not_matched_insert_all(predicate="s.value IS NOT NULL")
                    .execute())
+        return {what: int(metrics.get(f"num_target_rows_{what}", 0)) for what in ("inserted", "updated", "deleted")}
+
+    def _apply_changes(self, table: Any, topic: str, props: Any) -> dict[str, int]:
+        """``--cdc``: the run's changes merged by the primary key in one commit: rows inserted or
+        replaced, keys deleted, and after a truncate every other row of the table deleted."""
+        import pyarrow as pa
+
+        schema = self.schema_of(topic)
+        batches = self._pending.pop(topic, [])
+        keys = list(self.keyed.keys)
+        if batches:
+            changes = reduce_changes(pa.Table.from_batches(batches), self.keyed)
+            live = pa.Table.from_batches([_fit(_derive(b, self.partition), schema)
+                                          for b in changes.live.to_batches()], schema=schema)
+            dead, truncate = changes.dead, changes.truncate
+        else:
+            live, dead, truncate = schema.empty_table(), pa.table({k: pa.array([], schema.field(k).type)
+                                                                    for k in keys}), False
+        gone = pa.table({f.name: dead.column(f.name).cast(f.type) if f.name in keys else pa.nulls(dead.num_rows, f.type)
+                         for f in schema})
+        flag = "kbatch_delete"
+        source = pa.concat_tables([live.append_column(flag, pa.array([False] * live.num_rows)),
+                                   gone.append_column(flag, pa.array([True] * gone.num_rows))])
+        columns = {f"`{c}`": f"s.`{c}`" for c in schema.names}
+        merge = (table.merge(source, predicate=" AND ".join(f"t.`{k}` = s.`{k}`" for k in keys), source_alias="s",
+                             target_alias="t", commit_properties=props)
+                 .when_matched_delete(predicate=f"s.{flag}")
+                 .when_matched_update(updates=columns)
+                 .when_not_matched_insert(updates=columns, predicate=f"NOT s.{flag}"))
+        if truncate:
+            merge = merge.when_not_matched_by_source_delete()
+        metrics = merge.execute()
         return {what: int(metrics.get(f"num_target_rows_{what}", 0)) for what in ("inserted", "updated", "deleted")}
 
     def _description(self) -> str:
