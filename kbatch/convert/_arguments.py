@@ -11,6 +11,7 @@ import argparse
 
 from kbatch.tables import MODES
 
+from ._cdc import CDC_FORMATS
 from ._run import run
 from ._value_plan import add_arguments as add_value_arguments
 
@@ -45,9 +46,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--upsert", action="store_true",
                         help="iceberg, delta: one row per key, the latest; a tombstone deletes the key (what log "
                              "compaction keeps)")
+    parser.add_argument("--cdc", choices=CDC_FORMATS, default=None,
+                        help="iceberg, delta (with --values): the records are Debezium change events: the table is "
+                             "the database's, the after image of each create, update and snapshot read, the row "
+                             "deleted by a delete (and its tombstone), emptied by a truncate, by the record key's "
+                             "fields; records that are not envelopes are dead letters (docs/GUIDE.md)")
+    parser.add_argument("--cdc-columns", default=None, metavar="LIST",
+                        help="--cdc: metadata columns too, comma-separated: op, ts_ms, source.<field> (e.g. "
+                             "source.ts_ms, source.lsn, source.pos), partition, offset, timestamp, named as "
+                             "Debezium's ExtractNewRecordState names them (__op, __source_ts_ms, ...)")
     parser.add_argument("--partition-by", action="append", default=None, metavar="TRANSFORM",
                         help="iceberg, delta: a partition transform, e.g. day(timestamp) (the default), "
-                             "hour(timestamp), partition, bucket(16, key) (iceberg), or none (repeatable)")
+                             "hour(timestamp), partition, bucket(16, key) (iceberg), or none (repeatable; --cdc: none)")
     parser.add_argument(
         "--master", default=None, help="Spark master URL (default local[*]; e.g. spark://host:7077, yarn)"
     )

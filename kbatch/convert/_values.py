@@ -126,6 +126,8 @@ class ValuePlan:
     _spool: Path | None = None
     #: the decode's format= ("json": plain JSON, no registry)
     value_format: str = "auto"
+    #: ``--cdc``: the decoded records made changes (:class:`kbatch.convert._cdc.CdcPlan`), or None
+    cdc: Any = None
 
     @property
     def where(self) -> str:
@@ -183,6 +185,10 @@ class ValuePlan:
                                           on_error="raise" if self.fail else "dead-letter", format=self.value_format)
                 if dead.num_rows:
                     self.set_aside(dead)
+                if self.cdc is not None:
+                    good, dead = self.cdc.apply(topic, part, good, fail=self.fail)
+                    if dead.num_rows:
+                        self.set_aside(dead)
                 if self.flatten:
                     good = flatten_values(good)
                 yield from good.to_batches()

@@ -55,7 +55,7 @@ from ._sink import (
     older_rows_note,
     staged_files,
 )
-from ._upsert import Keyed, latest_per_key, reduce_changes
+from ._upsert import Keyed, keyed_of, latest_per_key, reduce_changes
 
 __all__ = ["DeltaSink", "app_id", "read_ledger", "type_change"]
 
@@ -203,11 +203,11 @@ class DeltaSink(Sink):
         The columns the run writes, to check ``partition_by`` against before any work.
     compression : str, optional
         The Parquet codec (default snappy; "none").
-    upsert : bool or Keyed, default False
+    upsert : bool, Keyed or dict of Keyed, default False
         One row per key, through a Delta merge: the run's latest record per key replaces the
         table's row, a tombstone deletes it (the run's records are held in memory). A
         :class:`~kbatch.tables.Keyed` with an ``op`` column: the rows are changes by a primary
-        key (``--cdc``, :mod:`kbatch.tables._upsert`), a truncate deleting the table's rows in
+        key (``--cdc``; a dict: each topic's, :mod:`kbatch.tables._upsert`), a truncate deleting the table's rows in
         the same commit.
     table_suffix : str, default ""
         Each topic's table is at ``OUT/<topic><table_suffix>`` (``"__dead_letter"``: the
@@ -219,7 +219,8 @@ class DeltaSink(Sink):
     def __init__(self, out: str | os.PathLike[str], mode: str, *, topics: Sequence[str] = (),
                  partition_by: Sequence[str] | None = None, properties: dict[str, str] | None = None,
                  columns: Sequence[str] | None = None, compression: str | None = None,
-                 upsert: bool | Keyed = False, table_suffix: str = "", partitions: Sequence[Key] = (),
+                 upsert: bool | Keyed | Mapping[str, Keyed] = False, table_suffix: str = "",
+                 partitions: Sequence[Key] = (),
                  storage_options: dict[str, Any] | None = None) -> None:
         from deltalake import DeltaTable
 
@@ -240,7 +241,7 @@ class DeltaSink(Sink):
                                  "use a column, or day()/hour()/month()/year() of the timestamp")
         self.properties = dict(properties or {})
         self.upsert = bool(upsert)
-        self.keyed = upsert if isinstance(upsert, Keyed) else Keyed()
+        self._keyed = upsert
         self._pending: dict[str, list[Any]] = {}
         self.compression = None if compression == "none" else (compression or "snappy")
         self.run = run_name()  # in the data files' names: the next run knows a dead run's (kbatch.tables._leftovers)
@@ -297,7 +298,7 @@ class DeltaSink(Sink):
 
         if self.upsert:  # merged at the commit
             for topic, batch in by_topic(count_rows(batches, self._counts)):
-                if self.keyed.op is None:
+                if keyed_of(self._keyed, topic).op is None:
                     batch = _fit(_derive(batch, self.partition), self.schema_of(topic))
                 self._pending.setdefault(topic, []).append(batch)  # changes: fitted once reduced
             return
@@ -502,7 +503,7 @@ class DeltaSink(Sink):
             DeltaTable.create(uri, schema, mode="error", partition_by=self.partition_columns or None,
                               description=self._description(), storage_options=self.storage)
         table = DeltaTable(uri, storage_options=self.storage)
-        if self.keyed.op is not None:
+        if keyed_of(self._keyed, topic).op is not None:
             return self._apply_changes(table, topic, props)
         live, dead = latest_per_key(pa.Table.from_batches(self._pending.pop(topic, []), schema=schema))
         source = pa.concat_tables([live, live.schema.empty_table() if not dead else
@@ -522,9 +523,10 @@ class DeltaSink(Sink):
 
         schema = self.schema_of(topic)
         batches = self._pending.pop(topic, [])
-        keys = list(self.keyed.keys)
+        keyed = keyed_of(self._keyed, topic)
+        keys = list(keyed.keys)
         if batches:
-            changes = reduce_changes(pa.Table.from_batches(batches), self.keyed)
+            changes = reduce_changes(pa.Table.from_batches(batches), keyed)
             live = pa.Table.from_batches([_fit(_derive(b, self.partition), schema)
                                           for b in changes.live.to_batches()], schema=schema)
             dead, truncate = changes.dead, changes.truncate

@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -52,7 +52,7 @@ from ._sink import (
     older_rows_note,
     staged_files,
 )
-from ._upsert import Changes, Keyed, join_keys, reduce_changes
+from ._upsert import Changes, Keyed, join_keys, keyed_of, reduce_changes
 
 __all__ = ["CATALOG_NAME", "DEFAULT_NAMESPACE", "IcebergSink", "default_catalog", "read_ledger"]
 
@@ -132,11 +132,11 @@ class IcebergSink(Sink):
         The columns the run writes, to check ``partition_by`` against before any work.
     compression : str, optional
         The Parquet codec of new tables (``write.parquet.compression-codec``; default zstd).
-    upsert : bool or Keyed, default False
+    upsert : bool, Keyed or dict of Keyed, default False
         One row per key: the run's latest record per key replaces the table's row, a tombstone
         deletes it (:mod:`kbatch.tables._upsert`; the run's records are held in memory). A
         :class:`~kbatch.tables.Keyed` with an ``op`` column: the rows are changes by a primary
-        key (``--cdc``), a truncate removing the table's files in the same snapshot.
+        key (``--cdc``; a dict: each topic's), a truncate removing the table's files in the same snapshot.
     table_suffix : str, default ""
         Each topic's table is ``<namespace>.<topic><table_suffix>`` (``"__dead_letter"``: the
         tables of the records whose values did not decode).
@@ -150,7 +150,8 @@ class IcebergSink(Sink):
                  catalog: str | None = None, catalog_options: dict[str, str] | None = None,
                  namespace: str | None = None, partition_by: Sequence[str] | None = None,
                  properties: dict[str, str] | None = None, columns: Sequence[str] | None = None,
-                 compression: str | None = None, upsert: bool | Keyed = False, table_suffix: str = "",
+                 compression: str | None = None, upsert: bool | Keyed | Mapping[str, Keyed] = False,
+                 table_suffix: str = "",
                  storage_options: dict[str, Any] | None = None) -> None:
         from pyiceberg.catalog import load_catalog
         from pyiceberg.exceptions import NoSuchTableError
@@ -160,7 +161,7 @@ class IcebergSink(Sink):
         self.table_suffix = table_suffix
         self.namespace = namespace or DEFAULT_NAMESPACE
         self.upsert = bool(upsert)
-        self.keyed = upsert if isinstance(upsert, Keyed) else Keyed()
+        self._keyed = upsert
         self._applied: dict[str, dict[str, int]] = {}  # --upsert: rows inserted, updated, deleted
         self.partition = parse(partition_by or DEFAULT, columns)
         self.properties = dict(properties or {})
@@ -314,7 +315,8 @@ class IcebergSink(Sink):
 
         batches = self._buffers.pop(topic, [])
         schema = self.schema_of(topic)
-        keyed, names = self.keyed, list(self.keyed.keys)
+        keyed = keyed_of(self._keyed, topic)
+        names = list(keyed.keys)
         if keyed.op is None:
             changes = reduce_changes(pa.Table.from_batches(batches, schema=schema), keyed)
         elif batches:

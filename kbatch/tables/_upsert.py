@@ -31,10 +31,12 @@ columns named in :attr:`Keyed.hidden` (the op and the order) are not written.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-__all__ = ["Changes", "Keyed", "UPSERT", "DELETE", "TRUNCATE", "join_keys", "latest_per_key", "reduce_changes"]
+__all__ = ["DELETE", "TRUNCATE", "UPSERT", "Changes", "Keyed", "join_keys", "keyed_of", "latest_per_key",
+           "reduce_changes"]
 
 #: What a change row does (the :attr:`Keyed.op` column's values).
 UPSERT, DELETE, TRUNCATE = "u", "d", "t"
@@ -60,6 +62,20 @@ class Keyed:
     def hidden(self) -> tuple[str, ...]:
         """The columns a run's rows carry that the table does not hold."""
         return tuple(c for c in (self.route, self.op, *(self.order or ())) if c)
+
+
+def keyed_of(upsert: Any, topic: str) -> Keyed:
+    """How ``topic``'s rows are applied, by a sink's ``upsert=``: True (``--upsert``), a
+    :class:`Keyed`, or a mapping of topic to :class:`Keyed` (``--cdc``: each table its key)."""
+    if isinstance(upsert, Keyed):
+        return upsert
+    if isinstance(upsert, Mapping):
+        try:
+            keyed: Keyed = upsert[topic]
+        except KeyError:
+            raise ValueError(f"no key was given for topic {topic!r}") from None
+        return keyed
+    return Keyed()
 
 
 class Changes(NamedTuple):
