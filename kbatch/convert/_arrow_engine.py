@@ -77,6 +77,18 @@ def _arrow_batches(
             yield from (with_root(b, log.root, log.cluster_id) for b in batches) if opts.root_columns else batches
 
 
+def _leave_out(p: Plan, topics: list[str]) -> None:
+    """``topics`` taken out of the plan (``--cdc``: the internal topics a selection holds), counted
+    in its ``left_out`` as the internal topics are."""
+    for log in [d for d in p.logs if d.topic in topics]:
+        p.logs.remove(log)
+        p.left_out[log.topic] = p.left_out.get(log.topic, 0) + 1
+        p.ranges = {k: v for k, v in p.ranges.items() if k[0] != log.topic}
+        p.pieces = {k: v for k, v in p.pieces.items() if k[0] != log.topic}
+        log.close()
+    p.input_bytes = sum(s.size for d in p.logs for s in d.segments)
+
+
 def _write_orc(reader: Any, folder: Path, args: argparse.Namespace, token: str) -> None:
     """ORC files in the dataset writer's layout: ``topic=<name>/part-<token>-<i>.orc`` (topics arrive
     one after another: the logs are sorted by topic), a new file every ``--max-rows-per-file`` rows."""
@@ -131,6 +143,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
             side = (values.side_folder,) if values is not None and values.side_folder else ()
             if cdc is not None:
                 assert values is not None
+                _leave_out(p, cdc.left_out(p.topics))
                 values.cdc, values.schemas = cdc, cdc.schemas  # the tables' columns: the after images'
                 sink = open_out_sink(args, p.topics, cdc.columns(), ledger_keys(p), side, keyed=cdc.keyed())
                 return _convert_to_table(args, p, schema, sink, wall, values)

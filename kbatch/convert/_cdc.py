@@ -106,6 +106,10 @@ class CdcPlan:
 
     topics: dict[str, _Topic]
 
+    def left_out(self, selected: list[str]) -> list[str]:
+        """The selected topics that are not change streams (internal ones: ``_schemas``, ...)."""
+        return [t for t in selected if t not in self.topics]
+
     @property
     def schemas(self) -> dict[str, Any]:
         """topic -> the table's schema."""
@@ -236,8 +240,9 @@ def _struct(t: Any, where: str) -> Any:
 
 def plan_cdc(args: argparse.Namespace, schemas: dict[str, Any], decoded: set[str]) -> CdcPlan | None:
     """The changes of the topics whose values were decoded (``decoded``), from their decoded
-    ``schemas``; None without ``--cdc``. A topic whose values are not Debezium envelopes, or
-    whose keys are not records, is refused (the convert's ``UsageError``)."""
+    ``schemas``; None without ``--cdc``. An internal topic (``_schemas``) is left out; a topic whose
+    values are not Debezium envelopes, or whose keys are not records, is refused (the convert's
+    ``UsageError``)."""
     import pyarrow as pa
 
     if getattr(args, "cdc", None) is None:
@@ -245,6 +250,8 @@ def plan_cdc(args: argparse.Namespace, schemas: dict[str, Any], decoded: set[str
     asked = [c.strip() for c in (args.cdc_columns or "").split(",") if c.strip()]
     topics: dict[str, _Topic] = {}
     for topic, schema in schemas.items():
+        if topic not in decoded and topic.startswith("_"):  # the registry's _schemas, ...: not changes
+            continue
         if topic not in decoded:
             raise usage(f"--cdc: {topic}'s values are not decoded (no value schema for it): convert it apart")
         env = schema.field("value").type

@@ -536,8 +536,8 @@ class DeltaSink(Sink):
         gone = pa.table({f.name: dead.column(f.name).cast(f.type) if f.name in keys else pa.nulls(dead.num_rows, f.type)
                          for f in schema})
         flag = "kbatch_delete"
-        source = pa.concat_tables([live.append_column(flag, pa.array([False] * live.num_rows)),
-                                   gone.append_column(flag, pa.array([True] * gone.num_rows))])
+        source = pa.concat_tables([live.append_column(flag, pa.array([False] * live.num_rows, pa.bool_())),
+                                   gone.append_column(flag, pa.array([True] * gone.num_rows, pa.bool_()))])
         columns = {f"`{c}`": f"s.`{c}`" for c in schema.names}
         merge = (table.merge(source, predicate=" AND ".join(f"t.`{k}` = s.`{k}`" for k in keys), source_alias="s",
                              target_alias="t", commit_properties=props)

@@ -338,7 +338,8 @@ class IcebergSink(Sink):
                     rows = pq.read_table(f)  # as the file holds them: its nulls kept
                 probe = rows.select(names)  # an older writer's large_binary key compared as this run's type
                 probe = probe.set_column(0, names[0], probe.column(0).cast(first.type))
-                hit = pa.array([True] * rows.num_rows) if changes.truncate else join_keys(probe, keys, names)
+                hit = (pa.array([True] * rows.num_rows, pa.bool_()) if changes.truncate
+                       else join_keys(probe, keys, names))
                 if not pc.any(hit).as_py():
                     continue
                 replaced.append(task.file)

@@ -124,7 +124,7 @@ def reduce_changes(table: Any, keyed: Keyed) -> Changes:
     if cuts.num_rows:
         assert keyed.order is not None, "a truncate is placed by the order columns"
         part, offset, stamp = keyed.order
-        gone = pa.array([False] * rows.num_rows)
+        gone = pa.array([False] * rows.num_rows, pa.bool_())
         for cut in cuts.select(list(keyed.order)).to_pylist():
             same = pc.equal(rows.column(part), cut[part])
             before = pc.if_else(same, pc.less(rows.column(offset), cut[offset]),
@@ -145,7 +145,7 @@ def join_keys(rows: Any, keys: Any, names: list[str]) -> Any:
     import pyarrow.compute as pc
 
     if not rows.num_rows or not keys.num_rows:
-        return pa.array([False] * rows.num_rows)
+        return pa.array([False] * rows.num_rows, pa.bool_())
     if len(names) == 1:
         column = rows.column(names[0])
         return pc.fill_null(pc.is_in(column, value_set=keys.column(names[0]).cast(column.type)), False)

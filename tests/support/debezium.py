@@ -145,13 +145,12 @@ class History:
     def update(self, key: int) -> None:
         before = self.rows[key]
         self.rows[key] = {**self.row(key, self.clock), "last_name": "Kretchmar-Updated"}
+        # Postgres with REPLICA IDENTITY DEFAULT: no before image of an update
         self._emit(key, "u", before if self.connector == "mysql" else None, self.rows[key])
 
     def delete(self, key: int, tombstone: bool = True) -> None:
-        before = self.rows.pop(key)
-        # Postgres' REPLICA IDENTITY DEFAULT: the before image holds the primary key only
-        pk_only = {c: (before[c] if c == "id" else None) for c in COLUMNS}
-        self._emit(key, "d", before if self.connector == "mysql" else pk_only, None)
+        before = self.rows.pop(key)  # Postgres: as with REPLICA IDENTITY FULL, the whole old row
+        self._emit(key, "d", before, None)
         if tombstone:
             self.clock += 1
             self.events.append(Event(key % self.partitions, {"id": key}, None, TS0 + self.clock))
