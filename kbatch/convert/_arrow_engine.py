@@ -243,6 +243,9 @@ def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink
             else:
                 sink.write(batches)
             converted = read_ranges(p, reports, r.converted)
+            if values is not None and values.cdc is not None:  # --as-of by the envelopes' time
+                converted = values.cdc.trim(converted)
+                r.notes += values.cdc.notes()
             if len(converted):
                 if values is not None:
                     values.commit(converted)

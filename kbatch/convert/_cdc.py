@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbatch.errors import ValueDecodeError
-from kbatch.tables import Keyed
+from kbatch.tables import Keyed, Ledger
 
 from ._values import usage
 
@@ -105,6 +105,62 @@ class CdcPlan:
     :meth:`apply` (called by :meth:`kbatch.convert._values.ValuePlan.decode`)."""
 
     topics: dict[str, _Topic]
+    #: ``--as-of-by source.ts_ms|ts_ms``: (the envelope's field, the time in ms), or None
+    as_of: tuple[str, int] | None = None
+    #: (topic, partition) -> the offset of its first change later than :attr:`as_of`
+    cuts: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def trim(self, converted: Ledger) -> Ledger:
+        """``converted`` (the ranges read) ending at each partition's cut (:attr:`as_of`)."""
+        out = []
+        for r in converted:
+            cut = self.cuts.get((r.topic, r.partition))
+            out.append(r if cut is None or cut >= r.end else r.read(r.start, max(r.start, cut), r.missing))
+        return Ledger(out)
+
+    def notes(self) -> list[str]:
+        """What ``--as-of`` cut, in words."""
+        if self.as_of is None:
+            return []
+        field_, ms = self.as_of
+        cut = ", ".join(f"{t}-{p} at offset {o}" for (t, p), o in sorted(self.cuts.items())) or "no partition"
+        return [(f"--as-of {ms} by {field_}: {cut} (its first change later than that; a later --mode append "
+                 "goes on from there)")]
+
+    def before_cut(self, dead: Any) -> Any:
+        """``dead`` (dead letters) without those at or after their partition's cut."""
+        import pyarrow as pa
+
+        if not self.cuts or not dead.num_rows:
+            return dead
+        keep = [self.cuts.get((r["topic"], r["partition"]), r["offset"] + 1) > r["offset"]
+                for r in dead.select(["topic", "partition", "offset"]).to_pylist()]
+        return dead.filter(pa.array(keep, pa.bool_()))
+
+    def _cut(self, topic: str, env: Any, good: Any) -> Any:
+        """Whether each of ``good``'s records is before its partition's cut (the cut found here
+        when this batch holds the partition's first change later than :attr:`as_of`)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        parts = good.column("partition").combine_chunks()
+        offsets = good.column("offset").combine_chunks()
+        if self.as_of is None:
+            return pa.array([True] * good.num_rows, pa.bool_())
+        name, ms = self.as_of
+        when = (pc.struct_field(pc.struct_field(env, "source"), "ts_ms") if name == "source.ts_ms"
+                else pc.struct_field(env, "ts_ms"))
+        late = pc.fill_null(pc.greater(when, ms), False)
+        for part in pc.unique(parts).to_pylist():
+            if (topic, part) not in self.cuts:
+                mine = pc.and_(late, pc.equal(parts, part))
+                if pc.any(mine).as_py():
+                    self.cuts[(topic, part)] = pc.min(offsets.filter(mine)).as_py()
+        keep = pa.array([True] * good.num_rows, pa.bool_())
+        for (t, part), cut in self.cuts.items():
+            if t == topic:
+                keep = pc.and_(keep, pc.invert(pc.and_(pc.equal(parts, part), pc.greater_equal(offsets, cut))))
+        return keep
 
     def left_out(self, selected: list[str]) -> list[str]:
         """The selected topics that are not change streams (internal ones: ``_schemas``, ...)."""
@@ -144,9 +200,10 @@ class CdcPlan:
         after = pc.struct_field(env, "after")
         does = pc.fill_null(pc.if_else(tombstone, "d", _map(op, _DOES)), "")
         reason = _reasons(op, does, after, key, tombstone, p.keys)
-        bad = pc.is_valid(reason)
+        keep = self._cut(topic, env, good)
+        bad = pc.and_(pc.is_valid(reason), keep)
         dead = self._dead(raw, good, reason, bad, topic, fail)
-        ok = pc.invert(bad)
+        ok = pc.and_(pc.invert(bad), keep)
         columns: dict[str, Any] = {}
         for f in p.schema:
             kind, name = p.where[f.name]
@@ -298,4 +355,11 @@ def plan_cdc(args: argparse.Namespace, schemas: dict[str, Any], decoded: set[str
         if len(where) != len(fields):
             raise usage(f"--cdc-columns: a column named twice in {topic}'s rows")
         topics[topic] = _Topic(pa.schema(fields), tuple(key.names), value_payload, key_payload, where)
-    return CdcPlan(topics)
+        if getattr(args, "as_of_ms", None) is not None:
+            have = ("source" in env.names and pa.types.is_struct(env.field("source").type)
+                    and "ts_ms" in env.field("source").type.names) if args.as_of_by == "source.ts_ms" \
+                else "ts_ms" in env.names
+            if not have:
+                raise usage(f"--as-of-by {args.as_of_by}: {topic}'s envelopes have no {args.as_of_by}")
+    as_of = (args.as_of_by, args.as_of_ms) if getattr(args, "as_of_ms", None) is not None else None
+    return CdcPlan(topics, as_of)

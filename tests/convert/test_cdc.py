@@ -219,3 +219,78 @@ def test_random_histories_equal_the_replay_across_two_runs(tmp_path_factory, fmt
         dbz.write(root, "customers", h.events[cut:], encoding, connector, written=written)
         assert convert(root, out, fmt, encoding, "--mode", "append") == 0
     assert table_of(fmt, out) == dbz.replay(h.events) == h.rows
+
+
+# --------------------------------------------------------------------------- --as-of
+
+
+def as_of_value(h: dbz.History, cut: int, by: str) -> tuple[list[str], list[dbz.Event]]:
+    """The ``--as-of`` arguments of a cut after ``h.events[:cut]``, and the events the table then holds."""
+    if by == "offsets":
+        held: dict[int, int] = {}
+        for e in h.events[:cut]:
+            held[e.partition] = held.get(e.partition, 0) + 1
+        parts = {e.partition for e in h.events}
+        return ["--as-of", json.dumps({"customers": {str(p): held.get(p, 0) for p in sorted(parts)}})], h.events[:cut]
+    last = h.events[cut - 1].timestamp  # every record at or before that time, none after
+    shift = 3 if by == "ts_ms" else 0  # the envelope's ts_ms is 3 ms after its source.ts_ms
+    more = [] if by == "timestamp" else ["--as-of-by", by]
+    return ["--as-of", str(last + shift), *more], [e for e in h.events if e.timestamp <= last]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("by", ["timestamp", "source.ts_ms", "ts_ms", "offsets"])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                HealthCheck.too_slow])
+@given(actions=ACTIONS, partitions=st.integers(1, 3), split=st.floats(0, 1))
+def test_as_of_every_cut_then_append_carries_it_forward(tmp_path_factory, fmt, by, actions, partitions, split):
+    h = history(actions, "postgres", partitions)
+    cut = max(1, int(len(h.events) * split))
+    base = tmp_path_factory.mktemp("asof")
+    root, out = base / "root", base / "out"
+    dbz.fresh(root)
+    dbz.write(root, "customers", h.events, "json", "postgres")
+    args, held = as_of_value(h, cut, by)
+    assert convert(root, out, fmt, "json", *args) == 0
+    assert table_of(fmt, out) == dbz.replay(held)
+    assert convert(root, out, fmt, "json", "--mode", "append") == 0
+    assert table_of(fmt, out) == dbz.replay(h.events) == h.rows
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_as_of_on_avro_and_a_later_as_of(tmp_path, fmt):
+    h = documented("mysql", partitions=2)
+    root, out = tmp_path / "root", tmp_path / "out"
+    dbz.fresh(root)
+    dbz.write(root, "customers", h.events, "avro", "mysql")
+    times = [e.timestamp for e in h.events]
+    for t in (times[3], times[8], times[-1]):  # each run later than the one before
+        more = ["--mode", "append"] if t != times[3] else []
+        assert convert(root, out, fmt, "avro", "--as-of", str(t), "--as-of-by", "source.ts_ms", *more) == 0
+        assert table_of(fmt, out) == dbz.replay([e for e in h.events if e.timestamp <= t])
+
+
+@pytest.mark.parametrize(("more", "says"), [
+    (["--as-of", "yesterday"], "give milliseconds since the epoch"),
+    (["--as-of", "5", "--ending-timestamp", "9"], "leave out --ending-offsets and --ending-timestamp"),
+    (["--as-of-by", "ts_ms"], "--as-of-by needs --as-of"),
+    (["--as-of", '{"customers": {"0": 1}}', "--as-of-by", "ts_ms"], "--as-of-by is for a time"),
+])
+def test_as_of_refusals(tmp_path, capsys, more, says):
+    root = tmp_path / "root"
+    dbz.fresh(root)
+    dbz.write(root, "customers", documented("postgres").events, "json", "postgres")
+    assert convert(root, tmp_path / "out", "delta", "json", *more) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+
+
+def test_as_of_needs_upsert_or_cdc_and_ts_ms_needs_cdc(tmp_path, capsys):
+    root = tmp_path / "root"
+    dbz.fresh(root)
+    dbz.write(root, "customers", documented("postgres").events, "json", "postgres")
+    base = ["convert", str(root), str(tmp_path / "o"), "--format", "delta", "-q", "--as-of", "5"]
+    assert main(base) == 2
+    assert "needs --upsert or --cdc" in capsys.readouterr().err
+    assert main([*base, "--upsert", "--as-of-by", "ts_ms"]) == 2
+    assert "needs --cdc debezium" in capsys.readouterr().err
