@@ -402,7 +402,8 @@ class DeltaSink(Sink):
                     written = sum(size for path, (size, _) in after.items() if path not in before)
                     upsert = {**changed, "rows": sum(rows for _, rows in after.values())}
                     out.append(TableCommit(uri, str(table.version()), self._counts.get(topic, 0), written,
-                                           list(converted.for_topic(topic)), kind="version", upsert=upsert))
+                                           list(converted.for_topic(topic)), kind="version", upsert=upsert,
+                                           notes=self._notes.pop(topic, [])))
                     continue
                 if topic in self._tables:
                     self._evolve(topic)
@@ -502,9 +503,11 @@ class DeltaSink(Sink):
         if topic not in self._tables:
             DeltaTable.create(uri, schema, mode="error", partition_by=self.partition_columns or None,
                               description=self._description(), storage_options=self.storage)
-        table = DeltaTable(uri, storage_options=self.storage)
         if keyed_of(self._keyed, topic).op is not None:
-            return self._apply_changes(table, topic, props)
+            if topic in self._tables:
+                self._evolve(topic)  # a column the database added: added to the table first, not dropped
+            return self._apply_changes(DeltaTable(uri, storage_options=self.storage), topic, props)
+        table = DeltaTable(uri, storage_options=self.storage)
         live, dead = latest_per_key(pa.Table.from_batches(self._pending.pop(topic, []), schema=schema))
         source = pa.concat_tables([live, live.schema.empty_table() if not dead else
                                    pa.Table.from_pylist([{"key": k} for k in dead], schema=schema)])

@@ -294,3 +294,25 @@ def test_as_of_needs_upsert_or_cdc_and_ts_ms_needs_cdc(tmp_path, capsys):
     assert "needs --upsert or --cdc" in capsys.readouterr().err
     assert main([*base, "--upsert", "--as-of-by", "ts_ms"]) == 2
     assert "needs --cdc debezium" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_column_the_database_added_is_added_to_the_table(tmp_path, fmt, monkeypatch):
+    h = dbz.History("postgres")
+    h.insert(1)
+    h.insert(2)
+    root, out = tmp_path / "root", tmp_path / "out"
+    dbz.fresh(root)
+    written: dict[int, int] = {}
+    dbz.write(root, "customers", h.events, "json", "postgres", written=written)
+    assert convert(root, out, fmt, "json") == 0
+    wider = {**dbz.ROW_SCHEMA, "fields": [*dbz.ROW_SCHEMA["fields"], dbz._connect_field("phone", "string", True)]}
+    monkeypatch.setattr(dbz, "ROW_SCHEMA", wider)  # ALTER TABLE customers ADD COLUMN phone
+    n = len(h.events)
+    h.update(1)
+    h.events[-1].value["after"]["phone"] = "555-0100"
+    dbz.write(root, "customers", h.events[n:], "json", "postgres", written=written)
+    assert convert(root, out, fmt, "json", "--mode", "append") == 0
+    rows = {r["id"]: r for r in dbz.read_table(fmt, out, "customers", "native")}
+    assert (rows[1]["phone"], rows[2]["phone"]) == ("555-0100", None)
+    assert rows[1]["last_name"] == "Kretchmar-Updated"
