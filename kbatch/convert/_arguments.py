@@ -11,6 +11,8 @@ import argparse
 
 from kbatch.tables import MODES
 
+from ._as_of import AS_OF_BY
+from ._cdc import CDC_FORMATS
 from ._run import run
 from ._value_plan import add_arguments as add_value_arguments
 
@@ -45,9 +47,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--upsert", action="store_true",
                         help="iceberg, delta: one row per key, the latest; a tombstone deletes the key (what log "
                              "compaction keeps)")
+    parser.add_argument("--cdc", choices=CDC_FORMATS, default=None,
+                        help="iceberg, delta (with --values): the records are Debezium change events: the table is "
+                             "the database's, the after image of each create, update and snapshot read, the row "
+                             "deleted by a delete (and its tombstone), emptied by a truncate, by the record key's "
+                             "fields; records that are not envelopes are dead letters (docs/GUIDE.md)")
+    parser.add_argument("--cdc-columns", default=None, metavar="LIST",
+                        help="--cdc: metadata columns too, comma-separated: op, ts_ms, source.<field> (e.g. "
+                             "source.ts_ms, source.lsn, source.pos), partition, offset, timestamp, named as "
+                             "Debezium's ExtractNewRecordState names them (__op, __source_ts_ms, ...)")
+    parser.add_argument("--as-of", default=None, metavar="TIMESTAMP|OFFSETS",
+                        help="--upsert, --cdc: the table as it stood then: a time (milliseconds since the epoch or "
+                             "ISO 8601, by --as-of-by) or offsets {\"t\": {\"0\": 9}} (those not applied); a later "
+                             "--mode append carries it forward")
+    parser.add_argument("--as-of-by", choices=AS_OF_BY, default=None,
+                        help="what --as-of TIMESTAMP is compared with: timestamp (the record's, the default), "
+                             "source.ts_ms (when the database changed the row) or ts_ms (when Debezium read it), "
+                             "with --cdc")
     parser.add_argument("--partition-by", action="append", default=None, metavar="TRANSFORM",
                         help="iceberg, delta: a partition transform, e.g. day(timestamp) (the default), "
-                             "hour(timestamp), partition, bucket(16, key) (iceberg), or none (repeatable)")
+                             "hour(timestamp), partition, bucket(16, key) (iceberg), or none (repeatable; --cdc: none)")
     parser.add_argument(
         "--master", default=None, help="Spark master URL (default local[*]; e.g. spark://host:7077, yarn)"
     )

@@ -19,6 +19,7 @@ from kbatch.errors import KBatchError, TableError
 from kbatch.plan import range_key, read_logs, with_root
 from kbatch.tables import EndOnError, FolderSink, Ledger, Sink, TableCommit
 
+from ._cdc import plan_cdc
 from ._errors import UsageError
 from ._plan import Plan, ledger_keys, plan, row_schema
 from ._reports import finish_report, log_notes, read_ranges, reports_before_read
@@ -76,6 +77,18 @@ def _arrow_batches(
             yield from (with_root(b, log.root, log.cluster_id) for b in batches) if opts.root_columns else batches
 
 
+def _leave_out(p: Plan, topics: list[str]) -> None:
+    """``topics`` taken out of the plan (``--cdc``: the internal topics a selection holds), counted
+    in its ``left_out`` as the internal topics are."""
+    for log in [d for d in p.logs if d.topic in topics]:
+        p.logs.remove(log)
+        p.left_out[log.topic] = p.left_out.get(log.topic, 0) + 1
+        p.ranges = {k: v for k, v in p.ranges.items() if k[0] != log.topic}
+        p.pieces = {k: v for k, v in p.pieces.items() if k[0] != log.topic}
+        log.close()
+    p.input_bytes = sum(s.size for d in p.logs for s in d.segments)
+
+
 def _write_orc(reader: Any, folder: Path, args: argparse.Namespace, token: str) -> None:
     """ORC files in the dataset writer's layout: ``topic=<name>/part-<token>-<i>.orc`` (topics arrive
     one after another: the logs are sorted by topic), a new file every ``--max-rows-per-file`` rows."""
@@ -125,8 +138,15 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         values = plan_values(args, p.topics, schema, p.logs)
         if values is not None and args.format in ("iceberg", "delta"):
             values.catalog = table_options(args, ledger_keys(p))  # the dead letters' tables opened as the data's
+        cdc = plan_cdc(args, values.schemas, set(values.readers)) if values is not None else None
         if has_ledger(args.out):
             side = (values.side_folder,) if values is not None and values.side_folder else ()
+            if cdc is not None:
+                assert values is not None
+                _leave_out(p, cdc.left_out(p.topics))
+                values.cdc, values.schemas = cdc, cdc.schemas  # the tables' columns: the after images'
+                sink = open_out_sink(args, p.topics, cdc.columns(), ledger_keys(p), side, keyed=cdc.keyed())
+                return _convert_to_table(args, p, schema, sink, wall, values)
             sink = open_out_sink(args, p.topics, schema.names, ledger_keys(p), side)
             return _convert_to_table(args, p, schema, sink, wall, values)
         import pyarrow.dataset as pads  # not before: it imports pandas (0.5 s), which a rerun never needs
@@ -223,6 +243,9 @@ def _convert_to_table(args: argparse.Namespace, p: Plan, schema: Any, sink: Sink
             else:
                 sink.write(batches)
             converted = read_ranges(p, reports, r.converted)
+            if values is not None and values.cdc is not None:  # --as-of by the envelopes' time
+                converted = values.cdc.trim(converted)
+                r.notes += values.cdc.notes()
             if len(converted):
                 if values is not None:
                     values.commit(converted)

@@ -23,6 +23,8 @@ from kbatch.log import describe_topics, logs_deeper, topics_in
 from kbatch.plan import CLUSTER_ID_COLUMN, INTERNAL_TOPICS, ROOT_COLUMN, Options, range_key, resolve_range, select_logs
 from kbatch.tables import check_target
 
+from ._as_of import check_as_of
+from ._cdc import check_cdc_arguments
 from ._errors import UsageError
 from ._sinks import has_ledger, is_remote, recover_out
 from ._value_plan import check_arguments, requested
@@ -131,6 +133,8 @@ def default_engine(args: argparse.Namespace) -> None:
 def plan(args: argparse.Namespace) -> Plan:
     """Check everything that can be checked without reading records; raise :class:`UsageError`."""
     default_engine(args)
+    check_cdc_arguments(args)
+    check_as_of(args)
     check_arguments(args)
     root = Path(args.root)
     remote_root = is_remote(args.root)

@@ -17,7 +17,7 @@ from typing import Any
 
 from kbatch import storage
 from kbatch._version import __version__
-from kbatch.tables import FolderSink, RemoteFolderSink, Sink, hold, is_s3, open_sink, recover
+from kbatch.tables import FolderSink, Keyed, RemoteFolderSink, Sink, hold, is_s3, open_sink, recover
 
 from ._errors import UsageError
 from ._summary import say
@@ -51,10 +51,11 @@ def recover_out(args: argparse.Namespace, storage_options: dict[str, Any]) -> No
 
 
 def open_out_sink(args: argparse.Namespace, topics: list[str], columns: list[str],
-                  keys: Sequence[tuple[str, int, str | None]] = (), side_folders: Sequence[str] = ()) -> Sink:
+                  keys: Sequence[tuple[str, int, str | None]] = (), side_folders: Sequence[str] = (),
+                  keyed: dict[str, Keyed] | None = None) -> Sink:
     """The table sink of ``--format`` (:mod:`kbatch.tables`) for OUT and ``--mode``; ``keys``: the
     partitions the run converts; ``side_folders``: hidden folders of a Parquet OUT committed with
-    the data (dead letters)."""
+    the data (dead letters); ``keyed``: ``--cdc``'s changes by each topic's key."""
     storage_options = storage.parse_options(args.storage_option)
     folder = {"compression": args.compression, "max_rows_per_file": args.max_rows_per_file,
               "row_group_rows": args.row_group_rows, "partition_by_topic": not args.no_partition_by_topic,
@@ -74,7 +75,7 @@ def open_out_sink(args: argparse.Namespace, topics: list[str], columns: list[str
     own = table_options(args, keys)
     try:
         return open_sink(args.format, args.out, args.mode, topics=topics, partition_by=args.partition_by,
-                         columns=columns, compression=args.compression, upsert=args.upsert,
+                         columns=columns, compression=args.compression, upsert=keyed or args.upsert,
                          properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)}, **own)
     except ImportError as exc:
         raise UsageError(f"--format {args.format} needs {exc.name or exc}: "

@@ -70,6 +70,7 @@ from kbatch.values import (
     RegistryError,
     Schema,
     SchemaNotFoundError,
+    connect_json_schema,
     dead_letter_schema,
     decoded_schema,
     infer_json_schema,
@@ -322,6 +323,15 @@ def _sample(logs: list[Any], topic: str, column: str, count: int) -> tuple[bytes
     return b"".join(bodies), starts, lengths
 
 
+def _connect_schema(args: argparse.Namespace, data: bytes, starts: Any, lengths: Any) -> dict[str, Any] | None:
+    """``--cdc``: the JSON Schema of Kafka Connect JSON values with their schema embedded
+    (``{"schema", "payload"}``: Debezium's JSON), or None when the sampled values are not."""
+    if getattr(args, "cdc", None) is None:
+        return None
+    view = memoryview(data)
+    return connect_json_schema(bytes(view[int(s):int(s) + int(n)]) for s, n in zip(starts, lengths, strict=True))
+
+
 def _plain_json_plan(args: argparse.Namespace, topics: list[str], source: Any, logs: list[Any]) -> ValuePlan:
     """``--values json`` without a registry: each topic's schema given or inferred, stated in a note."""
     readers: dict[str, tuple[Schema | None, Schema | None]] = {}
@@ -347,11 +357,16 @@ def _plain_json_plan(args: argparse.Namespace, topics: list[str], source: Any, l
                     pair.append(None)
                     continue
                 try:
-                    doc = infer_json_schema(data, starts, lengths, column=column)
+                    doc = _connect_schema(args, data, starts, lengths)
+                    if doc is not None:
+                        how = f"Kafka Connect JSON, the schema embedded in its first {SAMPLE_RECORDS} {column}s"
+                    else:
+                        doc = infer_json_schema(data, starts, lengths, column=column)
+                        how = (f"a schema inferred from its first {SAMPLE_RECORDS} {column}s: "
+                               f"{json.dumps(doc['properties'])}")
                 except JsonSchemaError as exc:
                     raise usage(f"{topic}: {exc}; give --value-schema") from None
                 reader = Schema(json.dumps(doc), "JSON")
-                how = f"a schema inferred from its first {SAMPLE_RECORDS} {column}s: {json.dumps(doc['properties'])}"
             if column == "value":
                 saved[topic] = json.loads(reader.text)
             notes.append(f"{topic}: {column}s plain JSON, {how}")

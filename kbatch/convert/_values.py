@@ -126,6 +126,8 @@ class ValuePlan:
     _spool: Path | None = None
     #: the decode's format= ("json": plain JSON, no registry)
     value_format: str = "auto"
+    #: ``--cdc``: the decoded records made changes (:class:`kbatch.convert._cdc.CdcPlan`), or None
+    cdc: Any = None
 
     @property
     def where(self) -> str:
@@ -181,6 +183,11 @@ class ValuePlan:
                     continue
                 good, dead = values.split(part, self.registry, values=readers[0], keys=readers[1],
                                           on_error="raise" if self.fail else "dead-letter", format=self.value_format)
+                if self.cdc is not None:  # (the dead letters after an --as-of cut left for a later run)
+                    good, more = self.cdc.apply(topic, part, good, fail=self.fail)
+                    dead, more = self.cdc.before_cut(dead), self.cdc.before_cut(more)
+                    if more.num_rows:
+                        self.set_aside(more)
                 if dead.num_rows:
                     self.set_aside(dead)
                 if self.flatten:

@@ -47,6 +47,7 @@ from ._sink import by_topic as by_topic
 from ._staging import MODES as MODES
 from ._staging import check_target as check_target
 from ._staging import has_data_files as has_data_files
+from ._upsert import Keyed
 
 __all__ = [
     "LEDGER_KEY",
@@ -55,6 +56,7 @@ __all__ = [
     "DeltaSink",
     "FolderSink",
     "IcebergSink",
+    "Keyed",
     "Gap",
     "Ledger",
     "OffsetRange",

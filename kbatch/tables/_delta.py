@@ -55,7 +55,7 @@ from ._sink import (
     older_rows_note,
     staged_files,
 )
-from ._upsert import latest_per_key
+from ._upsert import Keyed, keyed_of, latest_per_key, reduce_changes
 
 __all__ = ["DeltaSink", "app_id", "read_ledger", "type_change"]
 
@@ -203,9 +203,12 @@ class DeltaSink(Sink):
         The columns the run writes, to check ``partition_by`` against before any work.
     compression : str, optional
         The Parquet codec (default snappy; "none").
-    upsert : bool, default False
+    upsert : bool, Keyed or dict of Keyed, default False
         One row per key, through a Delta merge: the run's latest record per key replaces the
-        table's row, a tombstone deletes it (the run's records are held in memory).
+        table's row, a tombstone deletes it (the run's records are held in memory). A
+        :class:`~kbatch.tables.Keyed` with an ``op`` column: the rows are changes by a primary
+        key (``--cdc``; a dict: each topic's, :mod:`kbatch.tables._upsert`), a truncate deleting the table's rows in
+        the same commit.
     table_suffix : str, default ""
         Each topic's table is at ``OUT/<topic><table_suffix>`` (``"__dead_letter"``: the
         tables of the records whose values did not decode).
@@ -215,8 +218,9 @@ class DeltaSink(Sink):
 
     def __init__(self, out: str | os.PathLike[str], mode: str, *, topics: Sequence[str] = (),
                  partition_by: Sequence[str] | None = None, properties: dict[str, str] | None = None,
-                 columns: Sequence[str] | None = None, compression: str | None = None, upsert: bool = False,
-                 table_suffix: str = "", partitions: Sequence[Key] = (),
+                 columns: Sequence[str] | None = None, compression: str | None = None,
+                 upsert: bool | Keyed | Mapping[str, Keyed] = False, table_suffix: str = "",
+                 partitions: Sequence[Key] = (),
                  storage_options: dict[str, Any] | None = None) -> None:
         from deltalake import DeltaTable
 
@@ -236,7 +240,8 @@ class DeltaSink(Sink):
                 raise ValueError(f"--partition-by {t.name}({t.width}, {t.column}): Delta partitions by columns; "
                                  "use a column, or day()/hour()/month()/year() of the timestamp")
         self.properties = dict(properties or {})
-        self.upsert = upsert
+        self.upsert = bool(upsert)
+        self._keyed = upsert
         self._pending: dict[str, list[Any]] = {}
         self.compression = None if compression == "none" else (compression or "snappy")
         self.run = run_name()  # in the data files' names: the next run knows a dead run's (kbatch.tables._leftovers)
@@ -293,7 +298,9 @@ class DeltaSink(Sink):
 
         if self.upsert:  # merged at the commit
             for topic, batch in by_topic(count_rows(batches, self._counts)):
-                self._pending.setdefault(topic, []).append(_fit(_derive(batch, self.partition), self.schema_of(topic)))
+                if keyed_of(self._keyed, topic).op is None:
+                    batch = _fit(_derive(batch, self.partition), self.schema_of(topic))
+                self._pending.setdefault(topic, []).append(batch)  # changes: fitted once reduced
             return
         source = EndOnError(batches)  # an error raised after the writer returned (see EndOnError)
         for topic, group in itertools.groupby(by_topic(count_rows(source, self._counts)), key=lambda tb: tb[0]):
@@ -395,7 +402,8 @@ class DeltaSink(Sink):
                     written = sum(size for path, (size, _) in after.items() if path not in before)
                     upsert = {**changed, "rows": sum(rows for _, rows in after.values())}
                     out.append(TableCommit(uri, str(table.version()), self._counts.get(topic, 0), written,
-                                           list(converted.for_topic(topic)), kind="version", upsert=upsert))
+                                           list(converted.for_topic(topic)), kind="version", upsert=upsert,
+                                           notes=self._notes.pop(topic, [])))
                     continue
                 if topic in self._tables:
                     self._evolve(topic)
@@ -491,20 +499,57 @@ class DeltaSink(Sink):
         from deltalake import DeltaTable
 
         schema = self.schema_of(topic)
-        live, dead = latest_per_key(pa.Table.from_batches(self._pending.pop(topic, []), schema=schema))
-        source = pa.concat_tables([live, live.schema.empty_table() if not dead else
-                                   pa.Table.from_pylist([{"key": k} for k in dead], schema=schema)])
         uri = self.uri(topic)
         if topic not in self._tables:
             DeltaTable.create(uri, schema, mode="error", partition_by=self.partition_columns or None,
                               description=self._description(), storage_options=self.storage)
-        metrics = (DeltaTable(uri, storage_options=self.storage)
-                   .merge(source, predicate="t.key = s.key", source_alias="s", target_alias="t",
-                          commit_properties=props)
+        if keyed_of(self._keyed, topic).op is not None:
+            if topic in self._tables:
+                self._evolve(topic)  # a column the database added: added to the table first, not dropped
+            return self._apply_changes(DeltaTable(uri, storage_options=self.storage), topic, props)
+        table = DeltaTable(uri, storage_options=self.storage)
+        live, dead = latest_per_key(pa.Table.from_batches(self._pending.pop(topic, []), schema=schema))
+        source = pa.concat_tables([live, live.schema.empty_table() if not dead else
+                                   pa.Table.from_pylist([{"key": k} for k in dead], schema=schema)])
+        metrics = (table.merge(source, predicate="t.key = s.key", source_alias="s", target_alias="t",
+                               commit_properties=props)
                    .when_matched_delete(predicate="s.value IS NULL")
                    .when_matched_update_all()
                    .when_not_matched_insert_all(predicate="s.value IS NOT NULL")
                    .execute())
+        return {what: int(metrics.get(f"num_target_rows_{what}", 0)) for what in ("inserted", "updated", "deleted")}
+
+    def _apply_changes(self, table: Any, topic: str, props: Any) -> dict[str, int]:
+        """``--cdc``: the run's changes merged by the primary key in one commit: rows inserted or
+        replaced, keys deleted, and after a truncate every other row of the table deleted."""
+        import pyarrow as pa
+
+        schema = self.schema_of(topic)
+        batches = self._pending.pop(topic, [])
+        keyed = keyed_of(self._keyed, topic)
+        keys = list(keyed.keys)
+        if batches:
+            changes = reduce_changes(pa.Table.from_batches(batches), keyed)
+            live = pa.Table.from_batches([_fit(_derive(b, self.partition), schema)
+                                          for b in changes.live.to_batches()], schema=schema)
+            dead, truncate = changes.dead, changes.truncate
+        else:
+            live, dead, truncate = schema.empty_table(), pa.table({k: pa.array([], schema.field(k).type)
+                                                                    for k in keys}), False
+        gone = pa.table({f.name: dead.column(f.name).cast(f.type) if f.name in keys else pa.nulls(dead.num_rows, f.type)
+                         for f in schema})
+        flag = "kbatch_delete"
+        source = pa.concat_tables([live.append_column(flag, pa.array([False] * live.num_rows, pa.bool_())),
+                                   gone.append_column(flag, pa.array([True] * gone.num_rows, pa.bool_()))])
+        columns = {f"`{c}`": f"s.`{c}`" for c in schema.names}
+        merge = (table.merge(source, predicate=" AND ".join(f"t.`{k}` = s.`{k}`" for k in keys), source_alias="s",
+                             target_alias="t", commit_properties=props)
+                 .when_matched_delete(predicate=f"s.{flag}")
+                 .when_matched_update(updates=columns)
+                 .when_not_matched_insert(updates=columns, predicate=f"NOT s.{flag}"))
+        if truncate:
+            merge = merge.when_not_matched_by_source_delete()
+        metrics = merge.execute()
         return {what: int(metrics.get(f"num_target_rows_{what}", 0)) for what in ("inserted", "updated", "deleted")}
 
     def _description(self) -> str:

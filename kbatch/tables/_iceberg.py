@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -52,7 +52,7 @@ from ._sink import (
     older_rows_note,
     staged_files,
 )
-from ._upsert import latest_per_key
+from ._upsert import Changes, Keyed, join_keys, keyed_of, reduce_changes
 
 __all__ = ["CATALOG_NAME", "DEFAULT_NAMESPACE", "IcebergSink", "default_catalog", "no_retries", "read_ledger"]
 
@@ -132,9 +132,11 @@ class IcebergSink(Sink):
         The columns the run writes, to check ``partition_by`` against before any work.
     compression : str, optional
         The Parquet codec of new tables (``write.parquet.compression-codec``; default zstd).
-    upsert : bool, default False
+    upsert : bool, Keyed or dict of Keyed, default False
         One row per key: the run's latest record per key replaces the table's row, a tombstone
-        deletes it (:mod:`kbatch.tables._upsert`; the run's records are held in memory).
+        deletes it (:mod:`kbatch.tables._upsert`; the run's records are held in memory). A
+        :class:`~kbatch.tables.Keyed` with an ``op`` column: the rows are changes by a primary
+        key (``--cdc``; a dict: each topic's), a truncate removing the table's files in the same snapshot.
     table_suffix : str, default ""
         Each topic's table is ``<namespace>.<topic><table_suffix>`` (``"__dead_letter"``: the
         tables of the records whose values did not decode).
@@ -148,7 +150,8 @@ class IcebergSink(Sink):
                  catalog: str | None = None, catalog_options: dict[str, str] | None = None,
                  namespace: str | None = None, partition_by: Sequence[str] | None = None,
                  properties: dict[str, str] | None = None, columns: Sequence[str] | None = None,
-                 compression: str | None = None, upsert: bool = False, table_suffix: str = "",
+                 compression: str | None = None, upsert: bool | Keyed | Mapping[str, Keyed] = False,
+                 table_suffix: str = "",
                  storage_options: dict[str, Any] | None = None) -> None:
         from pyiceberg.catalog import load_catalog
         from pyiceberg.exceptions import NoSuchTableError
@@ -157,7 +160,8 @@ class IcebergSink(Sink):
         self.mode = mode
         self.table_suffix = table_suffix
         self.namespace = namespace or DEFAULT_NAMESPACE
-        self.upsert = upsert
+        self.upsert = bool(upsert)
+        self._keyed = upsert
         self._applied: dict[str, dict[str, int]] = {}  # --upsert: rows inserted, updated, deleted
         self.partition = parse(partition_by or DEFAULT, columns)
         self.properties = dict(properties or {})
@@ -307,30 +311,46 @@ class IcebergSink(Sink):
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
-        from pyiceberg.expressions import In
+        from pyiceberg.expressions import AlwaysTrue, In
 
         batches = self._buffers.pop(topic, [])
-        live, dead = latest_per_key(pa.Table.from_batches(batches, schema=self.schema_of(topic)))
+        schema = self.schema_of(topic)
+        keyed = keyed_of(self._keyed, topic)
+        names = list(keyed.keys)
+        if keyed.op is None:
+            changes = reduce_changes(pa.Table.from_batches(batches, schema=schema), keyed)
+        elif batches:
+            changes = reduce_changes(pa.Table.from_batches(batches), keyed)
+            changes = Changes(changes.live.cast(schema), changes.dead, changes.truncate)
+        else:
+            changes = Changes(schema.empty_table(), schema.empty_table().select(names), False)
+        live, dead = changes.live, changes.dead
         self._txn(topic)
         table = self._tables[topic]
-        kind = live.schema.field("key").type
-        gone = pa.array(dead, kind)
-        keys = pa.concat_arrays([live.column("key").combine_chunks(), gone])
+        keys = pa.concat_tables([live.select(names), dead.cast(live.select(names).schema)])
         replaced, kept, found = [], [], []
-        if len(keys) and table.metadata.current_snapshot() is not None:
-            for task in table.scan(row_filter=cast(Any, In)("key", keys.to_pylist())).plan_files():
+        snapshot = table.metadata.current_snapshot()
+        if (len(keys) or changes.truncate) and snapshot is not None:
+            first = keys.column(names[0]).combine_chunks()
+            where = AlwaysTrue() if changes.truncate else cast(Any, In)(names[0], first.to_pylist())
+            for task in table.scan(row_filter=where).plan_files():
                 with table.io.new_input(task.file.file_path).open() as f:
                     rows = pq.read_table(f)  # as the file holds them: its nulls kept
-                their = rows.column("key").cast(kind)  # an older writer's large_binary
-                hit = pc.is_in(their, value_set=keys)
+                probe = rows.select(names)  # an older writer's large_binary key compared as this run's type
+                probe = probe.set_column(0, names[0], probe.column(0).cast(first.type))
+                hit = (pa.array([True] * rows.num_rows, pa.bool_()) if changes.truncate
+                       else join_keys(probe, keys, names))
                 if not pc.any(hit).as_py():
                     continue
                 replaced.append(task.file)
                 kept.append(rows.filter(pc.invert(hit)))
-                found.append(their.filter(hit).combine_chunks())
-        held = pa.concat_arrays(found) if found else pa.array([], kind)
-        updated = pc.sum(pc.is_in(live.column("key"), value_set=held)).as_py() or 0
-        deleted = pc.sum(pc.is_in(held, value_set=gone)).as_py() or 0
+                found.append(probe.filter(hit))
+        held = pa.concat_tables(found) if found else keys.schema.empty_table()
+        if changes.truncate:
+            updated, deleted = 0, held.num_rows
+        else:
+            updated = pc.sum(join_keys(live, held, names)).as_py() or 0
+            deleted = pc.sum(join_keys(held, dead, names)).as_py() or 0
         self._applied[topic] = {"inserted": live.num_rows - updated, "updated": updated, "deleted": deleted}
         for rows in (*kept, live):  # each file's rows kept with its own columns
             if rows.num_rows:

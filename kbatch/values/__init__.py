@@ -97,6 +97,7 @@ from ._registry import Registry
 from ._schema import SCHEMA_TYPES, Schema, SchemaReference, guid_of, split_subject
 from ._topic import DEFAULT_TOPIC as DEFAULT_TOPIC
 from .json import SAMPLE_RECORDS, arrow_to_json_schema, infer_json_schema, json_schema_type
+from .json import connect_json_schema as connect_json_schema
 from .protobuf import ProtoOptions, ProtoSchema, compile_proto, load_proto
 
 __all__ = [
