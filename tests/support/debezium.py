@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import kbatch
+from support.duckdb_readers import duckdb_with
 
 from . import schemas_topic
 from .avro_root import avro, framed
@@ -237,21 +238,6 @@ def write(root: Path, topic: str, events: list[Event], encoding: str, connector:
 def fresh(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-
-
-def duckdb_with(*extensions: str) -> Any:
-    """A DuckDB connection with the ``duckdb-extension-*`` packages' extensions loaded (skips without)."""
-    import pytest
-
-    duckdb = pytest.importorskip("duckdb")
-    con = duckdb.connect()
-    for name in extensions:
-        module = pytest.importorskip(f"duckdb_extension_{name}")
-        path = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
-        if not path.exists():
-            pytest.skip(f"duckdb-extension-{name} is not built for DuckDB {duckdb.__version__}")
-        con.execute(f"LOAD '{path}'")
-    return con
 
 
 def read_table(fmt: str, out: Path, topic: str, reader: str) -> list[dict[str, Any]]:

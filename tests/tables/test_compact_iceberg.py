@@ -34,14 +34,9 @@ def _rows(out: Path) -> list[tuple]:
 
 
 def _duckdb_rows(out: Path) -> list[tuple]:
-    duckdb = pytest.importorskip("duckdb")
-    con = duckdb.connect()
-    for name in ("avro", "iceberg"):
-        module = pytest.importorskip(f"duckdb_extension_{name}")
-        path = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
-        if not path.exists():
-            pytest.skip(f"duckdb-extension-{name} is not built for DuckDB {duckdb.__version__}")
-        con.execute(f"LOAD '{path}'")
+    from support.duckdb_readers import duckdb_with
+
+    con = duckdb_with("avro", "iceberg")
     got = con.execute(f"select topic, partition, \"offset\", key, value from "
                       f"iceberg_scan('{_table(out).metadata_location}')").fetchall()
     return sorted(got, key=lambda r: r[:3])

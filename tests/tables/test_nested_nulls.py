@@ -121,16 +121,9 @@ def _states(rows: list[dict[str, Any]], sides: tuple[str, ...] = ("key", "value"
 
 def _duckdb(*extensions: str) -> Any:
     """A DuckDB connection with the extension files of the ``duckdb-extension-*`` packages loaded."""
-    duckdb = pytest.importorskip("duckdb")
-    con = duckdb.connect()
-    for name in extensions:
-        module = pytest.importorskip(f"duckdb_extension_{name}")
-        folder = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}"
-        path = folder / f"{name}.duckdb_extension"
-        if not path.exists():
-            pytest.skip(f"duckdb-extension-{name} is not built for DuckDB {duckdb.__version__}")
-        con.execute(f"LOAD '{path}'")
-    return con
+    from support.duckdb_readers import duckdb_with
+
+    return duckdb_with(*extensions)
 
 
 def _duck_rows(con: Any, sql: str) -> list[dict[str, Any]]:
