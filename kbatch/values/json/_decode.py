@@ -437,8 +437,8 @@ def _maps_duckdb(buf: pa.Buffer, starts: npt.NDArray[np.int64], ends: npt.NDArra
     con.register("kbatch_bodies", pa.table({"b": bodies}))
     try:
         got = con.sql(f"SELECT {select} FROM kbatch_bodies").to_arrow_table()  # names and types quoted above
-    except _duckdb.Error as exc:
-        raise _Failure((f"JSON map: {str(exc).splitlines()[0]}", column)) from None
+    except (_duckdb.Error, UnicodeDecodeError) as exc:
+        raise _Failure((f"JSON map: {_duckdb_message(exc)}", column)) from None
     finally:
         con.unregister("kbatch_bodies")
     out = {}
@@ -448,6 +448,15 @@ def _maps_duckdb(buf: pa.Buffer, starts: npt.NDArray[np.int64], ends: npt.NDArra
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise _Failure((f"JSON map: {exc}", f"{column}.{f.name}")) from None
     return out
+
+
+def _duckdb_message(exc: Exception) -> str:
+    """The first line of DuckDB's error message. DuckDB quotes the value in some messages, cut at
+    a byte count that may fall inside a UTF-8 character: its Python binding then fails to decode
+    the message and raises :class:`UnicodeDecodeError`, whose bytes are decoded here leniently."""
+    lenient = isinstance(exc, UnicodeDecodeError)
+    text = bytes(exc.object).decode("utf-8", errors="replace") if lenient else str(exc)  # type: ignore[attr-defined]
+    return (text.splitlines() or [""])[0]
 
 
 def _pointer(name: str) -> str:
