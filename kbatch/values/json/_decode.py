@@ -31,6 +31,9 @@ record's reason and path. The steps, none with a Python object per record:
    refuses ``2.5`` where DuckDB would round it), then cast to the Arrow type. Without DuckDB,
    from ``orjson.loads`` per record (each value's JSON kind checked as ``pyarrow.json`` would),
    then ``pyarrow.array(..., type=)``: the same result at the per-record speed of the peer path.
+   DuckDB's strict transform also wants every key of an object (``does not have key``): a field
+   whose type holds an object with an optional (nullable) property is taken by ``orjson`` even
+   where DuckDB is installed (:func:`_all_keys_required` says which fields DuckDB takes).
 """
 
 from __future__ import annotations
@@ -286,7 +289,10 @@ class _Parser:
         self.block_size = max(DEFAULT_BLOCK_SIZE, longest + 2)
         self.column = column
         self.use_threads = use_threads
-        self.python = [f for f in value_type if _has_map(f.type)]  # built from orjson
+        self.python = [f for f in value_type if _has_map(f.type)]  # built by DuckDB or from orjson
+        # DuckDB's json_transform_strict wants every key of an object: the fields holding an
+        # object with optional properties are built from orjson
+        self.strict_ok = {f.name: _all_keys_required(f.type) for f in self.python}
         bulk = [f for f in value_type if not _has_map(f.type)]
         self.parse_type = pa.struct([f.with_type(_undated(f.type)) for f in bulk])
         self.bulk_type = pa.struct(bulk)
@@ -337,8 +343,12 @@ class _Parser:
                    chunked: pa.ChunkedArray) -> pa.ChunkedArray:
         arr = chunked.combine_chunks()
         fields = {f.name: arr.field(f.name) for f in self.bulk_type}
-        fields.update(_maps_duckdb(buf, starts, ends, self.python, self.column) if _duckdb is not None else
-                      _maps_python(buf, starts, ends, self.python, self.column))
+        by_duckdb = [f for f in self.python if _duckdb is not None and self.strict_ok[f.name]]
+        by_orjson = [f for f in self.python if f not in by_duckdb]
+        if by_duckdb:
+            fields.update(_maps_duckdb(buf, starts, ends, by_duckdb, self.column))
+        if by_orjson:
+            fields.update(_maps_python(buf, starts, ends, by_orjson, self.column))
         for f in self.python:
             if not f.nullable and fields[f.name].null_count:
                 raise _Failure(("a required field was null or absent", f"{self.column}.{f.name}"))
@@ -500,6 +510,18 @@ _SQL_TYPES = {"int64": "JSON", "double": "DOUBLE", "bool": "BOOLEAN", "string": 
 def _typed(arr: pa.Array, t: pa.DataType) -> pa.Array:
     """``arr`` as type ``t``, which differs only in its fields' nullability (no copy)."""
     return arr if arr.type == t else arr.view(t)
+
+
+def _all_keys_required(t: pa.DataType) -> bool:
+    """Every object in ``t`` has only required (non-nullable) properties: what DuckDB's
+    ``json_transform_strict`` takes (it refuses an object that lacks a key)."""
+    if pa.types.is_struct(t):
+        return all(not f.nullable and _all_keys_required(f.type) for f in t)
+    if pa.types.is_map(t):
+        return _all_keys_required(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _all_keys_required(t.value_type)
+    return True
 
 
 def _has_map(t: pa.DataType) -> bool:
