@@ -34,6 +34,11 @@ record's reason and path. The steps, none with a Python object per record:
    DuckDB's strict transform also wants every key of an object (``does not have key``): a field
    whose type holds an object with an optional (nullable) property is taken by ``orjson`` even
    where DuckDB is installed (:func:`_all_keys_required` says which fields DuckDB takes).
+6. **Required properties of optional objects** (:mod:`._required`): ``pyarrow.json`` checks a
+   non-nullable field even where its object is absent, so the parse type has those below a
+   nullable object relaxed; after the parse a field null where its object is present is the
+   record's error (``a required field was null or absent``, its path), and the rows take the
+   wanted type. The maps' paths check no nullability: there every non-nullable field is checked.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ import pyarrow.json as pj
 from kbatch.codec import binary_column
 
 from ._read import read_json
+from ._required import conformed, missing_required, relaxed
 
 try:
     import orjson
@@ -294,8 +300,12 @@ class _Parser:
         # object with optional properties are built from orjson
         self.strict_ok = {f.name: _all_keys_required(f.type) for f in self.python}
         bulk = [f for f in value_type if not _has_map(f.type)]
-        self.parse_type = pa.struct([f.with_type(_undated(f.type)) for f in bulk])
         self.bulk_type = pa.struct(bulk)
+        self.dated = [_undated(f.type) != f.type for f in bulk]
+        # an optional object's required properties are checked where it is present, after the parse
+        self.relaxed_type = relaxed(self.bulk_type)
+        self.parse_type = relaxed(pa.struct([f.with_type(_undated(f.type)) for f in bulk]))
+        self.check_required = self.relaxed_type is not self.bulk_type
         self.options = [pj.ParseOptions(explicit_schema=pa.schema(list(self.parse_type)),
                                         unexpected_field_behavior="ignore", newlines_in_values=careful)
                         for careful in (False, True)]
@@ -316,10 +326,15 @@ class _Parser:
                             if rows == 1 else "a record is not one JSON object", self.column))
         arr = table.to_struct_array() if table.num_columns else pa.chunked_array([pa.array([{}] * rows,
                                                                                           type=pa.struct([]))])
-        if self.parse_type != self.bulk_type:
-            arr = pa.chunked_array([self._dated(chunk) for chunk in arr.chunks], type=self.bulk_type)
-        elif arr.type != self.bulk_type:  # pyarrow.json drops the not-null flags of nested fields
-            arr = pa.chunked_array([_typed(chunk, self.bulk_type) for chunk in arr.chunks], type=self.bulk_type)
+        chunks = [self._dated(chunk) for chunk in arr.chunks] if any(self.dated) else arr.chunks
+        if self.check_required:
+            for chunk in chunks:
+                missing = missing_required(chunk, self.bulk_type, self.column)
+                if missing is not None:
+                    raise _Failure(("a required field was null or absent", missing))
+            arr = pa.chunked_array([conformed(chunk, self.bulk_type) for chunk in chunks], type=self.bulk_type)
+        elif any(self.dated) or arr.type != self.bulk_type:  # pyarrow.json drops nested fields' not-null flags
+            arr = pa.chunked_array([_typed(chunk, self.bulk_type) for chunk in chunks], type=self.bulk_type)
         if self.python:
             arr = self._with_maps(buf, starts, ends, arr)
         return arr
@@ -328,16 +343,16 @@ class _Parser:
         """A parsed chunk with its date fields (parsed as text) cast to dates: only the fields that
         hold dates are cast (a cast of the whole struct would copy every field)."""
         children = []
-        for want, got in zip(self.bulk_type, self.parse_type, strict=True):
-            child = chunk.field(got.name)
-            if want.type != got.type:
+        for want, dated in zip(self.relaxed_type, self.dated, strict=True):
+            child = chunk.field(want.name)
+            if dated:
                 try:
                     child = child.cast(want.type)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                     raise _Failure((f"not a valid date: {exc}", f"{self.column}.{want.name}")) from None
             children.append(child)
-        fields = [pa.field(f.name, c.type, f.nullable) for f, c in zip(self.bulk_type, children, strict=True)]
-        return _typed(pa.StructArray.from_arrays(children, fields=fields, mask=chunk.is_null()), self.bulk_type)
+        fields = [pa.field(f.name, c.type, f.nullable) for f, c in zip(self.relaxed_type, children, strict=True)]
+        return _typed(pa.StructArray.from_arrays(children, fields=fields, mask=chunk.is_null()), self.relaxed_type)
 
     def _with_maps(self, buf: pa.Buffer, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64],
                    chunked: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -349,9 +364,13 @@ class _Parser:
             fields.update(_maps_duckdb(buf, starts, ends, by_duckdb, self.column))
         if by_orjson:
             fields.update(_maps_python(buf, starts, ends, by_orjson, self.column))
-        for f in self.python:
+        for f in self.python:  # neither path checks nullability
+            path = f"{self.column}.{f.name}"
             if not f.nullable and fields[f.name].null_count:
-                raise _Failure(("a required field was null or absent", f"{self.column}.{f.name}"))
+                raise _Failure(("a required field was null or absent", path))
+            missing = missing_required(fields[f.name], f.type, path, everywhere=True)
+            if missing is not None:
+                raise _Failure(("a required field was null or absent", missing))
         return pa.chunked_array([pa.StructArray.from_arrays([fields[f.name] for f in self.value_type],
                                                             fields=list(self.value_type))])
 
