@@ -55,24 +55,21 @@ def framed(schema_id: int, body: bytes) -> bytes:
 
 # ---------------------------------------------------------------- JSON Schema
 
-def random_json_schema(rng: random.Random, depth: int = 3, *, top: bool = True) -> dict[str, Any]:
+def random_json_schema(rng: random.Random, depth: int = 3) -> dict[str, Any]:
     """A random JSON Schema object: 1-5 properties of integers, numbers, strings (some dates),
-    booleans, nullable types, arrays, objects nested ``depth`` levels and, at the top level
-    only (``top``), maps (``additionalProperties``) and required properties.
-
-    (Two bugs of the values layer keep maps of scalars and ``required`` out of nested objects:
-    where DuckDB is installed an object holding a map, or held by one, that lacks one of its
-    optional properties does not decode, and an optional object left out or null fails its own
-    required properties; ``test_scan_properties.py`` keeps both as expected failures.)"""
-    props = {f"p{i}": _json_type(rng, depth - 1, top) for i in range(rng.randint(1, 5))}
+    booleans, nullable types, arrays, maps (``additionalProperties``) and objects, nested
+    ``depth`` levels, some of them ``required`` at every level: objects holding maps or held by
+    them, with optional properties left out, and optional objects left out whose own properties
+    are required (shapes that DuckDB's strict JSON transform and ``pyarrow.json`` refused)."""
+    props = {f"p{i}": _json_type(rng, depth - 1) for i in range(rng.randint(1, 5))}
     out: dict[str, Any] = {"type": "object", "properties": props}
-    required = [k for k in props if top and rng.random() < 0.3]
+    required = [k for k in props if rng.random() < 0.3]
     if required:
         out["required"] = required
     return out
 
 
-def _json_type(rng: random.Random, depth: int, maps: bool) -> dict[str, Any]:
+def _json_type(rng: random.Random, depth: int) -> dict[str, Any]:
     r = rng.random()
     if depth <= 0 or r < 0.5:
         kind = rng.choice(["integer", "number", "string", "boolean", "date", "nullable"])
@@ -82,10 +79,10 @@ def _json_type(rng: random.Random, depth: int, maps: bool) -> dict[str, Any]:
             return {"type": [rng.choice(["integer", "string", "number"]), "null"]}
         return {"type": kind}
     if r < 0.7:
-        return {"type": "array", "items": _json_type(rng, depth - 1, maps)}
-    if r < 0.8 and maps:
-        return {"type": "object", "additionalProperties": _json_type(rng, 0, False)}  # (of scalars: see above)
-    return random_json_schema(rng, depth, top=False)
+        return {"type": "array", "items": _json_type(rng, depth - 1)}
+    if r < 0.8:
+        return {"type": "object", "additionalProperties": _json_type(rng, depth - 1)}
+    return random_json_schema(rng, depth)
 
 
 def random_json_value(rng: random.Random, schema: dict[str, Any]) -> Any:

@@ -9,6 +9,7 @@ An internal face (not part of :mod:`kbatch.values`' public surface): what the re
 - ``_connect.py``: :func:`connect_json_schema`, Kafka Connect's JSON with an embedded schema.
 - ``_decode.py``: :func:`parse_json_values`, the bodies joined and parsed at once.
 - ``_read.py``: ``pyarrow.json``'s reader behind the guard both JSON paths need.
+- ``_required.py``: required properties of optional objects, checked where the object is present.
 """
 
 from __future__ import annotations

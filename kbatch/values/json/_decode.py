@@ -31,6 +31,14 @@ record's reason and path. The steps, none with a Python object per record:
    refuses ``2.5`` where DuckDB would round it), then cast to the Arrow type. Without DuckDB,
    from ``orjson.loads`` per record (each value's JSON kind checked as ``pyarrow.json`` would),
    then ``pyarrow.array(..., type=)``: the same result at the per-record speed of the peer path.
+   DuckDB's strict transform also wants every key of an object (``does not have key``): a field
+   whose type holds an object with an optional (nullable) property is taken by ``orjson`` even
+   where DuckDB is installed (:func:`_all_keys_required` says which fields DuckDB takes).
+6. **Required properties of optional objects** (:mod:`._required`): ``pyarrow.json`` checks a
+   non-nullable field even where its object is absent, so the parse type has those below a
+   nullable object relaxed; after the parse a field null where its object is present is the
+   record's error (``a required field was null or absent``, its path), and the rows take the
+   wanted type. The maps' paths check no nullability: there every non-nullable field is checked.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ import pyarrow.json as pj
 from kbatch.codec import binary_column
 
 from ._read import read_json
+from ._required import conformed, missing_required, relaxed
 
 try:
     import orjson
@@ -286,10 +295,17 @@ class _Parser:
         self.block_size = max(DEFAULT_BLOCK_SIZE, longest + 2)
         self.column = column
         self.use_threads = use_threads
-        self.python = [f for f in value_type if _has_map(f.type)]  # built from orjson
+        self.python = [f for f in value_type if _has_map(f.type)]  # built by DuckDB or from orjson
+        # DuckDB's json_transform_strict wants every key of an object: the fields holding an
+        # object with optional properties are built from orjson
+        self.strict_ok = {f.name: _all_keys_required(f.type) for f in self.python}
         bulk = [f for f in value_type if not _has_map(f.type)]
-        self.parse_type = pa.struct([f.with_type(_undated(f.type)) for f in bulk])
         self.bulk_type = pa.struct(bulk)
+        self.dated = [_undated(f.type) != f.type for f in bulk]
+        # an optional object's required properties are checked where it is present, after the parse
+        self.relaxed_type = relaxed(self.bulk_type)
+        self.parse_type = relaxed(pa.struct([f.with_type(_undated(f.type)) for f in bulk]))
+        self.check_required = self.relaxed_type is not self.bulk_type
         self.options = [pj.ParseOptions(explicit_schema=pa.schema(list(self.parse_type)),
                                         unexpected_field_behavior="ignore", newlines_in_values=careful)
                         for careful in (False, True)]
@@ -310,10 +326,15 @@ class _Parser:
                             if rows == 1 else "a record is not one JSON object", self.column))
         arr = table.to_struct_array() if table.num_columns else pa.chunked_array([pa.array([{}] * rows,
                                                                                           type=pa.struct([]))])
-        if self.parse_type != self.bulk_type:
-            arr = pa.chunked_array([self._dated(chunk) for chunk in arr.chunks], type=self.bulk_type)
-        elif arr.type != self.bulk_type:  # pyarrow.json drops the not-null flags of nested fields
-            arr = pa.chunked_array([_typed(chunk, self.bulk_type) for chunk in arr.chunks], type=self.bulk_type)
+        chunks = [self._dated(chunk) for chunk in arr.chunks] if any(self.dated) else arr.chunks
+        if self.check_required:
+            for chunk in chunks:
+                missing = missing_required(chunk, self.bulk_type, self.column)
+                if missing is not None:
+                    raise _Failure(("a required field was null or absent", missing))
+            arr = pa.chunked_array([conformed(chunk, self.bulk_type) for chunk in chunks], type=self.bulk_type)
+        elif any(self.dated) or arr.type != self.bulk_type:  # pyarrow.json drops nested fields' not-null flags
+            arr = pa.chunked_array([_typed(chunk, self.bulk_type) for chunk in chunks], type=self.bulk_type)
         if self.python:
             arr = self._with_maps(buf, starts, ends, arr)
         return arr
@@ -322,26 +343,34 @@ class _Parser:
         """A parsed chunk with its date fields (parsed as text) cast to dates: only the fields that
         hold dates are cast (a cast of the whole struct would copy every field)."""
         children = []
-        for want, got in zip(self.bulk_type, self.parse_type, strict=True):
-            child = chunk.field(got.name)
-            if want.type != got.type:
+        for want, dated in zip(self.relaxed_type, self.dated, strict=True):
+            child = chunk.field(want.name)
+            if dated:
                 try:
                     child = child.cast(want.type)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                     raise _Failure((f"not a valid date: {exc}", f"{self.column}.{want.name}")) from None
             children.append(child)
-        fields = [pa.field(f.name, c.type, f.nullable) for f, c in zip(self.bulk_type, children, strict=True)]
-        return _typed(pa.StructArray.from_arrays(children, fields=fields, mask=chunk.is_null()), self.bulk_type)
+        fields = [pa.field(f.name, c.type, f.nullable) for f, c in zip(self.relaxed_type, children, strict=True)]
+        return _typed(pa.StructArray.from_arrays(children, fields=fields, mask=chunk.is_null()), self.relaxed_type)
 
     def _with_maps(self, buf: pa.Buffer, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64],
                    chunked: pa.ChunkedArray) -> pa.ChunkedArray:
         arr = chunked.combine_chunks()
         fields = {f.name: arr.field(f.name) for f in self.bulk_type}
-        fields.update(_maps_duckdb(buf, starts, ends, self.python, self.column) if _duckdb is not None else
-                      _maps_python(buf, starts, ends, self.python, self.column))
-        for f in self.python:
+        by_duckdb = [f for f in self.python if _duckdb is not None and self.strict_ok[f.name]]
+        by_orjson = [f for f in self.python if f not in by_duckdb]
+        if by_duckdb:
+            fields.update(_maps_duckdb(buf, starts, ends, by_duckdb, self.column))
+        if by_orjson:
+            fields.update(_maps_python(buf, starts, ends, by_orjson, self.column))
+        for f in self.python:  # neither path checks nullability
+            path = f"{self.column}.{f.name}"
             if not f.nullable and fields[f.name].null_count:
-                raise _Failure(("a required field was null or absent", f"{self.column}.{f.name}"))
+                raise _Failure(("a required field was null or absent", path))
+            missing = missing_required(fields[f.name], f.type, path, everywhere=True)
+            if missing is not None:
+                raise _Failure(("a required field was null or absent", missing))
         return pa.chunked_array([pa.StructArray.from_arrays([fields[f.name] for f in self.value_type],
                                                             fields=list(self.value_type))])
 
@@ -437,8 +466,8 @@ def _maps_duckdb(buf: pa.Buffer, starts: npt.NDArray[np.int64], ends: npt.NDArra
     con.register("kbatch_bodies", pa.table({"b": bodies}))
     try:
         got = con.sql(f"SELECT {select} FROM kbatch_bodies").to_arrow_table()  # names and types quoted above
-    except _duckdb.Error as exc:
-        raise _Failure((f"JSON map: {str(exc).splitlines()[0]}", column)) from None
+    except (_duckdb.Error, UnicodeDecodeError) as exc:
+        raise _Failure((f"JSON map: {_duckdb_message(exc)}", column)) from None
     finally:
         con.unregister("kbatch_bodies")
     out = {}
@@ -448,6 +477,15 @@ def _maps_duckdb(buf: pa.Buffer, starts: npt.NDArray[np.int64], ends: npt.NDArra
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise _Failure((f"JSON map: {exc}", f"{column}.{f.name}")) from None
     return out
+
+
+def _duckdb_message(exc: Exception) -> str:
+    """The first line of DuckDB's error message. DuckDB quotes the value in some messages, cut at
+    a byte count that may fall inside a UTF-8 character: its Python binding then fails to decode
+    the message and raises :class:`UnicodeDecodeError`, whose bytes are decoded here leniently."""
+    lenient = isinstance(exc, UnicodeDecodeError)
+    text = bytes(exc.object).decode("utf-8", errors="replace") if lenient else str(exc)  # type: ignore[attr-defined]
+    return (text.splitlines() or [""])[0]
 
 
 def _pointer(name: str) -> str:
@@ -491,6 +529,18 @@ _SQL_TYPES = {"int64": "JSON", "double": "DOUBLE", "bool": "BOOLEAN", "string": 
 def _typed(arr: pa.Array, t: pa.DataType) -> pa.Array:
     """``arr`` as type ``t``, which differs only in its fields' nullability (no copy)."""
     return arr if arr.type == t else arr.view(t)
+
+
+def _all_keys_required(t: pa.DataType) -> bool:
+    """Every object in ``t`` has only required (non-nullable) properties: what DuckDB's
+    ``json_transform_strict`` takes (it refuses an object that lacks a key)."""
+    if pa.types.is_struct(t):
+        return all(not f.nullable and _all_keys_required(f.type) for f in t)
+    if pa.types.is_map(t):
+        return _all_keys_required(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _all_keys_required(t.value_type)
+    return True
 
 
 def _has_map(t: pa.DataType) -> bool:
