@@ -89,7 +89,10 @@ def same(a: pa.Array, b: pa.Array) -> bool:
 
 def _hidden_null(arr: pa.Array) -> pa.Array:
     """``arr`` with the slots of a struct's fields below a null struct null (recursively)."""
-    if pa.types.is_struct(arr.type) and arr.type.num_fields:  # (pyarrow aborts on a struct of no fields)
+    # (pyarrow's flatten aborts the process on a struct of no fields, itself or a child, and on a
+    # union child below a null: such a struct is left as it is)
+    if pa.types.is_struct(arr.type) and arr.type.num_fields and not any(
+            (pa.types.is_struct(f.type) and not f.type.num_fields) or pa.types.is_union(f.type) for f in arr.type):
         children = [_hidden_null(c) for c in arr.flatten()]
         return pa.StructArray.from_arrays(children, fields=list(arr.type),
                                           mask=arr.is_null() if arr.null_count else None)
