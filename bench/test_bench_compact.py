@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -143,8 +144,11 @@ def lines(fmt: str, m: dict[str, Any]) -> list[str]:
 
 def run_all() -> dict[str, dict[str, Any]]:
     work = Path(tempfile.mkdtemp(prefix="kbatch-bench-compact-"))
-    root = build_root(work / "root", RECORDS)
-    return {fmt: measure(work, root, fmt) for fmt in FORMATS}
+    try:
+        root = build_root(work / "root", RECORDS)
+        return {fmt: measure(work, root, fmt) for fmt in FORMATS}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def table_text(results: dict[str, dict[str, Any]]) -> str:
