@@ -30,8 +30,10 @@ Run: ``PYTHONPATH=. python bench/test_bench_scan_values.py`` prints the table;
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,7 @@ BATCH = 500
 def root() -> Path:
     """The root: topic ``orders``, partition 0, the order values in lz4 batches of 500."""
     out = Path(tempfile.mkdtemp(prefix="kbatch-bench-scan-values-"))
+    atexit.register(shutil.rmtree, out, True)
     values = framed("order")
     with LogWriter(out, "orders", 0) as w:
         for start in range(0, len(values), BATCH):
