@@ -12,6 +12,7 @@ Avro's (:class:`kbatch.values.avro.Layout`), taken through that face.
 - ``_protokernel.pyx``: the tag-driven decoder and Confluent's message indexes.
 - ``_decode.py``: :class:`ProtoOptions`, :func:`reader_layout`, :func:`run_protobuf` (what
   ``kbatch.values._decode`` calls).
+- ``_merge.py``: the merge slow path's bytes (a singular message met twice written once).
 - ``_any.py``: ``google.protobuf.Any`` fields rendered as JSON strings.
 """
 

@@ -21,6 +21,7 @@ from .._fields import FieldTree
 from .._schema import Schema
 from ._any import render_any_columns
 from ._compile import ProtoProgram
+from ._merge import Merger
 from ._protokernel import ERRORS, MERGE, message_indexes, run
 from ._schema import ProtoSchema, compile_proto
 
@@ -217,19 +218,27 @@ def run_protobuf(reader: Schema | ProtoSchema, options: ProtoOptions, data: npt.
     msgs, field_table, aux, consts, coldesc = program.arrays()
     columns, kerrors, _ = run(msgs, field_table, aux, consts, coldesc, data, starts, lens, entry, stop_at_first)
     merged: set[int] = set()
-    while True:  # the slow path: upb merges, the kernel decodes the canonical bytes
+    while True:  # the slow path: singular messages merged on the wire, the kernel decodes the result
         merge = [int(r["record"]) for r in kerrors if int(r["code"]) == MERGE and int(r["record"]) not in merged]
         if not merge:
             break
         cls = program.schema.message_class()
+        merged_bytes = Merger(cls.DESCRIPTOR)
         extra = bytearray()
         base = len(data)
         for i in merge:
             merged.add(i)
-            try:
-                canon = cls.FromString(bytes(data[starts[i]:starts[i] + lens[i]])).SerializeToString()
+            body = bytes(data[starts[i]:starts[i] + lens[i]])
+            try:  # upb's parse says whether the body is good (its serialization would reorder maps)
+                cls.FromString(body)
             except Exception as exc:  # noqa: BLE001 - upb's DecodeError
                 errors[i] = (f"does not parse (upb): {exc}", column, 0)
+                entry[i] = -1
+                continue
+            try:
+                canon = merged_bytes(body)
+            except ValueError as exc:
+                errors[i] = (f"cannot be merged: {exc}", column, 0)
                 entry[i] = -1
                 continue
             starts[i] = base + len(extra)

@@ -104,7 +104,8 @@ cdef int _gather(Col* c, int64_t s, const int64_t* order, int64_t count) noexcep
 cdef int _last_key_wins(Machine* m, const int32_t* f) noexcept nogil:
     """The map field ``f`` of the message ending: of the entries it just appended that share a
     key, one is kept, holding the last entry's value where the first stood (the Protobuf spec:
-    "the last key seen is used"; upb and protobuf-java keep the first one's place). The entries
+    "the last key seen is used"; protobuf-java's LinkedHashMap keeps the first one's place, upb
+    orders a map by its hash table). The entries
     are the last rows of the entry struct column and of every column under it (a message
     value's fields, lists and maps): all of them are gathered anew, offsets closed up."""
     cdef Col* lc = m.cols + f[2]

@@ -23,7 +23,8 @@ or not) and closes its list when the message ends (a map whose key comes again k
 with the last value, where the key first stood: its entries' columns are gathered anew); fields
 left unwritten become nulls (or their zero with ``emit_default_values``). A singular message (or Timestamp, Duration,
 wrapper) met twice must be merged: the record stops with ``E_MERGE`` and the caller takes its
-slow path (upb parses and re-serializes it, then it is decoded again).
+slow path (upb parses it; ``_merge.py`` writes each such field once, its occurrences
+concatenated, and the result is decoded again).
 
 Safety: every length is checked against the bytes left of the enclosing message before use,
 varints stop at 10 bytes, groups nest at most ``MAX_DEPTH`` deep, and nested messages are
