@@ -66,8 +66,10 @@ __all__ = ["DEFAULT_TARGET", "Compaction", "compact_delta", "compact_folder", "r
 
 #: The default size of a compacted file: 128 MiB.
 DEFAULT_TARGET = 128 << 20
-#: Rows per row group of a compacted Parquet file (as ``kbatch convert`` writes by default).
-_ROW_GROUP = 1 << 20
+#: Rows per row group of a compacted Parquet file: about what ``kbatch convert`` writes (its
+#: writers close a group at 65,536 rows and up). Readers decode a file's row groups in parallel:
+#: a file of 1M-row groups read 1.5x slower with Polars than the conversion's own.
+_ROW_GROUP = 1 << 16
 
 
 @dataclass
@@ -230,13 +232,23 @@ def _stage(out: Path, staging: Path, plans: dict[str, list[list[Path]]], name: s
     return new, sorted(removed)
 
 
+def _delta_codec(table: Any) -> Any:
+    """The codec of the Delta ``table``'s first data file (deltalake's spelling; None: its default)."""
+    for fragment in table.to_pyarrow_dataset().get_fragments():
+        meta = fragment.metadata
+        if meta.num_row_groups and meta.num_columns:
+            codec = meta.row_group(0).column(0).compression.upper()
+            return codec if codec in ("UNCOMPRESSED", "SNAPPY", "GZIP", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW") else None
+    return None
+
+
 def compact_delta(uri: str, target: int = DEFAULT_TARGET, retain: float | None = None, dry_run: bool = False,
                   storage_options: dict[str, Any] | None = None) -> Compaction:
     """Compact the Delta table ``uri`` with deltalake's ``optimize.compact`` in one commit
     carrying its ledger; then, with ``retain`` (seconds), vacuum what was removed longer ago.
     ``dry_run``: count what would be compacted (and vacuumed), change nothing."""
     import pyarrow as pa
-    from deltalake import CommitProperties, DeltaTable
+    from deltalake import CommitProperties, DeltaTable, WriterProperties
 
     table = DeltaTable(uri, storage_options=storage_options)
     ledger, _ = read_delta_ledger(table)
@@ -254,7 +266,9 @@ def compact_delta(uri: str, target: int = DEFAULT_TARGET, retain: float | None =
     if not dry_run and after < before:
         reached("before-commit")
         props = CommitProperties(custom_metadata={LEDGER_KEY: ledger.to_json()}) if len(ledger) else None
-        table.optimize.compact(target_size=target, commit_properties=props)  # the commit point
+        # the files written as the conversion writes them: its codec, its row groups
+        writer = WriterProperties(max_row_group_size=_ROW_GROUP, compression=_delta_codec(table))
+        table.optimize.compact(target_size=target, commit_properties=props, writer_properties=writer)  # the commit
         reached("mid-commit")  # committed, not yet checked nor vacuumed
         result.files_after = len(table.file_uris())
         result.commit = str(table.version())
