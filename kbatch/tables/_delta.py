@@ -503,9 +503,9 @@ class DeltaSink(Sink):
         if topic not in self._tables:
             DeltaTable.create(uri, schema, mode="error", partition_by=self.partition_columns or None,
                               description=self._description(), storage_options=self.storage)
+        if topic in self._tables:  # a column (or value field) this run's schema added: added to the table first
+            self._evolve(topic)
         if keyed_of(self._keyed, topic).op is not None:
-            if topic in self._tables:
-                self._evolve(topic)  # a column the database added: added to the table first, not dropped
             return self._apply_changes(DeltaTable(uri, storage_options=self.storage), topic, props)
         table = DeltaTable(uri, storage_options=self.storage)
         live, dead = latest_per_key(pa.Table.from_batches(self._pending.pop(topic, []), schema=schema))

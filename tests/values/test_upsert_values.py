@@ -120,3 +120,38 @@ def test_upsert_refuses_decoded_keys_and_flattened_values(tmp_path) -> None:
                           *extra)
         assert run.returncode == 2 and run.stderr.count("\n") == 1 and says in run.stderr, run.stderr
         assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("kind", ["iceberg", "delta"])
+def test_upsert_keeps_a_field_the_reader_schema_gained(tmp_path, kind) -> None:
+    # the first run reads orders-value v1; by the second, v2 added two fields: the table gains
+    # them (older rows null), and the rows merged then carry them (none dropped)
+    pytest.importorskip("pyiceberg" if kind == "iceberg" else "deltalake")
+    root, out = tmp_path / "root", tmp_path / "out"
+    root.mkdir()
+    schemas_topic.write_topic(root, [schemas_topic.schema("orders-value", 1, 1, json.dumps(V1))])
+    first = [(b"a", framed(1, avro(V1, order(0, 1)))), (b"b", framed(1, avro(V1, order(1, 1))))]
+    with kbatch.LogWriter(root, "orders", 0) as w:
+        w.append(kbatch.encode([v for _, v in first], keys=[k for k, _ in first]))
+    args = [str(root), str(out), "--values", "avro", "--format", kind, "--subscribe", "orders", "--upsert",
+            "--mode", "append"]
+    summary_of(convert_cli(*args))
+    shutil.rmtree(root / "_schemas-0")
+    schemas_topic.write_topic(root, [schemas_topic.schema("orders-value", 1, 1, json.dumps(V1)),
+                                     schemas_topic.schema("orders-value", 2, 2, json.dumps(V2))])
+    more = [(b"b", framed(2, avro(V2, {**order(2, 2), "status": "PAID", "note": "gift"})))]
+    with kbatch.LogWriter(root, "orders", 0) as w:
+        w.append(kbatch.encode([v for _, v in more], keys=[k for k, _ in more], base_offset=2))
+    summary_of(convert_cli(*args))
+    if kind == "iceberg":
+        from kbatch.tables import default_catalog
+
+        good = default_catalog(out).load_table("kafka.orders").scan().to_arrow()
+    else:
+        from deltalake import DeltaTable
+
+        good = DeltaTable(str(out / "orders")).to_pyarrow_table()
+    got = rows(good)
+    assert sorted(got) == [b"a", b"b"]
+    assert got[b"b"][1]["status"] == "PAID" and got[b"b"][1]["note"] == "gift", got[b"b"]
+    assert got[b"a"][1].get("status") is None and got[b"a"][0] == 0
