@@ -37,6 +37,11 @@ and defects these harnesses found (each with an ``xfail`` test in
     past 2**29 - 1), is read (``fuzz_protobuf``); upb refuses the message, protobuf-java reads
     the tag's low 32 bits. Fixed: the record is an error (``E_LONG_TAG``).
 
+``avro_map_keys``
+    an Avro map whose entries repeat a key keeps every entry (``fuzz_avro_evolution``, in a
+    mutated body); fastavro (a dict) and Java's ``GenericDatumReader`` (a ``HashMap``, so Spark's
+    ``from_avro``) keep one entry per key, the last value where the key first stood.
+
 Every name is a defect to fix; drop it from the variable when its fix lands.
 """
 

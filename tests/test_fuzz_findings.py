@@ -226,3 +226,22 @@ def test_a_protobuf_tag_longer_than_5_bytes_or_32_bits_is_an_error_as_upb_has_it
     # field 1 (varint) with its tag written in 6 bytes; a 5-byte tag above 2**32 - 1: upb refuses both
     value, error = _proto_decode('syntax = "proto3"; message M { int32 a = 1; }', bytes.fromhex(body))
     assert value is None and error is not None and "field tag longer than 5 bytes or above 2**32 - 1" in error
+
+
+@pytest.mark.xfail(strict=True, reason="avro_map_keys: an Avro map repeating a key keeps every entry; fastavro and "
+                                       "Java's reader (so Spark's from_avro) keep one per key, the last value")
+def test_an_avro_map_repeating_a_key_keeps_the_last_value_where_the_key_first_stood() -> None:
+    import json
+
+    import pyarrow as pa
+
+    from kbatch import values
+
+    schema = {"type": "record", "name": "r", "fields": [{"name": "m", "type": {"type": "map", "values": "int"}}]}
+    # one block of 3 entries: "a" -> 1, "b" -> 2, "a" -> 3, then the end of the map
+    body = bytes([6, 2]) + b"a" + bytes([2, 2]) + b"b" + bytes([4, 2]) + b"a" + bytes([6, 0])
+    reg = values.Registry({1: json.dumps(schema)})
+    table = pa.table({"value": pa.array([b"\x00\x00\x00\x00\x01" + body], pa.binary())})
+    out = values.decode(table, reg, reader_schema=1, errors="null")
+    assert out.column("value_error").to_pylist() == [None]
+    assert out.column("value").to_pylist() == [{"m": [("a", 3), ("b", 2)]}]
