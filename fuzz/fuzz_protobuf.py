@@ -68,7 +68,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support.avro_values import framed
 from support.projection import draw_fields, same, select
-from support.proto_gen import kbatch_row, message_classes, random_message, random_proto_rng, upb_row
+from support.proto_gen import kbatch_row, message_classes, random_message, random_proto_rng, upb_row, varint
 
 CACHED_SCHEMAS = 16
 _VARINT = {"int32", "int64", "uint32", "uint64", "sint32", "sint64", "bool", "E"}
@@ -101,20 +101,6 @@ def schema(seed: int) -> Proto:
 
 
 # ---------------------------------------------------------------- the wire, re-encoded
-
-def _varint(v: int, extra: int = 0) -> bytes:
-    """``v`` (unsigned, < 2**64) as a varint, with ``extra`` more bytes than it needs (<= 10)."""
-    out = bytearray()
-    while True:
-        out.append(v & 0x7F | 0x80)
-        v >>= 7
-        if not v:
-            break
-    for _ in range(min(extra, 10 - len(out))):
-        out.append(0x80)
-    out[-1] &= 0x7F
-    return bytes(out)
-
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
     v = shift = 0
@@ -189,7 +175,7 @@ def rewrite(data: bytes, fields: list[tuple[str, str, str]], spec: list[Any], fl
             for item in items[:cut]:  # these unpacked, the rest packed
                 out.append((number, wire_of, item))
             rest = items[cut:]
-            v = b"".join(_varint(x, rng.randint(0, 3) if flags & 1 else 0) if wire_of == 0 else x for x in rest)
+            v = b"".join(varint(x, rng.randint(0, 3) if flags & 1 else 0) if wire_of == 0 else x for x in rest)
             if not rest:
                 continue
         elif wire == 0 and flags & 2 and t in _SMALL:
@@ -210,11 +196,11 @@ def rewrite(data: bytes, fields: list[tuple[str, str, str]], spec: list[Any], fl
     extra = 3 if flags & 1 else 0
     body = bytearray()
     for number, wire, v in out:
-        body += _varint(number << 3 | wire)
+        body += varint(number << 3 | wire)
         if wire == 0:
-            body += _varint(v, rng.randint(0, extra))
+            body += varint(v, rng.randint(0, extra))
         elif wire == 2:
-            body += _varint(len(v), rng.randint(0, extra)) + v
+            body += varint(len(v), rng.randint(0, extra)) + v
         else:
             body += v
     return bytes(body)

@@ -29,7 +29,7 @@ from hypothesis import strategies as st  # noqa: E402
 from polars.testing import assert_frame_equal  # noqa: E402
 from support.projection import assert_projected, avro_paths, draw_fields, struct_paths  # noqa: E402
 from support.random_typed_root import BASE_TS, LANGUAGES, TOPIC, RandomRoot, write_random_root  # noqa: E402
-from support.scan_roots import term  # noqa: E402
+from support.scan_roots import term, window  # noqa: E402
 from support.typed_queries import eager_frame, polars_expr, sql_term  # noqa: E402
 
 import kbatch  # noqa: E402
@@ -174,15 +174,6 @@ def test_a_projected_decode_equals_the_whole_decode_s_fields(tmp_path_factory: p
 
 
 # ---------------------------------------------------------------- the time index: same rows, never a stale file
-
-def window(lo: int, width: int, which: str) -> list[tuple[str, str, int]]:
-    terms = []
-    if which in ("both", "lo"):
-        terms.append(("timestamp", ">=", lo))
-    if which in ("both", "hi"):
-        terms.append(("timestamp", "<", lo + width))
-    return terms
-
 
 def indexed_query(root: Path, registry: Registry, terms: list, columns: list[str], iso: str, index_dir: Path,
                   index: bool = True) -> tuple[Any, ScanStats, dict[str, list[str]]]:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.scan_roots import eager, random_log
+from support.scan_roots import eager, random_log, window
 
 import kbatch
 from kbatch._wire import BASE_TIMESTAMP_OFFSET, BATCH_OVERHEAD
@@ -68,15 +68,6 @@ def scan(part: Path, terms, index_dir: Path, columns=("offset", "timestamp", "va
 def index_files(log, index_dir: Path) -> list[Path]:
     ix = TimeIndexes(index_dir)
     return [ix.file_for(seg, seg.identity().key) for seg in log.segments]
-
-
-def window(lo: int, width: int, which: str) -> list[tuple]:
-    terms = []
-    if which in ("both", "lo"):
-        terms.append(("timestamp", ">=", lo))
-    if which in ("both", "hi"):
-        terms.append(("timestamp", "<", lo + width))
-    return terms
 
 
 def tamper(files: list[Path], how: str, rng: np.random.Generator) -> list[Path]:

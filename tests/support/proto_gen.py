@@ -11,6 +11,20 @@ from pathlib import Path
 from typing import Any
 
 
+def varint(v: int, extra: int = 0) -> bytes:
+    """``v`` (unsigned, < 2**64) as a Protobuf varint, ``extra`` bytes longer than it needs
+    (over-long, as writers may; at most 10 bytes in all)."""
+    out = bytearray()
+    while True:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+        if not v:
+            break
+    out += b"\x80" * min(extra, 10 - len(out))
+    out[-1] &= 0x7F
+    return bytes(out)
+
+
 def generate(tmp: Path, name: str, text: str) -> Any:
     """Write ``<name>.proto`` under ``tmp``, run grpc_tools' protoc on it and import the module."""
     from grpc_tools import protoc

@@ -146,3 +146,13 @@ def scan_roots(base: Path) -> dict[str, Path]:
     out["bare"], out["lying"] = base / "bare", base / "lying"
     assert all(len(list(p.glob("*.log"))) >= 3 for p in (base / "with").iterdir() if p.is_dir())
     return out
+
+
+def window(lo: int, width: int, which: str) -> list[tuple[str, str, int]]:
+    """The terms of a time window ``[lo, lo + width)`` (ms): its lower bound, upper bound or both."""
+    terms = []
+    if which in ("both", "lo"):
+        terms.append(("timestamp", ">=", lo))
+    if which in ("both", "hi"):
+        terms.append(("timestamp", "<", lo + width))
+    return terms

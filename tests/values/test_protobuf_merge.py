@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("grpc_tools")
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.proto_gen import varint
 
 from kbatch import values
 from kbatch.values import Registry, Schema
@@ -41,19 +42,6 @@ SCHEMA = values.compile_proto(MERGE)
 ROOT = SCHEMA.message_class("mg.Root")
 REG = Registry({1: Schema(MERGE, "PROTOBUF", id=1)})
 FRAME = b"\x00\x00\x00\x00\x01\x02\x04"  # magic, id 1, message indexes [2]: mg.Root
-
-
-def varint(v: int, extra: int = 0) -> bytes:
-    """``v`` as a varint, ``extra`` bytes longer than it needs (over-long, as writers may; at most 10)."""
-    out = bytearray()
-    while True:
-        out.append(v & 0x7F | 0x80)
-        v >>= 7
-        if not v:
-            break
-    out += b"\x80" * min(extra, 10 - len(out))
-    out[-1] &= 0x7F
-    return bytes(out)
 
 
 def num(number: int, v: int, extra: int = 0) -> bytes:
