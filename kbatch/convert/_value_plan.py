@@ -66,6 +66,7 @@ from kbatch.values import (
     AvroSchemaError,
     JsonSchemaError,
     ProtobufSchemaError,
+    ProtoOptions,
     Registry,
     RegistryError,
     Schema,
@@ -255,7 +256,7 @@ def plan_values(args: argparse.Namespace, topics: list[str], source: Any, logs: 
             continue
         v, k = readers[topic]
         try:
-            schema = decoded_schema(source, values=v, keys=k, registry=registry)
+            schema = decoded_schema(source, values=v, keys=k, registry=registry, protobuf=_proto_options(args))
         except (AvroSchemaError, JsonSchemaError, ProtobufSchemaError) as exc:
             what = "--reader-schema" if fixed is not None else f"the latest schema of {topic}"
             raise usage(f"{what}: {exc}") from None
@@ -276,6 +277,15 @@ def plan_values(args: argparse.Namespace, topics: list[str], source: Any, logs: 
     return _finish(args, registry, readers, schemas, source, notes, "json" if args.values == "json" else "auto")
 
 
+def _proto_options(args: argparse.Namespace) -> ProtoOptions | None:
+    """How Protobuf values and keys decode: with ``--cdc``, as Kafka Connect's ``ProtobufConverter``
+    reads them back (``ProtobufData.toConnectData``): an absent implicit-presence proto3 field is
+    its default (a primary key ``0``, written as no bytes at all, is 0, not null); fields with
+    presence (messages: ``before``, ``after``; ``optional``; wrappers) stay null when absent.
+    Otherwise None (Spark's ``from_protobuf`` defaults: absent is null)."""
+    return ProtoOptions(emit_default_values=True) if getattr(args, "cdc", None) is not None else None
+
+
 def _finish(args: argparse.Namespace, registry: Registry | None,
             readers: dict[str, tuple[Schema | None, Schema | None]], schemas: dict[str, Any], source: Any,
             notes: list[str], value_format: str) -> ValuePlan:
@@ -287,7 +297,7 @@ def _finish(args: argparse.Namespace, registry: Registry | None,
                      args.on_value_error == "fail", args.format, args.out, args.mode, apart, notes=notes,
                      side_folder=side, partition_by=args.partition_by, compression=args.compression,
                      properties={"kbatch.version": __version__, "kbatch.source-root": str(args.root)},
-                     value_format=value_format)
+                     value_format=value_format, protobuf=_proto_options(args))
 
 
 def _json_schema_file(path: str, topic: str | None) -> Schema:

@@ -128,6 +128,8 @@ class ValuePlan:
     value_format: str = "auto"
     #: ``--cdc``: the decoded records made changes (:class:`kbatch.convert._cdc.CdcPlan`), or None
     cdc: Any = None
+    #: how Protobuf values and keys decode (:class:`kbatch.values.ProtoOptions`; None: the defaults)
+    protobuf: Any = None
 
     @property
     def where(self) -> str:
@@ -182,7 +184,8 @@ class ValuePlan:
                     yield part
                     continue
                 good, dead = values.split(part, self.registry, values=readers[0], keys=readers[1],
-                                          on_error="raise" if self.fail else "dead-letter", format=self.value_format)
+                                          on_error="raise" if self.fail else "dead-letter", format=self.value_format,
+                                          protobuf=self.protobuf)
                 if self.cdc is not None:  # (the dead letters after an --as-of cut left for a later run)
                     good, more = self.cdc.apply(topic, part, good, fail=self.fail)
                     dead, more = self.cdc.before_cut(dead), self.cdc.before_cut(more)

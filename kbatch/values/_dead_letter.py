@@ -36,7 +36,7 @@ import pyarrow as pa
 from ._decode import decode_records, resolve_reader, value_type
 from ._errors import ValueDecodeError
 from ._schema import Schema
-from .protobuf import ProtoSchema
+from .protobuf import ProtoOptions, ProtoSchema
 
 __all__ = ["DEAD_LETTER_COLUMNS", "dead_letter_schema", "dead_letters", "decoded_schema", "split"]
 
@@ -89,6 +89,7 @@ def decoded_schema(
     registry: Any = None,
     format: str = "auto",
     fields: Sequence[str] | None = None,
+    protobuf: ProtoOptions | None = None,
 ) -> pa.Schema:
     """The schema of :func:`split`'s good rows, from the reader schemas alone (no record read).
 
@@ -107,6 +108,8 @@ def decoded_schema(
         The language of readers given as text (``auto``: Avro).
     fields : sequence of str, optional
         Only these fields of the values (:func:`~kbatch.values.decode`'s projection).
+    protobuf : ProtoOptions, optional
+        Protobuf readers' options, as :func:`~kbatch.values.decode`'s.
 
     Returns
     -------
@@ -127,7 +130,7 @@ def decoded_schema(
         if reader is None:
             continue
         field = pa.field(column, value_type(resolve_reader(registry, reader, format=format), mapping,
-                                            fields=fields if column == "value" else None))
+                                            protobuf=protobuf, fields=fields if column == "value" else None))
         at = out.get_field_index(column)
         if at < 0:
             raise ValueError(f"the source has no {column} column to decode")
@@ -145,6 +148,7 @@ def split(
     on_error: OnError = "dead-letter",
     format: str = "auto",
     fields: Sequence[str] | None = None,
+    protobuf: ProtoOptions | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Decode ``raw``'s values (and keys) and part its rows into decoded ones and dead letters.
 
@@ -169,6 +173,8 @@ def split(
         Decode only these fields of the values (:func:`~kbatch.values.decode`'s projection; the
         keys are decoded whole). A record is a dead letter when its kept fields do not decode,
         or its bytes cannot be walked (``docs/values.md``: what a skipped field still checks).
+    protobuf : ProtoOptions, optional
+        Protobuf readers' options (values and keys), as :func:`~kbatch.values.decode`'s.
 
     Returns
     -------
@@ -197,12 +203,12 @@ def split(
         if registry is not None:
             reader = resolve_reader(registry, reader, format=format)
         done = decode_records(out, registry, column, reader, mapping, stop_at_first=on_error == "raise",
-                              format=format, fields=fields if column == "value" else None)
+                              format=format, fields=fields if column == "value" else None, protobuf=protobuf)
         out = done.table
         for i, problem in done.errors.items():
             bad.setdefault(i, (column, problem))  # the value's error first: one dead letter per record
     good_schema = decoded_schema(source, values=values, keys=keys, mapping=mapping, registry=registry,
-                                 format=format, fields=fields)
+                                 format=format, fields=fields, protobuf=protobuf)
     if not bad:
         return out.cast(good_schema) if out.schema != good_schema else out, _empty(dead_letter_schema(source))
     rows = np.fromiter(sorted(bad), dtype=np.int64, count=len(bad))
