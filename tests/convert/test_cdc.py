@@ -35,26 +35,11 @@ def table_of(fmt: str, out: Path, reader: str = "native", topic: str = "customer
     return {int(r["id"]): {c: (int(r[c]) if c == "id" else r[c]) for c in dbz.COLUMNS} for r in rows}
 
 
-def documented(connector: str, partitions: int = 1) -> dbz.History:
-    """The documented operations on ``customers``: a snapshot, creates, updates, a delete with its
-    tombstone, a primary key update (delete + tombstone + create)."""
-    h = dbz.History(connector, partitions)
-    for key in (1001, 1002, 1003):
-        h.insert(key, snapshot=True)
-    h.insert(1004)
-    h.update(1004)
-    h.update(1002)
-    h.delete(1001)
-    h.rekey(1003, 1013)
-    h.update(1013)
-    return h
-
-
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("encoding", ENCODINGS)
 @pytest.mark.parametrize("connector", ["postgres", "mysql"])
 def test_documented_examples_give_the_database_table(tmp_path, fmt, encoding, connector, capsys):
-    h = documented(connector, partitions=2)
+    h = dbz.documented(connector, partitions=2)
     root, out = tmp_path / "root", tmp_path / "out"
     dbz.fresh(root)
     dbz.write(root, "customers", h.events, encoding, connector)
@@ -152,7 +137,7 @@ def test_a_tombstone_left_alone_by_compaction_deletes(tmp_path, fmt):
     (["--format", "delta", "--cdc-columns", "weather"], "--cdc-columns weather: one of"),
 ])
 def test_refused_combinations_say_why_in_one_line(tmp_path, capsys, more, says):
-    h = documented("postgres")
+    h = dbz.documented("postgres")
     root = tmp_path / "root"
     dbz.fresh(root)
     dbz.write(root, "customers", h.events, "json", "postgres")
@@ -167,7 +152,7 @@ def test_refused_combinations_say_why_in_one_line(tmp_path, capsys, more, says):
 def test_cdc_needs_values_and_cdc_columns_needs_cdc(tmp_path, capsys):
     root = tmp_path / "root"
     dbz.fresh(root)
-    dbz.write(root, "customers", documented("postgres").events, "json", "postgres")
+    dbz.write(root, "customers", dbz.documented("postgres").events, "json", "postgres")
     assert main(["convert", str(root), str(tmp_path / "o"), "--format", "delta", "--cdc", "debezium", "-q"]) == 2
     assert "give --values" in capsys.readouterr().err
     assert main(["convert", str(root), str(tmp_path / "o"), "--format", "delta", "--cdc-columns", "op", "-q"]) == 2
@@ -224,20 +209,6 @@ def test_random_histories_equal_the_replay_across_two_runs(tmp_path_factory, fmt
 # --------------------------------------------------------------------------- --as-of
 
 
-def as_of_value(h: dbz.History, cut: int, by: str) -> tuple[list[str], list[dbz.Event]]:
-    """The ``--as-of`` arguments of a cut after ``h.events[:cut]``, and the events the table then holds."""
-    if by == "offsets":
-        held: dict[int, int] = {}
-        for e in h.events[:cut]:
-            held[e.partition] = held.get(e.partition, 0) + 1
-        parts = {e.partition for e in h.events}
-        return ["--as-of", json.dumps({"customers": {str(p): held.get(p, 0) for p in sorted(parts)}})], h.events[:cut]
-    last = h.events[cut - 1].timestamp  # every record at or before that time, none after
-    shift = 3 if by == "ts_ms" else 0  # the envelope's ts_ms is 3 ms after its source.ts_ms
-    more = [] if by == "timestamp" else ["--as-of-by", by]
-    return ["--as-of", str(last + shift), *more], [e for e in h.events if e.timestamp <= last]
-
-
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("by", ["timestamp", "source.ts_ms", "ts_ms", "offsets"])
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -250,7 +221,7 @@ def test_as_of_every_cut_then_append_carries_it_forward(tmp_path_factory, fmt, b
     root, out = base / "root", base / "out"
     dbz.fresh(root)
     dbz.write(root, "customers", h.events, "json", "postgres")
-    args, held = as_of_value(h, cut, by)
+    args, held = dbz.as_of_value(h, cut, by)
     assert convert(root, out, fmt, "json", *args) == 0
     assert table_of(fmt, out) == dbz.replay(held)
     assert convert(root, out, fmt, "json", "--mode", "append") == 0
@@ -259,7 +230,7 @@ def test_as_of_every_cut_then_append_carries_it_forward(tmp_path_factory, fmt, b
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_as_of_on_avro_and_a_later_as_of(tmp_path, fmt):
-    h = documented("mysql", partitions=2)
+    h = dbz.documented("mysql", partitions=2)
     root, out = tmp_path / "root", tmp_path / "out"
     dbz.fresh(root)
     dbz.write(root, "customers", h.events, "avro", "mysql")
@@ -279,7 +250,7 @@ def test_as_of_on_avro_and_a_later_as_of(tmp_path, fmt):
 def test_as_of_refusals(tmp_path, capsys, more, says):
     root = tmp_path / "root"
     dbz.fresh(root)
-    dbz.write(root, "customers", documented("postgres").events, "json", "postgres")
+    dbz.write(root, "customers", dbz.documented("postgres").events, "json", "postgres")
     assert convert(root, tmp_path / "out", "delta", "json", *more) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
@@ -288,7 +259,7 @@ def test_as_of_refusals(tmp_path, capsys, more, says):
 def test_as_of_needs_upsert_or_cdc_and_ts_ms_needs_cdc(tmp_path, capsys):
     root = tmp_path / "root"
     dbz.fresh(root)
-    dbz.write(root, "customers", documented("postgres").events, "json", "postgres")
+    dbz.write(root, "customers", dbz.documented("postgres").events, "json", "postgres")
     base = ["convert", str(root), str(tmp_path / "o"), "--format", "delta", "-q", "--as-of", "5"]
     assert main(base) == 2
     assert "needs --upsert or --cdc" in capsys.readouterr().err

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,35 @@ def replay(events: list[Event]) -> dict[int, dict[str, Any]]:
     return table
 
 
+def documented(connector: str, partitions: int = 1) -> History:
+    """The documented operations on ``customers``: a snapshot, creates, updates, a delete with its
+    tombstone, a primary key update (delete + tombstone + create)."""
+    h = History(connector, partitions)
+    for key in (1001, 1002, 1003):
+        h.insert(key, snapshot=True)
+    h.insert(1004)
+    h.update(1004)
+    h.update(1002)
+    h.delete(1001)
+    h.rekey(1003, 1013)
+    h.update(1013)
+    return h
+
+
+def as_of_value(h: History, cut: int, by: str) -> tuple[list[str], list[Event]]:
+    """The ``--as-of`` arguments of a cut after ``h.events[:cut]``, and the events the table then holds."""
+    if by == "offsets":
+        held: dict[int, int] = {}
+        for e in h.events[:cut]:
+            held[e.partition] = held.get(e.partition, 0) + 1
+        parts = {e.partition for e in h.events}
+        return ["--as-of", json.dumps({"customers": {str(p): held.get(p, 0) for p in sorted(parts)}})], h.events[:cut]
+    last = h.events[cut - 1].timestamp  # every record at or before that time, none after
+    shift = 3 if by == "ts_ms" else 0  # the envelope's ts_ms is 3 ms after its source.ts_ms
+    more = [] if by == "timestamp" else ["--as-of-by", by]
+    return ["--as-of", str(last + shift), *more], [e for e in h.events if e.timestamp <= last]
+
+
 def _json(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
@@ -211,10 +241,13 @@ def encode_avro(e: Event, connector: str) -> tuple[bytes | None, bytes | None]:
 
 
 def write(root: Path, topic: str, events: list[Event], encoding: str, connector: str, *,
-          written: dict[int, int] | None = None, extra: list[tuple[int, bytes | None, bytes | None]] = ()) -> None:
+          written: dict[int, int] | None = None, extra: list[tuple[int, bytes | None, bytes | None]] = (),
+          coder: Callable[[Event], tuple[bytes | None, bytes | None]] | None = None) -> None:
     """Append ``events`` to ``<topic>-<partition>`` under ``root`` (``written``: how many records
     each partition holds already, updated), encoded by ``encoding`` (``json``, ``avro``: the
-    schemas registered in ``_schemas`` first); ``extra``: raw (partition, key, value) records after."""
+    schemas registered in ``_schemas`` first; ``protobuf``: by ``coder``, a
+    :class:`support.debezium_protobuf.ProtobufCoder`); ``extra``: raw (partition, key, value)
+    records after."""
     written = written if written is not None else {}
     if encoding == "avro" and not (root / "_schemas-0").exists():
         key_schema, value_schema = avro_schemas(connector)
@@ -223,7 +256,11 @@ def write(root: Path, topic: str, events: list[Event], encoding: str, connector:
                                                               json.dumps(value_schema))])
     by_part: dict[int, list[tuple[bytes | None, bytes | None, int]]] = {}
     for e in events:
-        k, v = (encode_avro if encoding == "avro" else encode_json)(e, connector)
+        if encoding == "protobuf":
+            assert coder is not None, "protobuf: give the coder (support.debezium_protobuf.coder)"
+            k, v = coder(e)
+        else:
+            k, v = (encode_avro if encoding == "avro" else encode_json)(e, connector)
         by_part.setdefault(e.partition, []).append((k, v, e.timestamp))
     for p, k, v in extra:
         by_part.setdefault(p, []).append((k, v, TS0 + 10_000_000))
