@@ -156,9 +156,6 @@ def plan(args: argparse.Namespace) -> Plan:
         if args.format not in ("parquet", "iceberg", "delta"):
             raise UsageError("--compact-after compacts a Parquet folder, an Iceberg or a Delta table, not "
                              f"--format {args.format}")
-        if args.format == "parquet" and is_remote(args.out):
-            raise UsageError(f"--compact-after: kbatch compact does not compact an s3:// Parquet folder yet "
-                             f"({args.out})")
     if (args.catalog or args.catalog_option or args.namespace) and args.format != "iceberg":
         raise UsageError("--catalog, --catalog-option and --namespace are for --format iceberg")
     if args.partition_by and args.format not in ("iceberg", "delta"):

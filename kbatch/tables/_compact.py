@@ -40,7 +40,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,7 +62,7 @@ from ._hooks import reached
 from ._ledger import LEDGER_KEY, Ledger
 from ._runs import run_name
 
-__all__ = ["DEFAULT_TARGET", "Compaction", "compact_delta", "compact_folder", "rewrite_parquet"]
+__all__ = ["DEFAULT_TARGET", "Compaction", "compact_delta", "compact_folder", "plan_groups", "rewrite_parquet"]
 
 #: The default size of a compacted file: 128 MiB.
 DEFAULT_TARGET = 128 << 20
@@ -103,26 +103,25 @@ def _data_files(folder: Path) -> Iterator[Path]:
                 yield Path(dirpath) / name
 
 
-def _groups(files: list[Path], target: int) -> list[list[Path]]:
-    """``files`` (of one folder) smaller than ``target`` bytes, by schema, packed into groups of
-    about ``target`` bytes; a group of one file is left out (nothing to gain)."""
-    import pyarrow.parquet as pq
-
-    by_schema: dict[str, list[Path]] = {}
-    for f in files:
-        if f.stat().st_size < target:
-            key = pq.read_schema(f).remove_metadata().to_string(show_field_metadata=True)
-            by_schema.setdefault(key, []).append(f)
+def plan_groups(files: Sequence[tuple[Any, int]], target: int, schema_of: Callable[[Any], Any]) -> list[list[Any]]:
+    """The ``(file, size)`` of one folder smaller than ``target`` bytes, by schema (``schema_of(file)``:
+    its Arrow schema), packed into groups of about ``target`` bytes; a group of one file is left out
+    (nothing to gain). The one grouping of a local and a remote (S3) Parquet folder."""
+    by_schema: dict[str, list[tuple[Any, int]]] = {}
+    for f, size in files:
+        if size < target:
+            key = schema_of(f).remove_metadata().to_string(show_field_metadata=True)
+            by_schema.setdefault(key, []).append((f, size))
     out = []
     for same in by_schema.values():
-        group: list[Path] = []
-        size = 0
-        for f in same:
-            if group and size + f.stat().st_size > target:
+        group: list[Any] = []
+        total = 0
+        for f, size in same:
+            if group and total + size > target:
                 out.append(group)
-                group, size = [], 0
+                group, total = [], 0
             group.append(f)
-            size += f.stat().st_size
+            total += size
         out.append(group)
     return [g for g in out if len(g) > 1]
 
@@ -162,6 +161,8 @@ def rewrite_parquet(sources: Sequence[Any], dest: Any, codec: str | None = None)
 
 def compact_folder(out: str | os.PathLike[str], target: int = DEFAULT_TARGET, dry_run: bool = False) -> Compaction:
     """Compact the Parquet folder ``out`` (see the module's notes); ``target`` bytes per file."""
+    import pyarrow.parquet as pq
+
     out = Path(out)
     FolderSink(out, "append")  # rolls forward a commit killed before its files were in place
     ledger, number = read_ledger(out)
@@ -181,7 +182,8 @@ def compact_folder(out: str | os.PathLike[str], target: int = DEFAULT_TARGET, dr
                 raise ValueError(f"{f}: only Parquet data files can be compacted")
             by_leaf.setdefault(f.parent, []).append(f)
             before += 1
-        groups = [g for files in by_leaf.values() for g in _groups(files, target)]
+        groups = [g for files in by_leaf.values()
+                  for g in plan_groups([(f, f.stat().st_size) for f in files], target, pq.read_schema)]
         if groups:
             plans[top] = groups
     after = before - sum(len(g) - 1 for gs in plans.values() for g in gs)

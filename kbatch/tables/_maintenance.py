@@ -3,6 +3,7 @@
 --compact-after N`` (:func:`compact_after`).
 
 Each format's compaction is its own module's (:mod:`kbatch.tables._compact`,
+:mod:`kbatch.tables._compact_remote` for a Parquet folder on S3,
 :mod:`kbatch.tables._compact_iceberg`); this one finds the format and the tables, and runs it
 under the caller's lease on OUT (:func:`kbatch.tables._leftovers.hold`).
 """
@@ -14,6 +15,7 @@ from typing import Any
 
 from ._compact import Compaction, compact_delta, compact_folder
 from ._compact_iceberg import compact_iceberg
+from ._compact_remote import compact_remote_folder
 from ._leftovers import Store
 from ._remote import delta_options
 
@@ -48,16 +50,16 @@ def compact_out(out: str, target: int, retain: float | None = None, dry_run: boo
     Raises
     ------
     ValueError
-        OUT holds no table kbatch wrote; ``retain`` for a Parquet folder; an ``s3://`` Parquet folder.
+        OUT holds no table kbatch wrote; ``retain`` for a Parquet folder.
     """
     options = dict(storage_options or {})
     store = Store(out, options)
     fmt = table_format(store)
     if fmt == "parquet":
-        if store.remote:
-            raise ValueError(f"{out}: kbatch compact does not compact an s3:// Parquet folder yet")
         if retain is not None:
             raise ValueError("--retain: a Parquet folder keeps no replaced files (they go at the commit)")
+        if store.remote:
+            return [compact_remote_folder(out, target, dry_run, options)]
         return [compact_folder(out, target, dry_run=dry_run)]
     if fmt == "iceberg":
         return compact_iceberg(out, target, retain, dry_run, options, dict(catalog_options or {}))

@@ -146,17 +146,21 @@ class RemoteFolderSink(Sink):
         n, entry = self._last_entry()
         return (Ledger.from_json(json.dumps(entry["ledger"])), n) if entry is not None else (Ledger(), 0)
 
-    def _move_in(self, staging: str, files: Iterable[str], replaces: bool) -> None:
+    def _move_in(self, staging: str, files: Iterable[str], replaces: bool, removed: Iterable[str] = ()) -> None:
         """Step 3 of a commit (or its roll forward): the staged objects moved into place, after
-        deleting the visible data objects not in ``files`` when the commit ``replaces`` them."""
+        deleting the visible data objects not in ``files`` when the commit ``replaces`` them, and
+        the objects it ``removed`` (a compaction's: the files it rewrote)."""
         staged = {rel[len(staging) + 1:] for rel, _ in self._files(staging)}
         if not staged:
-            return  # done already (by this run, or a run that rolled it forward)
+            return  # done already (by this run, or a run that rolled it forward): the deletes come first
         wanted = set(files)
         if replaces:
             for rel, _ in self._files(""):
                 if self._visible(rel) and rel not in wanted:
                     self.fs.delete_file(f"{self.root}/{rel}")
+        for rel in removed:
+            with contextlib.suppress(FileNotFoundError):  # deleted already (a roll forward)
+                self.fs.delete_file(f"{self.root}/{rel}")
         reached("mid-commit")
         for rel in sorted(wanted & staged):
             src, dest = f"{self.root}/{staging}/{rel}", f"{self.root}/{rel}"
@@ -176,13 +180,43 @@ class RemoteFolderSink(Sink):
         the staging folders of runs that died before theirs are :func:`kbatch.tables._leftovers.recover`'s."""
         _, last = self._last_entry()
         if last is not None and last.get("staging"):
-            self._move_in(str(last["staging"]), last.get("files", []), bool(last.get("replaces")))
+            self._move_in(str(last["staging"]), last.get("files", []), bool(last.get("replaces")),
+                          last.get("removed", []))
 
     def _visible(self, rel: str) -> bool:
         """Whether ``rel`` (relative to OUT or to a staging folder) is a data file of a commit: not
         hidden, or in one of :attr:`side_folders`."""
         top, _, rest = rel.partition("/")
         return not _hidden(rel) or (top in self.side_folders and bool(rest) and not _hidden(rest))
+
+    def data_files(self) -> list[tuple[str, int]]:
+        """``(path relative to OUT, size)`` of every data file a reader of OUT sees (one listing)."""
+        return [(rel, size) for rel, size in self._files("") if not _hidden(rel)]
+
+    def commit_rewrite(self, files: Sequence[str], removed: Sequence[str], compacted: Sequence[str]) -> str:
+        """Commit a compaction: ``files`` (staged under :attr:`staging_path`, relative to it) take the
+        place of ``removed`` (data files of OUT) in ``compacted`` (``topic=`` folders), in a ledger
+        commit holding the same ledger (a compaction changes no record), made as :meth:`commit`
+        makes one; returns its number. The removed objects are deleted, then the new ones moved in
+        (a run killed between is rolled forward by the next sink opened on OUT)."""
+        n = self._number + 1
+        entry = {"commit": n, "ledger": json.loads(self._ledger.to_json()), "converted": json.loads(Ledger().to_json()),
+                 "files": list(files), "records": 0, "staging": self._staging, "replaces": False,
+                 "compacted": list(compacted), "removed": list(removed)}
+        reached("before-commit")
+        try:  # the commit point
+            create_exclusive(f"{self.url}/{LEDGER_DIR}/{ledger_name(n)}", json.dumps(entry).encode(), self.options)
+        except CommitConflictError:
+            self.abort()
+            raise CommitConflictError(f"{self.url}: another run committed (ledger commit {n}) while this one "
+                                      "compacted: nothing compacted; run again", table=self.url) from None
+        except Exception:
+            self.abort()
+            raise
+        self._move_in(self._staging, entry["files"], False, entry["removed"])
+        self._open = False
+        self._number = n
+        return str(n)
 
     def holds_files(self) -> bool:
         """Whether OUT holds data files (readers see them), with a ledger or not."""
