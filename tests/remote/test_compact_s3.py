@@ -5,7 +5,9 @@ followed by an append, which rolls the compaction forward), the same."""
 
 from __future__ import annotations
 
+import json
 import os
+import posixpath
 import subprocess
 import sys
 import uuid
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 from support.tables import REPO, convert_cli, rows_of_root, rows_of_table, summary_of, write_log
 
+from kbatch.errors import CommitConflictError
 from kbatch.tables import RemoteFolderSink
 
 pa = pytest.importorskip("pyarrow")
@@ -90,8 +93,6 @@ def test_compact_after_appends(tmp_path, out, s3_options, s3_client):
     objects = keys(s3_client, out)
     assert not [k for k in objects if k.startswith("_kbatch_staging/")]
     assert "topic=events/_common_metadata" in objects
-    import json
-
     body = s3_client.get_object(Bucket=BUCKET, Key=f"{out.split('/', 3)[3]}/_kbatch_ledger/{6:020d}.json")["Body"]
     entry = json.loads(body.read())
     assert entry["compacted"] == ["topic=events"] and len(entry["removed"]) == 5 and entry["records"] == 0
@@ -157,3 +158,24 @@ def test_convert_compact_after_keeps_the_file_count_bounded(tmp_path, out, s3_op
     assert counts == [1, 2, 1, 2, 1], counts
     held = ledger(out, s3_options).get("events", 0)
     assert held is not None and held.held() == [(0, n)]
+
+
+def test_a_compaction_losing_to_an_append_changes_nothing(tmp_path, out, s3_options, s3_client):
+    """A compaction that read commit n commits after an append made n+1: CommitConflictError, its
+    staged file deleted, the table as the append left it (the sink's own commit point, not a lock)."""
+    root = tmp_path / "root"
+    n = grow(root, out, s3_options, 2, 0)
+    sink = RemoteFolderSink(out, "append", storage_options=s3_options)  # reads commit 2
+    sink.open(None)
+    files = [rel for rel, _ in sink.data_files()]
+    staged = f"{posixpath.dirname(files[0])}/part-x-compact-0.parquet"
+    import pyarrow.parquet as pq
+
+    whole = pa.concat_tables(pq.read_table(f"{sink.root}/{f}", filesystem=sink.fs) for f in files)
+    pq.write_table(whole, f"{sink.staging_path}/{staged}", filesystem=sink.fs)
+    n = grow(root, out, s3_options, 1, n)  # commit 3
+    with pytest.raises(CommitConflictError, match=r"another run committed .* nothing compacted"):
+        sink.commit_rewrite([staged], files, ["topic=events"])
+    assert rows(out, s3_options) == rows_of_root(root, ["events"]) and len(rows(out, s3_options)) == n
+    assert len(data_files(s3_client, out)) == 3
+    assert not [k for k in keys(s3_client, out) if k.startswith("_kbatch_staging/")]
