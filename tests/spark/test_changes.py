@@ -192,3 +192,50 @@ def test_spark_upsert_as_of_then_append(spark, tmp_path, capsys, fmt):
     assert first["tables"][0]["upsert"] == a["tables"][0]["upsert"] and first["records"] == a["records"] == 9
     _ok(capsys, str(root), str(out), *common, "--mode", "append", *SPARK)
     assert _upserted(fmt, out) == _latest(RECORDS)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_killed_spark_run_leaves_the_table_as_it_was_and_a_rerun_applies_each_change_once(spark, tmp_path, capsys,
+                                                                                            fmt):
+    """The driver killed (SIGKILL) with the executors' changes staged and handed to the sink, and
+    again with the dead letters committed but not the data: the table as it was, then a rerun
+    carries it to the end, each change once, nothing staged left."""
+    import os
+    import subprocess
+    import sys
+
+    from support.tables import REPO
+
+    h = _history()
+    root, out = tmp_path / "root", tmp_path / "out"
+    dbz.fresh(root)
+    written: dict[int, int] = {}
+    _write(root, h.events[:10], written)
+
+    def killed(stage: str) -> subprocess.CompletedProcess:  # a process of its own (this one's session kept)
+        env = {**os.environ, "PYTHONPATH": str(REPO), "KBATCH_TEST_KILL_AT": stage}
+        argv = [sys.executable, "-m", "kbatch", "convert", *_cdc(root, out, fmt, "--mode", "append"), *SPARK, "-q"]
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+
+    _ok(capsys, *_cdc(root, out, fmt), *SPARK)
+    before = _table(fmt, out)
+    assert before == dbz.replay(h.events[:10])
+    bad = [(0, json.dumps({"schema": dbz.KEY_SCHEMA, "payload": {"id": 99}}).encode(), b'{"schema": null}')]
+    _write(root, h.events[10:], written, extra=bad)
+    for stage in ("mid-write", "between-commits"):
+        proc = killed(stage)
+        assert proc.returncode == -9, proc.stderr
+        assert _table(fmt, out) == before
+    last = _ok(capsys, *_cdc(root, out, fmt, "--mode", "append"), *SPARK)
+    assert last["dead_letters"] == 0 and any("committed already" in n for n in last["notes"])  # the killed run's
+    if fmt == "iceberg":
+        from kbatch.tables import default_catalog
+
+        dead = default_catalog(out).load_table("kafka.customers__dead_letter").scan().to_arrow()
+    else:
+        from deltalake import DeltaTable
+
+        dead = DeltaTable(str(out / "customers__dead_letter")).to_pyarrow_table()
+    assert dead.column("reason").to_pylist() == ["not a Debezium envelope: no op"]  # once
+    assert _table(fmt, out) == _table(fmt, out, "duckdb") == dbz.replay(h.events) == h.rows
+    assert not list(out.glob("_kbatch_staging/*")) and not list(out.glob("**/_kbatch_staging/*"))
