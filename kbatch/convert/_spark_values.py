@@ -66,7 +66,7 @@ def write_values(spark: Any, tasks: Sequence[Sequence[LogSlice]], opts: Options,
         readers = values.readers.get(topic)
         if readers is not None:
             df = split_frame(df, values.registry, dead, values=readers[0], keys=readers[1], fail=values.fail,
-                             name=f"{run}-{i}")
+                             name=f"{run}-{i}", format=values.value_format)
             if values.flatten:
                 df = flatten_frame(df)
         write(df)
