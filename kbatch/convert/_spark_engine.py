@@ -4,8 +4,10 @@ The session (:func:`spark_config`: ``local[*]`` by default, the driver's memory,
 Spark's own error logs quieted, and Ctrl-C one line as under the arrow engine), the planned
 tasks as a DataFrame (:func:`spark_tasks` of :func:`task_bytes`, :func:`planned_frame`), the
 write (``--where``; partitioned by topic into the sink's folder, or staged for Iceberg and
-Delta), the progress line drawn from Spark's status tracker, the records written counted back
-per partition, and a failure said in kbatch's words (:func:`spark_error_line`).
+Delta; ``--upsert`` and ``--cdc``: changes staged by the executors and merged by this process,
+:mod:`kbatch.convert._spark_changes`), the progress line drawn from Spark's status tracker, the
+records written counted back per partition, and a failure said in kbatch's words
+(:func:`spark_error_line`).
 """
 
 from __future__ import annotations
