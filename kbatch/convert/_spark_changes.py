@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -63,17 +63,16 @@ def _write_aside(rows: Any, folder: str, basename: str) -> None:
 
 def _task_rows(raw: Any, read: dict[tuple[int, str | None], list[int]]) -> None:
     """Count ``raw``'s records per (partition, root) into ``read``: [records, first offset, last offset]."""
-    roots = raw.column(ROOT_COLUMN).to_pylist() if ROOT_COLUMN in raw.schema.names else None
-    parts = raw.column("partition").to_pylist()
-    offsets = raw.column("offset").to_pylist()
-    for i, (part, offset) in enumerate(zip(parts, offsets, strict=True)):
-        key = (part, roots[i] if roots is not None else None)
-        have = read.get(key)
-        if have is None:
-            read[key] = [1, offset, offset]
-        else:
-            have[0] += 1
-            have[1], have[2] = min(have[1], offset), max(have[2], offset)
+    import pyarrow as pa
+
+    keys = ["partition", *([ROOT_COLUMN] if ROOT_COLUMN in raw.schema.names else [])]
+    found = (pa.table({k: raw.column(k) for k in [*keys, "offset"]}).group_by(keys, use_threads=False)
+             .aggregate([("offset", "count"), ("offset", "min"), ("offset", "max")]))
+    for row in found.to_pylist():
+        key = (row["partition"], row.get(ROOT_COLUMN))
+        have = read.setdefault(key, [0, row["offset_min"], row["offset_max"]])
+        have[0] += row["offset_count"]
+        have[1], have[2] = min(have[1], row["offset_min"]), max(have[2], row["offset_max"])
 
 
 def stage_changes(spark: Any, tasks: Sequence[Sequence[LogSlice]], opts: Options, topics: Sequence[str],
@@ -153,10 +152,13 @@ def stage_changes(spark: Any, tasks: Sequence[Sequence[LogSlice]], opts: Options
     return counts
 
 
-def staged_changes(folder: str, topics: Sequence[str], cdc: Any = None) -> Iterator[Any]:
+def staged_changes(folder: str, topics: Sequence[str], schema: Any, cdc: Any = None) -> Iterator[Any]:
     """The change rows :func:`stage_changes` staged under ``folder``, each topic's in log order
     (by partition, then offset; with the root columns by root first), as ``pyarrow.RecordBatch``es
-    for a keyed sink's ``write``; those at or past their partition's cut (``cdc.cuts``) left out."""
+    for a keyed sink's ``write``; those at or past their partition's cut (``cdc.cuts``) left out.
+    ``schema``: what the sink was opened with (one ``pyarrow.Schema``, or one per topic); the
+    columns it names are cast to its types (Spark hands its executors timestamps in the session's
+    zone name, ``Etc/UTC`` for ``UTC``)."""
     import pyarrow.compute as pc
     import pyarrow.dataset as pads
 
@@ -167,6 +169,11 @@ def staged_changes(folder: str, topics: Sequence[str], cdc: Any = None) -> Itera
         table = pads.dataset(str(where), format="parquet").to_table()
         if not table.num_rows:
             continue
+        want = schema[topic] if isinstance(schema, Mapping) else schema
+        for f in want:
+            at = table.schema.get_field_index(f.name)
+            if at >= 0 and table.schema.field(at).type != f.type:
+                table = table.set_column(at, table.schema.field(at).with_type(f.type), table.column(at).cast(f.type))
         partition, offset = (PARTITION, OFFSET) if cdc is not None else ("partition", "offset")  # a change's own
         order = [(ROOT_COLUMN, "ascending")] if ROOT_COLUMN in table.column_names else []
         table = table.sort_by([*order, (partition, "ascending"), (offset, "ascending")])

@@ -401,7 +401,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
                     staged = str(sink.staging())
                     counts = stage_changes(spark, *spark_tasks(p, spark.sparkContext.defaultParallelism), p.topics,
                                            values, staged)
-                    sink.write(staged_changes(staged, p.topics, cdc))
+                    sink.write(staged_changes(staged, p.topics, schema if values is None else values.schemas, cdc))
                     if values is not None:
                         take_dead_letters(values, staged)  # (those at or past an --as-of cut left out)
                 elif values is not None and not isinstance(sink, FolderSink):  # Iceberg, Delta: staged files
