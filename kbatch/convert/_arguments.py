@@ -46,12 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", default=None, help="iceberg: the tables' namespace (default kafka)")
     parser.add_argument("--upsert", action="store_true",
                         help="iceberg, delta: one row per key, the latest; a tombstone deletes the key (what log "
-                             "compaction keeps)")
+                             "compaction keeps); either engine (spark: its executors read, this process merges)")
     parser.add_argument("--cdc", choices=CDC_FORMATS, default=None,
                         help="iceberg, delta (with --values): the records are Debezium change events: the table is "
                              "the database's, the after image of each create, update and snapshot read, the row "
                              "deleted by a delete (and its tombstone), emptied by a truncate, by the record key's "
-                             "fields; records that are not envelopes are dead letters (docs/GUIDE.md)")
+                             "fields; records that are not envelopes are dead letters; either engine (spark: its "
+                             "executors decode, this process merges) (docs/GUIDE.md)")
     parser.add_argument("--cdc-columns", default=None, metavar="LIST",
                         help="--cdc: metadata columns too, comma-separated: op, ts_ms, source.<field> (e.g. "
                              "source.ts_ms, source.lsn, source.pos), partition, offset, timestamp, named as "
@@ -91,7 +92,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-headers", action="store_true", help="leave the headers column out")
     parser.add_argument("--extra-columns", action="store_true", help="add leaderEpoch, producerId, ...")
-    parser.add_argument("--where", default=None, help="a Spark SQL filter, e.g. \"timestamp >= '2024-01-01'\"")
+    parser.add_argument("--where", default=None,
+                        help="a Spark SQL filter, e.g. \"timestamp >= '2024-01-01'\" (not with --upsert, --cdc)")
     parser.add_argument("--no-partition-by-topic", action="store_true", help="one flat output directory")
     parser.add_argument("--mode", choices=MODES, default="errorifexists", help="if OUT exists")
     parser.add_argument("--compact-after", type=int, default=None, metavar="FILES",

@@ -21,7 +21,7 @@ from kbatch.tables import EndOnError, FolderSink, Ledger, Sink, TableCommit
 
 from ._cdc import plan_cdc
 from ._errors import UsageError
-from ._plan import Plan, ledger_keys, plan, row_schema
+from ._plan import Plan, leave_out, ledger_keys, plan, row_schema
 from ._reports import finish_report, log_notes, read_ranges, reports_before_read
 from ._resume import resume_run
 from ._sinks import RemoteStaging, has_ledger, is_remote, open_out_sink, table_options
@@ -75,18 +75,6 @@ def _arrow_batches(
             reached[k] = piece[0]
             batches = read_logs(log, opts, ranges={(log.topic, log.partition): piece}, progress=count, lost=on_lost)
             yield from (with_root(b, log.root, log.cluster_id) for b in batches) if opts.root_columns else batches
-
-
-def _leave_out(p: Plan, topics: list[str]) -> None:
-    """``topics`` taken out of the plan (``--cdc``: the internal topics a selection holds), counted
-    in its ``left_out`` as the internal topics are."""
-    for log in [d for d in p.logs if d.topic in topics]:
-        p.logs.remove(log)
-        p.left_out[log.topic] = p.left_out.get(log.topic, 0) + 1
-        p.ranges = {k: v for k, v in p.ranges.items() if k[0] != log.topic}
-        p.pieces = {k: v for k, v in p.pieces.items() if k[0] != log.topic}
-        log.close()
-    p.input_bytes = sum(s.size for d in p.logs for s in d.segments)
 
 
 def _write_orc(reader: Any, folder: Path, args: argparse.Namespace, token: str) -> None:
@@ -143,7 +131,7 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
             side = (values.side_folder,) if values is not None and values.side_folder else ()
             if cdc is not None:
                 assert values is not None
-                _leave_out(p, cdc.left_out(p.topics))
+                leave_out(p, cdc.left_out(p.topics))
                 values.cdc, values.schemas = cdc, cdc.schemas  # the tables' columns: the after images'
                 sink = open_out_sink(args, p.topics, cdc.columns(), ledger_keys(p), side, keyed=cdc.keyed())
                 return _convert_to_table(args, p, schema, sink, wall, values)

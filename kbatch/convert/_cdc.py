@@ -69,9 +69,6 @@ def check_cdc_arguments(args: argparse.Namespace) -> None:
                     f"of {args.format} files cannot)")
     if not args.values:
         raise usage(f"--cdc {cdc} reads the envelopes as typed values: give --values avro, json, protobuf or auto")
-    if args.engine != "arrow":
-        raise usage(f"--cdc runs on the arrow engine (the changes are applied in one process): use --engine arrow, "
-                    f"the default for --format {args.format}")
     if getattr(args, "upsert", False):
         raise usage("--cdc applies the changes by the key's fields itself: leave out --upsert")
     if args.flatten_values:

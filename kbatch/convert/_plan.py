@@ -29,7 +29,7 @@ from ._errors import UsageError
 from ._sinks import has_ledger, is_remote, recover_out
 from ._value_plan import check_arguments, requested
 
-__all__ = ["Plan", "default_engine", "ledger_keys", "plan", "row_schema"]
+__all__ = ["Plan", "default_engine", "leave_out", "ledger_keys", "plan", "row_schema"]
 
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
@@ -162,9 +162,9 @@ def plan(args: argparse.Namespace) -> Plan:
         raise UsageError("--partition-by is for --format iceberg or delta")
     if getattr(args, "upsert", False) and args.format not in ("iceberg", "delta"):
         raise UsageError("--upsert needs --format iceberg or delta: a folder of files has no rows to replace")
-    if getattr(args, "upsert", False) and args.engine != "arrow":
-        raise UsageError(f"--upsert runs on the arrow engine (the merge is one process's): use --engine arrow, the "
-                         f"default for --format {args.format}")
+    if (getattr(args, "upsert", False) or getattr(args, "cdc", None)) and getattr(args, "where", None):
+        raise UsageError("--upsert and --cdc apply every change of the offsets they convert: leave out --where "
+                         "(a table with some of its changes left out is no state the source ever held)")
     if getattr(args, "upsert", False) and args.mode == "overwrite":
         raise UsageError("--upsert merges into the table: use --mode append (or a new OUT), not overwrite")
     if args.format in ("iceberg", "delta") and is_remote(args.out) and args.engine == "spark":
@@ -239,3 +239,15 @@ def row_schema(p: Plan) -> Any:
 def ledger_keys(p: Plan) -> list[tuple[str, int, str | None]]:
     """``(topic, partition, root)`` of the planned partitions (a ledger's keys)."""
     return [(d.topic, d.partition, d.root if p.opts.root_columns else None) for d in p.logs]
+
+
+def leave_out(p: Plan, topics: list[str]) -> None:
+    """``topics`` taken out of the plan (``--cdc``: the internal topics a selection holds), counted
+    in its ``left_out`` as the internal topics are."""
+    for log in [d for d in p.logs if d.topic in topics]:
+        p.logs.remove(log)
+        p.left_out[log.topic] = p.left_out.get(log.topic, 0) + 1
+        p.ranges = {k: v for k, v in p.ranges.items() if k[0] != log.topic}
+        p.pieces = {k: v for k, v in p.pieces.items() if k[0] != log.topic}
+        log.close()
+    p.input_bytes = sum(s.size for d in p.logs for s in d.segments)

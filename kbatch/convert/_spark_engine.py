@@ -4,8 +4,10 @@ The session (:func:`spark_config`: ``local[*]`` by default, the driver's memory,
 Spark's own error logs quieted, and Ctrl-C one line as under the arrow engine), the planned
 tasks as a DataFrame (:func:`spark_tasks` of :func:`task_bytes`, :func:`planned_frame`), the
 write (``--where``; partitioned by topic into the sink's folder, or staged for Iceberg and
-Delta), the progress line drawn from Spark's status tracker, the records written counted back
-per partition, and a failure said in kbatch's words (:func:`spark_error_line`).
+Delta; ``--upsert`` and ``--cdc``: changes staged by the executors and merged by this process,
+:mod:`kbatch.convert._spark_changes`), the progress line drawn from Spark's status tracker, the
+records written counted back per partition, and a failure said in kbatch's words
+(:func:`spark_error_line`).
 """
 
 from __future__ import annotations
@@ -46,11 +48,13 @@ from kbatch.spark import (
 )
 from kbatch.tables import FolderSink, Ledger, RemoteFolderSink, Sink, TableCommit, has_data_files
 
+from ._cdc import plan_cdc
 from ._errors import ConvertError, UsageError
-from ._plan import Plan, ledger_keys, plan, row_schema
+from ._plan import Plan, leave_out, ledger_keys, plan, row_schema
 from ._reports import find_skipped, finish_report, read_ranges, reports_and_notes
 from ._resume import Resumed, resume_run
 from ._sinks import has_ledger, is_remote, open_out_sink, table_options
+from ._spark_changes import stage_changes, staged_changes
 from ._spark_values import count_dead_letters, take_dead_letters, write_values
 from ._summary import Summary, progress_enabled, say
 from ._value_plan import plan_values
@@ -319,17 +323,28 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     sink: Sink | None = None
     resumed = Resumed(Ledger(), [], Ledger(), [])
     schema = row_schema(p)
+    cdc = None
     try:
-        values = plan_values(args, p.topics, schema)  # --values: each topic's reader schemas (a local OUT)
+        values = plan_values(args, p.topics, schema, p.logs)  # --values: each topic's reader schemas (a local OUT)
         if values is not None and args.format in ("iceberg", "delta"):
             values.catalog = table_options(args, ledger_keys(p))  # the dead letters' tables opened as the data's
+        cdc = plan_cdc(args, values.schemas, set(values.readers)) if values is not None else None
+        if cdc is not None:
+            assert values is not None
+            leave_out(p, cdc.left_out(p.topics))
+            values.cdc, values.schemas = cdc, cdc.schemas  # the tables' columns: the after images'
     except BaseException:
         p.close()
         raise
+    #: --upsert, --cdc: the executors stage changes, the driver merges them (kbatch.convert._spark_changes)
+    keyed = bool(getattr(args, "upsert", False)) or cdc is not None
     if has_ledger(args.out):  # the files and the offsets ledger committed together
         side = (values.side_folder,) if values is not None and values.side_folder else ()
-        sink = open_out_sink(args, p.topics, schema.names, ledger_keys(p), side)
-        for _name, transform in sink.file_partitions():
+        if cdc is not None:
+            sink = open_out_sink(args, p.topics, cdc.columns(), ledger_keys(p), side, keyed=cdc.keyed())
+        else:
+            sink = open_out_sink(args, p.topics, schema.names, ledger_keys(p), side)
+        for _name, transform in [] if keyed else sink.file_partitions():  # keyed: the sink writes its files
             try:  # what the executors cannot compute: said before the JVM starts
                 check_transform(transform, sink.format)
             except ValueError as exc:
@@ -380,7 +395,16 @@ def convert_spark(args: argparse.Namespace) -> Summary:
             assert sink is not None
             with sink:  # Spark's executors write into the sink's folder; this process commits it
                 sink.open(schema if values is None else values.schemas)
-                if values is not None and not isinstance(sink, FolderSink):  # Iceberg, Delta: staged files
+                if keyed:  # Iceberg, Delta: the executors' changes merged by this process at the commit
+                    if values is not None:
+                        values.start(sink)
+                    staged = str(sink.staging())
+                    counts = stage_changes(spark, *spark_tasks(p, spark.sparkContext.defaultParallelism), p.topics,
+                                           values, staged)
+                    sink.write(staged_changes(staged, p.topics, schema if values is None else values.schemas, cdc))
+                    if values is not None:
+                        take_dead_letters(values, staged)  # (those at or past an --as-of cut left out)
+                elif values is not None and not isinstance(sink, FolderSink):  # Iceberg, Delta: staged files
                     values.start(sink)
                     staged = str(sink.staging())
                     write_values(spark, *spark_tasks(p, spark.sparkContext.defaultParallelism), p.topics, values,
@@ -416,6 +440,9 @@ def convert_spark(args: argparse.Namespace) -> Summary:
                     if not p.opts.fail_on_data_loss and not args.where:
                         find_skipped(p, reports, {k: c[0] for k, c in counts.items()})
                     converted = read_ranges(p, reports, resumed.converted)
+                    if cdc is not None:  # --as-of by the envelopes' time
+                        converted = cdc.trim(converted)
+                        notes = notes + cdc.notes()
                     if values is not None:  # dead letters kept apart (tables, --dead-letter PATH) first
                         values.commit(converted)
                     commits = sink.commit(resumed.held.advanced(converted), converted)
@@ -437,8 +464,9 @@ def convert_spark(args: argparse.Namespace) -> Summary:
     if values is not None:  # a dead letter is a record read: counted in its partition, as the arrow engine does
         for (topic, partition, root), n in values.dead.items():
             key = (topic, partition, root) if p.opts.root_columns else (topic, partition)
-            old = counts.get(key, (0, 0, 0))
-            counts[key] = (old[0] + n, *old[1:])
+            if not keyed:  # (keyed: counts are every record read already)
+                old = counts.get(key, (0, 0, 0))
+                counts[key] = (old[0] + n, *old[1:])
             reports[key].dead_letters = n
         notes = values.summary_notes() + notes
         commits = values.commits + commits

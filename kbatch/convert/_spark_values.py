@@ -66,7 +66,7 @@ def write_values(spark: Any, tasks: Sequence[Sequence[LogSlice]], opts: Options,
         readers = values.readers.get(topic)
         if readers is not None:
             df = split_frame(df, values.registry, dead, values=readers[0], keys=readers[1], fail=values.fail,
-                             name=f"{run}-{i}")
+                             name=f"{run}-{i}", format=values.value_format)
             if values.flatten:
                 df = flatten_frame(df)
         write(df)
@@ -112,11 +112,14 @@ def _dead_letter_table(values: ValuePlan, folder: str) -> Any:
 def take_dead_letters(values: ValuePlan, folder: str) -> None:
     """Hand the dead letters the executors wrote under ``folder`` to ``values`` (after
     ``values.start``), which commits them apart from the data: into the dead-letter tables
-    (Iceberg, Delta) or the folder of ``--dead-letter PATH``. Their files in ``folder`` are then
-    removed (nothing of them moves in with the data)."""
+    (Iceberg, Delta) or the folder of ``--dead-letter PATH``; with ``--cdc`` cut by time, those at
+    or past their partition's cut left out. Their files in ``folder`` are then removed (nothing of
+    them moves in with the data)."""
     import shutil
 
     table = _dead_letter_table(values, folder)
+    if table is not None and values.cdc is not None:  # those at or past an --as-of cut: left to a later run
+        table = values.cdc.before_cut(table)
     if table is not None and table.num_rows:
         values.set_aside(table)
     shutil.rmtree(Path(folder) / (values.side_folder or "_dead_letter"), ignore_errors=True)

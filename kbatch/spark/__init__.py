@@ -125,11 +125,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._dead_letters import split_frame as split_frame  # for kbatch.convert (lazy below: pyarrow, kbatch.values)
+    from ._dead_letters import write_dead_letters as write_dead_letters  # for kbatch.convert (lazy below)
     from ._decode import decode_batches
     from ._frame import task_frame as task_frame  # for kbatch.convert (lazy below: pyspark)
     from ._schema import kafka_struct
     from ._source import KafkaLogDataSource  # defers pyspark (a DataSource subclass)
     from ._values import decode_values
+    from ._values import ship as ship  # for kbatch.convert (lazy below: pyarrow, kbatch.values)
 from ._session import JAVA_VERSIONS as JAVA_VERSIONS
 from ._session import JavaError as JavaError
 from ._session import MasterError as MasterError
@@ -148,6 +150,8 @@ _LAZY = {
     "kafka_struct": "kbatch.spark._schema",
     "decode_values": "kbatch.spark._values",
     "split_frame": "kbatch.spark._dead_letters",
+    "write_dead_letters": "kbatch.spark._dead_letters",
+    "ship": "kbatch.spark._values",
     "task_frame": "kbatch.spark._frame",
 }
 

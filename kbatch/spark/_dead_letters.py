@@ -55,6 +55,7 @@ def split_frame(
     mapping: str = "spark",
     fail: bool = False,
     name: str = "",
+    format: str = "auto",
 ) -> Any:
     """``df``'s rows decoded; those that do not decode written to ``dead_letters`` by the executors.
 
@@ -74,6 +75,8 @@ def split_frame(
         :class:`~kbatch.errors.ValueDecodeError`) instead of writing dead letters.
     name : str
         Unique per frame of a run (file names of a run's frames never collide).
+    format : {"auto", "avro", "json", "protobuf"}
+        :func:`kbatch.values.split`'s (``"json"`` with no registry: plain JSON values).
 
     Returns
     -------
@@ -98,7 +101,7 @@ def split_frame(
         k = 0
         for batch in batches:
             good, dead = split(batch, reg, values=values, keys=keys, mapping=mapping,
-                                      on_error=on_error)  # type: ignore[arg-type]
+                                      on_error=on_error, format=format)  # type: ignore[arg-type]
             if dead.num_rows:
                 write_dead_letters(dead, dead_letters, f"{prefix}-{task:05d}-{k:05d}.parquet")
                 k += 1

@@ -130,7 +130,7 @@ def test_a_tombstone_left_alone_by_compaction_deletes(tmp_path, fmt):
 @pytest.mark.parametrize(("more", "says"), [
     (["--format", "parquet"], "--cdc debezium writes --format iceberg or delta"),
     (["--format", "delta", "--upsert"], "leave out --upsert"),
-    (["--format", "delta", "--engine", "spark"], "--cdc runs on the arrow engine"),
+    (["--format", "delta", "--engine", "spark", "--where", "offset > 1"], "leave out --where"),
     (["--format", "delta", "--flatten-values"], "leave out --flatten-values"),
     (["--format", "delta", "--mode", "overwrite"], "not overwrite"),
     (["--format", "delta", "--cdc-columns", "source.nope"], "source block has no nope"),

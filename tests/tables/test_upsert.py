@@ -87,14 +87,15 @@ def test_parquet_refuses_upsert(tmp_path):
     assert "--upsert needs --format iceberg or delta" in proc.stderr
 
 
-def test_upsert_with_spark_says_it_runs_on_the_arrow_engine(tmp_path):
+def test_upsert_with_where_is_refused_before_spark_starts(tmp_path):
+    """Spark runs --upsert too (tests/spark/test_changes.py), but not a filtered change stream."""
     root = write_kv(tmp_path / "root", RUN1)
     argv = [sys.executable, "-m", "kbatch", "convert", str(root), str(tmp_path / "out"), "--format", "delta",
-            "--upsert", "--engine", "spark"]
+            "--upsert", "--engine", "spark", "--where", "offset > 2"]
     proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
                           timeout=300)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1  # one line, before any Spark starts
-    assert "--upsert runs on the arrow engine" in proc.stderr and "--engine arrow" in proc.stderr
+    assert "--upsert and --cdc apply every change" in proc.stderr and "leave out --where" in proc.stderr
     assert "needs --format" not in proc.stderr  # the format is right (issue 40, item 4)
 
 
