@@ -101,13 +101,15 @@ def stage_changes(spark: Any, tasks: Sequence[Sequence[LogSlice]], opts: Options
         fail = values.fail if values is not None else True
         value_format = values.value_format if values is not None else "auto"
         flatten = values.flatten if values is not None else False
+        protobuf = values.protobuf if values is not None else None
         changes = os.path.join(folder, CHANGES_DIR, f"topic={topic}")
         dead_folder = os.path.join(folder, (values.side_folder if values is not None else None) or "_dead_letter")
         name = f"part-{run}-{i}"
 
         def stage(batches: Iterator[Any], topic: str = topic, readers: Any = readers, registry: Any = registry,
                   fail: bool = fail, value_format: str = value_format, flatten: bool = flatten,
-                  changes: str = changes, dead_folder: str = dead_folder, name: str = name) -> Iterator[Any]:
+                  protobuf: Any = protobuf, changes: str = changes, dead_folder: str = dead_folder,
+                  name: str = name) -> Iterator[Any]:
             import pyarrow as pa
             from pyspark import TaskContext
 
@@ -124,7 +126,8 @@ def stage_changes(spark: Any, tasks: Sequence[Sequence[LogSlice]], opts: Options
                 rows, dead, more = pa.Table.from_batches([batch]), None, None
                 if readers is not None:
                     rows, dead = kvalues.split(batch, reg, values=readers[0], keys=readers[1],
-                                               on_error="raise" if fail else "dead-letter", format=value_format)
+                                               on_error="raise" if fail else "dead-letter", format=value_format,
+                                               protobuf=protobuf)
                     if plan is not None:
                         rows, more = plan.apply(topic, batch, rows, fail=fail)
                     if flatten:
