@@ -135,8 +135,8 @@ class CdcPlan:
         return dead.filter(pa.array(keep, pa.bool_()))
 
     def _cut(self, topic: str, env: Any, good: Any) -> Any:
-        """Whether each of ``good``'s records is before its partition's cut (the cut found here
-        when this batch holds the partition's first change later than :attr:`as_of`)."""
+        """Whether each of ``good``'s records is before its partition's cut (the least offset of
+        a change later than :attr:`as_of` seen so far: this batch's may lower it)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -149,10 +149,10 @@ class CdcPlan:
                 else pc.struct_field(env, "ts_ms"))
         late = pc.fill_null(pc.greater(when, ms), False)
         for part in pc.unique(parts).to_pylist():
-            if (topic, part) not in self.cuts:
-                mine = pc.and_(late, pc.equal(parts, part))
-                if pc.any(mine).as_py():
-                    self.cuts[(topic, part)] = pc.min(offsets.filter(mine)).as_py()
+            mine = pc.and_(late, pc.equal(parts, part))
+            if pc.any(mine).as_py():  # the least: batches read out of offset order cut right too
+                first = pc.min(offsets.filter(mine)).as_py()
+                self.cuts[(topic, part)] = min(self.cuts.get((topic, part), first), first)
         keep = pa.array([True] * good.num_rows, pa.bool_())
         for (t, part), cut in self.cuts.items():
             if t == topic:
