@@ -161,37 +161,15 @@ def test_cdc_needs_values_and_cdc_columns_needs_cdc(tmp_path, capsys):
 
 # --------------------------------------------------------------------------- random histories
 
-ACTIONS = st.lists(st.tuples(st.sampled_from(["insert", "update", "delete", "delete-no-tombstone", "rekey",
-                                              "truncate", "snapshot"]),
-                             st.integers(0, 6), st.integers(7, 12)), min_size=1, max_size=25)
-
-
-def history(actions: list[tuple[str, int, int]], connector: str, partitions: int) -> dbz.History:
-    h = dbz.History(connector, partitions)
-    h.insert(actions[0][1])  # a first key: the keys' schema is known from the first run
-    for what, key, other in actions:
-        if what in ("insert", "snapshot") and key not in h.rows:
-            h.insert(key, snapshot=what == "snapshot")
-        elif what in ("insert", "update", "snapshot") and key in h.rows:
-            h.update(key)
-        elif what.startswith("delete") and key in h.rows:
-            h.delete(key, tombstone=what == "delete")
-        elif what == "rekey" and key in h.rows and other not in h.rows:
-            h.rekey(key, other)
-        elif what == "truncate":
-            h.truncate()
-    return h
-
-
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("encoding", ENCODINGS)
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                 HealthCheck.too_slow])
-@given(actions=ACTIONS, partitions=st.integers(1, 3), connector=st.sampled_from(["postgres", "mysql"]),
+@given(actions=dbz.ACTIONS, partitions=st.integers(1, 3), connector=st.sampled_from(["postgres", "mysql"]),
        split=st.floats(0, 1))
 def test_random_histories_equal_the_replay_across_two_runs(tmp_path_factory, fmt, encoding, actions, partitions,
                                                            connector, split):
-    h = history(actions, connector, partitions)
+    h = dbz.history(actions, connector, partitions)
     cut = max(1, int(len(h.events) * split))  # the first run sees the log up to a point in time
     base = tmp_path_factory.mktemp("cdc")
     root, out = base / "root", base / "out"
@@ -213,9 +191,9 @@ def test_random_histories_equal_the_replay_across_two_runs(tmp_path_factory, fmt
 @pytest.mark.parametrize("by", ["timestamp", "source.ts_ms", "ts_ms", "offsets"])
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                 HealthCheck.too_slow])
-@given(actions=ACTIONS, partitions=st.integers(1, 3), split=st.floats(0, 1))
+@given(actions=dbz.ACTIONS, partitions=st.integers(1, 3), split=st.floats(0, 1))
 def test_as_of_every_cut_then_append_carries_it_forward(tmp_path_factory, fmt, by, actions, partitions, split):
-    h = history(actions, "postgres", partitions)
+    h = dbz.history(actions, "postgres", partitions)
     cut = max(1, int(len(h.events) * split))
     base = tmp_path_factory.mktemp("asof")
     root, out = base / "root", base / "out"

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytestmark = pytest.mark.slow  # a JVM and Python workers
 
@@ -302,3 +304,26 @@ def test_spark_cdc_reads_protobuf_envelopes_as_the_converter_does(spark, tmp_pat
     want = {k: dpb.as_read(row, "plain", dpb.row_fields()) for k, row in dbz.replay(h.events).items()}
     assert set(want) == {0, 1}
     assert _table("delta", tmp_path / "spark") == _table("delta", tmp_path / "arrow") == want
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                               HealthCheck.too_slow])
+@given(actions=dbz.ACTIONS, partitions=st.integers(1, 3), split=st.floats(0, 1), fmt=st.sampled_from(FORMATS),
+       by=st.sampled_from(["timestamp", "source.ts_ms", "ts_ms", "offsets"]))
+def test_spark_random_histories_as_of_then_append_equal_the_replay(spark, tmp_path_factory, capsys, actions,
+                                                                   partitions, split, fmt, by):
+    """Random change histories (creates, updates, deletes with and without tombstones, re-keys,
+    truncates, snapshot reads; 1 to 3 partitions, three records a batch so Spark's tasks split a
+    partition) cut by any ``--as-of`` kind, then carried forward by ``--mode append``: the Spark
+    engine's table is the replay's each time."""
+    h = dbz.history(actions, "postgres", partitions)
+    cut = max(1, int(len(h.events) * split))
+    base = tmp_path_factory.mktemp("spark-cdc")
+    root, out = base / "root", base / "out"
+    dbz.fresh(root)
+    _write(root, h.events, {})
+    args, held = dbz.as_of_value(h, cut, by)
+    _ok(capsys, *_cdc(root, out, fmt, *args), *SPARK)
+    assert _table(fmt, out) == dbz.replay(held)
+    _ok(capsys, *_cdc(root, out, fmt, "--mode", "append"), *SPARK)
+    assert _table(fmt, out) == dbz.replay(h.events) == h.rows

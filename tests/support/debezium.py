@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
+
 import kbatch
 from support.duckdb_readers import duckdb_with
 
@@ -201,6 +203,30 @@ def documented(connector: str, partitions: int = 1) -> History:
     h.delete(1001)
     h.rekey(1003, 1013)
     h.update(1013)
+    return h
+
+
+#: random change histories' actions (hypothesis): (what, a key, another key for a re-key)
+ACTIONS = st.lists(st.tuples(st.sampled_from(["insert", "update", "delete", "delete-no-tombstone", "rekey",
+                                              "truncate", "snapshot"]),
+                             st.integers(0, 6), st.integers(7, 12)), min_size=1, max_size=25)
+
+
+def history(actions: list[tuple[str, int, int]], connector: str, partitions: int) -> History:
+    """The history :data:`ACTIONS` draws: each action applied where it is one the database could do."""
+    h = History(connector, partitions)
+    h.insert(actions[0][1])  # a first key: the keys' schema is known from the first run
+    for what, key, other in actions:
+        if what in ("insert", "snapshot") and key not in h.rows:
+            h.insert(key, snapshot=what == "snapshot")
+        elif what in ("insert", "update", "snapshot") and key in h.rows:
+            h.update(key)
+        elif what.startswith("delete") and key in h.rows:
+            h.delete(key, tombstone=what == "delete")
+        elif what == "rekey" and key in h.rows and other not in h.rows:
+            h.rekey(key, other)
+        elif what == "truncate":
+            h.truncate()
     return h
 
 
