@@ -9,11 +9,18 @@
 # ``E_MEMORY`` and cimports the ``libc`` integer types, ``malloc``/``free`` and
 # ``memcmp``/``memcpy`` before the include.
 
+cdef enum:
+    SMALL_MAP = 16  # up to this many entries: every pair of key fingerprints compared, nothing allocated
+    STACK_MAP = 64  # up to this many: the hash table on the stack (2 * 64 slots), not malloc'ed
+
+
 cdef inline uint64_t _key_hash(Col* k, int64_t i) noexcept nogil:
-    """FNV-1a of map key ``i`` of key column ``k`` (bytes, a fixed-width value or a bit)."""
+    """A hash of map key ``i`` of key column ``k`` (bytes, a fixed-width value or a bit): FNV-1a's
+    step over the key's 8-byte words, then its last bytes, then its length (nothing read past
+    the key)."""
     cdef const uint8_t* s
-    cdef int64_t n, j
-    cdef uint64_t h = 14695981039346656037ULL
+    cdef int64_t n, j = 0
+    cdef uint64_t w, h = 14695981039346656037ULL
     if k.kind == K_BIN:
         s = k.data + k.offs[i]
         n = k.offs[i + 1] - k.offs[i]
@@ -22,9 +29,41 @@ cdef inline uint64_t _key_hash(Col* k, int64_t i) noexcept nogil:
         n = k.width
     else:
         return (k.vals[i >> 3] >> (i & 7)) & 1
-    for j in range(n):
+    while j + 8 <= n:
+        memcpy(&w, s + j, 8)
+        h = (h ^ w) * 1099511628211ULL
+        j += 8
+    while j < n:
         h = (h ^ s[j]) * 1099511628211ULL
-    return h
+        j += 1
+    h = (h ^ <uint64_t>n) * 1099511628211ULL
+    return h ^ (h >> 29)
+
+
+cdef inline uint64_t _key_print(Col* k, int64_t i) noexcept nogil:
+    """A cheap fingerprint of map key ``i`` (equal keys, equal prints), for the pairs of a small
+    map: a string's or bytes' length with its first and last 8 bytes (or 4, or each byte of a
+    shorter one), read without going past the key; any other key's hash."""
+    cdef const uint8_t* s
+    cdef int64_t n, j
+    cdef uint64_t x, y
+    cdef uint32_t a, b
+    if k.kind != K_BIN:
+        return _key_hash(k, i)
+    s = k.data + k.offs[i]
+    n = k.offs[i + 1] - k.offs[i]
+    if n >= 8:
+        memcpy(&x, s, 8)
+        memcpy(&y, s + n - 8, 8)
+        return (x * 0x9E3779B97F4A7C15ULL) ^ y ^ (<uint64_t>n << 56)
+    if n >= 4:
+        memcpy(&a, s, 4)
+        memcpy(&b, s + n - 4, 4)
+        return (<uint64_t>a | (<uint64_t>b << 32)) ^ (<uint64_t>n << 61)
+    x = <uint64_t>n << 32
+    for j in range(n):
+        x = (x << 8) | s[j]
+    return x
 
 
 cdef inline int _key_eq(Col* k, int64_t i, int64_t j) noexcept nogil:
@@ -129,29 +168,50 @@ cdef int _keep_last_entries(Col* cols, int ncols, const int32_t* count, int sc, 
     cdef int64_t* rows = NULL
     cdef int64_t* order = NULL
     cdef uint64_t h
+    cdef uint64_t hs[SMALL_MAP]
+    cdef uint64_t seen[4]
+    cdef int64_t table_buf[2 * STACK_MAP]
+    cdef int64_t last_buf[STACK_MAP]
     cdef int d, end, p, dup = 0, e = E_OK
-    if n < 2:
+    if n < 2 or (n == 2 and not _key_eq(k, s, s + 1)):
         return E_OK
-    if n <= 16:  # a small map: every pair, nothing allocated when no key comes again
+    if n <= SMALL_MAP:
+        # a small map: each key's fingerprint marks one of 256 bits; no bit marked twice, no key
+        # repeated (the common case, in one pass); else every pair of fingerprints, the keys
+        # compared where theirs are equal
+        seen[0] = seen[1] = seen[2] = seen[3] = 0
+        for i in range(n):
+            hs[i] = _key_print(k, s + i)
+            h = (hs[i] * 0x9E3779B97F4A7C15ULL) >> 56
+            dup |= (seen[h >> 6] >> (h & 63)) & 1
+            seen[h >> 6] |= 1ULL << (h & 63)
+        if not dup:
+            return E_OK
+        dup = 0
         for i in range(n - 1):
             for j in range(i + 1, n):
-                if _key_eq(k, s + i, s + j):
+                if hs[i] == hs[j] and _key_eq(k, s + i, s + j):
                     dup = 1
                     break
             if dup:
                 break
         if not dup:
             return E_OK
-    # open addressing over the keys: last[i] for an entry whose key comes first, else -1
+    # open addressing over the keys: last[i] for an entry whose key comes first, else -1 (on the
+    # stack up to STACK_MAP entries)
     size = 1
     while size < 2 * n:
         size *= 2
-    table = <int64_t*>malloc(size * sizeof(int64_t))
-    last = <int64_t*>malloc(n * sizeof(int64_t))
-    if table == NULL or last == NULL:
-        free(table)
-        free(last)
-        return E_MEMORY
+    if n <= STACK_MAP:
+        table = table_buf
+        last = last_buf
+    else:
+        table = <int64_t*>malloc(size * sizeof(int64_t))
+        last = <int64_t*>malloc(n * sizeof(int64_t))
+        if table == NULL or last == NULL:
+            free(table)
+            free(last)
+            return E_MEMORY
     for slot in range(size):
         table[slot] = -1
     cnt = 0
@@ -167,9 +227,11 @@ cdef int _keep_last_entries(Col* cols, int ncols, const int32_t* count, int sc, 
             table[slot] = i
             last[i] = s + i
             cnt += 1
-    free(table)
+    if table != table_buf:
+        free(table)
     if cnt == n:
-        free(last)
+        if last != last_buf:
+            free(last)
         return E_OK
     # the entry struct's subtree: the columns after it (pre-order) whose parent lies in it
     end = sc + 1
@@ -216,5 +278,6 @@ cdef int _keep_last_entries(Col* cols, int ncols, const int32_t* count, int sc, 
                 if e == E_OK and not cols[d].folded:
                     e = _gather(cols + d, start[d - sc], order + at[d - sc], rows[d - sc])
     _free4(order, rows, start, at)
-    free(last)
+    if last != last_buf:
+        free(last)
     return e

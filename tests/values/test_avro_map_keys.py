@@ -123,6 +123,10 @@ CASES: dict[str, tuple[Any, Any]] = {
                             (WIDE_KEY, b"")]])}),
     "many entries": (record({"m": amap("int")}), {"m": M([[(f"key{i % 7}", i) for i in range(40)],
                                                           [(f"key{i % 11}", -i) for i in range(30)]])}),
+    "keys alike but in the middle": (record({"m": amap("int")}),  # first and last 8 bytes alike
+                                     {"m": M([[("abcdefgh-1-stuvwxyz", 1), ("abcdefgh-2-stuvwxyz", 2),
+                                               ("abcdefgh-1-stuvwxyz", 3), ("abc-1-xyz", 4), ("abc-2-xyz", 5)]])}),
+    "a few dozen entries": (record({"m": amap("int")}), {"m": M([[(f"key{i % 23}", i) for i in range(30)]])}),
     "many distinct": (record({"m": amap("int")}), {"m": M([[(f"k{i}", i) for i in range(100)] + [("k50", -1)]])}),
     "booleans doubles nulls": (record({"b": amap("boolean"), "d": amap("double"), "z": amap("null")}),
                                {"b": M([[("t", True), ("f", False), ("t", False), ("u", True)]]),
