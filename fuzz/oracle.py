@@ -40,7 +40,8 @@ and defects these harnesses found (each with an ``xfail`` test in
 ``avro_map_keys``
     an Avro map whose entries repeat a key keeps every entry (``fuzz_avro_evolution``, in a
     mutated body); fastavro (a dict) and Java's ``GenericDatumReader`` (a ``HashMap``, so Spark's
-    ``from_avro``) keep one entry per key, the last value where the key first stood.
+    ``from_avro``) keep one entry per key, the last value where the key first stood. Fixed: the
+    kernel keeps the last value of each key where it first stood.
 
 Every name is a defect to fix; drop it from the variable when its fix lands.
 """

@@ -10,6 +10,9 @@ and maps, blocks of items) and a call stack (a reader field's default value is a
 constant Avro encoding run through the field's program; GOSUB runs a subroutine on the value's
 own bytes: a recursive type skipped below the depth the reader keeps). SKIP walks past the
 values the reader does not keep in one instruction, by a skip tree in ``aux`` (``_skipping.pxi``).
+A map's LOOP (``a = 1``) keeps one entry per key when the map ends, the last value where the
+key first stood, as Java's ``GenericDatumReader`` and fastavro read a map (``../_map_keys.pxi``,
+shared with the Protobuf kernel).
 
 Columns (``coldesc``: ``kind, width, parent, nullable`` per column, in pre-order, a list's
 child right after it):
@@ -39,7 +42,7 @@ cimport cython
 from cpython.buffer cimport PyBuffer_FillInfo
 from libc.stdint cimport INT32_MAX, INT64_MAX, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc, calloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 
 import numpy as np
 
@@ -108,6 +111,8 @@ cdef enum Err:
     E_BLOCK_SIZE = 21
 
 include "../_columns.pxi"
+
+include "../_map_keys.pxi"
 
 #: Instruction names -> opcodes (the compiler takes its numbers from here).
 OPS = {name: value for name, value in (
@@ -491,6 +496,10 @@ cdef int _run(Machine* m) noexcept nogil:
                 continue
             if f.col >= 0:
                 c = cols + f.col
+                if ins[1]:  # a map's: one entry per key, the last value where the key first stood
+                    e = _keep_last_entries(cols, m.ncols, m.count, f.col + 1, f.col + 2, c.offs[c.n])
+                    if e:
+                        break
                 vs = cols[m.count[f.col + 1]].n
                 if vs > INT32_MAX:
                     e = E_TOO_BIG

@@ -15,6 +15,10 @@ rules:
 - a writer union's branch is resolved when it is met (an unresolvable branch is an error for
   the records that take it); a reader union takes the writer's type in its first branch that
   matches exactly, else by name, else by promotion (Avro's Java ``bestBranch`` order).
+- a map whose key comes again keeps one entry per key, the last value where the key first
+  stood (Java's ``GenericDatumReader.readMap`` puts every entry into a map; fastavro reads a
+  dict): its ``LOOP`` has ``a = 1``, and the kernel keeps the last entry of each key when the
+  map ends.
 
 A writer's values the reader does not keep (a field it lacks, or one a projection leaves out;
 a union branch cut at the recursion depth) are skipped: consecutive ones by one ``SKIP``
@@ -269,7 +273,7 @@ class AvroProgram:
                 self._op(OPS["STRING"], s.key_col)
             self._emit(witem, s.item, stack)
             self._path = path
-            self._op(LOOP)
+            self._op(LOOP, 1 if r.kind == "map" else 0)  # a map's: one entry per key, the last value
             self.code[loop][2] = len(self.code)
         else:
             self._leaf(w, s)

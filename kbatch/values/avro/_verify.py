@@ -31,6 +31,9 @@ the instruction's index, its field path and the operand) unless all of this hold
    and never meets ``END``; a ``LOOP`` closes the innermost ``ARRAY`` of its own code (the loop
    stack never underflows), whose exit is the instruction after it; nothing runs off the code's
    end; an instruction belongs to one entry or subroutine only (no jump into another's code);
+   a ``LOOP`` whose operand marks a map (``a = 1``: the kernel keeps one entry per key when the
+   map ends) closes an ``ARRAY`` writing a map's list column: its child a struct whose first
+   child, right after it, is a binary column (the keys the kernel hashes and compares);
    a ``CALL``/``GOSUB`` target is the start of a live subroutine (reached, ending in ``RET``);
    only a ``GOSUB`` subroutine may call itself (skipping a recursive type), and then writes no
    column.
@@ -176,6 +179,13 @@ class _Verifier:
         if width and self.width[col] != width:
             raise self.fail(pc, f"column operand {col} is {self.width[col]} bytes wide, the op writes {width}")
 
+    def is_map(self, col: int) -> bool:
+        """Whether ``col`` is a map's list column: its child a struct (the entries) whose first
+        child, right after it, is the key's binary column (what the kernel's map pass reads)."""
+        n = len(self.kind)
+        return (col >= 0 and col + 2 < n and self.kind[col] == LIST and self.kind[col + 1] == STRUCT
+                and self.parent[col + 1] == col and self.kind[col + 2] == BIN and self.parent[col + 2] == col + 1)
+
     def target(self, pc: int, to: int, operand: str) -> None:
         if not 0 <= to < len(self.code):
             raise self.fail(pc, f"{operand} {to} out of the code (0-{len(self.code) - 1})")
@@ -225,6 +235,9 @@ class _Verifier:
                 raise self.fail(pc, f"exit operand b={b} does not follow a LOOP")
             if c < 0:
                 raise self.fail(pc, f"least item size c={c} is negative")
+        elif op == LOOP:
+            if a not in (0, 1):
+                raise self.fail(pc, f"map operand a={a} is neither 0 (a list) nor 1 (a map)")
         elif op in (JUMP, CALL, GOSUB):
             self.target(pc, a, "target a")
             if op == CALL and (b < 0 or c < 0 or b + c > self.nconsts):
@@ -397,6 +410,9 @@ class _Verifier:
                     raise self.fail(pc, "LOOP without an ARRAY")
                 if code[array][2] != pc + 1:
                     raise self.fail(pc, f"closes the ARRAY at {array}, whose exit is {code[array][2]}, not {pc + 1}")
+                if a and not self.is_map(col):
+                    raise self.fail(pc, f"map operand a={a}: the ARRAY at {array} writes column {col}, not a map's "
+                                        f"list (a list of a struct of a key string first)")
                 self.written(pc, writes, {} if col < 0 else self.slots(col + 1), f"an item of the ARRAY at {array}")
                 outer = state[:-1]
                 work.append((pc, pc + 1, outer if col < 0 else _write(outer, col)))

@@ -1,128 +1,22 @@
 # Included by ``_protokernel.pyx`` (where its section "maps: the last entry of a key wins"
 # stood): a map whose key comes again in one message keeps one entry, with the last value, where
-# the key first stood (Protobuf's rule): its keys hashed (FNV-1a) and compared, and the entries'
-# columns (the key, the value and the value's subtree) gathered anew in the kept order
-# (``_last_key_wins``, called by ``_message`` when a map field's message ends). The kernel
-# defines the ``Err`` codes and the ``Machine`` struct, includes ``_columns.pxi`` (``Col``, the
-# column kinds) and cimports the ``libc`` integer types, ``malloc``/``free`` and
-# ``memcmp``/``memcpy`` before the include.
-
-cdef inline uint64_t _key_hash(Col* k, int64_t i) noexcept nogil:
-    """FNV-1a of map key ``i`` of key column ``k`` (bytes, a fixed-width value or a bit)."""
-    cdef const uint8_t* s
-    cdef int64_t n, j
-    cdef uint64_t h = 14695981039346656037ULL
-    if k.kind == K_BIN:
-        s = k.data + k.offs[i]
-        n = k.offs[i + 1] - k.offs[i]
-    elif k.kind == K_FIXEDW:
-        s = k.vals + i * k.width
-        n = k.width
-    else:
-        return (k.vals[i >> 3] >> (i & 7)) & 1
-    for j in range(n):
-        h = (h ^ s[j]) * 1099511628211ULL
-    return h
-
-
-cdef inline int _key_eq(Col* k, int64_t i, int64_t j) noexcept nogil:
-    cdef int64_t n
-    if k.kind == K_BIN:
-        n = k.offs[i + 1] - k.offs[i]
-        return n == k.offs[j + 1] - k.offs[j] and memcmp(k.data + k.offs[i], k.data + k.offs[j], n) == 0
-    if k.kind == K_FIXEDW:
-        return memcmp(k.vals + i * k.width, k.vals + j * k.width, k.width) == 0
-    return ((k.vals[i >> 3] >> (i & 7)) & 1) == ((k.vals[j >> 3] >> (j & 7)) & 1)
-
-
-cdef inline int _bit(const uint8_t* b, int64_t i) noexcept nogil:
-    return (b[i >> 3] >> (i & 7)) & 1
-
-
-cdef inline void _set_bit(uint8_t* b, int64_t i, int v) noexcept nogil:
-    if v:
-        b[i >> 3] |= <uint8_t>(1 << (i & 7))
-    else:
-        b[i >> 3] &= <uint8_t>~(1 << (i & 7))
-
-
-cdef inline void _free4(void* a, void* b, void* c, void* d) noexcept nogil:
-    free(a)
-    free(b)
-    free(c)
-    free(d)
-
-
-cdef int _gather(Col* c, int64_t s, const int64_t* order, int64_t count) noexcept nogil:
-    """Rows ``s`` .. ``n`` of ``c`` become its rows ``order[0 .. count]`` (each in ``s`` .. ``n``),
-    read from a copy; a list's offsets follow its rows (its child is gathered by the caller)."""
-    cdef int64_t n = c.n - s, t, r, lo, base
-    cdef uint8_t* bits = NULL
-    cdef uint8_t* vals = NULL
-    cdef int32_t* offs = NULL
-    cdef uint8_t* data = NULL
-    bits = <uint8_t*>malloc(n + 1)
-    if c.kind == K_FIXEDW:
-        vals = <uint8_t*>malloc(n * c.width + 1)
-    elif c.kind == K_BIN or c.kind == K_LIST:
-        offs = <int32_t*>malloc((n + 1) * sizeof(int32_t))
-        if c.kind == K_BIN:
-            data = <uint8_t*>malloc(c.offs[c.n] - c.offs[s] + 1)
-    if bits == NULL or (c.kind == K_FIXEDW and vals == NULL) or (offs == NULL and (c.kind == K_BIN or c.kind == K_LIST)) \
-            or (c.kind == K_BIN and data == NULL):
-        _free4(bits, vals, offs, data)
-        return E_MEMORY
-    for r in range(n):  # validity (or a bool's value) per row
-        bits[r] = (_bit(c.valid, s + r) if c.has_valid else 1) | (_bit(c.vals, s + r) << 1 if c.kind == K_BOOL else 0)
-    if vals != NULL:
-        memcpy(vals, c.vals + s * c.width, n * c.width)
-    if offs != NULL:
-        memcpy(offs, c.offs + s, (n + 1) * sizeof(int32_t))
-    if data != NULL:
-        memcpy(data, c.data + offs[0], offs[n] - offs[0])
-    base = offs[0] if offs != NULL else 0
-    for t in range(count):
-        r = order[t] - s
-        if c.has_valid:
-            _set_bit(c.valid, s + t, bits[r] & 1)
-        if c.kind == K_BOOL:
-            _set_bit(c.vals, s + t, bits[r] >> 1)
-        elif c.kind == K_FIXEDW:
-            memcpy(c.vals + (s + t) * c.width, vals + r * c.width, c.width)
-        elif c.kind == K_BIN or c.kind == K_LIST:
-            lo = offs[r + 1] - offs[r]
-            if c.kind == K_BIN:
-                memcpy(c.data + c.offs[s + t], data + offs[r] - base, lo)
-            c.offs[s + t + 1] = <int32_t>(c.offs[s + t] + lo)
-    c.n = s + count
-    if c.kind == K_BIN:
-        c.data_len = c.offs[c.n]
-    _free4(bits, vals, offs, data)
-    return E_OK
-
+# the key first stood (Protobuf's rule): ``_last_key_wins``, called by ``_message`` when a map
+# field's message ends, finds the map's entries and key and hands them to
+# ``_keep_last_entries`` (``../_map_keys.pxi``, shared with the Avro kernel, included before).
+# The kernel defines the ``Err`` codes and the ``Machine`` struct before the include.
 
 cdef int _last_key_wins(Machine* m, const int32_t* f) noexcept nogil:
     """The map field ``f`` of the message ending: of the entries it just appended that share a
     key, one is kept, holding the last entry's value where the first stood (the Protobuf spec:
     "the last key seen is used"; protobuf-java's LinkedHashMap keeps the first one's place, upb
-    orders a map by its hash table). The entries
-    are the last rows of the entry struct column and of every column under it (a message
-    value's fields, lists and maps): all of them are gathered anew, offsets closed up."""
+    orders a map by its hash table). The entries are the last rows of the entry struct column
+    and of every column under it (a message value's fields, lists and maps)."""
     cdef Col* lc = m.cols + f[2]
     cdef int32_t sc = f[3]
     cdef const int32_t* emsg = m.msgs + MSG_WORDS * f[5]
     cdef const int32_t* kf
     cdef Col* k
-    cdef Col* pc
-    cdef int64_t s = lc.offs[lc.n], n = m.cols[sc].n - lc.offs[lc.n], i, j, size, slot, total, cnt, r
-    cdef int64_t* table = NULL
-    cdef int64_t* last = NULL
-    cdef int64_t* start = NULL
-    cdef int64_t* at = NULL
-    cdef int64_t* count = NULL
-    cdef int64_t* order = NULL
-    cdef uint64_t h
-    cdef int d, end, p, dup = 0, e = E_OK
+    cdef int64_t s = lc.offs[lc.n], n = m.cols[sc].n - lc.offs[lc.n]
     if n < 2 or emsg[2] < 1:
         return E_OK
     kf = m.fields + FIELD_WORDS * emsg[1]  # the entry's key = 1 (always written: F_EMIT)
@@ -131,89 +25,4 @@ cdef int _last_key_wins(Machine* m, const int32_t* f) noexcept nogil:
     k = m.cols + kf[2]
     if k.n != m.cols[sc].n or k.kind == K_LIST or k.kind == K_STRUCT or k.kind == K_NULLT:
         return E_OK
-    if n <= 16:  # a small map: every pair, nothing allocated when no key comes again
-        for i in range(n - 1):
-            for j in range(i + 1, n):
-                if _key_eq(k, s + i, s + j):
-                    dup = 1
-                    break
-            if dup:
-                break
-        if not dup:
-            return E_OK
-    # open addressing over the keys: last[i] for an entry whose key comes first, else -1
-    size = 1
-    while size < 2 * n:
-        size *= 2
-    table = <int64_t*>malloc(size * sizeof(int64_t))
-    last = <int64_t*>malloc(n * sizeof(int64_t))
-    if table == NULL or last == NULL:
-        free(table)
-        free(last)
-        return E_MEMORY
-    for slot in range(size):
-        table[slot] = -1
-    cnt = 0
-    for i in range(n):
-        last[i] = -1
-        h = _key_hash(k, s + i)
-        slot = <int64_t>(h & <uint64_t>(size - 1))
-        while table[slot] >= 0 and not _key_eq(k, s + i, s + table[slot]):
-            slot = (slot + 1) & (size - 1)
-        if table[slot] >= 0:
-            last[table[slot]] = s + i
-        else:
-            table[slot] = i
-            last[i] = s + i
-            cnt += 1
-    free(table)
-    if cnt == n:
-        free(last)
-        return E_OK
-    # the entry struct's subtree: the columns after it (pre-order) whose parent lies in it
-    end = sc + 1
-    while end < m.ncols and m.cols[end].parent >= sc:
-        end += 1
-    start = <int64_t*>malloc((end - sc) * sizeof(int64_t))
-    at = <int64_t*>malloc((end - sc) * sizeof(int64_t))
-    count = <int64_t*>malloc((end - sc) * sizeof(int64_t))
-    if start == NULL or at == NULL or count == NULL:
-        e = E_MEMORY
-    else:
-        total = 0
-        start[0] = s
-        for d in range(sc, end):  # each column's first row of these entries (offsets not yet moved)
-            p = m.cols[d].parent
-            if d > sc:
-                start[d - sc] = m.cols[p].offs[start[p - sc]] if m.cols[p].kind == K_LIST else start[p - sc]
-            at[d - sc] = total
-            total += m.cols[d].n - start[d - sc]
-        order = <int64_t*>malloc((total + 1) * sizeof(int64_t))
-        if order == NULL:
-            e = E_MEMORY
-        else:
-            count[0] = 0
-            for i in range(n):
-                if last[i] >= 0:
-                    order[count[0]] = last[i]
-                    count[0] += 1
-            for d in range(sc + 1, end):  # a child's rows: those of its parent's rows, in their order
-                p = m.cols[d].parent
-                pc = m.cols + p
-                if pc.kind == K_LIST:
-                    cnt = 0
-                    for i in range(count[p - sc]):
-                        r = order[at[p - sc] + i]
-                        for j in range(pc.offs[r], pc.offs[r + 1]):
-                            order[at[d - sc] + cnt] = j
-                            cnt += 1
-                    count[d - sc] = cnt
-                else:
-                    memcpy(order + at[d - sc], order + at[p - sc], count[p - sc] * sizeof(int64_t))
-                    count[d - sc] = count[p - sc]
-            for d in range(sc, end):
-                if e == E_OK:
-                    e = _gather(m.cols + d, start[d - sc], order + at[d - sc], count[d - sc])
-    _free4(order, count, start, at)
-    free(last)
-    return e
+    return _keep_last_entries(m.cols, m.ncols, NULL, sc, kf[2], s)

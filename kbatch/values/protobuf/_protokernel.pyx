@@ -57,6 +57,8 @@ cdef enum Err:
 
 include "../_columns.pxi"
 
+include "../_map_keys.pxi"
+
 cdef enum Type:
     # descriptor.proto's FieldDescriptorProto.Type numbers, then kbatch's own
     T_DOUBLE = 1
