@@ -10,10 +10,10 @@ import os
 import posixpath
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
+from support.s3 import fresh_prefix, keys_under, storage_args
 from support.tables import REPO, convert_cli, rows_of_root, rows_of_table, summary_of, write_log
 
 from kbatch.errors import CommitConflictError
@@ -28,25 +28,11 @@ BUCKET = "kbatch-compact"
 @pytest.fixture
 def out(s3_client) -> str:
     """A new ``s3://kbatch-compact/<prefix>`` for each test."""
-    try:
-        s3_client.create_bucket(Bucket=BUCKET)
-    except s3_client.exceptions.BucketAlreadyOwnedByYou:
-        pass
-    return f"s3://{BUCKET}/{uuid.uuid4().hex[:8]}"
-
-
-def opts(s3_options) -> list[str]:
-    return [f"--storage-option={k}={v}" for k, v in s3_options.items()]
-
-
-def keys(s3_client, url: str) -> list[str]:
-    prefix = url.split("/", 3)[3] + "/"
-    listed = s3_client.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])
-    return sorted(o["Key"][len(prefix):] for o in listed if not o["Key"].endswith("/"))
+    return fresh_prefix(s3_client, BUCKET)
 
 
 def data_files(s3_client, url: str) -> list[str]:
-    return [k for k in keys(s3_client, url) if k.startswith("topic=") and k.endswith(".parquet")]
+    return [k for k in keys_under(s3_client, url) if k.startswith("topic=") and k.endswith(".parquet")]
 
 
 def rows(url: str, s3_options) -> list[tuple]:
@@ -63,7 +49,7 @@ def grow(root: Path, out: str, s3_options, runs: int, n: int) -> int:
     for _ in range(runs):
         n += 10
         write_log(root, "events", 0, n)
-        summary_of(convert_cli(str(root), out, "--mode", "append", "--subscribe", "events", *opts(s3_options)))
+        summary_of(convert_cli(str(root), out, "--mode", "append", "--subscribe", "events", *storage_args(s3_options)))
     return n
 
 
@@ -71,7 +57,7 @@ def compact(out: str, s3_options, *argv: str, stage: str | None = None) -> subpr
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if stage:
         env["KBATCH_TEST_KILL_AT"] = stage
-    return subprocess.run([sys.executable, "-m", "kbatch", "compact", out, *opts(s3_options), *argv],
+    return subprocess.run([sys.executable, "-m", "kbatch", "compact", out, *storage_args(s3_options), *argv],
                           capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -90,7 +76,7 @@ def test_compact_after_appends(tmp_path, out, s3_options, s3_client):
     assert ledger(out, s3_options) == held
     expect = rows_of_root(root, ["events"])
     assert len(expect) == n and rows(out, s3_options) == expect
-    objects = keys(s3_client, out)
+    objects = keys_under(s3_client, out)
     assert not [k for k in objects if k.startswith("_kbatch_staging/")]
     assert "topic=events/_common_metadata" in objects
     body = s3_client.get_object(Bucket=BUCKET, Key=f"{out.split('/', 3)[3]}/_kbatch_ledger/{6:020d}.json")["Body"]
@@ -119,8 +105,8 @@ def test_compact_killed_then_rerun(tmp_path, out, s3_options, s3_client, stage):
     held, expect = ledger(out, s3_options), rows_of_root(root, ["events"])
     killed = compact(out, s3_options, stage=stage)
     assert killed.returncode == -9, killed.stderr
-    assert [k for k in keys(s3_client, out) if k.startswith("_kbatch_staging/")]  # the dead run's files, hidden
-    ledgers = [k for k in keys(s3_client, out) if k.startswith("_kbatch_ledger/")]
+    assert [k for k in keys_under(s3_client, out) if k.startswith("_kbatch_staging/")]  # the dead run's files, hidden
+    ledgers = [k for k in keys_under(s3_client, out) if k.startswith("_kbatch_ledger/")]
     assert len(ledgers) == (5 if stage == "mid-commit" else 4)
     seen = rows(out, s3_options)
     if stage == "mid-commit":  # committed, the replaced files deleted, the new one not yet moved in
@@ -132,7 +118,7 @@ def test_compact_killed_then_rerun(tmp_path, out, s3_options, s3_client, stage):
     assert done.returncode == 0, done.stderr
     assert rows(out, s3_options) == expect and ledger(out, s3_options) == held
     assert len(data_files(s3_client, out)) == 1
-    assert not [k for k in keys(s3_client, out) if k.startswith("_kbatch_staging/")]  # moved in or deleted
+    assert not [k for k in keys_under(s3_client, out) if k.startswith("_kbatch_staging/")]  # moved in or deleted
 
 
 def test_killed_after_commit_rolls_forward_on_append(tmp_path, out, s3_options, s3_client):
@@ -142,7 +128,7 @@ def test_killed_after_commit_rolls_forward_on_append(tmp_path, out, s3_options, 
     n = grow(root, out, s3_options, 1, n)  # the append's sink rolls the compaction forward first
     assert rows(out, s3_options) == rows_of_root(root, ["events"]) and len(rows(out, s3_options)) == n
     assert len(data_files(s3_client, out)) == 2
-    assert not [k for k in keys(s3_client, out) if k.startswith("_kbatch_staging/")]
+    assert not [k for k in keys_under(s3_client, out) if k.startswith("_kbatch_staging/")]
 
 
 def test_convert_compact_after_keeps_the_file_count_bounded(tmp_path, out, s3_options, s3_client):
@@ -152,7 +138,7 @@ def test_convert_compact_after_keeps_the_file_count_bounded(tmp_path, out, s3_op
         n += 10
         write_log(root, "events", 0, n)
         summary_of(convert_cli(str(root), out, "--mode", "append", "--subscribe", "events", "--compact-after", "3",
-                               *opts(s3_options)))
+                               *storage_args(s3_options)))
         counts.append(len(data_files(s3_client, out)))
         assert rows(out, s3_options) == rows_of_root(root, ["events"])  # every record once, after every run
     assert counts == [1, 2, 1, 2, 1], counts
@@ -178,4 +164,4 @@ def test_a_compaction_losing_to_an_append_changes_nothing(tmp_path, out, s3_opti
         sink.commit_rewrite([staged], files, ["topic=events"])
     assert rows(out, s3_options) == rows_of_root(root, ["events"]) and len(rows(out, s3_options)) == n
     assert len(data_files(s3_client, out)) == 3
-    assert not [k for k in keys(s3_client, out) if k.startswith("_kbatch_staging/")]
+    assert not [k for k in keys_under(s3_client, out) if k.startswith("_kbatch_staging/")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from support.s3 import storage_args
 
 from kbatch.__main__ import main
 
@@ -14,20 +15,16 @@ pads = pytest.importorskip("pyarrow.dataset")
 RECURSIVE = ("--engine", "arrow", "--recursive", "--no-fail-on-data-loss", "-q")
 
 
-def opts(s3_options) -> list[str]:
-    return [f"--storage-option={k}={v}" for k, v in s3_options.items()]
-
-
 def test_convert_arrow_from_s3_to_a_local_folder(backup, expected_rows, read_rows, s3_options, tmp_path):
     out = tmp_path / "out"
-    rc = main(["convert", backup, str(out), *RECURSIVE, *opts(s3_options)])
+    rc = main(["convert", backup, str(out), *RECURSIVE, *storage_args(s3_options)])
     assert rc == 0
     assert read_rows(pads.dataset(out, format="parquet", partitioning="hive")) == expected_rows
 
 
 def test_convert_arrow_from_s3_to_s3(backup, expected_rows, read_rows, s3_options, s3_client):
     out = "s3://kbatch/converted"
-    rc = main(["convert", backup, out, *RECURSIVE, *opts(s3_options)])
+    rc = main(["convert", backup, out, *RECURSIVE, *storage_args(s3_options)])
     assert rc == 0
     fs = pa.fs.S3FileSystem(**s3_options)
     listed = s3_client.list_objects_v2(Bucket="kbatch", Prefix="converted/")["Contents"]
@@ -42,12 +39,12 @@ def test_convert_arrow_from_s3_to_s3(backup, expected_rows, read_rows, s3_option
     written = pads.dataset("kbatch/converted", filesystem=fs, format="parquet", partitioning="hive")
     assert read_rows(written) == expected_rows
     # errorifexists (the default) refuses, one line, status 2
-    assert main(["convert", backup, out, *RECURSIVE, *opts(s3_options)]) == 2
+    assert main(["convert", backup, out, *RECURSIVE, *storage_args(s3_options)]) == 2
 
 
 def test_convert_bad_storage_option_is_one_line(backup, s3_options, tmp_path, capsys):
     rc = main(["convert", backup, str(tmp_path / "o"), "--engine", "arrow", "--storage-option", "nonsense",
-               *opts(s3_options)])
+               *storage_args(s3_options)])
     assert rc == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "storage" in err[0]
@@ -56,7 +53,7 @@ def test_convert_bad_storage_option_is_one_line(backup, s3_options, tmp_path, ca
 def test_convert_replicas_all_has_a_root_column(backup, backup_local, s3_options, tmp_path):
     out = tmp_path / "all"
     assert main(["convert", backup, str(out), "--engine", "arrow", "--recursive", "--replicas", "all", "-q",
-                 *opts(s3_options)]) == 0
+                 *storage_args(s3_options)]) == 0
     t = pads.dataset(out, format="parquet", partitioning="hive").to_table()
     counts = {(r["root"], r["topic"], r["partition"]): r["offset_count"]
               for r in t.group_by(["root", "topic", "partition"]).aggregate([("offset", "count")]).to_pylist()}

@@ -15,7 +15,7 @@ import time
 
 import pytest
 from support.kills import STAGES, convert, random_kill
-from support.s3 import fresh_prefix
+from support.s3 import fresh_prefix, keys_under, storage_args
 from support.tables import REPO, rows_of_root, rows_of_table, write_log
 
 from kbatch.cli._sample import write_sample
@@ -30,17 +30,6 @@ TOPICS = ["events", "orders"]
 @pytest.fixture
 def out(s3_client) -> str:
     return fresh_prefix(s3_client, BUCKET)
-
-
-def objects(s3_client, url: str) -> list[str]:
-    """Every key under OUT, directory markers included."""
-    prefix = url.split("/", 3)[3] + "/"
-    listed = s3_client.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])
-    return sorted(o["Key"][len(prefix):] for o in listed)
-
-
-def opts(s3_options) -> list[str]:
-    return [f"--storage-option={k}={v}" for k, v in s3_options.items()]
 
 
 def not_the_table(keys: list[str], fmt: str, out: str, s3_options, catalog_uri: str) -> list[str]:
@@ -109,7 +98,7 @@ def test_s3_kill_trial(tmp_path, out, s3_options, s3_client, fmt):
     write_sample(root)
     write_log(root, "events", 0, 50)
     catalog_uri = f"sqlite:///{tmp_path / 'catalog' / 'catalog.db'}"
-    args = ["--format", fmt, "--subscribe", ",".join(TOPICS), "--mode", "append", *opts(s3_options)]
+    args = ["--format", fmt, "--subscribe", ",".join(TOPICS), "--mode", "append", *storage_args(s3_options)]
     if fmt == "iceberg":
         args += ["--catalog-option", f"uri={catalog_uri}"]
     kills: list[str | float] = ["before-commit", random_kill(len(fmt), 3.0), *STAGES, random_kill(11, 4.0)]
@@ -122,11 +111,11 @@ def test_s3_kill_trial(tmp_path, out, s3_options, s3_client, fmt):
             write_log(root, "events", 0, 120)
     assert convert(str(root), out, *args) == 0
     if fmt == "iceberg":  # pyiceberg's own file names: kbatch clean's
-        clean = [sys.executable, "-m", "kbatch", "clean", out, "--older-than", "0s", *opts(s3_options),
+        clean = [sys.executable, "-m", "kbatch", "clean", out, "--older-than", "0s", *storage_args(s3_options),
                  "--catalog-option", f"uri={catalog_uri}"]
         done = subprocess.run(clean, capture_output=True, text=True, env={"PYTHONPATH": str(REPO)}, check=False)
         assert done.returncode == 0, done.stderr
-    assert not_the_table(objects(s3_client, out), fmt, out, s3_options, catalog_uri) == []
+    assert not_the_table(keys_under(s3_client, out, markers=True), fmt, out, s3_options, catalog_uri) == []
     assert rows(fmt, out, s3_options, catalog_uri) == rows_of_root(root, TOPICS)
 
 
@@ -148,7 +137,7 @@ def test_s3_leases_judge_other_hosts_runs(tmp_path, out, s3_options, s3_client):
         s3_client.put_object(Bucket=BUCKET, Key=f"{prefix}/_kbatch_staging/{rid}@elsewhere.lease",
                              Body=json.dumps(lease).encode())
     removed = recover(out, s3_options)
-    left = objects(s3_client, out)
+    left = keys_under(s3_client, out, markers=True)
     assert not [k for k in left if dead.split(".")[0] in k]
     assert f"_kbatch_staging/{dead}/" in removed
     assert f"_kbatch_staging/{live}/topic=t/part-0.parquet" in left
@@ -169,6 +158,6 @@ def test_a_live_runs_lease_keeps_its_staging(out, s3_options, s3_client):
     info = json.loads(s3_client.get_object(Bucket=BUCKET, Key=f"{prefix}/{lease.key}")["Body"].read())
     assert info["run"] == mine.split(".")[0] and info["expires"] > time.time() + 3000
     assert recover(out, s3_options) == []
-    assert f"_kbatch_staging/{mine}/topic=t/part-0.parquet" in objects(s3_client, out)
+    assert f"_kbatch_staging/{mine}/topic=t/part-0.parquet" in keys_under(s3_client, out, markers=True)
     lease.release()
-    assert lease.key not in objects(s3_client, out)
+    assert lease.key not in keys_under(s3_client, out, markers=True)

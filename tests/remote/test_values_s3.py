@@ -5,11 +5,11 @@ tables beside), and a rerun commits nothing and duplicates no dead letter."""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
 from support.avro_root import AvroRoot, grow, write_avro_root
+from support.s3 import fresh_prefix, keys_under, storage_args
 from support.tables import convert_cli, summary_of
 
 pa = pytest.importorskip("pyarrow")
@@ -26,21 +26,7 @@ def avro_root(tmp_path) -> AvroRoot:
 
 @pytest.fixture
 def out(s3_client) -> str:
-    try:
-        s3_client.create_bucket(Bucket=BUCKET)
-    except s3_client.exceptions.BucketAlreadyOwnedByYou:
-        pass
-    return f"s3://{BUCKET}/{uuid.uuid4().hex[:8]}"
-
-
-def opts(s3_options) -> list[str]:
-    return [f"--storage-option={k}={v}" for k, v in s3_options.items()]
-
-
-def keys(s3_client, url: str) -> list[str]:
-    prefix = url.split("/", 3)[3] + "/"
-    listed = s3_client.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])
-    return sorted(o["Key"][len(prefix):] for o in listed if not o["Key"].endswith("/"))
+    return fresh_prefix(s3_client, BUCKET)
 
 
 def rows(table: pa.Table, drop: tuple[str, ...] = ()) -> list[dict]:
@@ -96,7 +82,7 @@ def test_values_to_s3_equal_a_local_run_and_reruns_add_nothing(avro_root, out, s
     if kind == "iceberg":
         uri = f"sqlite:///{tmp_path / 'catalog.db'}"
         remote += ["--catalog-option", f"uri={uri}"]
-    remote += opts(s3_options)
+    remote += storage_args(s3_options)
     local = tmp_path / "local"
     summary_of(convert_cli(str(r.root), str(local), *extra))
     s = summary_of(convert_cli(str(r.root), out, *remote))
@@ -107,7 +93,7 @@ def test_values_to_s3_equal_a_local_run_and_reruns_add_nothing(avro_root, out, s
     assert len(good) == len(r.good) and rows(good, drop) == rows(want_good, drop)
     assert len(dead) == 3 and rows(dead) == rows(want_dead)
     if kind == "parquet":  # the dead letters committed with the data: named by the one ledger commit
-        objects = keys(s3_client, out)
+        objects = keys_under(s3_client, out)
         assert [k for k in objects if k.startswith("_kbatch")] == ["_kbatch_ledger/00000000000000000001.json"]
         assert len([k for k in objects if k.startswith("_dead_letter/topic=orders/")]) == 1
         assert s["dead_letter_path"] == f"{out}/_dead_letter"
@@ -129,18 +115,19 @@ def test_values_to_s3_equal_a_local_run_and_reruns_add_nothing(avro_root, out, s
 
 
 def test_values_parquet_overwrite_replaces_the_dead_letters(avro_root, out, s3_options, s3_client) -> None:
-    args = [str(avro_root.root), out, "--values", "avro", "--subscribe", "orders", *opts(s3_options)]
+    args = [str(avro_root.root), out, "--values", "avro", "--subscribe", "orders", *storage_args(s3_options)]
     summary_of(convert_cli(*args))
     s = summary_of(convert_cli(*args, "--mode", "overwrite"))
     assert s["dead_letters"] == 3
     assert len(folder(f"{out}/_dead_letter", s3_options)) == 3  # the first run's files gone
-    assert len([k for k in keys(s3_client, out) if k.startswith("_dead_letter/")]) == 1
+    assert len([k for k in keys_under(s3_client, out) if k.startswith("_dead_letter/")]) == 1
 
 
 @pytest.mark.parametrize("stage", ["before-commit", "mid-commit"])
 def test_values_parquet_killed_then_rerun_has_each_dead_letter_once(avro_root, out, s3_options, stage) -> None:
     r = avro_root
-    args = [str(r.root), out, "--values", "avro", "--subscribe", "orders", "--mode", "append", *opts(s3_options)]
+    args = [str(r.root), out, "--values", "avro", "--subscribe", "orders", "--mode", "append",
+            *storage_args(s3_options)]
     summary_of(convert_cli(*args))
     grow(r)
     assert convert_cli(*args, env={"KBATCH_TEST_KILL_AT": stage}).returncode == -9
@@ -158,7 +145,7 @@ def test_parquet_on_s3_keeps_each_folders_schema_in_common_metadata(avro_root, o
     import pyarrow.parquet as pq
 
     r = avro_root
-    runs = {"local": [str(tmp_path / "local")], "s3": [out, *opts(s3_options)]}
+    runs = {"local": [str(tmp_path / "local")], "s3": [out, *storage_args(s3_options)]}
     for where in runs.values():
         summary_of(convert_cli(str(r.root), where[0], "--subscribe", "orders", "--mode", "append", *where[1:]))
     grow(r)
