@@ -203,16 +203,7 @@ class RemoteFolderSink(Sink):
         entry = {"commit": n, "ledger": json.loads(self._ledger.to_json()), "converted": json.loads(Ledger().to_json()),
                  "files": list(files), "records": 0, "staging": self._staging, "replaces": False,
                  "compacted": list(compacted), "removed": list(removed)}
-        reached("before-commit")
-        try:  # the commit point
-            create_exclusive(f"{self.url}/{LEDGER_DIR}/{ledger_name(n)}", json.dumps(entry).encode(), self.options)
-        except CommitConflictError:
-            self.abort()
-            raise CommitConflictError(f"{self.url}: another run committed (ledger commit {n}) while this one "
-                                      "compacted: nothing compacted; run again", table=self.url) from None
-        except Exception:
-            self.abort()
-            raise
+        self._commit_point(entry, "while this one compacted: nothing compacted; run again")
         self._move_in(self._staging, entry["files"], False, entry["removed"])
         self._open = False
         self._number = n
@@ -262,23 +253,31 @@ class RemoteFolderSink(Sink):
         entry = {"commit": n, "ledger": json.loads(ledger.to_json()), "converted": json.loads(converted.to_json()),
                  "files": [f for f, _ in files], "records": sum(self._counts.values()) + self._adopted,
                  "staging": self._staging, "replaces": replaces}
-        reached("before-commit")
-        try:  # the commit point
-            create_exclusive(f"{self.url}/{LEDGER_DIR}/{ledger_name(n)}", json.dumps(entry).encode(), self.options)
-        except CommitConflictError:
-            self.abort()
-            raise CommitConflictError(f"{self.url}: another run committed (ledger commit {n}) after this one read the "
-                            "ledger: nothing of this run committed; run again to append what is left",
-                            table=self.url) from None
-        except Exception:
-            self.abort()
-            raise
+        self._commit_point(entry, "after this one read the ledger: nothing of this run committed; run again to "
+                                  "append what is left")
         self._move_in(self._staging, entry["files"], replaces)
         self._open = False
         self._ledger, self._number = ledger, n
         data = sum(b for f, b in files if not _hidden(f))  # the side folders' files not counted, as locally
         return [TableCommit(self.url, str(n), entry["records"], data, list(converted),
                             kind="commit")]
+
+    def _commit_point(self, entry: dict[str, Any], lost: str) -> None:
+        """Create ledger commit ``entry["commit"]`` if its name is free: the commit point of
+        :meth:`commit` and :meth:`commit_rewrite`. This run's staging is dropped when it fails;
+        a run that lost the race to another commit raises :class:`CommitConflictError` saying
+        ``lost`` (what happened to this one)."""
+        n = entry["commit"]
+        reached("before-commit")
+        try:
+            create_exclusive(f"{self.url}/{LEDGER_DIR}/{ledger_name(n)}", json.dumps(entry).encode(), self.options)
+        except CommitConflictError:
+            self.abort()
+            raise CommitConflictError(f"{self.url}: another run committed (ledger commit {n}) {lost}",
+                                      table=self.url) from None
+        except Exception:
+            self.abort()
+            raise
 
     def _schemas(self, data: list[str]) -> list[str]:
         """``_common_metadata`` written into each staged folder of Parquet ``data`` files, as a
