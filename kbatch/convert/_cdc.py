@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbatch.errors import ValueDecodeError
-from kbatch.tables import Keyed, Ledger
+from kbatch.tables import ROUTE, Keyed, Ledger
 
 from ._values import usage
 
@@ -174,7 +174,7 @@ class CdcPlan:
 
     def keyed(self) -> dict[str, Keyed]:
         """topic -> how its sink applies the changes."""
-        return {t: Keyed(keys=p.keys, op=OP, order=(PARTITION, OFFSET, TIMESTAMP), route="topic")
+        return {t: Keyed(keys=p.keys, op=OP, order=(PARTITION, OFFSET, TIMESTAMP), route=ROUTE)
                 for t, p in self.topics.items()}
 
     def apply(self, topic: str, raw: Any, good: Any, *, fail: bool) -> tuple[Any, Any]:
@@ -217,7 +217,7 @@ class CdcPlan:
             else:
                 column = good.column(name).combine_chunks()
             columns[f.name] = column.cast(f.type)
-        hidden = {"topic": good.column("topic").combine_chunks(), OP: does,
+        hidden = {ROUTE: good.column("topic").combine_chunks(), OP: does,
                   PARTITION: good.column("partition").combine_chunks(), OFFSET: good.column("offset").combine_chunks(),
                   TIMESTAMP: good.column("timestamp").combine_chunks()}
         rows = pa.table({**columns, **hidden}).filter(ok)
@@ -345,10 +345,10 @@ def plan_cdc(args: argparse.Namespace, schemas: dict[str, Any], decoded: set[str
                 raise usage(f"--cdc-columns {item}: one of op, ts_ms, source.<field>, partition, offset, timestamp")
             where[name] = spot
             fields.append(pa.field(name, t))
-        clash = sorted(n for n in where if n == "topic" or n.startswith("_kbatch_"))
+        clash = sorted(n for n in where if n.startswith("_kbatch_"))
         if clash:
-            raise usage(f"--cdc: {topic}'s rows have the column(s) {', '.join(clash)}, which kbatch uses to route "
-                        "the changes (not yet supported)")
+            raise usage(f"--cdc: {topic}'s rows have the column(s) {', '.join(clash)}: names beginning _kbatch_ are "
+                        "kbatch's, for the changes' order and routing")
         if len(where) != len(fields):
             raise usage(f"--cdc-columns: a column named twice in {topic}'s rows")
         topics[topic] = _Topic(pa.schema(fields), tuple(key.names), value_payload, key_payload, where)

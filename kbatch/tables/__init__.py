@@ -42,6 +42,7 @@ from ._remote import delta_options as delta_options
 from ._remote import iceberg_properties as iceberg_properties
 from ._remote import is_s3
 from ._remotefolder import RemoteFolderSink
+from ._sink import ROUTE as ROUTE
 from ._sink import EndOnError, Sink, TableCommit
 from ._sink import by_topic as by_topic
 from ._staging import MODES as MODES

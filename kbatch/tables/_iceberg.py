@@ -47,6 +47,7 @@ from ._sink import (
     Sink,
     TableCommit,
     added_columns,
+    by_topic,
     count_rows,
     nullable,
     older_rows_note,
@@ -361,15 +362,9 @@ class IcebergSink(Sink):
         """Buffer each topic's batches; a topic's buffer is appended (a snapshot of the commit) when
         it reaches :data:`CHUNK_BYTES`, and the largest others when all together do; what is
         left is appended at :meth:`commit` with the ledger (one snapshot per table, for most runs)."""
-        import pyarrow.compute as pc
-
         held: dict[str, int] = {}
         for batch in count_rows(batches, self._counts):
-            if not batch.num_rows:
-                continue
-            topics = pc.unique(batch.column(batch.schema.get_field_index("topic"))).to_pylist()
-            for topic in topics:
-                part = batch if len(topics) == 1 else batch.filter(pc.equal(batch.column("topic"), topic))
+            for topic, part in by_topic([batch]):
                 self._buffers.setdefault(topic, []).append(part)
                 held[topic] = held.get(topic, 0) + part.nbytes
                 if self.upsert:

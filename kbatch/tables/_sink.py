@@ -37,7 +37,7 @@ from ._partition import Transform
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is not a runtime dependency
     from typing_extensions import Self
 
-__all__ = ["EndOnError", "Sink", "TableCommit", "added_columns", "by_topic", "count_rows", "older_rows_note",
+__all__ = ["ROUTE", "EndOnError", "Sink", "TableCommit", "added_columns", "by_topic", "count_rows", "older_rows_note",
            "nullable", "staged_files"]
 
 
@@ -79,6 +79,17 @@ class TableCommit:
         return out
 
 
+#: The column a batch of changes (``--cdc``) names each row's topic (its table) by: their tables'
+#: own columns may hold a ``topic`` (a database column of that name).
+ROUTE = "_kbatch_topic"
+
+
+def _topics(batch: Any) -> Any:
+    """The column naming each row of ``batch``'s topic: :data:`ROUTE` when it has one, else ``topic``."""
+    at = batch.schema.get_field_index(ROUTE)
+    return batch.column(at if at >= 0 else batch.schema.get_field_index("topic"))
+
+
 def count_rows(batches: Iterable[Any], counts: dict[str, int]) -> Iterator[Any]:
     """``batches`` as they are, each one's rows added to ``counts[topic]``; the ``mid-write`` test
     hook once the first batch was taken by the writer."""
@@ -87,8 +98,7 @@ def count_rows(batches: Iterable[Any], counts: dict[str, int]) -> Iterator[Any]:
     first = True
     for batch in batches:
         if batch.num_rows:
-            topics = batch.column(batch.schema.get_field_index("topic"))
-            for item in pc.value_counts(topics).to_pylist():
+            for item in pc.value_counts(_topics(batch)).to_pylist():
                 counts[item["values"]] = counts.get(item["values"], 0) + item["counts"]
         yield batch
         if first:
@@ -143,15 +153,17 @@ class EndOnError:
 
 
 def by_topic(batches: Iterable[Any]) -> Iterator[tuple[str, Any]]:
-    """``(topic, batch)`` for each non-empty batch, a batch of several topics split by topic."""
+    """``(topic, batch)`` for each non-empty batch, a batch of several topics split by topic (its
+    ``topic`` column, or :data:`ROUTE` when it has one)."""
     import pyarrow.compute as pc
 
     for batch in batches:
         if not batch.num_rows:
             continue
-        topics = pc.unique(batch.column(batch.schema.get_field_index("topic"))).to_pylist()
+        column = _topics(batch)
+        topics = pc.unique(column).to_pylist()
         for topic in topics:
-            yield topic, batch if len(topics) == 1 else batch.filter(pc.equal(batch.column("topic"), topic))
+            yield topic, batch if len(topics) == 1 else batch.filter(pc.equal(column, topic))
 
 
 def nullable(schema: Any) -> Any:
