@@ -327,3 +327,24 @@ def test_spark_random_histories_as_of_then_append_equal_the_replay(spark, tmp_pa
     assert _table(fmt, out) == dbz.replay(held)
     _ok(capsys, *_cdc(root, out, fmt, "--mode", "append"), *SPARK)
     assert _table(fmt, out) == dbz.replay(h.events) == h.rows
+
+
+def test_spark_cdc_of_a_whole_backup_with_replicas_equals_the_arrow_engines(spark, tmp_path, capsys):
+    """``--recursive`` over two brokers' log dirs, each ``customers`` partition held by both."""
+    h = dbz.History("postgres", partitions=2)
+    for key in range(1, 7):
+        h.insert(key)
+    h.update(1)
+    h.delete(2)
+    h.rekey(3, 13)
+    h.truncate()
+    h.insert(20)
+    h.update(20)
+    root = tmp_path / "root"
+    dbz.fresh(root)
+    _write(root, h.events, {})
+    backup = dbz.backup_of(root, tmp_path / "backup")
+    s = _ok(capsys, *_cdc(backup, tmp_path / "spark", "iceberg", "--recursive"), *SPARK)
+    a = _ok(capsys, *_cdc(backup, tmp_path / "arrow", "iceberg", "--recursive"), "--engine", "arrow")
+    assert s["records"] == a["records"] and s["dead_letters"] == a["dead_letters"] == 0
+    assert _table("iceberg", tmp_path / "spark") == _table("iceberg", tmp_path / "arrow") == dbz.replay(h.events)

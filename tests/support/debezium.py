@@ -322,3 +322,16 @@ def read_table(fmt: str, out: Path, topic: str, reader: str) -> list[dict[str, A
             return DeltaTable(str(out / topic)).to_pyarrow_table().to_pylist()
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def backup_of(root: Path, backup: Path) -> Path:
+    """``root`` as a backup of two brokers' log dirs: broker-1 holds every partition, broker-2 a
+    replica of each ``customers`` partition (the same records: ``--recursive`` reads one copy)."""
+    for broker in ("broker-1", "broker-2"):
+        (backup / broker).mkdir(parents=True)
+        for p in root.iterdir():
+            if p.is_file():
+                shutil.copy(p, backup / broker / p.name)
+            elif broker == "broker-1" or p.name.startswith("customers-"):
+                shutil.copytree(p, backup / broker / p.name)
+    return backup
