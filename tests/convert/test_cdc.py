@@ -292,19 +292,9 @@ def test_a_database_column_named_topic_is_the_tables_own(tmp_path, fmt, monkeypa
             assert rows == [(1, f"news of {name}"), (3, None)]
 
 
-
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_whole_backup_with_replicas_gives_the_database_table(tmp_path, fmt):
-    h = dbz.History("postgres", partitions=2)
-    for key in range(1, 7):
-        h.insert(key)
-    h.update(1)
-    h.delete(2)
-    h.rekey(3, 13)
-    h.truncate()
-    h.insert(20)
-    h.insert(4)
-    h.update(20)
+    h = dbz.mixed_history()
     root = tmp_path / "root"
     dbz.fresh(root)
     dbz.write(root, "customers", h.events, "json", "postgres")

@@ -331,15 +331,7 @@ def test_spark_random_histories_as_of_then_append_equal_the_replay(spark, tmp_pa
 
 def test_spark_cdc_of_a_whole_backup_with_replicas_equals_the_arrow_engines(spark, tmp_path, capsys):
     """``--recursive`` over two brokers' log dirs, each ``customers`` partition held by both."""
-    h = dbz.History("postgres", partitions=2)
-    for key in range(1, 7):
-        h.insert(key)
-    h.update(1)
-    h.delete(2)
-    h.rekey(3, 13)
-    h.truncate()
-    h.insert(20)
-    h.update(20)
+    h = dbz.mixed_history()
     root = tmp_path / "root"
     dbz.fresh(root)
     _write(root, h.events, {})

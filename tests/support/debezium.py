@@ -324,6 +324,22 @@ def read_table(fmt: str, out: Path, topic: str, reader: str) -> list[dict[str, A
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
+def mixed_history() -> History:
+    """A short history over two partitions with each kind of change: creates, an update, a delete,
+    a primary key change, a truncate, and creates and an update after it."""
+    h = History("postgres", partitions=2)
+    for key in range(1, 7):
+        h.insert(key)
+    h.update(1)
+    h.delete(2)
+    h.rekey(3, 13)
+    h.truncate()
+    h.insert(20)
+    h.insert(4)
+    h.update(20)
+    return h
+
+
 def backup_of(root: Path, backup: Path) -> Path:
     """``root`` as a backup of two brokers' log dirs: broker-1 holds every partition, broker-2 a
     replica of each ``customers`` partition (the same records: ``--recursive`` reads one copy)."""

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.avro_random import all_names, arrow_plain, expected, expected_arrow
+from support.refcodec import varlong
 
 import kbatch
 from kbatch import values
@@ -40,36 +41,26 @@ class U:
     value: Any
 
 
-def _long(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
 def _string(s: str) -> bytes:
     b = s.encode()
-    return _long(len(b)) + b
+    return varlong(len(b)) + b
 
 
 def enc(t: Any, v: Any) -> bytes:
     """``v`` of type ``t`` in Avro's binary encoding (maps as :class:`M`, unions as :class:`U`)."""
     if isinstance(t, list):
-        return _long(v.branch) + enc(t[v.branch], v.value)
+        return varlong(v.branch) + enc(t[v.branch], v.value)
     kind = t if isinstance(t, str) else t["type"]
     if kind == "record":
         return b"".join(enc(f["type"], v[f["name"]]) for f in t["fields"])
     if kind == "array":
         items = b"".join(enc(t["items"], x) for x in v)
-        return (_long(len(v)) + items if v else b"") + b"\x00"
+        return (varlong(len(v)) + items if v else b"") + b"\x00"
     if kind == "map":
         out = b""
         for block in v.blocks:
             body = b"".join(_string(k) + enc(t["values"], x) for k, x in block)
-            out += _long(-len(block)) + _long(len(body)) + body if v.sized else _long(len(block)) + body
+            out += varlong(-len(block)) + varlong(len(body)) + body if v.sized else varlong(len(block)) + body
         return out + b"\x00"
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, fastavro.parse_schema(t), v)
