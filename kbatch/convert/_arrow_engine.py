@@ -19,9 +19,8 @@ from kbatch.errors import KBatchError, TableError
 from kbatch.plan import range_key, read_logs, with_root
 from kbatch.tables import EndOnError, FolderSink, Ledger, Sink, TableCommit
 
-from ._cdc import plan_cdc
 from ._errors import UsageError
-from ._plan import Plan, leave_out, ledger_keys, plan, row_schema
+from ._plan import Plan, ledger_keys, plan, plan_changes, row_schema
 from ._reports import finish_report, log_notes, read_ranges, reports_before_read
 from ._resume import resume_run
 from ._sinks import RemoteStaging, has_ledger, is_remote, open_out_sink, table_options
@@ -126,16 +125,13 @@ def convert_arrow(args: argparse.Namespace) -> Summary:
         values = plan_values(args, p.topics, schema, p.logs)
         if values is not None and args.format in ("iceberg", "delta"):
             values.catalog = table_options(args, ledger_keys(p))  # the dead letters' tables opened as the data's
-        cdc = plan_cdc(args, values.schemas, set(values.readers)) if values is not None else None
+        cdc = plan_changes(args, p, values)
         if has_ledger(args.out):
             side = (values.side_folder,) if values is not None and values.side_folder else ()
             if cdc is not None:
-                assert values is not None
-                leave_out(p, cdc.left_out(p.topics))
-                values.cdc, values.schemas = cdc, cdc.schemas  # the tables' columns: the after images'
                 sink = open_out_sink(args, p.topics, cdc.columns(), ledger_keys(p), side, keyed=cdc.keyed())
-                return _convert_to_table(args, p, schema, sink, wall, values)
-            sink = open_out_sink(args, p.topics, schema.names, ledger_keys(p), side)
+            else:
+                sink = open_out_sink(args, p.topics, schema.names, ledger_keys(p), side)
             return _convert_to_table(args, p, schema, sink, wall, values)
         import pyarrow.dataset as pads  # not before: it imports pandas (0.5 s), which a rerun never needs
         reports = reports_before_read(p)

@@ -24,12 +24,12 @@ from kbatch.plan import CLUSTER_ID_COLUMN, INTERNAL_TOPICS, ROOT_COLUMN, Options
 from kbatch.tables import check_target
 
 from ._as_of import check_as_of
-from ._cdc import check_cdc_arguments
+from ._cdc import CdcPlan, check_cdc_arguments, plan_cdc
 from ._errors import UsageError
 from ._sinks import has_ledger, is_remote, recover_out
 from ._value_plan import check_arguments, requested
 
-__all__ = ["Plan", "default_engine", "leave_out", "ledger_keys", "plan", "row_schema"]
+__all__ = ["Plan", "default_engine", "ledger_keys", "plan", "plan_changes", "row_schema"]
 
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
@@ -241,7 +241,19 @@ def ledger_keys(p: Plan) -> list[tuple[str, int, str | None]]:
     return [(d.topic, d.partition, d.root if p.opts.root_columns else None) for d in p.logs]
 
 
-def leave_out(p: Plan, topics: list[str]) -> None:
+def plan_changes(args: argparse.Namespace, p: Plan, values: Any) -> CdcPlan | None:
+    """``--cdc``, for either engine: the change streams' plan (:func:`kbatch.convert._cdc.plan_cdc`)
+    set on ``values`` (a :class:`kbatch.convert._values.ValuePlan`, whose schemas become the
+    tables', the after images' columns), the selected topics that are not change streams left
+    out of ``p``; None without ``--cdc``."""
+    cdc = plan_cdc(args, values.schemas, set(values.readers)) if values is not None else None
+    if cdc is not None:
+        _leave_out(p, cdc.left_out(p.topics))
+        values.cdc, values.schemas = cdc, cdc.schemas
+    return cdc
+
+
+def _leave_out(p: Plan, topics: list[str]) -> None:
     """``topics`` taken out of the plan (``--cdc``: the internal topics a selection holds), counted
     in its ``left_out`` as the internal topics are."""
     for log in [d for d in p.logs if d.topic in topics]:

@@ -5,8 +5,9 @@ key, ``--cdc``'s changes by the primary key) is handed the run's rows in log ord
 them per key at its commit. Under Spark the same happens in two halves:
 
 - the executors (:func:`stage_changes`, one Spark job per topic) read their slices, decode the
-  values (``--values``, :func:`kbatch.values.split`), turn Debezium envelopes into change rows
-  (:meth:`kbatch.convert._cdc.CdcPlan.apply`: the table's columns and the hidden op, partition,
+  values and turn Debezium envelopes into change rows as this process does under the arrow
+  engine (:class:`kbatch.convert._values.TopicDecode`: ``--values``, then
+  :meth:`kbatch.convert._cdc.CdcPlan.apply`: the table's columns and the hidden op, partition,
   offset and timestamp ones) and write them with pyarrow, types kept, as Parquet into a hidden
   folder of the sink's staging folder (``_changes/topic=<t>/``, which the sink's commit never
   takes as data files), the dead letters beside them (``_dead_letter/``, as ``--values`` does).
@@ -39,11 +40,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kbatch import values as kvalues
 from kbatch.plan import ROOT_COLUMN, LogSlice, Options
 
 from ._cdc import OFFSET, PARTITION
-from ._values import ValuePlan, flatten_values
+from ._values import TopicDecode, ValuePlan
 
 __all__ = ["CHANGES_DIR", "stage_changes", "staged_changes"]
 
@@ -96,19 +96,14 @@ def stage_changes(spark: Any, tasks: Sequence[Sequence[LogSlice]], opts: Options
         if not mine:
             continue
         df = task_frame(spark, mine, opts)
-        readers = values.readers.get(topic) if values is not None else None
+        decode = values.topic_decode(topic) if values is not None else None
         registry = ship(df, values.registry if values is not None else None)
-        fail = values.fail if values is not None else True
-        value_format = values.value_format if values is not None else "auto"
-        flatten = values.flatten if values is not None else False
-        protobuf = values.protobuf if values is not None else None
         changes = os.path.join(folder, CHANGES_DIR, f"topic={topic}")
         dead_folder = os.path.join(folder, (values.side_folder if values is not None else None) or "_dead_letter")
         name = f"part-{run}-{i}"
 
-        def stage(batches: Iterator[Any], topic: str = topic, readers: Any = readers, registry: Any = registry,
-                  fail: bool = fail, value_format: str = value_format, flatten: bool = flatten,
-                  protobuf: Any = protobuf, changes: str = changes, dead_folder: str = dead_folder,
+        def stage(batches: Iterator[Any], topic: str = topic, decode: TopicDecode | None = decode,
+                  registry: Any = registry, changes: str = changes, dead_folder: str = dead_folder,
                   name: str = name) -> Iterator[Any]:
             import pyarrow as pa
             from pyspark import TaskContext
@@ -124,14 +119,8 @@ def stage_changes(spark: Any, tasks: Sequence[Sequence[LogSlice]], opts: Options
                 _task_rows(batch, read)
                 basename = f"{name}-{task:05d}-{k:05d}.parquet"
                 rows, dead, more = pa.Table.from_batches([batch]), None, None
-                if readers is not None:
-                    rows, dead = kvalues.split(batch, reg, values=readers[0], keys=readers[1],
-                                               on_error="raise" if fail else "dead-letter", format=value_format,
-                                               protobuf=protobuf)
-                    if plan is not None:
-                        rows, more = plan.apply(topic, batch, rows, fail=fail)
-                    if flatten:
-                        rows = flatten_values(rows)
+                if decode is not None:
+                    rows, dead, more = decode(topic, batch, reg, plan)
                 if rows.num_rows:
                     _write_aside(rows, changes, basename)
                 for j, letters in enumerate((dead, more)):

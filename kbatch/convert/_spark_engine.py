@@ -48,9 +48,8 @@ from kbatch.spark import (
 )
 from kbatch.tables import FolderSink, Ledger, RemoteFolderSink, Sink, TableCommit, has_data_files
 
-from ._cdc import plan_cdc
 from ._errors import ConvertError, UsageError
-from ._plan import Plan, leave_out, ledger_keys, plan, row_schema
+from ._plan import Plan, ledger_keys, plan, plan_changes, row_schema
 from ._reports import find_skipped, finish_report, read_ranges, reports_and_notes
 from ._resume import Resumed, resume_run
 from ._sinks import has_ledger, is_remote, open_out_sink, table_options
@@ -328,11 +327,7 @@ def convert_spark(args: argparse.Namespace) -> Summary:
         values = plan_values(args, p.topics, schema, p.logs)  # --values: each topic's reader schemas (a local OUT)
         if values is not None and args.format in ("iceberg", "delta"):
             values.catalog = table_options(args, ledger_keys(p))  # the dead letters' tables opened as the data's
-        cdc = plan_cdc(args, values.schemas, set(values.readers)) if values is not None else None
-        if cdc is not None:
-            assert values is not None
-            leave_out(p, cdc.left_out(p.topics))
-            values.cdc, values.schemas = cdc, cdc.schemas  # the tables' columns: the after images'
+        cdc = plan_changes(args, p, values)
     except BaseException:
         p.close()
         raise

@@ -36,6 +36,7 @@ __all__ = [
     "DEAD_LETTER_DIR",
     "DEAD_LETTER_SUFFIX",
     "DeadLetterFiles",
+    "TopicDecode",
     "ValuePlan",
     "flatten_schema",
     "flatten_values",
@@ -80,6 +81,33 @@ def flatten_values(table: Any) -> Any:
     parts = table.column(at).flatten()  # a null struct's fields are null
     columns = table.columns[:at] + parts + table.columns[at + 1:]
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+@dataclass(frozen=True)
+class TopicDecode:
+    """How one topic's raw records are decoded (:meth:`ValuePlan.topic_decode`): by this process
+    (:meth:`ValuePlan.decode`) and by Spark's executors (it pickles), one definition for both."""
+
+    #: (value reader, key reader): a None reader leaves that column binary
+    readers: tuple[Schema | None, Schema | None]
+    fail: bool
+    #: the decode's format= ("json": plain JSON, no registry)
+    format: str
+    #: Protobuf readers' options (:class:`kbatch.values.ProtoOptions`), or None
+    protobuf: Any
+    flatten: bool
+
+    def __call__(self, topic: str, part: Any, registry: Registry | None, cdc: Any = None) -> tuple[Any, Any, Any]:
+        """``part`` (raw records of ``topic``) decoded: ``(rows, dead letters, not changes)``. With
+        ``cdc`` (a :class:`kbatch.convert._cdc.CdcPlan`), the rows are its changes and the records
+        that are none its dead letters (``None`` without). With ``fail``, the first bad record raises."""
+        good, dead = values.split(part, registry, values=self.readers[0], keys=self.readers[1],
+                                  on_error="raise" if self.fail else "dead-letter", format=self.format,
+                                  protobuf=self.protobuf)
+        more = None
+        if cdc is not None:
+            good, more = cdc.apply(topic, part, good, fail=self.fail)
+        return (flatten_values(good) if self.flatten else good), dead, more
 
 
 @dataclass
@@ -179,23 +207,23 @@ class ValuePlan:
         set aside (or, with ``fail``, the first bad record's :class:`ValueDecodeError` raised)."""
         for batch in batches:
             for topic, part in by_topic([batch]):
-                readers = self.readers.get(topic)
-                if readers is None:
+                decode = self.topic_decode(topic)
+                if decode is None:
                     yield part
                     continue
-                good, dead = values.split(part, self.registry, values=readers[0], keys=readers[1],
-                                          on_error="raise" if self.fail else "dead-letter", format=self.value_format,
-                                          protobuf=self.protobuf)
-                if self.cdc is not None:  # (the dead letters after an --as-of cut left for a later run)
-                    good, more = self.cdc.apply(topic, part, good, fail=self.fail)
-                    dead, more = self.cdc.before_cut(dead), self.cdc.before_cut(more)
-                    if more.num_rows:
-                        self.set_aside(more)
-                if dead.num_rows:
-                    self.set_aside(dead)
-                if self.flatten:
-                    good = flatten_values(good)
+                good, dead, more = decode(topic, part, self.registry, self.cdc)
+                for letters in (more, dead):
+                    if letters is not None and self.cdc is not None:  # those after an --as-of cut: a later run's
+                        letters = self.cdc.before_cut(letters)
+                    if letters is not None and letters.num_rows:
+                        self.set_aside(letters)
                 yield from good.to_batches()
+
+    def topic_decode(self, topic: str) -> TopicDecode | None:
+        """How ``topic``'s records are decoded, or None (not decoded: the raw records as they are)."""
+        readers = self.readers.get(topic)
+        return None if readers is None else TopicDecode(readers, self.fail, self.value_format, self.protobuf,
+                                                        self.flatten)
 
     def set_aside(self, dead: Any) -> None:
         """Keep ``dead`` (a table of :attr:`dead_schema`) for the commit, counted per partition and
